@@ -1,0 +1,169 @@
+# pprpc — GNU make, out-of-tree build in build/.
+#
+#   make                 build everything (programs in build/bin, libraries in build/lib)
+#   make test            every test that runs without a GPU
+#   make SANITIZE=address,undefined test
+#   make fuzz            run each libFuzzer target for FUZZ_SECONDS (needs clang)
+#   make STATIC=1        link libuv, protobuf-c and OpenBLAS statically (for the GPU machine)
+#
+# Optional parts are detected, not assumed; the build says what it found.
+
+BUILD    ?= build
+CC       ?= cc
+PROTOC_C ?= protoc-c
+PKG_CONFIG ?= pkg-config
+SANITIZE ?=
+STATIC   ?= 0
+FUZZ_SECONDS ?= 60
+
+O := $(BUILD)/obj
+B := $(BUILD)/bin
+L := $(BUILD)/lib
+T := $(BUILD)/tests
+G := $(BUILD)/gen
+
+WARN    := -Wall -Wextra -Wstrict-prototypes -Wshadow -Wpointer-arith -Wno-unused-parameter
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=gnu11 $(WARN) -MMD -MP -fPIC -fvisibility=hidden -pthread
+CPPFLAGS += -I. -Ilibclient/include -I$(G) -D_GNU_SOURCE
+LDFLAGS += -pthread
+
+ifneq ($(SANITIZE),)
+CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=$(SANITIZE)
+endif
+
+UV_CFLAGS   := $(shell $(PKG_CONFIG) --cflags libuv)
+PBC_CFLAGS  := $(shell $(PKG_CONFIG) --cflags libprotobuf-c)
+BLAS_CFLAGS := $(shell $(PKG_CONFIG) --cflags openblas 2>/dev/null)
+CPPFLAGS += $(UV_CFLAGS) $(PBC_CFLAGS) $(BLAS_CFLAGS)
+
+ifeq ($(STATIC),1)
+UV_LIBS   := -l:libuv_a.a -ldl -lrt
+PBC_LIBS  := -l:libprotobuf-c.a
+BLAS_LIBS := $(shell $(PKG_CONFIG) --variable=libdir openblas 2>/dev/null)/libopenblas.a -lgfortran -lm
+else
+UV_LIBS   := $(shell $(PKG_CONFIG) --libs libuv)
+PBC_LIBS  := $(shell $(PKG_CONFIG) --libs libprotobuf-c)
+BLAS_LIBS := $(shell $(PKG_CONFIG) --libs openblas 2>/dev/null || echo -lopenblas)
+endif
+CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka)
+
+# ---- sources ------------------------------------------------------------
+PROTO      := proto/pprpc.proto
+PROTO_C    := $(G)/proto/pprpc.pb-c.c
+PROTO_H    := $(G)/proto/pprpc.pb-c.h
+
+PROTO_SRCS     := $(filter-out proto/fuzz_%.c,$(wildcard proto/*.c))
+TRANSPORT_SRCS := $(wildcard transport/*.c)
+KERNEL_SRCS    := $(wildcard kernels/*.c kernels/cpu/*.c)
+CLIENT_SRCS    := $(wildcard libclient/*.c)
+DAEMON_SRCS    := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+
+obj = $(patsubst %.c,$(O)/%.o,$(1))
+
+PROTO_OBJS     := $(call obj,$(PROTO_SRCS)) $(O)/gen/pprpc.pb-c.o
+TRANSPORT_OBJS := $(call obj,$(TRANSPORT_SRCS))
+KERNEL_OBJS    := $(call obj,$(KERNEL_SRCS))
+CLIENT_OBJS    := $(call obj,$(CLIENT_SRCS))
+DAEMON_OBJS    := $(call obj,$(DAEMON_SRCS))
+
+# The client library holds the client, the wire code and the shape rules.
+LIBPPRPC_OBJS := $(CLIENT_OBJS) $(PROTO_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS)
+
+TOOLS := $(patsubst tools/%.c,$(B)/%,$(wildcard tools/*.c))
+BENCHES := $(patsubst bench/%.c,$(B)/bench-%,$(wildcard bench/*.c))
+UNIT_TESTS := $(patsubst tests/unit/%.c,$(T)/%,$(wildcard tests/unit/test_*.c))
+INTEG_TESTS := $(patsubst tests/integration/%.c,$(T)/%,$(wildcard tests/integration/test_*.c))
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(T)/replay_%,$(FUZZ_SRCS))
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
+
+.PHONY: all test unit integration fuzz-replay fuzz clean info
+all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES)
+
+info:
+	@echo "pprpc build: libuv $$($(PKG_CONFIG) --modversion libuv), protobuf-c $$($(PKG_CONFIG) --modversion libprotobuf-c), openblas: $(if $(BLAS_LIBS),yes,no), static deps: $(STATIC)$(if $(SANITIZE), sanitize=$(SANITIZE))"
+
+# ---- generated protobuf-c code -------------------------------------------
+$(PROTO_C) $(PROTO_H): $(PROTO)
+	@mkdir -p $(G)/proto
+	$(PROTOC_C) --c_out=$(G) $(PROTO)
+
+$(O)/gen/pprpc.pb-c.o: $(PROTO_C)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-shadow -c $< -o $@
+
+# Every object may include the generated header.
+$(O)/%.o: %.c | $(PROTO_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+# ---- libraries and programs -----------------------------------------------
+$(L)/libpprpc.a: $(LIBPPRPC_OBJS)
+	@mkdir -p $(L)
+	rm -f $@ && ar rcs $@ $^
+
+$(L)/libpprpc.so: $(LIBPPRPC_OBJS)
+	@mkdir -p $(L)
+	$(CC) -shared -Wl,-soname,libpprpc.so.1 $(LDFLAGS) -o $@ $^ $(PBC_LIBS) $(BLAS_LIBS) -lm
+
+$(B)/pprpcd: $(O)/daemon/main.o $(DAEMON_OBJS) $(PROTO_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS)
+	@mkdir -p $(B)
+	$(CC) $(LDFLAGS) -o $@ $^ $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
+
+$(B)/%: $(O)/tools/%.o $(L)/libpprpc.a
+	@mkdir -p $(B)
+	$(CC) $(LDFLAGS) -o $@ $< $(L)/libpprpc.a $(PBC_LIBS) $(BLAS_LIBS) -lm
+
+$(B)/bench-%: $(O)/bench/%.o $(L)/libpprpc.a
+	@mkdir -p $(B)
+	$(CC) $(LDFLAGS) -o $@ $< $(L)/libpprpc.a $(PBC_LIBS) $(BLAS_LIBS) -lm
+
+# ---- tests ---------------------------------------------------------------
+# Unit tests link everything except daemon/main.o, so they can test daemon
+# internals as well as the library.
+TEST_LINK := $(DAEMON_OBJS) $(LIBPPRPC_OBJS)
+$(T)/test_%: $(O)/tests/unit/test_%.o $(TEST_LINK)
+	@mkdir -p $(T)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
+
+$(T)/test_%: $(O)/tests/integration/test_%.o $(O)/tests/integration/harness.o $(L)/libpprpc.a
+	@mkdir -p $(T)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
+
+# Fuzz targets: the same source is built twice — with a replay main (any
+# compiler; runs over the saved corpus in `make test`) and with libFuzzer.
+$(T)/replay_%: tests/fuzz/%.c tests/fuzz/replay_main.c $(TEST_LINK) | $(PROTO_H)
+	@mkdir -p $(T)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/fuzz/$*.c tests/fuzz/replay_main.c $(TEST_LINK) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
+
+FUZZ_CC ?= clang
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(DAEMON_SRCS) $(PROTO_SRCS) $(TRANSPORT_SRCS) $(KERNEL_SRCS) $(PROTO_C)
+	@mkdir -p $(BUILD)/fuzz
+	$(FUZZ_CC) $(CPPFLAGS) -std=gnu11 -g -O1 -pthread -fsanitize=fuzzer,address,undefined -o $@ $< \
+		$(DAEMON_SRCS) $(PROTO_SRCS) $(TRANSPORT_SRCS) $(KERNEL_SRCS) $(PROTO_C) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
+
+unit: $(UNIT_TESTS)
+	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
+
+integration: $(INTEG_TESTS) $(B)/pprpcd $(TOOLS)
+	@set -e; for t in $(INTEG_TESTS); do echo "== $$t"; PPRPCD=$(B)/pprpcd BINDIR=$(B) $$t; done
+
+fuzz-replay: $(FUZZ_REPLAY)
+	@set -e; for t in $(FUZZ_REPLAY); do n=$${t##*/replay_}; echo "== $$t tests/fuzz/corpus/$$n"; $$t tests/fuzz/corpus/$$n; done
+
+test: all
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory fuzz-replay
+	@$(MAKE) --no-print-directory integration
+	@echo "make test: all suites passed"
+
+fuzz: $(FUZZ_BINS)
+	@set -e; for f in $(FUZZ_BINS); do n=$${f##*/}; mkdir -p tests/fuzz/corpus/$$n; \
+		echo "== $$n for $(FUZZ_SECONDS)s"; $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 tests/fuzz/corpus/$$n; done
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
