@@ -1,0 +1,258 @@
+/* daemon/conn.c — connection lifetime and the decode + validate layer. */
+#include "daemon/conn.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/buffer.h"
+#include "daemon/dispatch.h"
+#include "daemon/graph.h"
+#include "daemon/pprpcd.h"
+#include "daemon/reply.h"
+#include "pprpc_types.h"
+#include "proto/meta.h"
+#include "proto/msgtype.h"
+
+static void refuse(struct request *r, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void refuse(struct request *r, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (r->err)
+		return;
+	r->err = code;
+	va_start(ap, fmt);
+	vsnprintf(r->errmsg, sizeof(r->errmsg), fmt, ap);
+	va_end(ap);
+}
+
+static void request_reset(struct request *r)
+{
+	meta_free(r->msg);
+	r->msg = NULL;
+	if (r->bulk_buf)
+		buffer_unref(r->bulk_buf);
+	r->bulk_buf = NULL;
+	r->err = 0;
+	r->errmsg[0] = '\0';
+	r->h = NULL;
+}
+
+static int on_header(void *ctx, const struct frame_hdr *h)
+{
+	struct conn *c = ctx;
+	struct request *r = &c->cur;
+
+	request_reset(r);
+	r->hdr = *h;
+	if (h->flags & (FRAME_F_REPLY | FRAME_F_ERROR)) {
+		snprintf(r->errmsg, sizeof(r->errmsg), "a request may not carry the reply/error flags");
+		return PPRPC_EPROTO;
+	}
+	if (!c->hello_done && h->type != MSG_HELLO) {
+		snprintf(r->errmsg, sizeof(r->errmsg), "HELLO must be the first message (got %s)",
+			 msg_type_name(h->type));
+		return PPRPC_EPROTO;
+	}
+	r->h = dispatch_lookup(h->type);
+	if (!r->h)
+		refuse(r, PPRPC_EUNSUPP, "message type %u (%s) is not supported by this daemon",
+		       h->type, msg_type_name(h->type));
+	else if (h->bulk_len && !r->h->bulk)
+		refuse(r, PPRPC_EPROTO, "%s carries no bulk payload (got %" PRIu64 " bytes)",
+		       msg_type_name(h->type), h->bulk_len);
+	return 0;
+}
+
+static int on_meta(void *ctx, const struct frame_hdr *h, const uint8_t *meta, size_t len,
+		   void **bulk_dst)
+{
+	struct conn *c = ctx;
+	struct request *r = &c->cur;
+	int rc;
+
+	if (r->err)
+		return 0;
+	rc = meta_unpack(r->h->desc, meta, len, &r->msg);
+	if (rc < 0) {
+		refuse(r, rc, "%s: malformed meta (%zu bytes)", msg_type_name(h->type), len);
+		return 0;
+	}
+	if (h->bulk_len) {
+		rc = r->h->bulk(c, r, bulk_dst);
+		if (rc < 0) {
+			*bulk_dst = NULL;
+			refuse(r, rc, "%s refused", msg_type_name(h->type));
+		}
+	}
+	return 0;
+}
+
+static int on_frame(void *ctx, const struct frame_hdr *h)
+{
+	struct conn *c = ctx;
+	struct request *r = &c->cur;
+
+	c->requests++;
+	c->d->stats.requests++;
+	conn_ref(c);
+	if (r->err)
+		reply_error(c, h->type, h->req_id, r->err, r->errmsg);
+	else
+		r->h->run(c, r);
+	request_reset(r);
+	conn_unref(c);
+	return 0;
+}
+
+static void on_reader_error(void *ctx, int code, uint64_t req_id)
+{
+	struct conn *c = ctx;
+	struct request *r = &c->cur;
+	struct frame_hdr raw;
+	char msg[256];
+
+	c->d->stats.protocol_errors++;
+	frame_hdr_peek(transport_reader(c->t)->hdr_buf, &raw);
+	if (r->errmsg[0] && code == PPRPC_EPROTO && !r->err)
+		snprintf(msg, sizeof(msg), "%s", r->errmsg);
+	else if (code == PPRPC_EVERSION)
+		snprintf(msg, sizeof(msg), "protocol version %u is not supported (this daemon speaks %u)",
+			 raw.version, PPRPC_PROTO_VERSION);
+	else if (code == PPRPC_ETOOBIG)
+		snprintf(msg, sizeof(msg),
+			 "frame too large: meta %u bytes (max %u), bulk %" PRIu64 " bytes (max %" PRIu64 ")",
+			 raw.meta_len, transport_reader(c->t)->lim.max_meta, raw.bulk_len,
+			 transport_reader(c->t)->lim.max_bulk);
+	else
+		snprintf(msg, sizeof(msg), "malformed frame header (bad magic or flags)");
+	LOG(c->d, LOG_NOTICE_, "conn %" PRIu64 " (%s): protocol error: %s; closing", c->id, c->name, msg);
+	reply_error(c, raw.type, req_id, code, msg);
+	conn_close(c);
+}
+
+static void on_close(void *ctx, int status)
+{
+	struct conn *c = ctx;
+	struct pprpcd *d = c->d;
+
+	c->closed = 1;
+	LOG(d, LOG_INFO_, "conn %" PRIu64 " (%s) closed%s: %" PRIu64 " requests, %" PRIu64 " errors",
+	    c->id, c->name, status ? " on error" : "", c->requests, c->errors);
+	/* Resources die with their owner: a vanished client leaks nothing. */
+	while (c->graphs)
+		graph_retire(d, c->graphs);
+	while (c->bufs)
+		buffer_retire(d, c->bufs);
+	request_reset(&c->cur);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		d->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->t = NULL;
+	conn_unref(c);
+	pprpcd_conn_gone(d);
+}
+
+static const struct frame_reader_ops frame_ops = {
+	.on_header = on_header,
+	.on_meta = on_meta,
+	.on_frame = on_frame,
+};
+
+static const struct transport_owner owner_ops = {
+	.frame = &frame_ops,
+	.on_reader_error = on_reader_error,
+	.on_close = on_close,
+};
+
+void conn_accept(struct pprpcd *d, struct transport_conn *t)
+{
+	struct frame_limits lim = { .max_meta = d->opts.max_meta, .max_bulk = d->opts.max_bulk };
+	struct conn *c;
+
+	if (d->stopping || !(c = calloc(1, sizeof(*c)))) {
+		transport_close(t);
+		return;
+	}
+	c->d = d;
+	c->t = t;
+	c->refs = 1; /* the transport's */
+	c->id = ++d->next_conn_id;
+	snprintf(c->name, sizeof(c->name), "%s", transport_peer(t));
+	c->next = d->conns;
+	if (d->conns)
+		d->conns->prev = c;
+	d->conns = c;
+	d->stats.connections_total++;
+	LOG(d, LOG_INFO_, "conn %" PRIu64 " from %s", c->id, c->name);
+	if (transport_start(t, &owner_ops, c, &lim) < 0)
+		transport_close(t);
+}
+
+void conn_ref(struct conn *c)
+{
+	c->refs++;
+}
+
+void conn_unref(struct conn *c)
+{
+	if (--c->refs == 0)
+		free(c);
+}
+
+void conn_close(struct conn *c)
+{
+	if (c->t)
+		transport_close(c->t);
+}
+
+#define LIST_ADD(head, x)                 \
+	do {                              \
+		(x)->prev = NULL;         \
+		(x)->next = (head);       \
+		if (head)                 \
+			(head)->prev = (x); \
+		(head) = (x);             \
+	} while (0)
+#define LIST_DEL(head, x)                            \
+	do {                                         \
+		if ((x)->prev)                       \
+			(x)->prev->next = (x)->next; \
+		else                                 \
+			(head) = (x)->next;          \
+		if ((x)->next)                       \
+			(x)->next->prev = (x)->prev; \
+		(x)->next = (x)->prev = NULL;        \
+	} while (0)
+
+void conn_add_buffer(struct conn *c, struct dbuf *b)
+{
+	LIST_ADD(c->bufs, b);
+	c->nbuffers++;
+	c->allocated += b->size;
+}
+
+void conn_remove_buffer(struct conn *c, struct dbuf *b)
+{
+	LIST_DEL(c->bufs, b);
+	c->nbuffers--;
+	c->allocated -= b->size;
+}
+
+void conn_add_graph(struct conn *c, struct graph *g)
+{
+	LIST_ADD(c->graphs, g);
+}
+
+void conn_remove_graph(struct conn *c, struct graph *g)
+{
+	LIST_DEL(c->graphs, g);
+}

@@ -1,0 +1,68 @@
+/*
+ * daemon/conn.h — one client or peer connection.
+ *
+ * Request path, one layer per file: transport (transport/) → frame
+ * (proto/frame_reader) → decode + validate (here) → dispatch table indexed
+ * by message type (dispatch.c) → handler (h_*.c).
+ *
+ * Lifetime: a connection is reference-counted — one reference for the
+ * transport, one per in-flight command.  When the transport closes, the
+ * connection's buffers and graphs are retired at once and replies of
+ * commands still in flight are dropped; the struct is freed with the last
+ * reference.
+ */
+#ifndef PPRPC_DAEMON_CONN_H
+#define PPRPC_DAEMON_CONN_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stdint.h>
+
+#include "proto/frame.h"
+#include "transport/transport.h"
+
+struct pprpcd;
+struct dbuf;
+struct graph;
+struct handler;
+
+struct request {
+	struct frame_hdr hdr;
+	const struct handler *h;
+	ProtobufCMessage *msg;      /* decoded meta, freed after the handler */
+	int err;                    /* refused before run: reply this */
+	char errmsg[256];
+	struct dbuf *bulk_buf;      /* receiving bulk (reference held) */
+};
+
+struct conn {
+	struct pprpcd *d;
+	struct transport_conn *t;
+	uint64_t id;
+	int refs;
+	int closed;                 /* transport gone: send nothing */
+	int hello_done;
+	int role;
+	char name[64];
+	struct request cur;
+	struct dbuf *bufs;          /* owned buffers */
+	struct graph *graphs;       /* owned graphs */
+	uint64_t nbuffers;
+	uint64_t allocated;
+	uint64_t requests;
+	uint64_t errors;
+	struct conn *next, *prev;
+};
+
+/* Take over an accepted transport connection. */
+void conn_accept(struct pprpcd *d, struct transport_conn *t);
+void conn_ref(struct conn *c);
+void conn_unref(struct conn *c);
+/* Close the connection (after queued replies are written). */
+void conn_close(struct conn *c);
+
+void conn_add_buffer(struct conn *c, struct dbuf *b);
+void conn_remove_buffer(struct conn *c, struct dbuf *b);
+void conn_add_graph(struct conn *c, struct graph *g);
+void conn_remove_graph(struct conn *c, struct graph *g);
+
+#endif

@@ -1,0 +1,95 @@
+/* daemon/device.c — device registry and vtable dispatch (see device.h). */
+#include "daemon/device.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon/device_impl.h"
+#include "daemon/queue.h"
+#include "pprpc_types.h"
+
+#define MIB (1024.0 * 1024.0)
+
+int device_open(uv_loop_t *loop, const char *spec, uint32_t index, uint64_t floor, int threads,
+		struct device **ret_dev, char *err, size_t errlen)
+{
+	struct device *d = NULL;
+	char qname[16];
+	int rc;
+
+	if (strcmp(spec, "cpu") == 0) {
+		rc = cpu_device_create(&d, threads, err, errlen);
+	} else {
+		snprintf(err, errlen, "unknown device '%s' (this build supports: cpu)", spec);
+		return PPRPC_EINVAL;
+	}
+	if (rc < 0)
+		return rc;
+	d->index = index;
+	d->floor = floor;
+	snprintf(qname, sizeof(qname), "q-%s", spec);
+	rc = queue_create(loop, qname, &d->q);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot start the queue of %s", spec);
+		d->ops->destroy(d);
+		return rc;
+	}
+	*ret_dev = d;
+	return 0;
+}
+
+void device_close(struct device *d)
+{
+	if (!d)
+		return;
+	queue_destroy(d->q);
+	d->ops->destroy(d);
+}
+
+const char *device_kind(const struct device *d) { return d->ops->kind; }
+bool device_host_visible(const struct device *d) { return d->ops->host_visible; }
+
+int device_mem_info(struct device *d, uint64_t *ret_free, uint64_t *ret_total)
+{
+	return d->ops->mem_info(d, ret_free, ret_total);
+}
+
+int device_alloc(struct device *d, uint64_t size, void **ret_ptr, char *err, size_t errlen)
+{
+	uint64_t fr = 0, total = 0;
+	int rc = d->ops->mem_info(d, &fr, &total);
+
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: cannot read free memory", d->name);
+		return rc;
+	}
+	if (size > fr || fr - size < d->floor) {
+		snprintf(err, errlen,
+			 "%s: allocating %.1f MiB would leave %.1f MiB free, below the memory floor of %.1f MiB (free now %.1f MiB)",
+			 d->name, size / MIB, size > fr ? 0.0 : (fr - size) / MIB, d->floor / MIB, fr / MIB);
+		return PPRPC_EFLOOR;
+	}
+	rc = d->ops->alloc(d, size, ret_ptr);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: allocation of %.1f MiB failed", d->name, size / MIB);
+		return rc;
+	}
+	d->allocated += size;
+	return 0;
+}
+
+void device_free(struct device *d, void *ptr, uint64_t size)
+{
+	if (!ptr)
+		return;
+	d->ops->free(d, ptr, size);
+	d->allocated -= size;
+}
+
+int device_fill(struct device *d, void *dst, int value, uint64_t n) { return d->ops->fill(d, dst, value, n); }
+int device_copy(struct device *d, void *dst, const void *src, uint64_t n) { return d->ops->copy(d, dst, src, n); }
+
+int device_graph_run(struct device *d, const struct graph *g, char *err, size_t errlen)
+{
+	return d->ops->graph_run(d, g, err, errlen);
+}

@@ -1,0 +1,55 @@
+/*
+ * daemon/device.h — a compute device (CPU now, CUDA later) and its queue.
+ */
+#ifndef PPRPC_DAEMON_DEVICE_H
+#define PPRPC_DAEMON_DEVICE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "kernels/ops.h"
+
+struct device_ops;
+struct queue;
+struct graph;
+
+struct device {
+	const struct device_ops *ops;
+	uint32_t index;
+	char name[32];            /* "cpu", "cuda:0" */
+	char desc[128];
+	uint64_t floor;           /* bytes that must stay free */
+	struct queue *q;
+	struct kern_cpu_ctx kctx;
+	/* statistics (loop thread) */
+	uint64_t allocated;
+	uint64_t nbuffers;
+	uint64_t commands;
+	uint64_t errors;
+	uint64_t graph_creates;
+	uint64_t graph_runs;
+};
+
+/* Create the device named by spec ("cpu").  Returns 0 or a negative code
+ * with the reason in err. */
+int device_open(uv_loop_t *loop, const char *spec, uint32_t index, uint64_t floor, int threads,
+		struct device **ret_dev, char *err, size_t errlen);
+void device_close(struct device *d);
+
+const char *device_kind(const struct device *d);
+int device_mem_info(struct device *d, uint64_t *ret_free, uint64_t *ret_total);
+
+/* Reserve device memory, refusing when it would leave less than the floor
+ * free (err names free memory and floor).  The memory reads as zeros. */
+int device_alloc(struct device *d, uint64_t size, void **ret_ptr, char *err, size_t errlen);
+void device_free(struct device *d, void *ptr, uint64_t size);
+/* True when buffer memory is host-addressable (bulk can land in it). */
+bool device_host_visible(const struct device *d);
+
+/* Worker-thread operations. */
+int device_fill(struct device *d, void *dst, int value, uint64_t n);
+int device_copy(struct device *d, void *dst, const void *src, uint64_t n);
+int device_graph_run(struct device *d, const struct graph *g, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,26 @@
+/*
+ * daemon/device_impl.h — the device backend vtable (ggml_backend_i-like).
+ * Optional operations are marked; absent ones point to a stub returning
+ * PPRPC_EUNSUPP so callers never test for NULL.
+ */
+#ifndef PPRPC_DAEMON_DEVICE_IMPL_H
+#define PPRPC_DAEMON_DEVICE_IMPL_H
+
+#include "daemon/device.h"
+
+struct device_ops {
+	const char *kind;
+	bool host_visible;
+	int (*mem_info)(struct device *d, uint64_t *ret_free, uint64_t *ret_total);
+	int (*alloc)(struct device *d, uint64_t size, void **ret_ptr);
+	void (*free)(struct device *d, void *ptr, uint64_t size);
+	int (*fill)(struct device *d, void *dst, int value, uint64_t n);
+	int (*copy)(struct device *d, void *dst, const void *src, uint64_t n);
+	int (*graph_run)(struct device *d, const struct graph *g, char *err, size_t errlen);
+	void (*destroy)(struct device *d);
+};
+
+/* Backends. */
+int cpu_device_create(struct device **ret_dev, int threads, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,34 @@
+/*
+ * daemon/h_fence.c — FENCE: replies when every earlier command on the
+ * device's queue has completed (a marker that rides the in-order queue).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "daemon/conn.h"
+#include "daemon/device.h"
+#include "daemon/dispatch.h"
+#include "daemon/pprpcd.h"
+#include "daemon/qreq.h"
+#include "daemon/reply.h"
+#include "pprpc_types.h"
+
+void h_fence(struct conn *c, struct request *r)
+{
+	const Pprpc__Fence *m = (const Pprpc__Fence *)r->msg;
+	struct device *dev = pprpcd_device(c->d, m->device);
+	struct qreq *qr;
+	char err[64];
+
+	if (!dev) {
+		snprintf(err, sizeof(err), "no device %u", m->device);
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EINVAL, err);
+		return;
+	}
+	qr = calloc(1, sizeof(*qr));
+	if (!qr) {
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ENOMEM, "out of memory");
+		return;
+	}
+	qreq_push(qr, c, r, dev, NULL);
+}

@@ -1,0 +1,96 @@
+/* daemon/h_graph.c — GRAPH_CREATE / GRAPH_RUN / GRAPH_FREE. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "daemon/conn.h"
+#include "daemon/device.h"
+#include "daemon/dispatch.h"
+#include "daemon/graph.h"
+#include "daemon/pprpcd.h"
+#include "daemon/qreq.h"
+#include "daemon/reply.h"
+#include "pprpc_types.h"
+
+void h_graph_create(struct conn *c, struct request *r)
+{
+	const Pprpc__GraphCreate *m = (const Pprpc__GraphCreate *)r->msg;
+	Pprpc__GraphCreateReply rep = PPRPC__GRAPH_CREATE_REPLY__INIT;
+	struct graph *g;
+	char err[256] = "";
+	int rc;
+
+	rc = graph_create(c->d, c, m, &g, err, sizeof(err));
+	if (rc < 0) {
+		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
+		return;
+	}
+	rc = htab_insert(&c->d->graphs, g, &g->handle);
+	if (rc < 0) {
+		snprintf(err, sizeof(err), "too many graphs (limit %u)", c->d->graphs.max);
+		graph_unref(g);
+		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
+		return;
+	}
+	conn_add_graph(c, g);
+	g->dev->graph_creates++;
+	rep.graph = g->handle;
+	rep.arena_bytes = g->arena_size;
+	reply_send(c, r->hdr.type, r->hdr.req_id, &rep.base, NULL, 0, NULL, NULL);
+}
+
+struct run_cmd {
+	struct qreq qr;
+	struct graph *g;
+};
+
+static int run_exec(struct qcmd *q)
+{
+	struct run_cmd *rc = (struct run_cmd *)q;
+
+	return device_graph_run(rc->g->dev, rc->g, q->err, sizeof(q->err));
+}
+
+static void run_release(struct qreq *qr)
+{
+	graph_unref(((struct run_cmd *)qr)->g);
+}
+
+void h_graph_run(struct conn *c, struct request *r)
+{
+	const Pprpc__GraphRun *m = (const Pprpc__GraphRun *)r->msg;
+	struct graph *g = graph_get(c->d, c, m->graph);
+	struct run_cmd *rc;
+	char err[96];
+
+	if (!g) {
+		snprintf(err, sizeof(err), "unknown graph handle 0x%016" PRIx64, m->graph);
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EHANDLE, err);
+		return;
+	}
+	rc = calloc(1, sizeof(*rc));
+	if (!rc) {
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ENOMEM, "out of memory");
+		return;
+	}
+	rc->g = g;
+	graph_ref(g);
+	g->dev->graph_runs++;
+	rc->qr.release = run_release;
+	qreq_push(&rc->qr, c, r, g->dev, run_exec);
+}
+
+void h_graph_free(struct conn *c, struct request *r)
+{
+	const Pprpc__GraphFree *m = (const Pprpc__GraphFree *)r->msg;
+	struct graph *g = graph_get(c->d, c, m->graph);
+	char err[96];
+
+	if (!g) {
+		snprintf(err, sizeof(err), "unknown graph handle 0x%016" PRIx64, m->graph);
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EHANDLE, err);
+		return;
+	}
+	graph_retire(c->d, g);
+	reply_ok(c, r->hdr.type, r->hdr.req_id);
+}

@@ -1,0 +1,51 @@
+/* daemon/h_hello.c — HELLO: version check, capabilities, devices. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "daemon/conn.h"
+#include "daemon/device.h"
+#include "daemon/dispatch.h"
+#include "daemon/pprpcd.h"
+#include "daemon/reply.h"
+#include "daemon/devinfo.h"
+#include "pprpc_types.h"
+
+void h_hello(struct conn *c, struct request *r)
+{
+	const Pprpc__Hello *m = (const Pprpc__Hello *)r->msg;
+	Pprpc__HelloReply rep = PPRPC__HELLO_REPLY__INIT;
+	Pprpc__Capabilities caps = PPRPC__CAPABILITIES__INIT;
+	struct devinfo_set set;
+	char msg[160];
+
+	if (c->hello_done) {
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EPROTO, "HELLO was already received");
+		return;
+	}
+	if (m->proto_version != PPRPC_PROTO_VERSION) {
+		snprintf(msg, sizeof(msg), "client speaks protocol %u, this daemon speaks %u",
+			 m->proto_version, PPRPC_PROTO_VERSION);
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EVERSION, msg);
+		conn_close(c);
+		return;
+	}
+	c->hello_done = 1;
+	c->role = m->role;
+	if (m->client_name && *m->client_name)
+		snprintf(c->name, sizeof(c->name), "%.40s@%.20s", m->client_name, transport_peer(c->t));
+
+	/* Advertise only what this daemon really provides. */
+	caps.async = 0;
+	caps.events = 0;
+	caps.p2p = 0;
+	caps.rdma = 0;
+	rep.proto_version = PPRPC_PROTO_VERSION;
+	rep.daemon_version = PPRPCD_VERSION;
+	rep.caps = &caps;
+	rep.max_bulk = c->d->opts.max_bulk;
+	rep.session = c->id;
+	devinfo_fill(c->d, &set);
+	rep.n_devices = set.n;
+	rep.devices = set.ptrs;
+	reply_send(c, r->hdr.type, r->hdr.req_id, &rep.base, NULL, 0, NULL, NULL);
+}

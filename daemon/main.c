@@ -1,0 +1,30 @@
+/* daemon/main.c — pprpcd entry point. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon/pprpcd.h"
+
+int main(int argc, char **argv)
+{
+	struct pprpcd d;
+	int rc;
+
+	memset(&d, 0, sizeof(d));
+	pprpcd_opts_default(&d.opts);
+	rc = pprpcd_opts_parse(&d.opts, argc, argv);
+	if (rc != 0)
+		return rc > 0 ? 0 : 2;
+	/* A client vanishing mid-write must not kill the daemon. */
+	signal(SIGPIPE, SIG_IGN);
+	d.loop = uv_default_loop();
+	rc = pprpcd_start(&d);
+	if (rc == 0)
+		rc = pprpcd_run(&d);
+	else
+		pprpcd_stop(&d);
+	uv_run(d.loop, UV_RUN_DEFAULT); /* finish closing handles */
+	pprpcd_fini(&d);
+	uv_loop_close(d.loop);
+	return rc == 0 ? 0 : 1;
+}

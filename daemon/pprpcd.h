@@ -1,0 +1,76 @@
+/*
+ * daemon/pprpcd.h — the daemon context.  There are no process-wide mutable
+ * globals: everything hangs off struct pprpcd, passed to every part.
+ */
+#ifndef PPRPC_DAEMON_PPRPCD_H
+#define PPRPC_DAEMON_PPRPCD_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "daemon/handles.h"
+#include "daemon/log.h"
+
+#define PPRPCD_VERSION "0.1.0"
+#define PPRPCD_MAX_DEVICES 16
+
+struct device;
+struct conn;
+struct tcp_listener;
+
+struct pprpcd_opts {
+	char listen[300];          /* HOST:PORT */
+	char port_file[4096];
+	char devices[256];         /* comma-separated */
+	int threads;               /* CPU device threads, 0 = all cores */
+	uint64_t memory_floor;     /* bytes */
+	uint64_t max_bulk;         /* largest bulk payload accepted */
+	uint32_t max_meta;
+	uint32_t max_buffers;      /* per daemon */
+	uint32_t max_graphs;
+	int log_level;
+};
+
+struct pprpcd_stats {
+	uint64_t connections_total;
+	uint64_t protocol_errors;
+	uint64_t requests;
+	uint64_t request_errors;
+};
+
+struct pprpcd {
+	uv_loop_t *loop;
+	struct pprpcd_opts opts;
+	struct log_cfg log;
+	struct tcp_listener *listener;
+	uint16_t port;
+	struct device *dev[PPRPCD_MAX_DEVICES];
+	uint32_t ndev;
+	struct handle_table buffers;
+	struct handle_table graphs;
+	struct conn *conns;        /* doubly linked list of live connections */
+	uint64_t next_conn_id;
+	struct pprpcd_stats stats;
+	uint64_t start_ms;
+	uv_signal_t sig_term, sig_int;
+	int stopping;
+};
+
+#define LOG(d, lvl, ...) log_msg(&(d)->log, (lvl), __VA_ARGS__)
+
+void pprpcd_opts_default(struct pprpcd_opts *o);
+/* Parse argv into o.  Returns 0 to run, 1 when --help/--version printed
+ * (exit 0), or a negative code after printing the reason (exit 2). */
+int pprpcd_opts_parse(struct pprpcd_opts *o, int argc, char **argv);
+
+int pprpcd_start(struct pprpcd *d);     /* devices, listen, port file */
+int pprpcd_run(struct pprpcd *d);       /* loop until stopped */
+void pprpcd_stop(struct pprpcd *d);     /* begin shutdown (loop thread) */
+void pprpcd_fini(struct pprpcd *d);
+/* A connection finished closing (lets shutdown complete). */
+void pprpcd_conn_gone(struct pprpcd *d);
+
+/* Device by wire index, NULL if out of range. */
+struct device *pprpcd_device(struct pprpcd *d, uint32_t index);
+
+#endif

@@ -1,0 +1,38 @@
+/*
+ * daemon/queue.h — a device's in-order command queue.
+ *
+ * One worker thread owns the device's execution (memcached-style: work
+ * reaches it through a locked list plus a condition variable).  Completed
+ * commands go back to the event loop through uv_async_send; the loop drains
+ * every completed command on each wake-up, because async sends coalesce.
+ */
+#ifndef PPRPC_DAEMON_QUEUE_H
+#define PPRPC_DAEMON_QUEUE_H
+
+#include <stdint.h>
+#include <uv.h>
+
+struct qcmd {
+	struct qcmd *next;
+	/* Runs on the worker thread; returns 0 or a negative code and may fill
+	 * err.  NULL for a pure marker (FENCE). */
+	int (*exec)(struct qcmd *c);
+	/* Runs on the loop thread after exec, with status set. */
+	void (*done)(struct qcmd *c);
+	int status;
+	char err[256];
+};
+
+struct queue;
+
+int queue_create(uv_loop_t *loop, const char *name, struct queue **ret_q);
+/* Enqueue (loop thread).  done() is always called, also at shutdown. */
+void queue_push(struct queue *q, struct qcmd *c);
+/* Commands pushed and not yet completed on the loop. */
+uint64_t queue_depth(const struct queue *q);
+uint64_t queue_completed(const struct queue *q);
+/* Stop the worker after it finished what is queued; join it, run the
+ * remaining completions and close the async handle. */
+void queue_destroy(struct queue *q);
+
+#endif

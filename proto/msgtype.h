@@ -1,0 +1,42 @@
+/*
+ * proto/msgtype.h — frame header message types and flags (wire values).
+ */
+#ifndef PPRPC_PROTO_MSGTYPE_H
+#define PPRPC_PROTO_MSGTYPE_H
+
+enum msg_type {
+	MSG_NONE = 0,
+	MSG_HELLO = 1,
+	MSG_BUFFER_ALLOC = 2,
+	MSG_BUFFER_FREE = 3,
+	MSG_BUFFER_CLEAR = 4,
+	MSG_TENSOR_SET = 5,
+	MSG_TENSOR_GET = 6,
+	MSG_TENSOR_COPY = 7,
+	MSG_GRAPH_CREATE = 8,
+	MSG_GRAPH_RUN = 9,
+	MSG_GRAPH_FREE = 10,
+	MSG_FENCE = 11,
+	MSG_STATS = 12,
+	MSG_TIMELINE_CREATE = 13,
+	MSG_TIMELINE_DESTROY = 14,
+	MSG_SIGNAL = 15,
+	MSG_WAIT = 16,
+	MSG_TIMELINE_QUERY = 17,
+	MSG_HOST_WAIT = 18,
+	MSG_SEND = 19,
+	MSG_RECV = 20,
+	MSG_TYPE_COUNT
+};
+
+enum frame_flag {
+	FRAME_F_REPLY = 1u << 0,
+	FRAME_F_ERROR = 1u << 1,
+	FRAME_F_BULK = 1u << 2,
+};
+#define FRAME_F_KNOWN (FRAME_F_REPLY | FRAME_F_ERROR | FRAME_F_BULK)
+
+/* Name for logs ("TENSOR_SET"), "?" when unknown. */
+const char *msg_type_name(unsigned type);
+
+#endif
