@@ -13,7 +13,9 @@
  *             The default output shape is src0's shape.
  *  MUL_MAT    src0 (weights) [K, N, B2, B3] f32|f16|bf16, src1 (activations)
  *             [K, M, C2, C3] f32 with C2 % B2 == 0 and C3 % B3 == 0 (weights
- *             broadcast over batch dims); dst f32 [N, M, C2, C3].
+ *             broadcast over batch dims); dst f32 [N, M, C2, C3].  As in
+ *             ggml, src1 slice i2 uses weight slice i2 / (C2 / B2) (same
+ *             for dim 3): consecutive activation slices share weights.
  *
  * Every op accepts sources with arbitrary (checked) strides.  The destination
  * of every op must be contiguous except CPY, whose destination may be any

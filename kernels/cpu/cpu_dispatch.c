@@ -1,0 +1,36 @@
+/*
+ * kernels/cpu/cpu_dispatch.c — kern_cpu_run: validate, then call the op's
+ * entry in a table indexed by op.
+ */
+#include "kernels/cpu/cpu_impl.h"
+
+static const kern_cpu_fn cpu_ops[PPRPC_OP_COUNT] = {
+	[PPRPC_OP_ADD] = kern_cpu_add,
+	[PPRPC_OP_MUL] = kern_cpu_mul,
+	[PPRPC_OP_SCALE] = kern_cpu_scale,
+	[PPRPC_OP_CPY] = kern_cpu_cpy,
+	[PPRPC_OP_MUL_MAT] = kern_cpu_mul_mat,
+};
+
+int kern_cpu_run(const struct kern_cpu_ctx *ctx, int op, const struct pprpc_op_params *p,
+		 struct kern_tensor *const *src, int nsrc, struct kern_tensor *dst)
+{
+	int rc;
+
+	if (!ctx || ctx->nthreads < 1 || !src || !dst)
+		return PPRPC_EINVAL;
+	/* Re-validating costs nothing next to the kernel, and the kernels index
+	 * memory with these descriptors: a skipped check upstream must not
+	 * become an out-of-bounds access here. */
+	rc = kern_op_check_dst(op, p, (const struct kern_tensor *const *)src, nsrc, dst, NULL, 0);
+	if (rc < 0)
+		return rc;
+	if (!cpu_ops[op])
+		return PPRPC_EUNSUPP;
+	for (int i = 0; i < nsrc; i++)
+		if (!src[i]->data)
+			return PPRPC_EINVAL;
+	if (!dst->data)
+		return PPRPC_EINVAL;
+	return cpu_ops[op](ctx, p, src, dst);
+}
