@@ -69,7 +69,8 @@ CLIENT_OBJS    := $(call obj,$(CLIENT_SRCS))
 DAEMON_OBJS    := $(call obj,$(DAEMON_SRCS))
 
 # The client library holds the client, the wire code and the shape rules.
-LIBPPRPC_OBJS := $(CLIENT_OBJS) $(PROTO_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS)
+# libuv stays out of it: the client does its own blocking I/O.
+LIBPPRPC_OBJS := $(CLIENT_OBJS) $(PROTO_OBJS) $(O)/transport/addr.o $(KERNEL_OBJS)
 
 TOOLS := $(patsubst tools/%.c,$(B)/%,$(wildcard tools/*.c))
 BENCHES := $(patsubst bench/%.c,$(B)/bench-%,$(wildcard bench/*.c))
@@ -123,7 +124,7 @@ $(B)/bench-%: $(O)/bench/%.o $(L)/libpprpc.a
 # ---- tests ---------------------------------------------------------------
 # Unit tests link everything except daemon/main.o, so they can test daemon
 # internals as well as the library.
-TEST_LINK := $(DAEMON_OBJS) $(LIBPPRPC_OBJS)
+TEST_LINK := $(DAEMON_OBJS) $(CLIENT_OBJS) $(PROTO_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS)
 $(T)/test_%: $(O)/tests/unit/test_%.o $(TEST_LINK)
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm

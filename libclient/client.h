@@ -5,7 +5,9 @@
 #define PPRPC_LIBCLIENT_CLIENT_H
 
 #include <protobuf-c/protobuf-c.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "pprpc.h"
 #include "proto/pprpc.pb-c.h"

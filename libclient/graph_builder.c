@@ -1,0 +1,226 @@
+/*
+ * libclient/graph_builder.c — building graphs on the client.
+ *
+ * Shapes are checked here with kernels/ops.h, the same rules the daemon
+ * applies when the graph arrives, so a mistake is reported where it is made
+ * (with the op and the shapes) instead of as a remote error later.
+ */
+#include "libclient/graph_builder.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(pprpc_graph_builder *gb, int code, const char *msg)
+{
+	snprintf(gb->err, sizeof(gb->err), "%s", msg);
+	return code;
+}
+
+static void to_kern(const pprpc_tensor *t, struct kern_tensor *k)
+{
+	k->dtype = t->dtype;
+	memcpy(k->ne, t->ne, sizeof(k->ne));
+	memcpy(k->nb, t->nb, sizeof(k->nb));
+	k->data = NULL;
+}
+
+static int push_tensor(pprpc_graph_builder *gb, const pprpc_tensor *t, int view_of)
+{
+	struct kern_tensor k;
+
+	to_kern(t, &k);
+	if (kern_tensor_check(&k) < 0)
+		return fail(gb, PPRPC_EINVAL, "invalid tensor descriptor");
+	if (gb->nt == gb->tcap) {
+		int ncap = gb->tcap ? gb->tcap * 2 : 16;
+		struct gb_tensor *p;
+
+		if (ncap > PPRPC_MAX_GRAPH_TENSORS)
+			return fail(gb, PPRPC_ETOOBIG, "too many tensors in one graph");
+		p = realloc(gb->t, (size_t)ncap * sizeof(*p));
+		if (!p)
+			return fail(gb, PPRPC_ENOMEM, "out of memory");
+		gb->t = p;
+		gb->tcap = ncap;
+	}
+	gb->t[gb->nt].t = *t;
+	gb->t[gb->nt].view_of = view_of;
+	return gb->nt++;
+}
+
+PPRPC_API int pprpc_graph_builder_new(pprpc_graph_builder **out)
+{
+	pprpc_graph_builder *gb = calloc(1, sizeof(*gb));
+
+	if (!gb)
+		return PPRPC_ENOMEM;
+	*out = gb;
+	return 0;
+}
+
+PPRPC_API void pprpc_graph_builder_free(pprpc_graph_builder *gb)
+{
+	if (!gb)
+		return;
+	free(gb->t);
+	free(gb->n);
+	free(gb);
+}
+
+PPRPC_API const char *pprpc_gb_error(const pprpc_graph_builder *gb)
+{
+	return gb->err;
+}
+
+PPRPC_API int pprpc_gb_tensor(pprpc_graph_builder *gb, const pprpc_tensor *t)
+{
+	if (!t || !t->buffer)
+		return fail(gb, PPRPC_EINVAL, "pprpc_gb_tensor needs a tensor in a buffer");
+	return push_tensor(gb, t, 0);
+}
+
+PPRPC_API int pprpc_gb_view(pprpc_graph_builder *gb, int src, int dtype, const int64_t ne[4],
+			    const uint64_t nb[4], uint64_t offset)
+{
+	pprpc_tensor v;
+
+	if (src < 0 || src >= gb->nt)
+		return fail(gb, PPRPC_EINVAL, "view of an unknown tensor");
+	memset(&v, 0, sizeof(v));
+	v.dtype = dtype;
+	memcpy(v.ne, ne, sizeof(v.ne));
+	memcpy(v.nb, nb, sizeof(v.nb));
+	v.offset = offset;
+	return push_tensor(gb, &v, src + 1);
+}
+
+PPRPC_API int pprpc_gb_permute2(pprpc_graph_builder *gb, int src, int a, int b)
+{
+	pprpc_tensor v;
+
+	if (src < 0 || src >= gb->nt || a < 0 || a >= PPRPC_MAX_DIMS || b < 0 || b >= PPRPC_MAX_DIMS)
+		return fail(gb, PPRPC_EINVAL, "permute of an unknown tensor or dimension");
+	v = pprpc_tensor_permute2(gb->t[src].t, a, b);
+	return pprpc_gb_view(gb, src, v.dtype, v.ne, v.nb, 0);
+}
+
+PPRPC_API int pprpc_gb_op(pprpc_graph_builder *gb, int op, const int *srcs, int nsrc,
+			  const struct pprpc_op_params *params, int dst)
+{
+	struct kern_tensor ks[PPRPC_MAX_SRC], kd;
+	const struct kern_tensor *kp[PPRPC_MAX_SRC];
+	struct pprpc_op_params p;
+	struct gb_node *n;
+	char err[200];
+	int rc;
+
+	if (params)
+		p = *params;
+	else
+		memset(&p, 0, sizeof(p));
+	if (kern_op_nsrc(op) < 0 || nsrc != kern_op_nsrc(op)) {
+		snprintf(gb->err, sizeof(gb->err), "op %d (%s) takes %d sources, got %d", op,
+			 kern_op_name(op), kern_op_nsrc(op), nsrc);
+		return PPRPC_EINVAL;
+	}
+	for (int i = 0; i < nsrc; i++) {
+		if (srcs[i] < 0 || srcs[i] >= gb->nt)
+			return fail(gb, PPRPC_EINVAL, "source is not a tensor of this builder");
+		to_kern(&gb->t[srcs[i]].t, &ks[i]);
+		kp[i] = &ks[i];
+	}
+	if (dst >= gb->nt)
+		return fail(gb, PPRPC_EINVAL, "destination is not a tensor of this builder");
+	if (dst < 0) {
+		rc = kern_op_infer(op, &p, kp, nsrc, &kd, err, sizeof(err));
+		if (rc < 0)
+			return fail(gb, rc, err);
+		pprpc_tensor t;
+
+		memset(&t, 0, sizeof(t));
+		t.dtype = kd.dtype;
+		memcpy(t.ne, kd.ne, sizeof(t.ne));
+		memcpy(t.nb, kd.nb, sizeof(t.nb));
+		dst = push_tensor(gb, &t, 0);
+		if (dst < 0)
+			return dst;
+	} else {
+		to_kern(&gb->t[dst].t, &kd);
+		rc = kern_op_check_dst(op, &p, kp, nsrc, &kd, err, sizeof(err));
+		if (rc < 0)
+			return fail(gb, rc, err);
+	}
+	if (gb->nn == gb->ncap) {
+		int ncap = gb->ncap ? gb->ncap * 2 : 16;
+		struct gb_node *q;
+
+		if (ncap > PPRPC_MAX_GRAPH_NODES)
+			return fail(gb, PPRPC_ETOOBIG, "too many nodes in one graph");
+		q = realloc(gb->n, (size_t)ncap * sizeof(*q));
+		if (!q)
+			return fail(gb, PPRPC_ENOMEM, "out of memory");
+		gb->n = q;
+		gb->ncap = ncap;
+	}
+	n = &gb->n[gb->nn++];
+	n->op = op;
+	n->nsrc = nsrc;
+	memcpy(n->src, srcs, (size_t)nsrc * sizeof(int));
+	n->dst = dst;
+	n->p = p;
+	return dst;
+}
+
+PPRPC_API int pprpc_gb_add(pprpc_graph_builder *gb, int a, int b, int dst)
+{
+	int s[2] = { a, b };
+
+	return pprpc_gb_op(gb, PPRPC_OP_ADD, s, 2, NULL, dst);
+}
+
+PPRPC_API int pprpc_gb_mul(pprpc_graph_builder *gb, int a, int b, int dst)
+{
+	int s[2] = { a, b };
+
+	return pprpc_gb_op(gb, PPRPC_OP_MUL, s, 2, NULL, dst);
+}
+
+PPRPC_API int pprpc_gb_scale(pprpc_graph_builder *gb, int a, float scale, float bias, int dst)
+{
+	struct pprpc_op_params p;
+
+	memset(&p, 0, sizeof(p));
+	p.f[0] = scale;
+	p.f[1] = bias;
+	return pprpc_gb_op(gb, PPRPC_OP_SCALE, &a, 1, &p, dst);
+}
+
+PPRPC_API int pprpc_gb_cpy(pprpc_graph_builder *gb, int a, int dtype, int dst)
+{
+	struct pprpc_op_params p;
+
+	memset(&p, 0, sizeof(p));
+	p.i[0] = dtype;
+	return pprpc_gb_op(gb, PPRPC_OP_CPY, &a, 1, &p, dst);
+}
+
+PPRPC_API int pprpc_gb_mul_mat(pprpc_graph_builder *gb, int w, int x, int dst)
+{
+	int s[2] = { w, x };
+
+	return pprpc_gb_op(gb, PPRPC_OP_MUL_MAT, s, 2, NULL, dst);
+}
+
+PPRPC_API int pprpc_gb_tensor_get(const pprpc_graph_builder *gb, int idx, pprpc_tensor *out)
+{
+	if (idx < 0 || idx >= gb->nt)
+		return PPRPC_EINVAL;
+	*out = gb->t[idx].t;
+	return 0;
+}
+
+PPRPC_API int pprpc_gb_node_count(const pprpc_graph_builder *gb)
+{
+	return gb->nn;
+}
