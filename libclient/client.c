@@ -84,9 +84,9 @@ PPRPC_API int pprpc_connect(const char *addr, const pprpc_connect_opts *opts, pp
 	*out = c;
 	return 0;
 fail:
-	/* The caller has no client to ask: the reason goes to the debug log. */
-	if (getenv("PPRPC_DEBUG"))
-		fprintf(stderr, "pprpc: %s\n", err);
+	/* The caller has no client to ask for the reason: it goes to err_buf. */
+	if (opts && opts->err_buf && opts->err_len)
+		snprintf(opts->err_buf, opts->err_len, "%s", err);
 	pprpc_close(c);
 	return rc;
 }

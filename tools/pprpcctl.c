@@ -82,6 +82,7 @@ int main(int argc, char **argv)
 	const char *cmd = NULL, *rank = NULL;
 	pprpc_connect_opts opts = { .client_name = "pprpcctl", .connect_timeout_ms = 3000, .io_timeout_ms = 10000 };
 	pprpc_client *c;
+	char err[512] = "";
 	int rc;
 
 	for (int i = 1; i < argc; i++) {
@@ -104,9 +105,11 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	opts.err_buf = err;
+	opts.err_len = sizeof(err);
 	rc = pprpc_connect(rank, &opts, &c);
 	if (rc < 0) {
-		fprintf(stderr, "pprpcctl: cannot reach pprpcd at %s: %s\n", rank, pprpc_strerror(rc));
+		fprintf(stderr, "pprpcctl: cannot reach pprpcd at %s: %s\n", rank, err);
 		return 1;
 	}
 	rc = strcmp(cmd, "status") == 0 ? status(c, rank) : stats(c, rank);

@@ -66,6 +66,8 @@ typedef struct pprpc_connect_opts {
 	const char *client_name;   /* shown in the daemon's logs and stats; may be NULL */
 	int connect_timeout_ms;    /* 0 = 5000 */
 	int io_timeout_ms;         /* per reply; 0 = wait forever */
+	char *err_buf;             /* if set, pprpc_connect writes the reason of a failure here */
+	size_t err_len;
 } pprpc_connect_opts;
 
 /* ---- library -------------------------------------------------------------- */
