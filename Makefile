@@ -72,6 +72,7 @@ DAEMON_OBJS    := $(call obj,$(DAEMON_SRCS))
 # libuv stays out of it: the client does its own blocking I/O.
 LIBPPRPC_OBJS := $(CLIENT_OBJS) $(PROTO_OBJS) $(O)/transport/addr.o $(KERNEL_OBJS)
 
+TOOL_COMMON_OBJS := $(call obj,$(wildcard tools/common/*.c))
 TOOLS := $(patsubst tools/%.c,$(B)/%,$(wildcard tools/*.c))
 BENCHES := $(patsubst bench/%.c,$(B)/bench-%,$(wildcard bench/*.c))
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(T)/%,$(wildcard tests/unit/test_*.c))
@@ -81,6 +82,8 @@ FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(T)/replay_%,$(FUZZ_SRCS))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 
 .PHONY: all test unit integration fuzz-replay fuzz clean info
+# Keep intermediate objects (test and tool objects) between runs.
+.SECONDARY:
 all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES)
 
 info:
@@ -113,13 +116,13 @@ $(B)/pprpcd: $(O)/daemon/main.o $(DAEMON_OBJS) $(PROTO_OBJS) $(TRANSPORT_OBJS) $
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $^ $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
 
-$(B)/%: $(O)/tools/%.o $(L)/libpprpc.a
+$(B)/%: $(O)/tools/%.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(B)
-	$(CC) $(LDFLAGS) -o $@ $< $(L)/libpprpc.a $(PBC_LIBS) $(BLAS_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $< $(TOOL_COMMON_OBJS) $(L)/libpprpc.a $(PBC_LIBS) $(BLAS_LIBS) -lm
 
-$(B)/bench-%: $(O)/bench/%.o $(L)/libpprpc.a
+$(B)/bench-%: $(O)/bench/%.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(B)
-	$(CC) $(LDFLAGS) -o $@ $< $(L)/libpprpc.a $(PBC_LIBS) $(BLAS_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $< $(TOOL_COMMON_OBJS) $(L)/libpprpc.a $(PBC_LIBS) $(BLAS_LIBS) -lm
 
 # ---- tests ---------------------------------------------------------------
 # Unit tests link everything except daemon/main.o, so they can test daemon
@@ -129,7 +132,7 @@ $(T)/test_%: $(O)/tests/unit/test_%.o $(TEST_LINK)
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
 
-$(T)/test_%: $(O)/tests/integration/test_%.o $(O)/tests/integration/harness.o $(L)/libpprpc.a
+$(T)/test_%: $(O)/tests/integration/test_%.o $(O)/tests/integration/harness.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
 

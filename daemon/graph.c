@@ -129,6 +129,24 @@ static int plan_tensors(struct pprpcd *d, struct conn *c, const Pprpc__GraphCrea
 	return 0;
 }
 
+/* The kernels load elements directly: the first byte of every tensor must be
+ * aligned to its element (buffers and the arena are page / 64-byte aligned,
+ * so the offset from the base decides). */
+static int check_alignment(const struct graph *g, const struct tplan *p, char *err, size_t errlen)
+{
+	for (int i = 0; i < g->ntensors; i++) {
+		const struct kern_dtype_traits *tr = kern_dtype(g->t[i].dtype);
+		uint64_t off = p[i].offset + p[p[i].base].arena_off;
+
+		if (off % KERN_ALIGN(tr) != 0) {
+			snprintf(err, errlen, "tensor %d: offset %" PRIu64 " is not aligned to its %s elements",
+				 i, off, tr->name);
+			return PPRPC_EINVAL;
+		}
+	}
+	return 0;
+}
+
 static int check_nodes(const Pprpc__GraphCreate *m, struct graph *g, struct tplan *p, char *err,
 		       size_t errlen)
 {
@@ -254,6 +272,9 @@ int graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GraphCreate *m,
 		goto fail;
 	}
 	rc = plan_tensors(d, c, m, g, p, err, errlen);
+	if (rc < 0)
+		goto fail;
+	rc = check_alignment(g, p, err, errlen);
 	if (rc < 0)
 		goto fail;
 	rc = check_nodes(m, g, p, err, errlen);

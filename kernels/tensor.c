@@ -33,7 +33,7 @@ static int check_shape(const struct kern_dtype_traits *tr, const int64_t ne[PPRP
 	for (int i = 0; i < PPRPC_MAX_DIMS; i++) {
 		if (ne[i] < 1)
 			return PPRPC_EINVAL;
-		if (__builtin_mul_overflow(n, ne[i], &n))
+		if (__builtin_mul_overflow(n, ne[i], &n) || n > KERN_MAX_ELEMENTS)
 			return PPRPC_ETOOBIG;
 	}
 	if (ne[0] % tr->blck != 0)

@@ -17,6 +17,14 @@
 
 #include "pprpc_types.h"
 
+/* Most elements one tensor may have.  Descriptors come from the network and
+ * a zero-stride view can claim many elements in a few bytes; this bounds
+ * the work one node can demand (2^34 elements = 64 GiB of f32). */
+#define KERN_MAX_ELEMENTS (1ll << 34)
+
+/* Byte alignment the kernels need for the tensor's first byte. */
+#define KERN_ALIGN(tr) ((tr)->blck == 1 ? (tr)->type_size : 2u)
+
 struct kern_dtype_traits {
 	const char *name;
 	uint32_t blck;       /* elements per block (1 for plain types) */

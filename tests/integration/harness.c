@@ -2,148 +2,53 @@
 #include "tests/integration/harness.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
 
 int tdaemon_start(struct tdaemon *d, const char *const *extra)
 {
 	const char *bin = getenv("PPRPCD") ? getenv("PPRPCD") : "build/bin/pprpcd";
-	char portfile[300];
-	const char *argv[64];
-	int argc = 0;
+	const char *argv[64] = { "--log-level", "info" };
+	char err[512];
+	int n = 2;
 
-	memset(d, 0, sizeof(*d));
-	snprintf(d->dir, sizeof(d->dir), "/tmp/pprpc-test-XXXXXX");
-	if (!mkdtemp(d->dir)) {
-		perror("mkdtemp");
-		return -1;
-	}
-	snprintf(portfile, sizeof(portfile), "%s/port", d->dir);
-	snprintf(d->log, sizeof(d->log), "%s/log", d->dir);
-	argv[argc++] = bin;
-	argv[argc++] = "--listen";
-	argv[argc++] = "127.0.0.1:0";
-	argv[argc++] = "--port-file";
-	argv[argc++] = portfile;
-	argv[argc++] = "--log-level";
-	argv[argc++] = "info";
-	for (int i = 0; extra && extra[i] && argc < 62; i++)
-		argv[argc++] = extra[i];
-	argv[argc] = NULL;
-
-	d->pid = fork();
-	if (d->pid < 0)
-		return -1;
-	if (d->pid == 0) {
-		int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-		if (fd >= 0) {
-			dup2(fd, 2);
-			dup2(fd, 1);
-			close(fd);
-		}
-		execv(bin, (char *const *)argv);
-		fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
-		_exit(127);
-	}
-	for (int waited = 0; waited < 20000; waited += 10) {
-		FILE *f = fopen(portfile, "r");
-		unsigned p = 0;
-
-		if (f) {
-			int ok = fscanf(f, "%u", &p) == 1;
-
-			fclose(f);
-			if (ok && p > 0 && p < 65536) {
-				d->port = (uint16_t)p;
-				snprintf(d->addr, sizeof(d->addr), "127.0.0.1:%u", p);
-				return 0;
-			}
-		}
-		if (!tdaemon_alive(d))
-			break;
-		sleep_ms(10);
-	}
-	fprintf(stderr, "harness: pprpcd did not start\n");
-	tdaemon_dump_log(d);
+	for (int i = 0; extra && extra[i] && n < 63; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	if (spawn_daemon(bin, argv, 20000, d, err, sizeof(err)) == 0)
+		return 0;
+	fprintf(stderr, "harness: %s\n", err);
 	tdaemon_stop(d);
 	return -1;
 }
 
 int tdaemon_alive(struct tdaemon *d)
 {
-	int st;
-
-	if (d->pid <= 0)
-		return 0;
-	if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
-		d->pid = -st - 1; /* remember it exited */
-		return 0;
-	}
-	return 1;
+	return spawn_alive(d);
 }
 
 int tdaemon_stop(struct tdaemon *d)
 {
-	int st = -1;
+	int st;
 
-	if (d->pid > 0) {
-		kill(d->pid, SIGTERM);
-		for (int waited = 0; waited < 10000; waited += 10) {
-			if (waitpid(d->pid, &st, WNOHANG) == d->pid)
-				goto done;
-			sleep_ms(10);
-		}
-		fprintf(stderr, "harness: pprpcd %d ignored SIGTERM; killing\n", d->pid);
-		kill(d->pid, SIGKILL);
-		waitpid(d->pid, &st, 0);
-	} else if (d->pid < 0) {
-		st = -d->pid - 1;
-	}
-done:
-	d->pid = 0;
-	if (d->dir[0]) {
-		char cmd[400];
-
-		if (st != 0 || getenv("PPRPC_KEEP_LOGS"))
-			tdaemon_dump_log(d);
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->dir);
-		if (system(cmd) != 0)
-			fprintf(stderr, "harness: cannot remove %s\n", d->dir);
-		d->dir[0] = '\0';
-	}
+	if (!d->dir[0])
+		return -1;
+	spawn_alive(d);
+	st = spawn_stop(d, 1);
+	if (st != 0 || getenv("PPRPC_KEEP_LOGS"))
+		tdaemon_dump_log(d);
+	spawn_stop(d, 0);
 	return st;
 }
 
 void tdaemon_dump_log(const struct tdaemon *d)
 {
-	FILE *f = fopen(d->log, "r");
-	char line[512];
-
-	if (!f)
-		return;
-	fprintf(stderr, "---- pprpcd log (%s) ----\n", d->log);
-	while (fgets(line, sizeof(line), f))
-		fputs(line, stderr);
-	fprintf(stderr, "---- end of log ----\n");
-	fclose(f);
+	spawn_dump_log(d);
 }
 
 int traw_connect(const struct tdaemon *d)

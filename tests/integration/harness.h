@@ -3,32 +3,23 @@
  *
  * Daemons listen on 127.0.0.1 with an ephemeral port (--listen
  * 127.0.0.1:0 --port-file), never any other address, and are stopped by
- * PID.  The binary is $PPRPCD (set by `make integration`), else
- * build/bin/pprpcd.
+ * PID (tools/common/spawn.c does the work).  The binary is $PPRPCD (set by
+ * `make integration`), else build/bin/pprpcd.
  */
 #ifndef PPRPC_TESTS_HARNESS_H
 #define PPRPC_TESTS_HARNESS_H
 
-#include <stdint.h>
-#include <sys/types.h>
+#include "tools/common/spawn.h"
 
-struct tdaemon {
-	pid_t pid;
-	uint16_t port;
-	char addr[64];       /* "127.0.0.1:PORT" */
-	char dir[256];       /* temp dir: port file, log */
-	char log[300];
-};
+#define tdaemon spawned
 
-/* Start a daemon with extra flags (NULL-terminated list, may be NULL).
- * Returns 0 once it listens, -1 (after printing its log) otherwise. */
+/* Start a daemon (log level info) with extra flags (NULL-terminated, may be
+ * NULL).  Returns 0 once it listens, -1 (after printing its log) otherwise. */
 int tdaemon_start(struct tdaemon *d, const char *const *extra);
-/* SIGTERM, wait up to 10 s, then SIGKILL.  Returns the exit status as
- * waitpid reports it, or -1. */
+/* Stop by PID; prints the log when the exit status is not 0 (or
+ * PPRPC_KEEP_LOGS is set).  Returns the waitpid status. */
 int tdaemon_stop(struct tdaemon *d);
-/* 1 while the process runs. */
 int tdaemon_alive(struct tdaemon *d);
-/* Print the daemon's log to stderr (for failures). */
 void tdaemon_dump_log(const struct tdaemon *d);
 
 /* A raw TCP connection to the daemon (for malformed-input tests). */
