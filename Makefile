@@ -81,7 +81,7 @@ FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(T)/replay_%,$(FUZZ_SRCS))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 
-.PHONY: all test unit integration fuzz-replay fuzz clean info
+.PHONY: all test unit integration fuzz-replay fuzz clean info run
 # Keep intermediate objects (test and tool objects) between runs.
 .SECONDARY:
 all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES)
@@ -166,6 +166,10 @@ test: all
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$${f##*/}; mkdir -p tests/fuzz/corpus/$$n; \
 		echo "== $$n for $(FUZZ_SECONDS)s"; $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 tests/fuzz/corpus/$$n; done
+
+# The main job (README): start two local daemons and run a pipeline through them.
+run: all
+	$(B)/pprpc-demo --spawn 2
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Install pprpc's build and test dependencies from Debian's packages.
+# Idempotent; needs root (or sudo).
+set -euo pipefail
+
+pkgs=(
+	build-essential pkg-config
+	libuv1-dev
+	libprotobuf-c-dev protobuf-c-compiler
+	libibverbs-dev librdmacm-dev
+	libopenblas-dev
+	libsystemd-dev
+	libcmocka-dev
+	clang libclang-rt-14-dev   # libFuzzer targets and sanitizers
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "setup-debian: all packages present"
+	exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "setup-debian: installed ${missing[*]}"
