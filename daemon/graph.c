@@ -178,8 +178,11 @@ static int check_nodes(const Pprpc__GraphCreate *m, struct graph *g, struct tpla
 		n->nsrc = nsrc;
 		n->dst = mn->dst;
 		memset(&n->p, 0, sizeof(n->p));
-		memcpy(n->p.f, mn->fparams, mn->n_fparams * sizeof(float));
-		memcpy(n->p.i, mn->iparams, mn->n_iparams * sizeof(int32_t));
+		/* protobuf-c leaves empty repeated fields NULL. */
+		if (mn->n_fparams)
+			memcpy(n->p.f, mn->fparams, mn->n_fparams * sizeof(float));
+		if (mn->n_iparams)
+			memcpy(n->p.i, mn->iparams, mn->n_iparams * sizeof(int32_t));
 		for (int s = 0; s < nsrc; s++) {
 			int si = mn->src[s];
 
