@@ -72,6 +72,11 @@ PPRPC_API int pprpc_connect(const char *addr, const pprpc_connect_opts *opts, pp
 	rc = sock_connect(addr, tmo, &c->fd, err, sizeof(err));
 	if (rc < 0)
 		goto fail;
+	rc = rpc_init(c);
+	if (rc < 0) {
+		snprintf(err, sizeof(err), "out of memory");
+		goto fail;
+	}
 	/* HELLO is bounded by the connect timeout: a port that accepts but never
 	 * answers (not a pprpcd) must not hang the caller. */
 	c->io_timeout_ms = tmo;
@@ -95,6 +100,7 @@ PPRPC_API void pprpc_close(pprpc_client *c)
 {
 	if (!c)
 		return;
+	rpc_fini(c);
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c);

@@ -10,15 +10,39 @@
 #include <sys/uio.h>
 
 #include "pprpc.h"
+#include "proto/frame_reader.h"
 #include "proto/pprpc.pb-c.h"
 
 #define CLIENT_MAX_DEVICES 16
+#define CLIENT_INBUF 65536
+
+/* A request waiting for its reply. */
+struct pending {
+	struct pending *next;
+	uint64_t id;
+	uint16_t type;
+	int done;
+	int rc;
+	const ProtobufCMessageDescriptor *rep_desc;  /* NULL: ignore the reply meta */
+	ProtobufCMessage *rep;                       /* decoded reply (free with meta_free) */
+	void *bulk;                                  /* reply bulk goes here */
+	uint64_t bulk_len;                           /* expected reply bulk size */
+	int async;                                   /* heap-allocated; freed on completion */
+	char err[256];
+};
 
 struct pprpc_client {
 	int fd;
 	int broken;              /* stream out of sync or closed: refuse calls */
 	int io_timeout_ms;
 	uint64_t next_id;
+	struct frame_reader reader;
+	uint8_t *inbuf;
+	struct pending *pend_head, *pend_tail;
+	struct pending *cur;     /* reply being received */
+	uint64_t async_outstanding;
+	int async_err;           /* first failure of an async request, reported at sync */
+	char async_errmsg[256];
 	char err[512];
 	char daemon_version[32];
 	pprpc_caps caps;
@@ -29,6 +53,20 @@ struct pprpc_client {
 
 /* Record a failure message on c; returns code (for tail calls). */
 int client_fail(pprpc_client *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Send a request.  flags: FRAME_F_* besides BULK.  p (may be NULL when no
+ * reply is expected) is registered before the bytes leave, filled with its
+ * id.  While the socket is full, replies are drained, so a client that
+ * queues much work never deadlocks against a daemon waiting for it to read. */
+int rpc_send(pprpc_client *c, uint16_t type, uint32_t flags, const ProtobufCMessage *req,
+	     const void *bulk, uint64_t blen, struct pending *p);
+/* Make progress until p is done (or the timeout / a broken stream). */
+int rpc_wait(pprpc_client *c, struct pending *p);
+/* Make progress until no async request is outstanding. */
+int rpc_drain(pprpc_client *c);
+/* Set up / tear down the reply machinery on a connected fd. */
+int rpc_init(pprpc_client *c);
+void rpc_fini(pprpc_client *c);
 
 /* One request/reply exchange.
  *   req        meta of the request (type `type`)
@@ -41,9 +79,7 @@ int rpc_call(pprpc_client *c, uint16_t type, const ProtobufCMessage *req, const 
 	     uint64_t out_len, const ProtobufCMessageDescriptor *rep_desc, ProtobufCMessage **ret_rep,
 	     void *in_bulk, uint64_t in_len);
 
-/* Blocking socket helpers (sock.c). */
+/* Connect (sock.c).  The fd is left non-blocking with TCP_NODELAY. */
 int sock_connect(const char *addr, int timeout_ms, int *ret_fd, char *err, size_t errlen);
-int sock_writev_all(int fd, struct iovec *iov, int iovcnt);
-int sock_read_all(int fd, void *buf, size_t len, int timeout_ms);
 
 #endif

@@ -1,16 +1,29 @@
 /*
- * libclient/rpc.c — one request/reply exchange over the client's socket.
+ * libclient/rpc.c — the client's progress engine.
  *
- * The reply is decoded with the same codec the daemon uses and trusted no
- * more than the daemon trusts its clients: header limits, matching request
- * id and type, bulk exactly the expected size.  A reply that breaks these
- * leaves the stream out of sync, so the client is marked broken.
+ * All I/O happens in the calling thread, no helper thread: a call writes its
+ * frame with writev (tensor bytes straight from the caller's memory) and
+ * then makes progress on the socket until its reply is complete.  Replies
+ * are parsed by the same incremental frame reader the daemon uses and
+ * matched to pending requests by id; a reply's bulk is received straight
+ * into the memory its request named.  Whenever the socket cannot take more
+ * bytes, incoming replies are drained, so queuing much work can never
+ * deadlock against a daemon that waits for us to read.
+ *
+ * Replies are trusted no more than the daemon trusts requests: unknown ids,
+ * wrong types or a bulk of the wrong size leave the stream out of sync, and
+ * the client is marked broken.
  */
+#include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "libclient/client.h"
 #include "proto/frame.h"
@@ -26,29 +39,275 @@ int client_fail(pprpc_client *c, int code, const char *fmt, ...)
 	return code;
 }
 
-static int broken(pprpc_client *c, int code, const char *what)
+static void pend_remove(pprpc_client *c, struct pending *p)
 {
-	c->broken = 1;
-	return client_fail(c, code == PPRPC_ECLOSED ? PPRPC_ECONN : code, "%s: %s", what,
-			   code == PPRPC_ECLOSED ? "connection closed by the daemon" : pprpc_strerror(code));
+	struct pending **pp = &c->pend_head, *prev = NULL;
+
+	for (; *pp; prev = *pp, pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			if (c->pend_tail == p)
+				c->pend_tail = prev;
+			p->next = NULL;
+			return;
+		}
+	}
 }
 
-static int send_request(pprpc_client *c, uint16_t type, uint64_t id, const ProtobufCMessage *req,
-			const void *bulk, uint64_t blen)
+static void complete(pprpc_client *c, struct pending *p)
+{
+	p->done = 1;
+	pend_remove(c, p);
+	if (!p->async)
+		return;
+	c->async_outstanding--;
+	if (p->rc < 0 && !c->async_err) {
+		c->async_err = p->rc;
+		snprintf(c->async_errmsg, sizeof(c->async_errmsg), "%s", p->err);
+	}
+	meta_free(p->rep);
+	free(p);
+}
+
+/* The stream is unusable: fail everything that waits. */
+static int broken(pprpc_client *c, int code, const char *what)
+{
+	int rc = code == PPRPC_ECLOSED || code == PPRPC_EPROTO ? PPRPC_ECONN : code;
+
+	if (code == PPRPC_EPROTO)
+		what = "reply stream out of sync";
+	if (!c->broken) {
+		c->broken = 1;
+		client_fail(c, rc, "%s: %s", what,
+			    code == PPRPC_ECLOSED ? "connection closed by the daemon" : pprpc_strerror(code));
+	}
+	while (c->pend_head) {
+		struct pending *p = c->pend_head;
+
+		p->rc = rc;
+		snprintf(p->err, sizeof(p->err), "%.255s", c->err);
+		complete(c, p);
+	}
+	return rc;
+}
+
+static struct pending *pend_find(pprpc_client *c, uint64_t id)
+{
+	for (struct pending *p = c->pend_head; p; p = p->next)
+		if (p->id == id)
+			return p;
+	return NULL;
+}
+
+static int on_header(void *ctx, const struct frame_hdr *h)
+{
+	pprpc_client *c = ctx;
+	struct pending *p = pend_find(c, h->req_id);
+
+	if (!(h->flags & FRAME_F_REPLY) || !p || p->type != h->type)
+		return PPRPC_EPROTO;
+	c->cur = p;
+	return 0;
+}
+
+static int on_meta(void *ctx, const struct frame_hdr *h, const uint8_t *meta, size_t len, void **bulk_dst)
+{
+	pprpc_client *c = ctx;
+	struct pending *p = c->cur;
+	ProtobufCMessage *m = NULL;
+
+	if (h->flags & FRAME_F_ERROR) {
+		const Pprpc__ErrorReply *e;
+
+		if (meta_unpack(&pprpc__error_reply__descriptor, meta, len, &m) < 0) {
+			p->rc = PPRPC_EPROTO;
+			snprintf(p->err, sizeof(p->err), "malformed error reply");
+			return 0;
+		}
+		e = (const Pprpc__ErrorReply *)m;
+		p->rc = e->code < 0 && e->code > -PPRPC_E_COUNT_ ? e->code : PPRPC_EPROTO;
+		snprintf(p->err, sizeof(p->err), "%s", e->message ? e->message : "");
+		meta_free(m);
+		return 0; /* a bulk on an error reply is discarded */
+	}
+	if (h->bulk_len != p->bulk_len)
+		return PPRPC_EPROTO;
+	if (p->rep_desc && meta_unpack(p->rep_desc, len ? meta : (const uint8_t *)"", len, &p->rep) < 0) {
+		p->rc = PPRPC_EPROTO;
+		snprintf(p->err, sizeof(p->err), "malformed reply meta");
+	}
+	*bulk_dst = p->bulk;
+	return 0;
+}
+
+static int on_frame(void *ctx, const struct frame_hdr *h)
+{
+	pprpc_client *c = ctx;
+
+	(void)h;
+	complete(c, c->cur);
+	c->cur = NULL;
+	return 0;
+}
+
+static const struct frame_reader_ops reply_ops = {
+	.on_header = on_header,
+	.on_meta = on_meta,
+	.on_frame = on_frame,
+};
+
+int rpc_init(pprpc_client *c)
+{
+	/* Reply sizes are checked against each request, not a global cap. */
+	struct frame_limits lim = { .max_meta = PPRPC_MAX_META, .max_bulk = UINT64_MAX };
+
+	c->inbuf = malloc(CLIENT_INBUF);
+	if (!c->inbuf)
+		return PPRPC_ENOMEM;
+	frame_reader_init(&c->reader, &reply_ops, c, &lim);
+	return 0;
+}
+
+void rpc_fini(pprpc_client *c)
+{
+	while (c->pend_head) {
+		struct pending *p = c->pend_head;
+
+		p->rc = PPRPC_ECLOSED;
+		complete(c, p);
+	}
+	frame_reader_fini(&c->reader);
+	free(c->inbuf);
+	c->inbuf = NULL;
+}
+
+/* Read whatever has arrived, without blocking.  Large bulks are received
+ * straight into their destination (the reader's window). */
+static int progress_read(pprpc_client *c)
+{
+	for (;;) {
+		void *win;
+		size_t wlen;
+		ssize_t n;
+		int rc;
+
+		frame_reader_window(&c->reader, &win, &wlen);
+		if (wlen >= 4096) {
+			n = recv(c->fd, win, wlen, MSG_DONTWAIT);
+			if (n > 0) {
+				rc = frame_reader_advance(&c->reader, (size_t)n);
+				goto check;
+			}
+		} else {
+			n = recv(c->fd, c->inbuf, CLIENT_INBUF, MSG_DONTWAIT);
+			if (n > 0) {
+				rc = frame_reader_feed(&c->reader, c->inbuf, (size_t)n);
+				goto check;
+			}
+		}
+		if (n == 0)
+			return broken(c, PPRPC_ECLOSED, "reading replies");
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		return broken(c, PPRPC_EIO, "reading replies");
+check:
+		if (rc < 0)
+			return broken(c, PPRPC_EPROTO, "");
+	}
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Wait for the socket (readable, plus writable when want_write), then read
+ * what arrived.  Returns 1 if writable, 0 if not, or a negative code. */
+static int progress(pprpc_client *c, int want_write, int64_t deadline)
+{
+	struct pollfd pfd = { .fd = c->fd, .events = POLLIN | (want_write ? POLLOUT : 0) };
+	int tmo = -1, rc;
+
+	if (deadline >= 0) {
+		int64_t left = deadline - now_ms();
+
+		if (left <= 0)
+			return PPRPC_ETIMEDOUT;
+		tmo = left > 1000000 ? 1000000 : (int)left;
+	}
+	rc = poll(&pfd, 1, tmo);
+	if (rc < 0)
+		return errno == EINTR ? 0 : broken(c, PPRPC_EIO, "poll");
+	if (rc == 0)
+		return deadline >= 0 && now_ms() >= deadline ? PPRPC_ETIMEDOUT : 0;
+	if (pfd.revents & (POLLIN | POLLERR | POLLHUP)) {
+		rc = progress_read(c);
+		if (rc < 0)
+			return rc;
+	}
+	return (pfd.revents & POLLOUT) ? 1 : 0;
+}
+
+static int write_all(pprpc_client *c, struct iovec *iov, int iovcnt)
+{
+	int64_t deadline = c->io_timeout_ms > 0 ? now_ms() + c->io_timeout_ms : -1;
+
+	while (iovcnt > 0) {
+		ssize_t n = writev(c->fd, iov, iovcnt);
+
+		if (n < 0) {
+			int rc;
+
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				return broken(c, PPRPC_EIO, "sending request");
+			rc = progress(c, 1, deadline);
+			if (rc == PPRPC_ETIMEDOUT)
+				return broken(c, rc, "sending request");
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		/* Progress resets the deadline: only a stalled socket times out. */
+		if (deadline >= 0)
+			deadline = now_ms() + c->io_timeout_ms;
+		while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
+			n -= (ssize_t)iov->iov_len;
+			iov++;
+			iovcnt--;
+		}
+		if (iovcnt > 0) {
+			iov->iov_base = (char *)iov->iov_base + n;
+			iov->iov_len -= (size_t)n;
+		}
+	}
+	return 0;
+}
+
+int rpc_send(pprpc_client *c, uint16_t type, uint32_t flags, const ProtobufCMessage *req,
+	     const void *bulk, uint64_t blen, struct pending *p)
 {
 	size_t mlen = meta_size(req);
 	uint8_t small[FRAME_HDR_SIZE + 512], *head = small;
 	struct frame_hdr h = {
 		.version = PPRPC_PROTO_VERSION,
 		.type = type,
-		.flags = blen ? FRAME_F_BULK : 0,
+		.flags = flags | (blen ? FRAME_F_BULK : 0),
 		.meta_len = (uint32_t)mlen,
 		.bulk_len = blen,
-		.req_id = id,
+		.req_id = ++c->next_id,
 	};
 	struct iovec iov[2];
 	int rc;
 
+	if (c->broken)
+		return client_fail(c, PPRPC_ECONN, "connection is closed or out of sync");
 	if (mlen > PPRPC_MAX_META)
 		return client_fail(c, PPRPC_ETOOBIG, "request meta of %zu bytes exceeds %u", mlen,
 				   PPRPC_MAX_META);
@@ -56,89 +315,88 @@ static int send_request(pprpc_client *c, uint16_t type, uint64_t id, const Proto
 		return client_fail(c, PPRPC_ENOMEM, "out of memory");
 	frame_hdr_encode(&h, head);
 	meta_pack(req, head + FRAME_HDR_SIZE);
+	if (p) {
+		p->id = h.req_id;
+		p->type = type;
+		p->done = 0;
+		p->rc = 0;
+		p->rep = NULL;
+		p->err[0] = '\0';
+		p->next = NULL;
+		if (c->pend_tail)
+			c->pend_tail->next = p;
+		else
+			c->pend_head = p;
+		c->pend_tail = p;
+		if (p->async)
+			c->async_outstanding++;
+	}
 	iov[0].iov_base = head;
 	iov[0].iov_len = FRAME_HDR_SIZE + mlen;
 	iov[1].iov_base = (void *)bulk;
 	iov[1].iov_len = (size_t)blen;
-	rc = sock_writev_all(c->fd, iov, blen ? 2 : 1);
+	rc = write_all(c, iov, blen ? 2 : 1);
 	if (head != small)
 		free(head);
-	return rc < 0 ? broken(c, rc, "sending request") : 0;
+	return rc;
 }
 
-static int read_error_reply(pprpc_client *c, const uint8_t *meta, size_t len)
+int rpc_wait(pprpc_client *c, struct pending *p)
 {
-	ProtobufCMessage *m = NULL;
-	const Pprpc__ErrorReply *e;
-	int code;
+	int64_t deadline = c->io_timeout_ms > 0 ? now_ms() + c->io_timeout_ms : -1;
 
-	if (meta_unpack(&pprpc__error_reply__descriptor, meta, len, &m) < 0)
-		return client_fail(c, PPRPC_EPROTO, "malformed error reply");
-	e = (const Pprpc__ErrorReply *)m;
-	code = e->code < 0 && e->code > -PPRPC_E_COUNT_ ? e->code : PPRPC_EPROTO;
-	client_fail(c, code, "%s", e->message ? e->message : "");
-	meta_free(m);
-	return code;
+	while (!p->done) {
+		int rc = progress(c, 0, deadline);
+
+		if (rc == PPRPC_ETIMEDOUT)
+			/* The reply may still come: the stream is out of sync. */
+			return broken(c, rc, "waiting for a reply");
+		if (rc < 0 && !p->done)
+			return rc;
+	}
+	return p->rc;
+}
+
+int rpc_drain(pprpc_client *c)
+{
+	int64_t deadline = c->io_timeout_ms > 0 ? now_ms() + c->io_timeout_ms : -1;
+
+	while (c->async_outstanding) {
+		int rc = progress(c, 0, deadline);
+
+		if (rc == PPRPC_ETIMEDOUT)
+			return broken(c, rc, "waiting for replies");
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }
 
 int rpc_call(pprpc_client *c, uint16_t type, const ProtobufCMessage *req, const void *out_bulk,
 	     uint64_t out_len, const ProtobufCMessageDescriptor *rep_desc, ProtobufCMessage **ret_rep,
 	     void *in_bulk, uint64_t in_len)
 {
-	struct frame_limits lim = { .max_meta = PPRPC_MAX_META, .max_bulk = in_len };
-	uint8_t hb[FRAME_HDR_SIZE];
-	uint8_t *meta = NULL;
-	struct frame_hdr h;
-	uint64_t id;
+	struct pending p;
 	int rc;
 
-	if (c->broken)
-		return client_fail(c, PPRPC_ECONN, "connection is closed or out of sync");
+	memset(&p, 0, sizeof(p));
+	p.rep_desc = ret_rep ? rep_desc : NULL;
+	p.bulk = in_bulk;
+	p.bulk_len = in_len;
 	c->err[0] = '\0';
-	id = ++c->next_id;
-	rc = send_request(c, type, id, req, out_bulk, out_len);
-	if (rc < 0)
-		return rc;
-	rc = sock_read_all(c->fd, hb, sizeof(hb), c->io_timeout_ms);
-	if (rc < 0)
-		return broken(c, rc, "reading reply");
-	rc = frame_hdr_decode(hb, &lim, &h, NULL);
-	if (rc < 0 || !(h.flags & FRAME_F_REPLY) || h.req_id != id || h.type != type)
-		return broken(c, PPRPC_EPROTO, "unexpected reply frame");
-	if (h.meta_len && !(meta = malloc(h.meta_len)))
-		return broken(c, PPRPC_ENOMEM, "reply meta");
-	rc = sock_read_all(c->fd, meta, h.meta_len, c->io_timeout_ms);
-	if (rc < 0) {
-		free(meta);
-		return broken(c, rc, "reading reply meta");
+	rc = rpc_send(c, type, 0, req, out_bulk, out_len, &p);
+	if (rc == 0)
+		rc = rpc_wait(c, &p);
+	if (!p.done) {
+		/* Still registered (write failed before broken() ran): forget it. */
+		pend_remove(c, &p);
+		return rc < 0 ? rc : PPRPC_EINTERNAL;
 	}
-	if (h.flags & FRAME_F_ERROR) {
-		if (h.bulk_len) {
-			free(meta);
-			return broken(c, PPRPC_EPROTO, "error reply with bulk");
-		}
-		rc = read_error_reply(c, meta, h.meta_len);
-		free(meta);
-		return rc;
+	if (p.rc < 0) {
+		meta_free(p.rep);
+		return client_fail(c, p.rc, "%s", p.err);
 	}
-	if (h.bulk_len != in_len) {
-		free(meta);
-		return broken(c, PPRPC_EPROTO, "reply bulk size differs from the request");
-	}
-	if (in_len) {
-		rc = sock_read_all(c->fd, in_bulk, (size_t)in_len, c->io_timeout_ms);
-		if (rc < 0) {
-			free(meta);
-			return broken(c, rc, "reading reply bulk");
-		}
-	}
-	if (rep_desc && ret_rep) {
-		rc = meta_unpack(rep_desc, meta ? meta : (const uint8_t *)"", h.meta_len, ret_rep);
-		if (rc < 0) {
-			free(meta);
-			return client_fail(c, rc, "malformed reply meta");
-		}
-	}
-	free(meta);
+	if (ret_rep)
+		*ret_rep = p.rep;
 	return 0;
 }

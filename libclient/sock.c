@@ -1,9 +1,6 @@
 /*
- * libclient/sock.c — the client's blocking socket I/O.
- *
- * The client needs no event loop: a call writes its frame with writev (the
- * tensor bytes straight from the caller's memory) and reads the reply with
- * recv straight into the caller's destination.
+ * libclient/sock.c — connecting the client's socket (non-blocking, with a
+ * timeout).  The I/O itself is rpc.c's progress engine.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -65,63 +62,7 @@ int sock_connect(const char *addr, int timeout_ms, int *ret_fd, char *err, size_
 		close(fd);
 		return PPRPC_ECONN;
 	}
-	fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	*ret_fd = fd;
-	return 0;
-}
-
-int sock_writev_all(int fd, struct iovec *iov, int iovcnt)
-{
-	while (iovcnt > 0) {
-		ssize_t n = writev(fd, iov, iovcnt);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return PPRPC_EIO;
-		}
-		while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
-			n -= (ssize_t)iov->iov_len;
-			iov++;
-			iovcnt--;
-		}
-		if (iovcnt > 0) {
-			iov->iov_base = (char *)iov->iov_base + n;
-			iov->iov_len -= (size_t)n;
-		}
-	}
-	return 0;
-}
-
-int sock_read_all(int fd, void *buf, size_t len, int timeout_ms)
-{
-	char *p = buf;
-
-	while (len > 0) {
-		ssize_t n;
-
-		if (timeout_ms > 0) {
-			struct pollfd pfd = { .fd = fd, .events = POLLIN };
-			int rc = poll(&pfd, 1, timeout_ms);
-
-			if (rc == 0)
-				return PPRPC_ETIMEDOUT;
-			if (rc < 0 && errno != EINTR)
-				return PPRPC_EIO;
-			if (rc < 0)
-				continue;
-		}
-		n = recv(fd, p, len, 0);
-		if (n == 0)
-			return PPRPC_ECLOSED;
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return PPRPC_EIO;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
 	return 0;
 }
