@@ -11,9 +11,17 @@
  * that client.  Out-parameters are written only on success.
  *
  * Thread safety: a pprpc_client may be used by one thread at a time.
- * Calls in this version are synchronous (they return when the daemon has
- * completed the command); the async API adds queued variants with the same
- * argument shapes.
+ *
+ * Execution model: each device of a daemon has one in-order queue.  The
+ * plain calls (pprpc_tensor_set, pprpc_graph_run, ...) return when the
+ * command has completed.  The *_async calls queue the command and return at
+ * once (they block only while the socket is full); queued commands execute
+ * in order, and a failure is sticky: later commands of this client on that
+ * queue are skipped until pprpc_synchronize reports the first failure and
+ * clears it.  Timelines (monotonic 64-bit counters owned by a device queue)
+ * order work across queues and ranks: SIGNAL sets a value when the queue
+ * reaches it, WAIT holds a queue until a timeline (of any rank) reaches a
+ * value.
  */
 #ifndef PPRPC_H
 #define PPRPC_H
@@ -171,6 +179,108 @@ PPRPC_API int pprpc_graph_free(pprpc_client *c, pprpc_graph g);
 
 /* Wait until every earlier command on the device's queue completed. */
 PPRPC_API int pprpc_fence(pprpc_client *c, uint32_t device);
+
+/* ---- async execution ---------------------------------------------------------- */
+
+typedef uint64_t pprpc_timeline;  /* daemon-issued timeline handle */
+
+/* Queue a write of size bytes from data to buf+offset.  data may be reused
+ * as soon as the call returns (the bytes are on their way). */
+PPRPC_API int pprpc_tensor_set_async(pprpc_client *c, pprpc_buffer buf, uint64_t offset,
+				     const void *data, uint64_t size);
+/* Queue a read of buf+offset into data.  The bytes are those of the buffer
+ * when the queue reaches the command; data is valid after a later
+ * pprpc_synchronize (or a host wait) returned 0.  data must stay valid
+ * until then. */
+PPRPC_API int pprpc_tensor_get_async(pprpc_client *c, pprpc_buffer buf, uint64_t offset, void *data,
+				     uint64_t size);
+/* Queue a copy between two buffers of one device. */
+PPRPC_API int pprpc_tensor_copy_async(pprpc_client *c, pprpc_buffer src, uint64_t src_offset,
+				      pprpc_buffer dst, uint64_t dst_offset, uint64_t size);
+/* Queue a run of a created graph. */
+PPRPC_API int pprpc_graph_run_async(pprpc_client *c, pprpc_graph g);
+
+/* Create a timeline on a device's queue, starting at initial. */
+PPRPC_API int pprpc_timeline_create(pprpc_client *c, uint32_t device, uint64_t initial,
+				    pprpc_timeline *out);
+PPRPC_API int pprpc_timeline_destroy(pprpc_client *c, pprpc_timeline t);
+/* Queue SIGNAL(t, value) on t's queue: t becomes value when the queue gets
+ * there.  value must exceed t's value at that point (else a sticky
+ * PPRPC_EINVAL). */
+PPRPC_API int pprpc_signal(pprpc_client *c, pprpc_timeline t, uint64_t value);
+/* Queue WAIT on device's queue until timeline t reaches value.  t belongs
+ * to the daemon at rank ("HOST:PORT"), or to this daemon when rank is NULL
+ * or "": the daemon subscribes over its peer link and is released by a
+ * notification. */
+PPRPC_API int pprpc_wait(pprpc_client *c, uint32_t device, const char *rank, pprpc_timeline t,
+			 uint64_t value);
+/* The timeline's current value. */
+PPRPC_API int pprpc_timeline_query(pprpc_client *c, pprpc_timeline t, uint64_t *out);
+/* Block the caller until t >= value or timeout_ms passed (PPRPC_ETIMEDOUT). */
+PPRPC_API int pprpc_timeline_host_wait(pprpc_client *c, pprpc_timeline t, uint64_t value,
+				       int timeout_ms);
+
+/* An event in the usual async-backend sense: a timeline plus the value of
+ * its last record. */
+typedef struct pprpc_event {
+	pprpc_timeline timeline;
+	uint64_t value;
+	uint32_t device;
+} pprpc_event;
+
+/* Create an event on device (a fresh timeline at 0). */
+PPRPC_API int pprpc_event_create(pprpc_client *c, uint32_t device, pprpc_event *out);
+/* Record: SIGNAL the event's timeline with its next value. */
+PPRPC_API int pprpc_event_record(pprpc_client *c, pprpc_event *ev);
+/* Make device's queue (on the client c2's daemon) wait for the event's last
+ * record; ev_rank is the address of the daemon owning the event (NULL if
+ * c2 is that daemon). */
+PPRPC_API int pprpc_event_wait(pprpc_client *c2, uint32_t device, const char *ev_rank,
+			       const pprpc_event *ev);
+
+/* FENCE: wait until every earlier command of this client on the device's
+ * queue completed.  Returns the queue's first failure since the last
+ * synchronize (code; message and failing command in pprpc_last_error) and
+ * clears it, or 0. */
+PPRPC_API int pprpc_synchronize(pprpc_client *c, uint32_t device);
+
+/* ---- pipelines ------------------------------------------------------------------ */
+
+/* A pipeline of S stages, each a graph on one rank, fed M micro-batches.
+ * Each stage has two slots (double-buffered boundaries): slot k's graph
+ * reads in_buf[k] and writes out_buf[k].  Stage s's output of micro-batch m
+ * becomes stage s+1's input of micro-batch m. */
+typedef struct pprpc_stage {
+	pprpc_client *client;      /* connection to the stage's rank */
+	const char *rank;          /* that rank's HOST:PORT (for cross-rank waits) */
+	uint32_t device;
+	pprpc_graph graph[2];      /* graph of slot k: in_buf[k] -> out_buf[k] */
+	pprpc_buffer in_buf[2];
+	pprpc_buffer out_buf[2];
+	uint64_t in_bytes;         /* boundary sizes (input of this stage / output) */
+	uint64_t out_bytes;
+} pprpc_stage;
+
+typedef struct pprpc_pipeline pprpc_pipeline;
+
+typedef struct pprpc_pipeline_opts {
+	/* Test hook for negative controls: drop the write-after-read ordering
+	 * that keeps a stage from overwriting a boundary slot still being read.
+	 * Never set outside tests. */
+	int unsafe_skip_war_wait;
+} pprpc_pipeline_opts;
+
+/* Set up timelines on every stage; stages are copied.  opts may be NULL. */
+PPRPC_API int pprpc_pipeline_create(const pprpc_stage *stages, int nstages,
+				    const pprpc_pipeline_opts *opts, pprpc_pipeline **out);
+PPRPC_API void pprpc_pipeline_free(pprpc_pipeline *p);
+/* Run M micro-batches through the stages with the fill-drain schedule:
+ * inputs[m] (stage 0's in_bytes each) go in, outputs[m] (the last stage's
+ * out_bytes each) come back.  Returns when all are done. */
+PPRPC_API int pprpc_pipeline_run(pprpc_pipeline *p, int nmicro, const void *const *inputs,
+				 void *const *outputs);
+/* Message for the pipeline's last failure (which stage, which call). */
+PPRPC_API const char *pprpc_pipeline_error(const pprpc_pipeline *p);
 
 /* ---- statistics ------------------------------------------------------------------ */
 
