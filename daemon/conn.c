@@ -12,6 +12,7 @@
 #include "daemon/graph.h"
 #include "daemon/pprpcd.h"
 #include "daemon/reply.h"
+#include "daemon/timeline.h"
 #include "pprpc_types.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
@@ -38,6 +39,8 @@ static void request_reset(struct request *r)
 	if (r->bulk_buf)
 		buffer_unref(r->bulk_buf);
 	r->bulk_buf = NULL;
+	free(r->stage);
+	r->stage = NULL;
 	r->err = 0;
 	r->errmsg[0] = '\0';
 	r->h = NULL;
@@ -142,11 +145,18 @@ static void on_close(void *ctx, int status)
 	struct pprpcd *d = c->d;
 
 	c->closed = 1;
+	/* Queued work of a vanished client is cancelled, not run. */
+	for (uint32_t i = 0; i < PPRPCD_CONN_MAX_DEVICES; i++)
+		atomic_store(&c->streams[i].canceled, 1);
+	timeline_wake_all(d);
 	LOG(d, LOG_INFO_, "conn %" PRIu64 " (%s) closed%s: %" PRIu64 " requests, %" PRIu64 " errors",
 	    c->id, c->name, status ? " on error" : "", c->requests, c->errors);
 	/* Resources die with their owner: a vanished client leaks nothing. */
 	while (c->graphs)
 		graph_retire(d, c->graphs);
+	conn_cancel_lwaits(c);
+	while (c->timelines)
+		timeline_retire(d, c->timelines);
 	while (c->bufs)
 		buffer_retire(d, c->bufs);
 	request_reset(&c->cur);
@@ -195,6 +205,29 @@ void conn_accept(struct pprpcd *d, struct transport_conn *t)
 	LOG(d, LOG_INFO_, "conn %" PRIu64 " from %s", c->id, c->name);
 	if (transport_start(t, &owner_ops, c, &lim) < 0)
 		transport_close(t);
+}
+
+#define HIGH_CMDS 4096
+#define HIGH_STAGED (256ull << 20)
+
+void conn_enqueue(struct conn *c, uint64_t staged)
+{
+	c->queued_cmds++;
+	c->staged_bytes += staged;
+	if (!c->paused && c->t && (c->queued_cmds > HIGH_CMDS || c->staged_bytes > HIGH_STAGED)) {
+		c->paused = 1;
+		transport_pause(c->t);
+	}
+}
+
+void conn_unqueue(struct conn *c, uint64_t staged)
+{
+	c->queued_cmds--;
+	c->staged_bytes -= staged;
+	if (c->paused && c->t && c->queued_cmds <= HIGH_CMDS / 2 && c->staged_bytes <= HIGH_STAGED / 2) {
+		c->paused = 0;
+		transport_resume(c->t);
+	}
 }
 
 void conn_ref(struct conn *c)
@@ -255,4 +288,14 @@ void conn_add_graph(struct conn *c, struct graph *g)
 void conn_remove_graph(struct conn *c, struct graph *g)
 {
 	LIST_DEL(c->graphs, g);
+}
+
+void conn_add_timeline(struct conn *c, struct timeline *t)
+{
+	LIST_ADD(c->timelines, t);
+}
+
+void conn_remove_timeline(struct conn *c, struct timeline *t)
+{
+	LIST_DEL(c->timelines, t);
 }

@@ -17,13 +17,18 @@
 #include <protobuf-c/protobuf-c.h>
 #include <stdint.h>
 
+#include "daemon/stream.h"
 #include "proto/frame.h"
 #include "transport/transport.h"
+
+#define PPRPCD_CONN_MAX_DEVICES 16
 
 struct pprpcd;
 struct dbuf;
 struct graph;
 struct handler;
+struct timeline;
+struct lwait;
 
 struct request {
 	struct frame_hdr hdr;
@@ -32,6 +37,7 @@ struct request {
 	int err;                    /* refused before run: reply this */
 	char errmsg[256];
 	struct dbuf *bulk_buf;      /* receiving bulk (reference held) */
+	void *stage;                /* bulk staged for a queued write (owned until handed over) */
 };
 
 struct conn {
@@ -46,10 +52,17 @@ struct conn {
 	struct request cur;
 	struct dbuf *bufs;          /* owned buffers */
 	struct graph *graphs;       /* owned graphs */
+	struct timeline *timelines; /* owned timelines */
+	struct lwait *lwaits;       /* host waits and peers' subscriptions */
 	uint64_t nbuffers;
 	uint64_t allocated;
 	uint64_t requests;
 	uint64_t errors;
+	struct stream streams[PPRPCD_CONN_MAX_DEVICES];
+	/* back-pressure: queued commands and staging bytes in flight */
+	uint64_t queued_cmds;
+	uint64_t staged_bytes;
+	int paused;
 	struct conn *next, *prev;
 };
 
@@ -60,8 +73,19 @@ void conn_unref(struct conn *c);
 /* Close the connection (after queued replies are written). */
 void conn_close(struct conn *c);
 
+/* Account a queued command (and its staging bytes); reading from the peer
+ * pauses above the high-water marks and resumes below half of them, so a
+ * client that queues faster than the device runs never grows our memory
+ * without bound. */
+void conn_enqueue(struct conn *c, uint64_t staged);
+void conn_unqueue(struct conn *c, uint64_t staged);
+
 void conn_add_buffer(struct conn *c, struct dbuf *b);
 void conn_remove_buffer(struct conn *c, struct dbuf *b);
+/* Drop pending host waits / subscriptions (h_timeline.c). */
+void conn_cancel_lwaits(struct conn *c);
+void conn_add_timeline(struct conn *c, struct timeline *t);
+void conn_remove_timeline(struct conn *c, struct timeline *t);
 void conn_add_graph(struct conn *c, struct graph *g);
 void conn_remove_graph(struct conn *c, struct graph *g);
 

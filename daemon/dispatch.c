@@ -17,6 +17,13 @@ static const struct handler table[MSG_TYPE_COUNT] = {
 	[MSG_GRAPH_FREE] = { &pprpc__graph_free__descriptor, NULL, h_graph_free },
 	[MSG_FENCE] = { &pprpc__fence__descriptor, NULL, h_fence },
 	[MSG_STATS] = { &pprpc__stats__descriptor, NULL, h_stats },
+	[MSG_TIMELINE_CREATE] = { &pprpc__timeline_create__descriptor, NULL, h_timeline_create },
+	[MSG_TIMELINE_DESTROY] = { &pprpc__timeline_destroy__descriptor, NULL, h_timeline_destroy },
+	[MSG_SIGNAL] = { &pprpc__signal__descriptor, NULL, h_signal },
+	[MSG_WAIT] = { &pprpc__wait__descriptor, NULL, h_wait },
+	[MSG_TIMELINE_QUERY] = { &pprpc__timeline_query__descriptor, NULL, h_timeline_query },
+	[MSG_HOST_WAIT] = { &pprpc__host_wait__descriptor, NULL, h_host_wait },
+	[MSG_SUBSCRIBE] = { &pprpc__subscribe__descriptor, NULL, h_subscribe },
 };
 
 const struct handler *dispatch_lookup(unsigned type)

@@ -38,5 +38,12 @@ void h_graph_run(struct conn *c, struct request *r);
 void h_graph_free(struct conn *c, struct request *r);
 void h_fence(struct conn *c, struct request *r);
 void h_stats(struct conn *c, struct request *r);
+void h_timeline_create(struct conn *c, struct request *r);
+void h_timeline_destroy(struct conn *c, struct request *r);
+void h_timeline_query(struct conn *c, struct request *r);
+void h_signal(struct conn *c, struct request *r);
+void h_wait(struct conn *c, struct request *r);
+void h_host_wait(struct conn *c, struct request *r);
+void h_subscribe(struct conn *c, struct request *r);
 
 #endif

@@ -80,16 +80,16 @@ void h_buffer_clear(struct conn *c, struct request *r)
 
 	if (!b) {
 		snprintf(err, sizeof(err), "unknown buffer handle 0x%016" PRIx64, m->buffer);
-		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EHANDLE, err);
+		qreq_refuse(c, r, PPRPC_EHANDLE, err);
 		return;
 	}
 	if (m->value > 255) {
-		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EINVAL, "clear value must be a byte (0..255)");
+		qreq_refuse(c, r, PPRPC_EINVAL, "clear value must be a byte (0..255)");
 		return;
 	}
 	cc = calloc(1, sizeof(*cc));
 	if (!cc) {
-		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ENOMEM, "out of memory");
+		qreq_refuse(c, r, PPRPC_ENOMEM, "out of memory");
 		return;
 	}
 	cc->b = b;

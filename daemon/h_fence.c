@@ -1,6 +1,7 @@
 /*
- * daemon/h_fence.c — FENCE: replies when every earlier command on the
- * device's queue has completed (a marker that rides the in-order queue).
+ * daemon/h_fence.c — FENCE: replies when every earlier command of this
+ * connection on the device's queue has completed (a marker that rides the
+ * in-order queue), with the stream's first failure, which it clears.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,6 @@ void h_fence(struct conn *c, struct request *r)
 {
 	const Pprpc__Fence *m = (const Pprpc__Fence *)r->msg;
 	struct device *dev = pprpcd_device(c->d, m->device);
-	struct qreq *qr;
 	char err[64];
 
 	if (!dev) {
@@ -25,10 +25,5 @@ void h_fence(struct conn *c, struct request *r)
 		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EINVAL, err);
 		return;
 	}
-	qr = calloc(1, sizeof(*qr));
-	if (!qr) {
-		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ENOMEM, "out of memory");
-		return;
-	}
-	qreq_push(qr, c, r, dev, NULL);
+	qreq_fence(c, r, dev);
 }

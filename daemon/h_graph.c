@@ -65,12 +65,12 @@ void h_graph_run(struct conn *c, struct request *r)
 
 	if (!g) {
 		snprintf(err, sizeof(err), "unknown graph handle 0x%016" PRIx64, m->graph);
-		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EHANDLE, err);
+		qreq_refuse(c, r, PPRPC_EHANDLE, err);
 		return;
 	}
 	rc = calloc(1, sizeof(*rc));
 	if (!rc) {
-		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ENOMEM, "out of memory");
+		qreq_refuse(c, r, PPRPC_ENOMEM, "out of memory");
 		return;
 	}
 	rc->g = g;

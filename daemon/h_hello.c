@@ -35,8 +35,8 @@ void h_hello(struct conn *c, struct request *r)
 		snprintf(c->name, sizeof(c->name), "%.40s@%.20s", m->client_name, transport_peer(c->t));
 
 	/* Advertise only what this daemon really provides. */
-	caps.async = 0;
-	caps.events = 0;
+	caps.async = 1;   /* queued commands, sticky errors, FENCE */
+	caps.events = 1;  /* timelines: SIGNAL / WAIT (local and cross-rank) */
 	caps.p2p = 0;
 	caps.rdma = 0;
 	rep.proto_version = PPRPC_PROTO_VERSION;

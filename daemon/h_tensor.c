@@ -1,11 +1,17 @@
 /*
  * daemon/h_tensor.c — TENSOR_SET / TENSOR_GET / TENSOR_COPY.
  *
- * SET receives its bulk straight into the buffer (the region is validated
- * from the meta before a single bulk byte is accepted); GET sends straight
- * from the buffer, holding a reference until the write completed.  Neither
- * copies the payload on the host, which is what lets them run at plain-TCP
- * speed.  COPY can be large, so it runs on the device queue.
+ * Fast paths: when nothing of the connection is queued on the device (the
+ * stream is idle), SET receives its bulk straight into the buffer (the
+ * region is validated from the meta before a single bulk byte is accepted)
+ * and a plain GET sends straight from the buffer, holding a reference until
+ * the write completed.  Neither copies the payload, which is what lets them
+ * run at plain-TCP speed.
+ *
+ * Otherwise they must take their place in the queue: a SET's bulk is staged
+ * and copied in when the queue reaches it, and a GET copies the bytes out at
+ * its queue position (later commands may overwrite them) and replies from
+ * that copy.  Staging bytes count towards the connection's back-pressure.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -18,6 +24,8 @@
 #include "daemon/pprpcd.h"
 #include "daemon/qreq.h"
 #include "daemon/reply.h"
+#include "daemon/stream.h"
+#include "proto/frame.h"
 #include "pprpc_types.h"
 
 int h_tensor_set_bulk(struct conn *c, struct request *r, void **ret_dst)
@@ -45,31 +53,92 @@ int h_tensor_set_bulk(struct conn *c, struct request *r, void **ret_dst)
 	}
 	buffer_ref(b);
 	r->bulk_buf = b;
-	*ret_dst = b->ptr + m->offset;
+	if (stream_idle(&c->streams[b->dev->index])) {
+		*ret_dst = b->ptr + m->offset;
+		return 0;
+	}
+	r->stage = malloc(m->size);
+	if (!r->stage) {
+		snprintf(r->errmsg, sizeof(r->errmsg), "TENSOR_SET: cannot stage %" PRIu64 " bytes", m->size);
+		r->err = PPRPC_ENOMEM;
+		return r->err;
+	}
+	*ret_dst = r->stage;
 	return 0;
+}
+
+struct set_cmd {
+	struct qreq qr;
+	struct dbuf *b;
+	uint64_t offset, size;
+	void *stage;
+};
+
+static int set_exec(struct qcmd *q)
+{
+	struct set_cmd *sc = (struct set_cmd *)q;
+
+	if (sc->size)
+		return device_copy(sc->b->dev, sc->b->ptr + sc->offset, sc->stage, sc->size);
+	return 0;
+}
+
+static void set_release(struct qreq *qr)
+{
+	struct set_cmd *sc = (struct set_cmd *)qr;
+
+	free(sc->stage);
+	buffer_unref(sc->b);
 }
 
 void h_tensor_set(struct conn *c, struct request *r)
 {
 	const Pprpc__TensorSet *m = (const Pprpc__TensorSet *)r->msg;
+	struct set_cmd *sc;
 	char err[256];
-	struct dbuf *b;
+	struct dbuf *b = r->bulk_buf;
 	int rc;
 
 	/* A zero-byte SET has no bulk phase: validate it here. */
-	if (!r->bulk_buf) {
+	if (!b) {
 		if (m->size != 0) {
-			reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EPROTO,
-				    "TENSOR_SET without its bulk payload");
+			qreq_refuse(c, r, PPRPC_EPROTO, "TENSOR_SET without its bulk payload");
 			return;
 		}
 		rc = buffer_region(c->d, c, m->buffer, m->offset, 0, &b, err, sizeof(err));
 		if (rc < 0) {
-			reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
+			qreq_refuse(c, r, rc, err);
 			return;
 		}
+		buffer_ref(b);
+		r->bulk_buf = b;
 	}
-	reply_ok(c, r->hdr.type, r->hdr.req_id);
+	if (!r->stage && stream_idle(&c->streams[b->dev->index])) {
+		/* The bytes are already in place. */
+		if (!(r->hdr.flags & FRAME_F_QUEUED))
+			reply_ok(c, r->hdr.type, r->hdr.req_id);
+		return;
+	}
+	sc = calloc(1, sizeof(*sc));
+	if (!sc) {
+		qreq_refuse(c, r, PPRPC_ENOMEM, "out of memory");
+		return;
+	}
+	sc->b = b;
+	sc->offset = m->offset;
+	sc->size = r->stage ? m->size : 0;
+	sc->stage = r->stage;
+	sc->qr.staged = sc->size;
+	sc->qr.release = set_release;
+	r->stage = NULL;
+	r->bulk_buf = NULL; /* the command owns the reference now */
+	qreq_push(&sc->qr, c, r, b->dev, set_exec);
+}
+
+static void free_stage(void *arg, int status)
+{
+	(void)status;
+	free(arg);
 }
 
 static void get_sent(void *arg, int status)
@@ -78,10 +147,45 @@ static void get_sent(void *arg, int status)
 	buffer_unref(arg);
 }
 
+struct get_cmd {
+	struct qreq qr;
+	struct dbuf *b;
+	uint64_t offset, size;
+	void *stage;
+};
+
+static int get_exec(struct qcmd *q)
+{
+	struct get_cmd *gc = (struct get_cmd *)q;
+
+	if (gc->size)
+		return device_copy(gc->b->dev, gc->stage, gc->b->ptr + gc->offset, gc->size);
+	return 0;
+}
+
+static void get_reply(struct qreq *qr)
+{
+	struct get_cmd *gc = (struct get_cmd *)qr;
+	Pprpc__Empty e = PPRPC__EMPTY__INIT;
+
+	/* The staging copy now belongs to the reply; freed once written. */
+	reply_send(qr->c, qr->q.type, qr->q.req_id, &e.base, gc->stage, gc->size, free_stage, gc->stage);
+	gc->stage = NULL;
+}
+
+static void get_release(struct qreq *qr)
+{
+	struct get_cmd *gc = (struct get_cmd *)qr;
+
+	free(gc->stage);
+	buffer_unref(gc->b);
+}
+
 void h_tensor_get(struct conn *c, struct request *r)
 {
 	const Pprpc__TensorGet *m = (const Pprpc__TensorGet *)r->msg;
 	Pprpc__Empty e = PPRPC__EMPTY__INIT;
+	struct get_cmd *gc;
 	char err[256];
 	struct dbuf *b;
 	int rc;
@@ -97,11 +201,33 @@ void h_tensor_get(struct conn *c, struct request *r)
 		rc = PPRPC_EUNSUPP;
 	}
 	if (rc < 0) {
+		/* Every GET gets its reply: the client waits for the bytes. */
 		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
 		return;
 	}
 	buffer_ref(b);
-	reply_send(c, r->hdr.type, r->hdr.req_id, &e.base, b->ptr + m->offset, m->size, get_sent, b);
+	if (!(r->hdr.flags & FRAME_F_QUEUED) && stream_idle(&c->streams[b->dev->index])) {
+		reply_send(c, r->hdr.type, r->hdr.req_id, &e.base, b->ptr + m->offset, m->size, get_sent, b);
+		return;
+	}
+	gc = calloc(1, sizeof(*gc));
+	if (gc && m->size)
+		gc->stage = malloc(m->size);
+	if (!gc || (m->size && !gc->stage)) {
+		if (gc)
+			free(gc);
+		buffer_unref(b);
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ENOMEM, "cannot stage the reply");
+		return;
+	}
+	gc->b = b;
+	gc->offset = m->offset;
+	gc->size = m->size;
+	gc->qr.staged = m->size;
+	gc->qr.always_reply = 1;
+	gc->qr.reply = get_reply;
+	gc->qr.release = get_release;
+	qreq_push(&gc->qr, c, r, b->dev, get_exec);
 }
 
 struct copy_cmd {
@@ -142,12 +268,12 @@ void h_tensor_copy(struct conn *c, struct request *r)
 		rc = PPRPC_EUNSUPP;
 	}
 	if (rc < 0) {
-		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
+		qreq_refuse(c, r, rc, err);
 		return;
 	}
 	cc = calloc(1, sizeof(*cc));
 	if (!cc) {
-		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ENOMEM, "out of memory");
+		qreq_refuse(c, r, PPRPC_ENOMEM, "out of memory");
 		return;
 	}
 	cc->src = src;

@@ -22,6 +22,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->max_meta = PPRPC_MAX_META;
 	o->max_buffers = 65536;
 	o->max_graphs = 4096;
+	o->max_timelines = 65536;
 	o->log_level = LOG_NOTICE_;
 }
 

@@ -5,6 +5,8 @@
 #ifndef PPRPC_DAEMON_PPRPCD_H
 #define PPRPC_DAEMON_PPRPCD_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -17,6 +19,8 @@
 struct device;
 struct conn;
 struct tcp_listener;
+struct peer;
+struct rtl;
 
 struct pprpcd_opts {
 	char listen[300];          /* HOST:PORT */
@@ -28,6 +32,7 @@ struct pprpcd_opts {
 	uint32_t max_meta;
 	uint32_t max_buffers;      /* per daemon */
 	uint32_t max_graphs;
+	uint32_t max_timelines;
 	int log_level;
 };
 
@@ -48,6 +53,13 @@ struct pprpcd {
 	uint32_t ndev;
 	struct handle_table buffers;
 	struct handle_table graphs;
+	struct handle_table timelines;
+	/* Timeline values and every worker blocked in WAIT (timeline.h). */
+	pthread_mutex_t tl_lock;
+	pthread_cond_t tl_cond;
+	atomic_int stopping_workers;
+	struct peer *peers;        /* outbound links to other ranks (peer.c) */
+	struct rtl *mirrors;       /* remote timelines waited on (peer.c) */
 	struct conn *conns;        /* doubly linked list of live connections */
 	uint64_t next_conn_id;
 	struct pprpcd_stats stats;

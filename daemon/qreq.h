@@ -4,6 +4,9 @@
  * Holds a connection reference for as long as the command is in flight, so
  * the reply path never touches a freed connection (a closed one just drops
  * the reply).  Handlers embed struct qreq first in their own command struct.
+ *
+ * A request with FRAME_F_QUEUED gets no success reply; its failure becomes
+ * the stream's sticky error.  Without it, the reply goes out on completion.
  */
 #ifndef PPRPC_DAEMON_QREQ_H
 #define PPRPC_DAEMON_QREQ_H
@@ -18,15 +21,24 @@ struct qreq {
 	struct qcmd q;
 	struct conn *c;
 	struct device *dev;
-	uint16_t type;
-	uint64_t req_id;
-	void (*release)(struct qreq *qr);  /* optional: drop held objects */
+	int queued;                         /* FRAME_F_QUEUED */
+	int always_reply;                   /* set before push: reply even when queued (GET) */
+	uint64_t staged;                    /* staging bytes accounted to the connection */
+	/* optional: send the success reply (default: empty OK); must consume
+	 * nothing else.  Runs only when status == 0 and a reply is due. */
+	void (*reply)(struct qreq *qr);
+	/* optional: drop held objects */
+	void (*release)(struct qreq *qr);
 };
 
-/* Push qr (allocated by the caller with malloc) on dev's queue.  When it
- * completes: error reply with q.err, or an empty OK reply; then release()
- * and free. */
+/* Push qr (calloc'ed by the caller) on dev's queue as request r of c. */
 void qreq_push(struct qreq *qr, struct conn *c, const struct request *r, struct device *dev,
 	       int (*exec)(struct qcmd *q));
+/* A refused request.  A plain request gets its error reply now; a queued
+ * one's failure must land in order, so a failing command is queued on every
+ * device (the handle that failed may name any of them) for FENCE to report. */
+void qreq_refuse(struct conn *c, const struct request *r, int code, const char *msg);
+/* Queue a FENCE of c's stream on dev. */
+void qreq_fence(struct conn *c, const struct request *r, struct device *dev);
 
 #endif

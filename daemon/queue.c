@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/stream.h"
+#include "proto/errtext.h"
 #include "pprpc_types.h"
+#include "proto/msgtype.h"
 
 struct queue {
 	uv_async_t async;
@@ -20,6 +23,38 @@ struct queue {
 	uint64_t completed; /* loop thread */
 	char name[16];
 };
+
+/* Run one command under its stream's sticky-error rules (worker thread). */
+static void execute(struct qcmd *c)
+{
+	struct stream *s = c->stream;
+
+	if (s && atomic_load(&s->canceled)) {
+		c->status = PPRPC_ECANCELED;
+		snprintf(c->err, sizeof(c->err), "cancelled: the connection closed");
+		return;
+	}
+	if (s && s->err && !c->fence) {
+		c->status = PPRPC_EQUEUE;
+		snprintf(c->err, sizeof(c->err), "skipped: command #%llu (%s) failed earlier: %.150s",
+			 (unsigned long long)s->err_cmd, msg_type_name(s->err_type), s->errmsg);
+		return;
+	}
+	c->status = c->exec ? c->exec(c) : 0;
+	if (c->fence && s && s->err) {
+		c->status = s->err;
+		c->fail_cmd = s->err_cmd;
+		c->fail_type = s->err_type;
+		snprintf(c->err, sizeof(c->err), "command #%llu (%s) failed: %.200s",
+			 (unsigned long long)s->err_cmd, msg_type_name(s->err_type), s->errmsg);
+		s->err = 0;
+	} else if (c->status < 0 && c->sticky && s && !s->err) {
+		s->err = c->status;
+		s->err_cmd = c->req_id;
+		s->err_type = c->type;
+		snprintf(s->errmsg, sizeof(s->errmsg), "%.199s", c->err[0] ? c->err : pprpc_err_text(c->status));
+	}
+}
 
 static void *worker(void *arg)
 {
@@ -40,7 +75,7 @@ static void *worker(void *arg)
 			q->tail = NULL;
 		pthread_mutex_unlock(&q->lock);
 
-		c->status = c->exec ? c->exec(c) : 0;
+		execute(c);
 
 		pthread_mutex_lock(&q->lock);
 		c->next = NULL;

@@ -12,14 +12,23 @@
 #include <stdint.h>
 #include <uv.h>
 
+struct stream;
+
 struct qcmd {
 	struct qcmd *next;
 	/* Runs on the worker thread; returns 0 or a negative code and may fill
-	 * err.  NULL for a pure marker (FENCE). */
+	 * err.  NULL for a pure marker. */
 	int (*exec)(struct qcmd *c);
 	/* Runs on the loop thread after exec, with status set. */
 	void (*done)(struct qcmd *c);
+	struct stream *stream;   /* sticky-error scope; NULL: none */
+	uint64_t req_id;         /* for error reports */
+	uint16_t type;
+	uint8_t sticky;          /* a failure marks the stream failed */
+	uint8_t fence;           /* report and clear the stream's failure */
 	int status;
+	uint64_t fail_cmd;       /* fence: the command that failed */
+	uint16_t fail_type;
 	char err[256];
 };
 

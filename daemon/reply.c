@@ -92,6 +92,13 @@ void reply_error(struct conn *c, uint16_t type, uint64_t req_id, int code, const
 	send_frame(c, type, FRAME_F_ERROR, req_id, &e.base, NULL, 0, NULL, NULL);
 }
 
+void reply_error_msg(struct conn *c, uint16_t type, uint64_t req_id, const Pprpc__ErrorReply *e)
+{
+	c->errors++;
+	c->d->stats.request_errors++;
+	send_frame(c, type, FRAME_F_ERROR, req_id, &e->base, NULL, 0, NULL, NULL);
+}
+
 void reply_ok(struct conn *c, uint16_t type, uint64_t req_id)
 {
 	Pprpc__Empty e = PPRPC__EMPTY__INIT;

@@ -9,6 +9,7 @@
 #include <protobuf-c/protobuf-c.h>
 #include <stdint.h>
 
+#include "proto/pprpc.pb-c.h"
 #include "transport/transport.h"
 
 struct conn;
@@ -20,6 +21,8 @@ struct conn;
 int reply_send(struct conn *c, uint16_t type, uint64_t req_id, const ProtobufCMessage *m,
 	       const void *bulk, uint64_t bulk_len, transport_send_cb done, void *arg);
 void reply_error(struct conn *c, uint16_t type, uint64_t req_id, int code, const char *msg);
+/* An error reply from a prepared ErrorReply (command id/type as given). */
+void reply_error_msg(struct conn *c, uint16_t type, uint64_t req_id, const Pprpc__ErrorReply *e);
 /* An empty success reply. */
 void reply_ok(struct conn *c, uint16_t type, uint64_t req_id);
 

@@ -15,6 +15,8 @@
 #include "daemon/conn.h"
 #include "daemon/device.h"
 #include "daemon/pprpcd.h"
+#include "daemon/peer.h"
+#include "daemon/timeline.h"
 #include "pprpc_types.h"
 #include "transport/addr.h"
 #include "transport/tcp_uv.h"
@@ -96,6 +98,7 @@ int pprpcd_start(struct pprpcd *d)
 	d->start_ms = uv_now(d->loop);
 	htab_init(&d->buffers, HK_BUFFER, d->opts.max_buffers);
 	htab_init(&d->graphs, HK_GRAPH, d->opts.max_graphs);
+	timeline_sys_init(d);
 	if (addr_split(d->opts.listen, host, sizeof(host), &port, 50052) < 0) {
 		LOG(d, LOG_ERR_, "--listen: cannot parse '%s' (expected HOST:PORT)", d->opts.listen);
 		return PPRPC_EINVAL;
@@ -124,6 +127,9 @@ int pprpcd_run(struct pprpcd *d)
  * a device's queue handle keeps the loop alive until it is closed. */
 static void release_devices(struct pprpcd *d)
 {
+	/* Workers blocked in WAIT must see the stop before being joined. */
+	atomic_store(&d->stopping_workers, 1);
+	timeline_wake_all(d);
 	for (uint32_t i = 0; i < d->ndev; i++) {
 		device_close(d->dev[i]);
 		d->dev[i] = NULL;
@@ -151,6 +157,7 @@ void pprpcd_stop(struct pprpcd *d)
 		next = c->next;
 		conn_close(c);
 	}
+	peer_close_all(d);
 	uv_signal_stop(&d->sig_term);
 	uv_signal_stop(&d->sig_int);
 	uv_close((uv_handle_t *)&d->sig_term, NULL);
@@ -163,4 +170,5 @@ void pprpcd_fini(struct pprpcd *d)
 	release_devices(d);
 	htab_fini(&d->buffers);
 	htab_fini(&d->graphs);
+	timeline_sys_fini(d);
 }

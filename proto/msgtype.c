@@ -23,6 +23,7 @@ static const char *const names[MSG_TYPE_COUNT] = {
 	[MSG_HOST_WAIT] = "HOST_WAIT",
 	[MSG_SEND] = "SEND",
 	[MSG_RECV] = "RECV",
+	[MSG_SUBSCRIBE] = "SUBSCRIBE",
 };
 
 const char *msg_type_name(unsigned type)

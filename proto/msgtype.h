@@ -26,6 +26,7 @@ enum msg_type {
 	MSG_HOST_WAIT = 18,
 	MSG_SEND = 19,
 	MSG_RECV = 20,
+	MSG_SUBSCRIBE = 21,      /* peer: reply when a timeline reaches a value */
 	MSG_TYPE_COUNT
 };
 
@@ -33,8 +34,12 @@ enum frame_flag {
 	FRAME_F_REPLY = 1u << 0,
 	FRAME_F_ERROR = 1u << 1,
 	FRAME_F_BULK = 1u << 2,
+	/* A queued command: it executes in order on its device queue and gets
+	 * no success reply (TENSOR_GET still replies, with the bytes as the
+	 * queue saw them); a failure becomes the queue's sticky error. */
+	FRAME_F_QUEUED = 1u << 3,
 };
-#define FRAME_F_KNOWN (FRAME_F_REPLY | FRAME_F_ERROR | FRAME_F_BULK)
+#define FRAME_F_KNOWN (FRAME_F_REPLY | FRAME_F_ERROR | FRAME_F_BULK | FRAME_F_QUEUED)
 
 /* Name for logs ("TENSOR_SET"), "?" when unknown. */
 const char *msg_type_name(unsigned type);

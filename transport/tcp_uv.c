@@ -13,6 +13,7 @@
  */
 #include "transport/tcp_uv.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -312,4 +313,78 @@ void tcp_listener_close(struct tcp_listener *l)
 {
 	if (l)
 		uv_close((uv_handle_t *)&l->h, (uv_close_cb)free);
+}
+
+struct tcp_connecting {
+	uv_connect_t req;
+	struct tcp_conn *c;
+	tcp_connect_cb cb;
+	void *ctx;
+};
+
+static void free_handle_conn(uv_handle_t *h)
+{
+	struct tcp_conn *c = h->data;
+
+	free(c->inbuf);
+	free(c);
+}
+
+static void on_connected(uv_connect_t *req, int status)
+{
+	struct tcp_connecting *cr = req->data;
+	struct tcp_conn *c = cr->c;
+	struct sockaddr_storage ss;
+	int sslen = sizeof(ss);
+	char err[160];
+
+	if (status < 0) {
+		snprintf(err, sizeof(err), "connect failed: %s", uv_strerror(status));
+		cr->cb(cr->ctx, NULL, PPRPC_ECONN, err);
+		uv_close((uv_handle_t *)&c->h, free_handle_conn);
+		free(cr);
+		return;
+	}
+	uv_tcp_nodelay(&c->h, 1);
+	if (uv_tcp_getpeername(&c->h, (struct sockaddr *)&ss, &sslen) == 0)
+		addr_format((struct sockaddr *)&ss, c->base.peer, sizeof(c->base.peer));
+	cr->cb(cr->ctx, &c->base, 0, NULL);
+	free(cr);
+}
+
+int tcp_connect(uv_loop_t *loop, const char *host, uint16_t port, tcp_connect_cb cb, void *ctx)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	struct tcp_connecting *cr;
+	struct tcp_conn *c;
+	int rc;
+
+	if (addr_resolve(host, port, &ss, &sl) < 0)
+		return PPRPC_EINVAL;
+	cr = calloc(1, sizeof(*cr));
+	c = calloc(1, sizeof(*c));
+	if (c)
+		c->inbuf = malloc(INBUF_SIZE);
+	if (!cr || !c || !c->inbuf) {
+		free(cr);
+		if (c)
+			free(c->inbuf);
+		free(c);
+		return PPRPC_ENOMEM;
+	}
+	c->base.ops = &tcp_ops;
+	uv_tcp_init(loop, &c->h);
+	c->h.data = c;
+	cr->c = c;
+	cr->cb = cb;
+	cr->ctx = ctx;
+	cr->req.data = cr;
+	rc = uv_tcp_connect(&cr->req, &c->h, (struct sockaddr *)&ss, on_connected);
+	if (rc < 0) {
+		uv_close((uv_handle_t *)&c->h, free_handle_conn);
+		free(cr);
+		return PPRPC_ECONN;
+	}
+	return 0;
 }

@@ -21,4 +21,11 @@ int tcp_listen(uv_loop_t *loop, const char *host, uint16_t port, tcp_accept_cb c
 	       struct tcp_listener **ret_listener, uint16_t *ret_port, char *err, size_t errlen);
 void tcp_listener_close(struct tcp_listener *l);
 
+/* Connected (c != NULL, status 0) or failed (c == NULL, status < 0, reason
+ * in err).  On success the callee must call transport_start. */
+typedef void (*tcp_connect_cb)(void *ctx, struct transport_conn *c, int status, const char *err);
+
+/* Connect to host:port (numeric or resolvable).  cb runs once, from the loop. */
+int tcp_connect(uv_loop_t *loop, const char *host, uint16_t port, tcp_connect_cb cb, void *ctx);
+
 #endif

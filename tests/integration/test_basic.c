@@ -84,9 +84,11 @@ static void test_hello(void **state)
 	assert_true(di.total_bytes > 0);
 	assert_int_equal(di.floor_bytes, 1536 * MIB);
 	assert_int_equal(pprpc_get_caps(c, &caps), 0);
-	/* Not provided yet, so not advertised. */
-	assert_false(caps.async);
+	/* Advertised exactly when provided. */
+	assert_true(caps.async);
+	assert_true(caps.events);
 	assert_false(caps.p2p);
+	assert_false(caps.rdma);
 	assert_string_equal(pprpc_daemon_version(c), "0.1.0");
 	pprpc_close(c);
 }

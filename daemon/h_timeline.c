@@ -1,0 +1,313 @@
+/*
+ * daemon/h_timeline.c — TIMELINE_CREATE / _DESTROY / _QUERY, SIGNAL, WAIT,
+ * HOST_WAIT and SUBSCRIBE (a peer's wait).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "daemon/conn.h"
+#include "daemon/device.h"
+#include "daemon/dispatch.h"
+#include "daemon/peer.h"
+#include "daemon/pprpcd.h"
+#include "daemon/qreq.h"
+#include "daemon/reply.h"
+#include "daemon/timeline.h"
+#include "pprpc_types.h"
+
+static struct timeline *lookup(struct conn *c, const struct request *r, uint64_t h, int need_owner)
+{
+	struct timeline *t = timeline_get(c->d, h);
+	char err[96];
+
+	if (t && (!need_owner || t->owner == c))
+		return t;
+	snprintf(err, sizeof(err), "unknown timeline handle 0x%016" PRIx64, h);
+	qreq_refuse(c, r, PPRPC_EHANDLE, err);
+	return NULL;
+}
+
+void h_timeline_create(struct conn *c, struct request *r)
+{
+	const Pprpc__TimelineCreate *m = (const Pprpc__TimelineCreate *)r->msg;
+	Pprpc__TimelineCreateReply rep = PPRPC__TIMELINE_CREATE_REPLY__INIT;
+	struct device *dev = pprpcd_device(c->d, m->device);
+	struct timeline *t;
+	char err[64];
+	int rc;
+
+	if (!dev) {
+		snprintf(err, sizeof(err), "no device %u", m->device);
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EINVAL, err);
+		return;
+	}
+	rc = timeline_create(c->d, c, dev, m->initial, &t);
+	if (rc < 0) {
+		reply_error(c, r->hdr.type, r->hdr.req_id, rc,
+			    rc == PPRPC_ELIMIT ? "too many timelines" : "out of memory");
+		return;
+	}
+	rep.timeline = t->handle;
+	reply_send(c, r->hdr.type, r->hdr.req_id, &rep.base, NULL, 0, NULL, NULL);
+}
+
+void h_timeline_destroy(struct conn *c, struct request *r)
+{
+	const Pprpc__TimelineDestroy *m = (const Pprpc__TimelineDestroy *)r->msg;
+	struct timeline *t = lookup(c, r, m->timeline, 1);
+
+	if (!t)
+		return;
+	timeline_retire(c->d, t);
+	reply_ok(c, r->hdr.type, r->hdr.req_id);
+}
+
+void h_timeline_query(struct conn *c, struct request *r)
+{
+	const Pprpc__TimelineQuery *m = (const Pprpc__TimelineQuery *)r->msg;
+	Pprpc__TimelineQueryReply rep = PPRPC__TIMELINE_QUERY_REPLY__INIT;
+	struct timeline *t = lookup(c, r, m->timeline, 0);
+
+	if (!t)
+		return;
+	rep.value = timeline_value(c->d, &t->cell);
+	reply_send(c, r->hdr.type, r->hdr.req_id, &rep.base, NULL, 0, NULL, NULL);
+}
+
+/* ---- SIGNAL -------------------------------------------------------------- */
+
+struct signal_cmd {
+	struct qreq qr;
+	struct timeline *t;
+	uint64_t value;
+};
+
+static int signal_exec(struct qcmd *q)
+{
+	struct signal_cmd *sc = (struct signal_cmd *)q;
+
+	return timeline_signal(sc->qr.c->d, sc->t, sc->value, q->err, sizeof(q->err));
+}
+
+static void signal_release(struct qreq *qr)
+{
+	struct signal_cmd *sc = (struct signal_cmd *)qr;
+
+	/* Host waits and peers' subscriptions learn of the new value. */
+	timeline_notify(qr->c->d, sc->t);
+	timeline_unref(sc->t);
+}
+
+void h_signal(struct conn *c, struct request *r)
+{
+	const Pprpc__Signal *m = (const Pprpc__Signal *)r->msg;
+	struct timeline *t = lookup(c, r, m->timeline, 1);
+	struct signal_cmd *sc;
+
+	if (!t)
+		return;
+	sc = calloc(1, sizeof(*sc));
+	if (!sc) {
+		qreq_refuse(c, r, PPRPC_ENOMEM, "out of memory");
+		return;
+	}
+	sc->t = t;
+	sc->value = m->value;
+	timeline_ref(t);
+	sc->qr.release = signal_release;
+	qreq_push(&sc->qr, c, r, t->dev, signal_exec);
+}
+
+/* ---- WAIT ------------------------------------------------------------------ */
+
+struct wait_cmd {
+	struct qreq qr;
+	struct timeline *t;     /* local */
+	struct rtl *m;          /* remote */
+	const struct tl_cell *cell;
+	uint64_t value;
+};
+
+static int wait_exec(struct qcmd *q)
+{
+	struct wait_cmd *wc = (struct wait_cmd *)q;
+
+	return timeline_wait_cell(wc->qr.c->d, wc->cell, wc->value, q->stream, q->err, sizeof(q->err));
+}
+
+static void wait_release(struct qreq *qr)
+{
+	struct wait_cmd *wc = (struct wait_cmd *)qr;
+
+	if (wc->t)
+		timeline_unref(wc->t);
+	if (wc->m)
+		peer_mirror_unref(qr->c->d, wc->m);
+}
+
+void h_wait(struct conn *c, struct request *r)
+{
+	const Pprpc__Wait *m = (const Pprpc__Wait *)r->msg;
+	struct device *dev = pprpcd_device(c->d, m->device);
+	struct wait_cmd *wc;
+	char err[160];
+
+	if (!dev) {
+		snprintf(err, sizeof(err), "no device %u", m->device);
+		qreq_refuse(c, r, PPRPC_EINVAL, err);
+		return;
+	}
+	wc = calloc(1, sizeof(*wc));
+	if (!wc) {
+		qreq_refuse(c, r, PPRPC_ENOMEM, "out of memory");
+		return;
+	}
+	wc->value = m->value;
+	if (m->rank && *m->rank) {
+		wc->m = peer_mirror_get(c->d, m->rank, m->timeline, m->value, err, sizeof(err));
+		if (!wc->m) {
+			free(wc);
+			qreq_refuse(c, r, PPRPC_ECONN, err);
+			return;
+		}
+		wc->cell = &wc->m->cell;
+	} else {
+		wc->t = lookup(c, r, m->timeline, 0);
+		if (!wc->t) {
+			free(wc);
+			return;
+		}
+		timeline_ref(wc->t);
+		wc->cell = &wc->t->cell;
+	}
+	wc->qr.release = wait_release;
+	qreq_push(&wc->qr, c, r, dev, wait_exec);
+}
+
+/* ---- loop-side waits: HOST_WAIT and SUBSCRIBE ------------------------------- */
+
+struct lwait {
+	struct lwait *next;         /* c->lwaits */
+	struct conn *c;
+	struct timeline *t;
+	struct tl_waiter *w;
+	uint16_t type;
+	uint64_t req_id;
+	uv_timer_t timer;
+	int has_timer;
+};
+
+static void lwait_unlink(struct lwait *lw)
+{
+	for (struct lwait **pp = &lw->c->lwaits; *pp; pp = &(*pp)->next)
+		if (*pp == lw) {
+			*pp = lw->next;
+			return;
+		}
+}
+
+static void lwait_free(uv_handle_t *h)
+{
+	struct lwait *lw = h->data;
+
+	conn_unref(lw->c);
+	free(lw);
+}
+
+static void lwait_fired(void *arg, int status, uint64_t value)
+{
+	struct lwait *lw = arg;
+
+	lw->w = NULL;
+	lwait_unlink(lw);
+	if (status < 0) {
+		reply_error(lw->c, lw->type, lw->req_id, status,
+			    status == PPRPC_ETIMEDOUT ? "timed out before the timeline reached the value"
+						      : "the timeline was destroyed");
+	} else if (lw->type == MSG_SUBSCRIBE) {
+		Pprpc__SubscribeReply rep = PPRPC__SUBSCRIBE_REPLY__INIT;
+
+		rep.value = value;
+		reply_send(lw->c, lw->type, lw->req_id, &rep.base, NULL, 0, NULL, NULL);
+	} else {
+		Pprpc__HostWaitReply rep = PPRPC__HOST_WAIT_REPLY__INIT;
+
+		rep.value = value;
+		reply_send(lw->c, lw->type, lw->req_id, &rep.base, NULL, 0, NULL, NULL);
+	}
+	timeline_unref(lw->t);
+	if (lw->has_timer) {
+		uv_timer_stop(&lw->timer);
+		uv_close((uv_handle_t *)&lw->timer, lwait_free);
+	} else {
+		conn_unref(lw->c);
+		free(lw);
+	}
+}
+
+static void lwait_timeout(uv_timer_t *tm)
+{
+	struct lwait *lw = tm->data;
+
+	if (lw->w)
+		timeline_cancel_waiter(lw->t, lw->w, PPRPC_ETIMEDOUT);
+}
+
+static void add_lwait(struct conn *c, struct request *r, struct timeline *t, uint64_t value,
+		      uint32_t timeout_ms)
+{
+	struct lwait *lw = calloc(1, sizeof(*lw));
+
+	if (!lw) {
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ENOMEM, "out of memory");
+		return;
+	}
+	lw->c = c;
+	lw->t = t;
+	lw->type = r->hdr.type;
+	lw->req_id = r->hdr.req_id;
+	conn_ref(c);
+	timeline_ref(t);
+	if (timeout_ms) {
+		uv_timer_init(c->d->loop, &lw->timer);
+		lw->timer.data = lw;
+		lw->has_timer = 1;
+	}
+	lw->next = c->lwaits;
+	c->lwaits = lw;
+	lw->w = timeline_add_waiter(c->d, t, value, lwait_fired, lw);
+	/* Fired at once (already reached) or still waiting with a deadline. */
+	if (lw->w && timeout_ms)
+		uv_timer_start(&lw->timer, lwait_timeout, timeout_ms, 0);
+}
+
+void h_host_wait(struct conn *c, struct request *r)
+{
+	const Pprpc__HostWait *m = (const Pprpc__HostWait *)r->msg;
+	struct timeline *t = lookup(c, r, m->timeline, 0);
+
+	if (t)
+		add_lwait(c, r, t, m->value, m->timeout_ms);
+}
+
+void h_subscribe(struct conn *c, struct request *r)
+{
+	const Pprpc__Subscribe *m = (const Pprpc__Subscribe *)r->msg;
+	struct timeline *t = lookup(c, r, m->timeline, 0);
+
+	if (t)
+		add_lwait(c, r, t, m->value, 0);
+}
+
+void conn_cancel_lwaits(struct conn *c)
+{
+	while (c->lwaits) {
+		struct lwait *lw = c->lwaits;
+
+		if (lw->w)
+			timeline_cancel_waiter(lw->t, lw->w, PPRPC_ECANCELED);
+		else
+			c->lwaits = lw->next;
+	}
+}

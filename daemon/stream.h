@@ -1,0 +1,38 @@
+/*
+ * daemon/stream.h — one connection's view of one device queue.
+ *
+ * Errors are sticky per stream: once a queued command of this connection
+ * fails on this device, its later commands there are skipped (not run on bad
+ * state) until a FENCE reports the first failure and clears it.  Keeping the
+ * state per connection means one client's failure never poisons another
+ * client sharing the device.
+ *
+ * Ownership: err* fields belong to the device's worker thread (written when
+ * a command fails, read and cleared by FENCE, which also runs there); the
+ * loop reads them only while inflight == 0, when the queue's lock has
+ * ordered every worker write before the last completion.  inflight is
+ * loop-only; canceled is set by the loop and read by the worker.
+ */
+#ifndef PPRPC_DAEMON_STREAM_H
+#define PPRPC_DAEMON_STREAM_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+struct stream {
+	int err;
+	char errmsg[200];
+	uint64_t err_cmd;
+	uint16_t err_type;
+	uint64_t inflight;
+	atomic_int canceled;
+};
+
+/* Nothing of this stream is queued or failed: a command may take a fast
+ * path around the queue (loop thread). */
+static inline int stream_idle(const struct stream *s)
+{
+	return s->inflight == 0 && s->err == 0;
+}
+
+#endif

@@ -1,0 +1,216 @@
+/* daemon/timeline.c — see timeline.h. */
+#include "daemon/timeline.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "daemon/conn.h"
+#include "daemon/pprpcd.h"
+#include "daemon/stream.h"
+#include "pprpc_types.h"
+
+struct tl_waiter {
+	struct tl_waiter *next;
+	uint64_t value;
+	tl_wait_cb cb;
+	void *arg;
+};
+
+void timeline_sys_init(struct pprpcd *d)
+{
+	pthread_mutex_init(&d->tl_lock, NULL);
+	pthread_cond_init(&d->tl_cond, NULL);
+	htab_init(&d->timelines, HK_TIMELINE, d->opts.max_timelines);
+}
+
+void timeline_sys_fini(struct pprpcd *d)
+{
+	htab_fini(&d->timelines);
+	pthread_cond_destroy(&d->tl_cond);
+	pthread_mutex_destroy(&d->tl_lock);
+}
+
+int timeline_create(struct pprpcd *d, struct conn *c, struct device *dev, uint64_t initial,
+		    struct timeline **ret_t)
+{
+	struct timeline *t = calloc(1, sizeof(*t));
+	int rc;
+
+	if (!t)
+		return PPRPC_ENOMEM;
+	t->dev = dev;
+	t->owner = c;
+	t->cell.value = initial;
+	t->refs = 1;
+	rc = htab_insert(&d->timelines, t, &t->handle);
+	if (rc < 0) {
+		free(t);
+		return rc;
+	}
+	conn_add_timeline(c, t);
+	*ret_t = t;
+	return 0;
+}
+
+struct timeline *timeline_get(struct pprpcd *d, uint64_t handle)
+{
+	return htab_get(&d->timelines, handle);
+}
+
+void timeline_ref(struct timeline *t)
+{
+	t->refs++;
+}
+
+void timeline_unref(struct timeline *t)
+{
+	if (--t->refs == 0)
+		free(t);
+}
+
+uint64_t timeline_value(struct pprpcd *d, const struct tl_cell *cell)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&d->tl_lock);
+	v = cell->value;
+	pthread_mutex_unlock(&d->tl_lock);
+	return v;
+}
+
+void timeline_cell_set(struct pprpcd *d, struct tl_cell *cell, uint64_t value, int error)
+{
+	pthread_mutex_lock(&d->tl_lock);
+	if (value > cell->value)
+		cell->value = value;
+	if (error && !cell->error)
+		cell->error = error;
+	pthread_cond_broadcast(&d->tl_cond);
+	pthread_mutex_unlock(&d->tl_lock);
+}
+
+void timeline_retire(struct pprpcd *d, struct timeline *t)
+{
+	if (!t->handle)
+		return;
+	htab_remove(&d->timelines, t->handle);
+	t->handle = 0;
+	conn_remove_timeline(t->owner, t);
+	t->owner = NULL;
+	/* Whoever still waits learns that it never will be reached. */
+	timeline_cell_set(d, &t->cell, 0, PPRPC_ECANCELED);
+	while (t->waiters)
+		timeline_cancel_waiter(t, t->waiters, PPRPC_ECANCELED);
+	timeline_unref(t);
+}
+
+int timeline_signal(struct pprpcd *d, struct timeline *t, uint64_t value, char *err, size_t errlen)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&d->tl_lock);
+	if (t->cell.error) {
+		rc = t->cell.error;
+		snprintf(err, errlen, "timeline was destroyed");
+	} else if (value <= t->cell.value) {
+		rc = PPRPC_EINVAL;
+		snprintf(err, errlen, "SIGNAL value %" PRIu64 " does not exceed the timeline's value %" PRIu64,
+			 value, t->cell.value);
+	} else {
+		t->cell.value = value;
+		pthread_cond_broadcast(&d->tl_cond);
+	}
+	pthread_mutex_unlock(&d->tl_lock);
+	return rc;
+}
+
+int timeline_wait_cell(struct pprpcd *d, const struct tl_cell *cell, uint64_t value,
+		       const struct stream *s, char *err, size_t errlen)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&d->tl_lock);
+	while (cell->value < value && !cell->error && !atomic_load(&s->canceled) &&
+	       !atomic_load(&d->stopping_workers))
+		pthread_cond_wait(&d->tl_cond, &d->tl_lock);
+	if (cell->value >= value) {
+		rc = 0;
+	} else if (cell->error) {
+		rc = cell->error;
+		snprintf(err, errlen, "WAIT for value %" PRIu64 " failed: %s", value,
+			 rc == PPRPC_ECANCELED ? "the timeline was destroyed" : "its rank is unreachable");
+	} else {
+		rc = PPRPC_ECANCELED;
+		snprintf(err, errlen, "WAIT cancelled");
+	}
+	pthread_mutex_unlock(&d->tl_lock);
+	return rc;
+}
+
+void timeline_wake_all(struct pprpcd *d)
+{
+	pthread_mutex_lock(&d->tl_lock);
+	pthread_cond_broadcast(&d->tl_cond);
+	pthread_mutex_unlock(&d->tl_lock);
+}
+
+void timeline_notify(struct pprpcd *d, struct timeline *t)
+{
+	uint64_t v = timeline_value(d, &t->cell);
+	struct tl_waiter **pp = &t->waiters;
+
+	timeline_ref(t);
+	while (*pp) {
+		struct tl_waiter *w = *pp;
+
+		if (w->value <= v) {
+			*pp = w->next;
+			w->cb(w->arg, 0, v);
+			free(w);
+			timeline_unref(t);
+		} else {
+			pp = &w->next;
+		}
+	}
+	timeline_unref(t);
+}
+
+struct tl_waiter *timeline_add_waiter(struct pprpcd *d, struct timeline *t, uint64_t value,
+				      tl_wait_cb cb, void *arg)
+{
+	uint64_t v = timeline_value(d, &t->cell);
+	struct tl_waiter *w;
+
+	if (v >= value) {
+		cb(arg, 0, v);
+		return NULL;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		cb(arg, PPRPC_ENOMEM, v);
+		return NULL;
+	}
+	w->value = value;
+	w->cb = cb;
+	w->arg = arg;
+	w->next = t->waiters;
+	t->waiters = w;
+	timeline_ref(t);
+	return w;
+}
+
+void timeline_cancel_waiter(struct timeline *t, struct tl_waiter *w, int status)
+{
+	struct tl_waiter **pp;
+
+	for (pp = &t->waiters; *pp; pp = &(*pp)->next) {
+		if (*pp == w) {
+			*pp = w->next;
+			w->cb(w->arg, status, 0);
+			free(w);
+			timeline_unref(t);
+			return;
+		}
+	}
+}
