@@ -81,8 +81,5 @@ PPRPC_API int pprpc_tensor_copy(pprpc_client *c, pprpc_buffer src, uint64_t src_
 
 PPRPC_API int pprpc_fence(pprpc_client *c, uint32_t device)
 {
-	Pprpc__Fence req = PPRPC__FENCE__INIT;
-
-	req.device = device;
-	return rpc_call(c, MSG_FENCE, &req.base, NULL, 0, NULL, NULL, NULL, 0);
+	return pprpc_synchronize(c, device);
 }
