@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "pprpc.h"
+#include "tools/common/spawn.h"
 
 #define MIB ((uint64_t)1 << 20)
 #define MAX_SIZES 16
@@ -70,12 +71,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
 
 static uint64_t splitmix64(uint64_t x)
 {
@@ -386,111 +381,16 @@ static int peer_pull(struct peer *p, void *dst, uint64_t len, double *secs)
 
 /* ---- a daemon of our own ------------------------------------------------------------------- */
 
-struct daemon {
-	pid_t pid;
-	char addr[64];
-	char dir[64];
-	char log[128];
-};
-
-static void daemon_dump_log(const struct daemon *d)
+/* The daemon under test (tools/common/spawn.c). */
+static int daemon_start(struct spawned *d, const char *bin)
 {
-	FILE *f = fopen(d->log, "r");
-	char line[512];
+	char err[512];
 
-	if (!f)
-		return;
-	fprintf(stderr, "---- pprpcd log (%s) ----\n", d->log);
-	while (fgets(line, sizeof(line), f))
-		fputs(line, stderr);
-	fprintf(stderr, "---- end of log ----\n");
-	fclose(f);
-}
-
-static void daemon_stop(struct daemon *d, int dump)
-{
-	char path[160];
-	int st = 0;
-
-	if (d->pid > 0) {
-		kill(d->pid, SIGTERM);
-		for (int waited = 0;; waited += 10) {
-			if (waitpid(d->pid, &st, WNOHANG) == d->pid)
-				break;
-			if (waited >= 10000) {
-				fprintf(stderr, "bench-transfer: pprpcd %d ignored SIGTERM; killing\n", d->pid);
-				kill(d->pid, SIGKILL);
-				waitpid(d->pid, &st, 0);
-				break;
-			}
-			sleep_ms(10);
-		}
-		d->pid = 0;
-		if (dump || st != 0)
-			daemon_dump_log(d);
-	}
-	if (d->dir[0]) {
-		snprintf(path, sizeof(path), "%s/port", d->dir);
-		unlink(path);
-		unlink(d->log);
-		rmdir(d->dir);
-		d->dir[0] = '\0';
-	}
-}
-
-static int daemon_start(struct daemon *d, const char *bin)
-{
-	char portfile[160];
-	int st;
-
-	memset(d, 0, sizeof(*d));
-	snprintf(d->dir, sizeof(d->dir), "/tmp/pprpc-bench-XXXXXX");
-	if (!mkdtemp(d->dir)) {
-		perror("bench-transfer: mkdtemp");
-		d->dir[0] = '\0';
-		return -1;
-	}
-	snprintf(portfile, sizeof(portfile), "%s/port", d->dir);
-	snprintf(d->log, sizeof(d->log), "%s/log", d->dir);
-	d->pid = fork();
-	if (d->pid < 0) {
-		perror("bench-transfer: fork");
-		return -1;
-	}
-	if (d->pid == 0) {
-		int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-			close(fd);
-		}
-		execl(bin, bin, "--listen", "127.0.0.1:0", "--port-file", portfile, (char *)NULL);
-		fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
-		_exit(127);
-	}
-	for (int waited = 0; waited < 20000; waited += 10) {
-		FILE *f = fopen(portfile, "r");
-		unsigned port = 0;
-
-		if (f) {
-			int ok = fscanf(f, "%u", &port) == 1;
-
-			fclose(f);
-			if (ok && port > 0 && port < 65536) {
-				snprintf(d->addr, sizeof(d->addr), "127.0.0.1:%u", port);
-				return 0;
-			}
-		}
-		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
-			d->pid = 0;
-			break;
-		}
-		sleep_ms(10);
-	}
-	fprintf(stderr, "bench-transfer: pprpcd (%s) did not start\n", bin);
-	daemon_dump_log(d);
-	daemon_stop(d, 0);
+	if (spawn_daemon(bin, NULL, 20000, d, err, sizeof(err)) == 0)
+		return 0;
+	fprintf(stderr, "bench-transfer: %s\n", err);
+	spawn_dump_log(d);
+	spawn_stop(d, 0);
 	return -1;
 }
 
@@ -786,7 +686,7 @@ int main(int argc, char **argv)
 	const char *rank = NULL, *bin = "build/bin/pprpcd", *json = NULL;
 	uint64_t sizes[MAX_SIZES], max_size = 0;
 	struct result res[MAX_SIZES];
-	struct daemon d = { 0 };
+	struct spawned d = { 0 };
 	struct ctx x = { .reps = 7, .peer = { .fd = -1 } };
 	int nsizes = 0, opt, ret = 2, parity_ok = 1, done = 0, target_met = 1;
 	char *end;
@@ -876,7 +776,7 @@ out:
 		ret = 2;
 	pprpc_close(x.c);
 	if (d.pid > 0 || d.dir[0])
-		daemon_stop(&d, 0);
+		spawn_stop(&d, 0);
 	peer_stop(&x.peer);
 	if (x.src)
 		munmap(x.src, (size_t)max_size);
