@@ -25,7 +25,7 @@ void htab_fini(struct handle_table *t)
 
 static int grow(struct handle_table *t)
 {
-	uint32_t ncap = t->cap ? t->cap * 2 : 64;
+	uint64_t ncap = t->cap ? (uint64_t)t->cap * 2 : 64;
 	void **o;
 	uint32_t *g, *nf;
 
@@ -45,13 +45,13 @@ static int grow(struct handle_table *t)
 	if (!nf)
 		return PPRPC_ENOMEM;
 	t->next_free = nf;
-	for (uint32_t i = t->cap; i < ncap; i++) {
+	for (uint32_t i = t->cap; i < (uint32_t)ncap; i++) {
 		t->obj[i] = NULL;
 		t->gen[i] = 1;
 		t->next_free[i] = t->free_head;
 		t->free_head = i + 1;
 	}
-	t->cap = ncap;
+	t->cap = (uint32_t)ncap;
 	return 0;
 }
 

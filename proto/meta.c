@@ -6,9 +6,9 @@
 #include "pprpc_types.h"
 
 /* Each allocation carries its size in front so the budget can be returned
- * on free.  The budget itself must outlive the message; protobuf-c allocates
- * the top-level message first through our allocator, so the message's own
- * chunk header has a spare slot that points back to its budget. */
+ * on free.  The budget itself must outlive the message: the top-level
+ * message is one of our allocations, so once unpack returned, its chunk
+ * header's spare slot is set to point back to the budget. */
 struct budget {
 	ProtobufCAllocator a;
 	size_t used;

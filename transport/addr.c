@@ -2,6 +2,7 @@
 #include "transport/addr.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -15,7 +16,8 @@ static int parse_port(const char *s, uint16_t *port)
 	char *end;
 	long v;
 
-	if (!*s)
+	/* Digits only: strtol alone would accept " 5" or "+5". */
+	if (!isdigit((unsigned char)*s))
 		return PPRPC_EINVAL;
 	v = strtol(s, &end, 10);
 	if (*end || v < 0 || v > 65535)
@@ -111,7 +113,11 @@ int addr_is_loopback(const struct sockaddr *sa)
 {
 	if (sa->sa_family == AF_INET)
 		return (ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr) >> 24) == 127;
-	if (sa->sa_family == AF_INET6)
-		return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr);
+	if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+
+		/* A dual-stack listener sees local IPv4 clients as ::ffff:127.x. */
+		return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+	}
 	return 0;
 }
