@@ -53,6 +53,9 @@ static int on_header(void *ctx, const struct frame_hdr *h)
 
 	request_reset(r);
 	r->hdr = *h;
+	/* Requests pipelined behind a fatal one (same read) are not executed. */
+	if (c->closing)
+		return PPRPC_ECLOSED;
 	if (h->flags & (FRAME_F_REPLY | FRAME_F_ERROR)) {
 		snprintf(r->errmsg, sizeof(r->errmsg), "a request may not carry the reply/error flags");
 		return PPRPC_EPROTO;
@@ -120,6 +123,8 @@ static void on_reader_error(void *ctx, int code, uint64_t req_id)
 	struct frame_hdr raw;
 	char msg[256];
 
+	if (c->closing)
+		return;
 	c->d->stats.protocol_errors++;
 	frame_hdr_peek(transport_reader(c->t)->hdr_buf, &raw);
 	if (r->errmsg[0] && code == PPRPC_EPROTO && !r->err)
@@ -243,6 +248,7 @@ void conn_unref(struct conn *c)
 
 void conn_close(struct conn *c)
 {
+	c->closing = 1;
 	if (c->t)
 		transport_close(c->t);
 }

@@ -46,6 +46,7 @@ struct conn {
 	uint64_t id;
 	int refs;
 	int closed;                 /* transport gone: send nothing */
+	int closing;                /* close decided: execute nothing more */
 	int hello_done;
 	int role;
 	char name[64];

@@ -36,12 +36,32 @@ static int same_layout(const struct kern_tensor *a, const struct kern_tensor *b)
 	       !memcmp(a->nb, b->nb, sizeof(a->nb));
 }
 
-/* Do the byte ranges of tensors i and j (same base) overlap? */
+/* Where tensor i's bytes start: its buffer (NULL for the arena) and the
+ * offset inside it.  Two buffer-backed entries may name the same bytes, so
+ * aliasing is judged on these absolute positions, not on table indices. */
+static uint64_t abs_start(const struct tplan *p, int i, const struct dbuf **ret_buf)
+{
+	const struct tplan *b = &p[p[i].base];
+
+	*ret_buf = b->buf;
+	return b->arena_off + p[i].offset;
+}
+
 static int overlaps(const struct tplan *p, int i, int j)
 {
-	if (p[i].base != p[j].base)
+	const struct dbuf *bi, *bj;
+	uint64_t si = abs_start(p, i, &bi), sj = abs_start(p, j, &bj);
+
+	if (bi != bj)
 		return 0;
-	return p[i].offset < p[j].offset + p[j].extent && p[j].offset < p[i].offset + p[i].extent;
+	return si < sj + p[j].extent && sj < si + p[i].extent;
+}
+
+static int same_start(const struct tplan *p, int i, int j)
+{
+	const struct dbuf *bi, *bj;
+
+	return abs_start(p, i, &bi) == abs_start(p, j, &bj) && bi == bj;
 }
 
 static int add_buf(struct graph *g, struct dbuf *b)
@@ -198,7 +218,7 @@ static int check_nodes(const Pprpc__GraphCreate *m, struct graph *g, struct tpla
 				return PPRPC_EGRAPH;
 			}
 			if (overlaps(p, si, n->dst) &&
-			    !(is_elementwise(n->op) && p[si].offset == p[n->dst].offset &&
+			    !(is_elementwise(n->op) && same_start(p, si, n->dst) &&
 			      same_layout(&g->t[si], &g->t[n->dst]))) {
 				snprintf(err, errlen, "node %d (%s): output overlaps source %d", i,
 					 kern_op_name(n->op), s);
