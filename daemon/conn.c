@@ -11,6 +11,7 @@
 #include "daemon/dispatch.h"
 #include "daemon/graph.h"
 #include "daemon/pprpcd.h"
+#include "daemon/qreq.h"
 #include "daemon/reply.h"
 #include "daemon/timeline.h"
 #include "pprpc_types.h"
@@ -108,7 +109,7 @@ static int on_frame(void *ctx, const struct frame_hdr *h)
 	c->d->stats.requests++;
 	conn_ref(c);
 	if (r->err)
-		reply_error(c, h->type, h->req_id, r->err, r->errmsg);
+		qreq_refuse(c, r, r->err, r->errmsg);
 	else
 		r->h->run(c, r);
 	request_reset(r);

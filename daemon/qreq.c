@@ -11,6 +11,7 @@
 #include "daemon/stream.h"
 #include "pprpc_types.h"
 #include "proto/frame.h"
+#include "proto/msgtype.h"
 
 static void qreq_done(struct qcmd *q)
 {
@@ -78,7 +79,8 @@ static int fail_exec(struct qcmd *q)
 
 void qreq_refuse(struct conn *c, const struct request *r, int code, const char *msg)
 {
-	if (!(r->hdr.flags & FRAME_F_QUEUED)) {
+	/* A GET always answers: its client waits for the bytes. */
+	if (!(r->hdr.flags & FRAME_F_QUEUED) || r->hdr.type == MSG_TENSOR_GET) {
 		reply_error(c, r->hdr.type, r->hdr.req_id, code, msg);
 		return;
 	}

@@ -34,9 +34,10 @@ struct qreq {
 /* Push qr (calloc'ed by the caller) on dev's queue as request r of c. */
 void qreq_push(struct qreq *qr, struct conn *c, const struct request *r, struct device *dev,
 	       int (*exec)(struct qcmd *q));
-/* A refused request.  A plain request gets its error reply now; a queued
- * one's failure must land in order, so a failing command is queued on every
- * device (the handle that failed may name any of them) for FENCE to report. */
+/* A refused request.  A plain request (and any GET) gets its error reply
+ * now; a queued one's failure must land in order, so a failing command is
+ * queued on every device (the handle that failed may name any of them) for
+ * FENCE to report. */
 void qreq_refuse(struct conn *c, const struct request *r, int code, const char *msg);
 /* Queue a FENCE of c's stream on dev. */
 void qreq_fence(struct conn *c, const struct request *r, struct device *dev);

@@ -139,7 +139,9 @@ int timeline_wait_cell(struct pprpcd *d, const struct tl_cell *cell, uint64_t va
 	} else if (cell->error) {
 		rc = cell->error;
 		snprintf(err, errlen, "WAIT for value %" PRIu64 " failed: %s", value,
-			 rc == PPRPC_ECANCELED ? "the timeline was destroyed" : "its rank is unreachable");
+			 rc == PPRPC_ECANCELED || rc == PPRPC_EHANDLE ? "the timeline does not exist (destroyed or never created)"
+			 : rc == PPRPC_ECONN ? "its rank is unreachable or went away"
+					     : "its rank refused the subscription");
 	} else {
 		rc = PPRPC_ECANCELED;
 		snprintf(err, errlen, "WAIT cancelled");
