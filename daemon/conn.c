@@ -14,6 +14,7 @@
 #include "daemon/qreq.h"
 #include "daemon/reply.h"
 #include "daemon/timeline.h"
+#include "daemon/xfer.h"
 #include "pprpc_types.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
@@ -155,6 +156,8 @@ static void on_close(void *ctx, int status)
 	for (uint32_t i = 0; i < PPRPCD_CONN_MAX_DEVICES; i++)
 		atomic_store(&c->streams[i].canceled, 1);
 	timeline_wake_all(d);
+	xfer_wake(d);
+	xfer_conn_closed(d, c);
 	LOG(d, LOG_INFO_, "conn %" PRIu64 " (%s) closed%s: %" PRIu64 " requests, %" PRIu64 " errors",
 	    c->id, c->name, status ? " on error" : "", c->requests, c->errors);
 	/* Resources die with their owner: a vanished client leaks nothing. */

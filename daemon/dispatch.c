@@ -24,6 +24,9 @@ static const struct handler table[MSG_TYPE_COUNT] = {
 	[MSG_TIMELINE_QUERY] = { &pprpc__timeline_query__descriptor, NULL, h_timeline_query },
 	[MSG_HOST_WAIT] = { &pprpc__host_wait__descriptor, NULL, h_host_wait },
 	[MSG_SUBSCRIBE] = { &pprpc__subscribe__descriptor, NULL, h_subscribe },
+	[MSG_SEND] = { &pprpc__send__descriptor, NULL, h_send },
+	[MSG_RECV] = { &pprpc__recv__descriptor, NULL, h_recv },
+	[MSG_PULL] = { &pprpc__pull__descriptor, NULL, h_pull },
 };
 
 const struct handler *dispatch_lookup(unsigned type)

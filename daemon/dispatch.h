@@ -45,5 +45,8 @@ void h_signal(struct conn *c, struct request *r);
 void h_wait(struct conn *c, struct request *r);
 void h_host_wait(struct conn *c, struct request *r);
 void h_subscribe(struct conn *c, struct request *r);
+void h_send(struct conn *c, struct request *r);
+void h_recv(struct conn *c, struct request *r);
+void h_pull(struct conn *c, struct request *r);
 
 #endif

@@ -23,6 +23,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->max_buffers = 65536;
 	o->max_graphs = 4096;
 	o->max_timelines = 65536;
+	o->staging_bytes = 256 * MIB;
 	o->log_level = LOG_NOTICE_;
 }
 
@@ -37,6 +38,7 @@ static void usage(FILE *f)
 		"  --threads N              CPU device threads (default: all cores)\n"
 		"  --memory-floor-mib N     refuse allocations leaving less than N MiB free (default 1536)\n"
 		"  --max-bulk-mib N         largest tensor payload per message (default 4096)\n"
+		"  --staging-mib N          SEND staging ring (default 256); a SEND stalls only when it is full\n"
 		"  --log-level LEVEL        err|warning|notice|info|debug (default notice)\n"
 		"  --version                print the version and exit\n"
 		"  --help                   this text\n");
@@ -67,7 +69,7 @@ static int copy_str(const char *name, const char *s, char *dst, size_t len)
 	return 0;
 }
 
-enum { O_LISTEN = 256, O_PORT_FILE, O_DEVICES, O_THREADS, O_FLOOR, O_MAX_BULK, O_LOG, O_VERSION, O_HELP };
+enum { O_LISTEN = 256, O_PORT_FILE, O_DEVICES, O_THREADS, O_FLOOR, O_MAX_BULK, O_STAGING, O_LOG, O_VERSION, O_HELP };
 
 int pprpcd_opts_parse(struct pprpcd_opts *o, int argc, char **argv)
 {
@@ -78,6 +80,7 @@ int pprpcd_opts_parse(struct pprpcd_opts *o, int argc, char **argv)
 		{ "threads", required_argument, NULL, O_THREADS },
 		{ "memory-floor-mib", required_argument, NULL, O_FLOOR },
 		{ "max-bulk-mib", required_argument, NULL, O_MAX_BULK },
+		{ "staging-mib", required_argument, NULL, O_STAGING },
 		{ "log-level", required_argument, NULL, O_LOG },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ "help", no_argument, NULL, O_HELP },
@@ -108,6 +111,14 @@ int pprpcd_opts_parse(struct pprpcd_opts *o, int argc, char **argv)
 				rc = PPRPC_EINVAL;
 			}
 			o->max_bulk = v * MIB;
+			break;
+		case O_STAGING:
+			rc = parse_u64("--staging-mib", optarg, 1ull << 20, &v);
+			if (rc == 0 && v < 1) {
+				fprintf(stderr, "pprpcd: --staging-mib must be at least 1\n");
+				rc = PPRPC_EINVAL;
+			}
+			o->staging_bytes = v * MIB;
 			break;
 		case O_LOG:
 			o->log_level = log_level_parse(optarg);

@@ -1,4 +1,4 @@
-/* daemon/peer.c — outbound peer links and remote timeline mirrors. */
+/* daemon/peer.c — outbound peer links (see peer.h). */
 #include "daemon/peer.h"
 
 #include <inttypes.h>
@@ -8,20 +8,23 @@
 
 #include "daemon/pprpcd.h"
 #include "pprpc_types.h"
-#include "proto/frame.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
 #include "transport/addr.h"
 #include "transport/tcp_uv.h"
 
-/* A SUBSCRIBE in flight (or waiting for the link to come up). */
-struct psub {
-	struct psub *next;
+/* Largest reply bulk a link accepts (one PULL chunk). */
+#define PEER_MAX_BULK (64ull << 20)
+
+struct preq {
+	struct preq *next;
 	uint64_t id;
-	uint64_t value;
-	uint16_t type;       /* MSG_HELLO for the link's own HELLO */
+	uint16_t type;
 	int sent;
-	struct rtl *m;
+	uint8_t *frame;           /* header + meta, until sent */
+	size_t frame_len;
+	const struct preq_ops *ops;  /* NULL for the link's own HELLO */
+	void *arg;
 };
 
 enum peer_state { PEER_CONNECTING, PEER_UP, PEER_DEAD };
@@ -32,18 +35,10 @@ struct peer {
 	enum peer_state state;
 	struct transport_conn *t;
 	uint64_t next_id;
-	struct psub *subs;
-	struct psub *cur;            /* reply being received */
-	uint64_t cur_value;
-	int cur_err;
+	struct preq *reqs;
+	struct preq *cur;            /* reply being received */
 	struct peer *next;
 };
-
-static void mirror_fail(struct pprpcd *d, struct rtl *m, int code)
-{
-	m->peer = NULL;
-	timeline_cell_set(d, &m->cell, 0, code);
-}
 
 static void peer_remove(struct pprpcd *d, struct peer *p)
 {
@@ -54,7 +49,13 @@ static void peer_remove(struct pprpcd *d, struct peer *p)
 		}
 }
 
-/* The link is gone: every mirror that relied on it fails, so no WAIT hangs. */
+static void preq_free(struct preq *q)
+{
+	free(q->frame);
+	free(q);
+}
+
+/* The link is gone: every request on it fails, so nothing waits forever. */
 static void peer_fail(struct peer *p, const char *why)
 {
 	struct pprpcd *d = p->d;
@@ -62,70 +63,57 @@ static void peer_fail(struct peer *p, const char *why)
 	if (p->state == PEER_DEAD)
 		return;
 	p->state = PEER_DEAD;
-	LOG(d, LOG_WARN_, "peer %s: link lost (%s); waits on its timelines fail", p->rank, why);
+	LOG(d, LOG_WARN_, "peer %s: link lost (%s)", p->rank, why);
 	peer_remove(d, p);
-	for (struct rtl *m = d->mirrors; m; m = m->next)
-		if (m->peer == p)
-			mirror_fail(d, m, PPRPC_ECONN);
-	while (p->subs) {
-		struct psub *s = p->subs;
+	while (p->reqs) {
+		struct preq *q = p->reqs;
 
-		p->subs = s->next;
-		if (s->m)
-			peer_mirror_unref(d, s->m);
-		free(s);
+		p->reqs = q->next;
+		if (q->ops)
+			q->ops->fail(q->arg, PPRPC_ECONN, why);
+		preq_free(q);
 	}
 }
 
-static void free_sent(void *arg, int status)
+static void sent_cb(void *arg, int status)
 {
 	(void)status;
 	free(arg);
 }
 
-static int send_msg(struct peer *p, uint16_t type, uint64_t id, const ProtobufCMessage *m)
+static int send_req(struct peer *p, struct preq *q)
+{
+	struct iovec iov = { q->frame, q->frame_len };
+	int rc = transport_send(p->t, &iov, 1, sent_cb, q->frame);
+
+	if (rc < 0)
+		return rc;
+	q->frame = NULL; /* owned by the write now */
+	q->sent = 1;
+	return 0;
+}
+
+static struct preq *make_req(struct peer *p, uint16_t type, const ProtobufCMessage *m)
 {
 	size_t mlen = meta_size(m);
-	struct frame_hdr h = { .version = PPRPC_PROTO_VERSION, .type = type, .meta_len = (uint32_t)mlen, .req_id = id };
-	uint8_t *buf = malloc(FRAME_HDR_SIZE + mlen);
-	struct iovec iov;
-	int rc;
+	struct frame_hdr h = { .version = PPRPC_PROTO_VERSION, .type = type, .meta_len = (uint32_t)mlen };
+	struct preq *q = calloc(1, sizeof(*q));
 
-	if (!buf)
-		return PPRPC_ENOMEM;
-	frame_hdr_encode(&h, buf);
-	meta_pack(m, buf + FRAME_HDR_SIZE);
-	iov.iov_base = buf;
-	iov.iov_len = FRAME_HDR_SIZE + mlen;
-	rc = transport_send(p->t, &iov, 1, free_sent, buf);
-	if (rc < 0)
-		free(buf);
-	return rc;
-}
-
-static int send_sub(struct peer *p, struct psub *s)
-{
-	if (s->type == MSG_HELLO) {
-		Pprpc__Hello h = PPRPC__HELLO__INIT;
-
-		h.proto_version = PPRPC_PROTO_VERSION;
-		h.role = PPRPC__ROLE__ROLE_PEER;
-		h.client_name = "pprpcd-peer";
-		s->sent = 1;
-		return send_msg(p, MSG_HELLO, s->id, &h.base);
-	} else {
-		Pprpc__Subscribe sub = PPRPC__SUBSCRIBE__INIT;
-
-		sub.timeline = s->m->handle;
-		sub.value = s->value;
-		s->sent = 1;
-		return send_msg(p, MSG_SUBSCRIBE, s->id, &sub.base);
+	if (!q || !(q->frame = malloc(FRAME_HDR_SIZE + mlen))) {
+		free(q);
+		return NULL;
 	}
+	q->id = h.req_id = ++p->next_id;
+	q->type = type;
+	q->frame_len = FRAME_HDR_SIZE + mlen;
+	frame_hdr_encode(&h, q->frame);
+	meta_pack(m, q->frame + FRAME_HDR_SIZE);
+	return q;
 }
 
-static struct psub *sub_find(struct peer *p, uint64_t id, struct psub ***ret_pp)
+static struct preq *req_find(struct peer *p, uint64_t id, struct preq ***ret_pp)
 {
-	for (struct psub **pp = &p->subs; *pp; pp = &(*pp)->next)
+	for (struct preq **pp = &p->reqs; *pp; pp = &(*pp)->next)
 		if ((*pp)->id == id) {
 			*ret_pp = pp;
 			return *pp;
@@ -136,60 +124,58 @@ static struct psub *sub_find(struct peer *p, uint64_t id, struct psub ***ret_pp)
 static int on_header(void *ctx, const struct frame_hdr *h)
 {
 	struct peer *p = ctx;
-	struct psub **pp;
-	struct psub *s = sub_find(p, h->req_id, &pp);
+	struct preq **pp;
+	struct preq *q = req_find(p, h->req_id, &pp);
 
-	if (!(h->flags & FRAME_F_REPLY) || !s || s->type != h->type || h->bulk_len)
+	if (!(h->flags & FRAME_F_REPLY) || !q || q->type != h->type || h->bulk_len > PEER_MAX_BULK)
 		return PPRPC_EPROTO;
-	p->cur = s;
-	p->cur_err = 0;
-	p->cur_value = 0;
+	if ((h->flags & FRAME_F_MORE) && h->type != MSG_PULL)
+		return PPRPC_EPROTO;
+	p->cur = q;
 	return 0;
 }
 
 static int on_meta(void *ctx, const struct frame_hdr *h, const uint8_t *meta, size_t len, void **bulk_dst)
 {
 	struct peer *p = ctx;
+	struct preq *q = p->cur;
 	ProtobufCMessage *m = NULL;
+	int code = 0, rc;
+	char msg[200] = "";
 
-	(void)bulk_dst;
 	if (h->flags & FRAME_F_ERROR) {
 		if (meta_unpack(&pprpc__error_reply__descriptor, meta, len, &m) < 0)
 			return PPRPC_EPROTO;
-		p->cur_err = ((Pprpc__ErrorReply *)m)->code;
-		if (p->cur_err >= 0 || p->cur_err <= -PPRPC_E_COUNT_)
-			p->cur_err = PPRPC_EPROTO;
-		LOG(p->d, LOG_NOTICE_, "peer %s: %s refused: %s", p->rank, msg_type_name(h->type),
-		    ((Pprpc__ErrorReply *)m)->message);
-	} else if (h->type == MSG_SUBSCRIBE) {
-		if (meta_unpack(&pprpc__subscribe_reply__descriptor, meta, len, &m) < 0)
+		code = ((Pprpc__ErrorReply *)m)->code;
+		if (code >= 0 || code <= -PPRPC_E_COUNT_)
+			code = PPRPC_EPROTO;
+		snprintf(msg, sizeof(msg), "%s", ((Pprpc__ErrorReply *)m)->message);
+		meta_free(m);
+		if (h->bulk_len)
 			return PPRPC_EPROTO;
-		p->cur_value = ((Pprpc__SubscribeReply *)m)->value;
+		LOG(p->d, LOG_NOTICE_, "peer %s: %s refused: %s", p->rank, msg_type_name(h->type), msg);
 	}
-	meta_free(m);
-	return 0;
+	if (!q->ops)  /* HELLO */
+		return code < 0 ? code : 0;
+	rc = q->ops->meta(q->arg, code, msg, h, meta, len, bulk_dst);
+	if (rc == 0 && h->bulk_len && !*bulk_dst)
+		rc = PPRPC_EPROTO; /* a peer reply's bulk always has a home */
+	return rc;
 }
 
 static int on_frame(void *ctx, const struct frame_hdr *h)
 {
 	struct peer *p = ctx;
-	struct psub **pp, *s = sub_find(p, h->req_id, &pp);
+	struct preq **pp = NULL, *q = req_find(p, h->req_id, &pp);
+	int more = (h->flags & FRAME_F_MORE) && !(h->flags & FRAME_F_ERROR);
 
-	*pp = s->next;
-	if (s->type == MSG_HELLO) {
-		free(s);
-		if (p->cur_err) {
-			/* Wrong version or refused: nothing on this link can work. */
-			transport_close(p->t);
-		}
-		return 0;
-	}
-	if (p->cur_err)
-		timeline_cell_set(p->d, &s->m->cell, 0, p->cur_err);
-	else
-		timeline_cell_set(p->d, &s->m->cell, p->cur_value, 0);
-	peer_mirror_unref(p->d, s->m);
-	free(s);
+	p->cur = NULL;
+	if (!more)
+		*pp = q->next;
+	if (q->ops)
+		q->ops->done(q->arg, h, more);
+	if (!more)
+		preq_free(q);
 	return 0;
 }
 
@@ -198,7 +184,7 @@ static void on_reader_error(void *ctx, int code, uint64_t req_id)
 	struct peer *p = ctx;
 
 	(void)req_id;
-	LOG(p->d, LOG_WARN_, "peer %s: bad reply stream (%d)", p->rank, code);
+	LOG(p->d, LOG_WARN_, "peer %s: reply stream unusable (%d)", p->rank, code);
 	transport_close(p->t);
 }
 
@@ -226,7 +212,7 @@ static const struct transport_owner peer_owner = {
 static void on_connect(void *ctx, struct transport_conn *t, int status, const char *err)
 {
 	struct peer *p = ctx;
-	struct frame_limits lim = { .max_meta = PPRPC_MAX_META, .max_bulk = 0 };
+	struct frame_limits lim = { .max_meta = PPRPC_MAX_META, .max_bulk = PEER_MAX_BULK };
 
 	if (status < 0) {
 		peer_fail(p, err ? err : "connect failed");
@@ -246,8 +232,8 @@ static void on_connect(void *ctx, struct transport_conn *t, int status, const ch
 	}
 	p->state = PEER_UP;
 	LOG(p->d, LOG_INFO_, "peer %s: link up", p->rank);
-	for (struct psub *s = p->subs; s; s = s->next)
-		if (!s->sent && send_sub(p, s) < 0) {
+	for (struct preq *q = p->reqs; q; q = q->next)
+		if (!q->sent && send_req(p, q) < 0) {
 			transport_close(t);
 			return;
 		}
@@ -255,77 +241,163 @@ static void on_connect(void *ctx, struct transport_conn *t, int status, const ch
 
 static struct peer *peer_get(struct pprpcd *d, const char *rank, char *err, size_t errlen)
 {
+	Pprpc__Hello hello = PPRPC__HELLO__INIT;
 	struct peer *p;
 	char host[256];
 	uint16_t port;
-	struct psub *hello;
+	struct preq *q;
 
 	for (p = d->peers; p; p = p->next)
 		if (strcmp(p->rank, rank) == 0)
 			return p;
+	if (d->stopping) {
+		snprintf(err, errlen, "shutting down");
+		return NULL;
+	}
 	if (strlen(rank) >= sizeof(p->rank) || addr_split(rank, host, sizeof(host), &port, 50052) < 0) {
 		snprintf(err, errlen, "bad rank address '%.80s' (expected HOST:PORT)", rank);
 		return NULL;
 	}
 	p = calloc(1, sizeof(*p));
-	hello = calloc(1, sizeof(*hello));
-	if (!p || !hello) {
-		free(p);
-		free(hello);
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
+	if (!p)
+		goto oom;
 	p->d = d;
 	snprintf(p->rank, sizeof(p->rank), "%s", rank);
-	hello->type = MSG_HELLO;
-	hello->id = ++p->next_id;
-	p->subs = hello;
+	hello.proto_version = PPRPC_PROTO_VERSION;
+	hello.role = PPRPC__ROLE__ROLE_PEER;
+	hello.client_name = "pprpcd-peer";
+	q = make_req(p, MSG_HELLO, &hello.base);
+	if (!q) {
+		free(p);
+		goto oom;
+	}
+	p->reqs = q;  /* HELLO stays first on the link */
 	if (tcp_connect(d->loop, host, port, on_connect, p) < 0) {
 		snprintf(err, errlen, "cannot connect to rank %s", rank);
-		free(hello);
+		preq_free(q);
 		free(p);
 		return NULL;
 	}
 	p->next = d->peers;
 	d->peers = p;
 	return p;
+oom:
+	snprintf(err, errlen, "out of memory");
+	return NULL;
 }
 
-static int subscribe(struct peer *p, struct rtl *m, uint64_t value)
+int peer_request(struct pprpcd *d, const char *rank, uint16_t type, const ProtobufCMessage *m,
+		 const struct preq_ops *ops, void *arg, char *err, size_t errlen)
 {
-	struct psub *s = calloc(1, sizeof(*s)), **tail;
+	struct peer *p = peer_get(d, rank, err, errlen);
+	struct preq *q, **tail;
 
-	if (!s)
-		return PPRPC_ENOMEM;
-	s->type = MSG_SUBSCRIBE;
-	s->id = ++p->next_id;
-	s->value = value;
-	s->m = m;
-	m->refs++;
-	/* Appended: the HELLO stays first on the link. */
-	for (tail = &p->subs; *tail; tail = &(*tail)->next)
-		;
-	*tail = s;
-	if (p->state == PEER_UP && send_sub(p, s) < 0) {
-		transport_close(p->t);
+	if (!p)
 		return PPRPC_ECONN;
+	q = make_req(p, type, m);
+	if (!q) {
+		snprintf(err, errlen, "out of memory");
+		return PPRPC_ENOMEM;
+	}
+	q->ops = ops;
+	q->arg = arg;
+	for (tail = &p->reqs; *tail; tail = &(*tail)->next)
+		;
+	*tail = q;
+	if (p->state == PEER_UP && send_req(p, q) < 0) {
+		/* The link is failing: q fails with it (its fail callback runs). */
+		transport_close(p->t);
 	}
 	return 0;
 }
+
+void peer_close_all(struct pprpcd *d)
+{
+	while (d->peers) {
+		struct peer *p = d->peers;
+
+		if (p->state == PEER_UP)
+			transport_close(p->t);
+		/* Still connecting: on_connect sees DEAD and cleans up. */
+		peer_fail(p, "shutting down");
+	}
+	while (d->mirrors) {
+		struct rtl *m = d->mirrors;
+
+		d->mirrors = m->next;
+		m->next = NULL;
+		m->failed = 1;
+		timeline_cell_set(d, &m->cell, 0, PPRPC_ECANCELED);
+		peer_mirror_unref(d, m);
+	}
+}
+
+/* ---- remote timeline mirrors ------------------------------------------------- */
+
+struct sub {
+	struct pprpcd *d;
+	struct rtl *m;
+	uint64_t value;
+	int code;
+};
+
+static int sub_meta(void *arg, int code, const char *errmsg, const struct frame_hdr *h,
+		    const uint8_t *meta, size_t len, void **bulk_dst)
+{
+	struct sub *s = arg;
+	ProtobufCMessage *m = NULL;
+
+	(void)errmsg;
+	(void)h;
+	(void)bulk_dst;
+	s->code = code;
+	if (code < 0)
+		return 0;
+	if (meta_unpack(&pprpc__subscribe_reply__descriptor, meta, len, &m) < 0)
+		return PPRPC_EPROTO;
+	s->value = ((Pprpc__SubscribeReply *)m)->value;
+	meta_free(m);
+	return 0;
+}
+
+static void sub_finish(struct sub *s, int code)
+{
+	if (code < 0)
+		s->m->failed = 1;
+	timeline_cell_set(s->d, &s->m->cell, code < 0 ? 0 : s->value, code);
+	peer_mirror_unref(s->d, s->m);
+	free(s);
+}
+
+static void sub_done(void *arg, const struct frame_hdr *h, int more)
+{
+	struct sub *s = arg;
+
+	(void)h;
+	(void)more;
+	sub_finish(s, s->code);
+}
+
+static void sub_fail(void *arg, int code, const char *why)
+{
+	(void)why;
+	sub_finish(arg, code);
+}
+
+static const struct preq_ops sub_ops = { .meta = sub_meta, .done = sub_done, .fail = sub_fail };
 
 struct rtl *peer_mirror_get(struct pprpcd *d, const char *rank, uint64_t handle, uint64_t value,
 			    char *err, size_t errlen)
 {
 	struct rtl *m, **pp;
-	struct peer *p;
 
 	for (pp = &d->mirrors; (m = *pp); pp = &m->next) {
 		if (m->handle != handle || strcmp(m->rank, rank) != 0)
 			continue;
-		if (m->peer)
+		if (!m->failed)
 			break;
 		/* A failed mirror stays failed for the WAITs that saw it; a new
-		 * WAIT gets a fresh one (and a new link). */
+		 * WAIT gets a fresh one (and, if needed, a new link). */
 		*pp = m->next;
 		m->next = NULL;
 		peer_mirror_unref(d, m);
@@ -333,9 +405,10 @@ struct rtl *peer_mirror_get(struct pprpcd *d, const char *rank, uint64_t handle,
 		break;
 	}
 	if (!m) {
-		p = peer_get(d, rank, err, errlen);
-		if (!p)
+		if (strlen(rank) >= sizeof(m->rank)) {
+			snprintf(err, errlen, "rank address too long");
 			return NULL;
+		}
 		m = calloc(1, sizeof(*m));
 		if (!m) {
 			snprintf(err, errlen, "out of memory");
@@ -343,14 +416,26 @@ struct rtl *peer_mirror_get(struct pprpcd *d, const char *rank, uint64_t handle,
 		}
 		snprintf(m->rank, sizeof(m->rank), "%s", rank);
 		m->handle = handle;
-		m->peer = p;
 		m->refs = 1; /* the table's */
 		m->next = d->mirrors;
 		d->mirrors = m;
 	}
 	if (value > m->requested) {
-		if (subscribe(m->peer, m, value) < 0) {
-			snprintf(err, errlen, "cannot subscribe to rank %s", rank);
+		Pprpc__Subscribe req = PPRPC__SUBSCRIBE__INIT;
+		struct sub *s = calloc(1, sizeof(*s));
+
+		if (!s) {
+			snprintf(err, errlen, "out of memory");
+			return NULL;
+		}
+		s->d = d;
+		s->m = m;
+		req.timeline = handle;
+		req.value = value;
+		m->refs++;
+		if (peer_request(d, rank, MSG_SUBSCRIBE, &req.base, &sub_ops, s, err, errlen) < 0) {
+			m->refs--;
+			free(s);
 			return NULL;
 		}
 		m->requested = value;
@@ -369,27 +454,4 @@ void peer_mirror_unref(struct pprpcd *d, struct rtl *m)
 			break;
 		}
 	free(m);
-}
-
-void peer_close_all(struct pprpcd *d)
-{
-	while (d->peers) {
-		struct peer *p = d->peers;
-
-		if (p->state == PEER_UP) {
-			transport_close(p->t);
-			peer_fail(p, "shutting down");
-		} else {
-			/* Still connecting: on_connect sees DEAD and cleans up. */
-			peer_fail(p, "shutting down");
-		}
-	}
-	while (d->mirrors) {
-		struct rtl *m = d->mirrors;
-
-		d->mirrors = m->next;
-		m->next = NULL;
-		mirror_fail(d, m, PPRPC_ECANCELED);
-		peer_mirror_unref(d, m);
-	}
 }

@@ -1,24 +1,53 @@
 /*
- * daemon/peer.h — links to other ranks, and the remote timelines we wait on.
+ * daemon/peer.h — links to other ranks.
  *
- * A WAIT on a timeline of another rank is served by a mirror (struct rtl):
- * the daemon connects to that rank on first use (role peer), sends
- * SUBSCRIBE(timeline, value), and the owner answers once the value is
- * reached — a notification, never polling.  The answer raises the mirror's
- * value and wakes the waiting worker.  A lost link fails every mirror that
- * depended on it (their WAITs fail with PPRPC_ECONN instead of hanging); the
- * next WAIT on that rank connects again.
+ * A link is opened on first use (role peer) and carries requests this
+ * daemon makes of another rank: SUBSCRIBE (a remote timeline wait) and PULL
+ * (the bytes of a stage-boundary transfer).  Requests made before the link
+ * is up are queued and sent once it is.  Replies are matched by id; a PULL
+ * is answered by several replies (FRAME_F_MORE), whose bulk the requester
+ * places straight into its memory.  When a link is lost, every outstanding
+ * request fails (nothing waits forever), and the next request connects
+ * again.
+ *
+ * Remote timeline waits use a mirror (struct rtl): SUBSCRIBE(timeline,
+ * value) is answered once the owner's timeline reaches value — a
+ * notification, never polling — which raises the mirror and wakes the
+ * waiting worker.
  */
 #ifndef PPRPC_DAEMON_PEER_H
 #define PPRPC_DAEMON_PEER_H
 
+#include <protobuf-c/protobuf-c.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "daemon/timeline.h"
+#include "proto/frame.h"
 
 struct pprpcd;
 struct peer;
+
+/* What the requester is told about its request's replies. */
+struct preq_ops {
+	/* A reply's meta arrived: code 0 (meta holds the reply) or < 0 (error
+	 * reply; errmsg).  May name where the reply's bulk goes (*bulk_dst);
+	 * returns 0 or a negative code if the reply is unacceptable (the link
+	 * is then dropped: its stream cannot be trusted). */
+	int (*meta)(void *arg, int code, const char *errmsg, const struct frame_hdr *h,
+		    const uint8_t *meta, size_t len, void **bulk_dst);
+	/* The reply (bulk included) is complete; more = further replies follow. */
+	void (*done)(void *arg, const struct frame_hdr *h, int more);
+	/* The request can never be answered (link lost or shutdown). */
+	void (*fail)(void *arg, int code, const char *why);
+};
+
+/* Send request m of type to rank; ops are called from the loop.  Returns 0,
+ * or a negative code with a reason (then no callback runs). */
+int peer_request(struct pprpcd *d, const char *rank, uint16_t type, const ProtobufCMessage *m,
+		 const struct preq_ops *ops, void *arg, char *err, size_t errlen);
+/* Shutdown: close every link (outstanding requests fail). */
+void peer_close_all(struct pprpcd *d);
 
 struct rtl {
 	struct tl_cell cell;     /* guarded by the timeline lock */
@@ -26,7 +55,7 @@ struct rtl {
 	uint64_t handle;
 	uint64_t requested;      /* highest value subscribed so far */
 	int refs;                /* queued WAITs + outstanding subscriptions + the table */
-	struct peer *peer;       /* NULL once the link failed */
+	int failed;
 	struct rtl *next;        /* d->mirrors */
 };
 
@@ -35,7 +64,5 @@ struct rtl {
 struct rtl *peer_mirror_get(struct pprpcd *d, const char *rank, uint64_t handle, uint64_t value,
 			    char *err, size_t errlen);
 void peer_mirror_unref(struct pprpcd *d, struct rtl *m);
-/* Shutdown: close every link. */
-void peer_close_all(struct pprpcd *d);
 
 #endif

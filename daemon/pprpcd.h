@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "daemon/handles.h"
+#include "daemon/staging.h"
 #include "daemon/log.h"
 
 #define PPRPCD_VERSION "0.1.0"
@@ -21,6 +22,8 @@ struct conn;
 struct tcp_listener;
 struct peer;
 struct rtl;
+struct xsend;
+struct bstat;
 
 struct pprpcd_opts {
 	char listen[300];          /* HOST:PORT */
@@ -33,6 +36,7 @@ struct pprpcd_opts {
 	uint32_t max_buffers;      /* per daemon */
 	uint32_t max_graphs;
 	uint32_t max_timelines;
+	uint64_t staging_bytes;    /* SEND staging ring */
 	int log_level;
 };
 
@@ -60,6 +64,14 @@ struct pprpcd {
 	atomic_int stopping_workers;
 	struct peer *peers;        /* outbound links to other ranks (peer.c) */
 	struct rtl *mirrors;       /* remote timelines waited on (peer.c) */
+	/* Stage-boundary transfers (xfer.c). */
+	struct staging staging;
+	struct xsend *xsends;
+	struct bstat *bstats;
+	pthread_mutex_t xfer_lock; /* chunk capture / arrival progress */
+	pthread_cond_t xfer_cond;
+	uv_async_t xfer_async;     /* workers: "a chunk was captured" */
+	int xfer_ready;
 	struct conn *conns;        /* doubly linked list of live connections */
 	uint64_t next_conn_id;
 	struct pprpcd_stats stats;

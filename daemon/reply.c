@@ -77,6 +77,12 @@ int reply_send(struct conn *c, uint16_t type, uint64_t req_id, const ProtobufCMe
 	return send_frame(c, type, 0, req_id, m, bulk, bulk_len, done, arg);
 }
 
+int reply_send_part(struct conn *c, uint16_t type, uint64_t req_id, int more, const ProtobufCMessage *m,
+		    const void *bulk, uint64_t bulk_len, transport_send_cb done, void *arg)
+{
+	return send_frame(c, type, more ? FRAME_F_MORE : 0, req_id, m, bulk, bulk_len, done, arg);
+}
+
 void reply_error(struct conn *c, uint16_t type, uint64_t req_id, int code, const char *msg)
 {
 	Pprpc__ErrorReply e = PPRPC__ERROR_REPLY__INIT;

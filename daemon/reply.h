@@ -20,6 +20,9 @@ struct conn;
  * called). */
 int reply_send(struct conn *c, uint16_t type, uint64_t req_id, const ProtobufCMessage *m,
 	       const void *bulk, uint64_t bulk_len, transport_send_cb done, void *arg);
+/* One reply of a streamed answer (more = others follow, FRAME_F_MORE). */
+int reply_send_part(struct conn *c, uint16_t type, uint64_t req_id, int more, const ProtobufCMessage *m,
+		    const void *bulk, uint64_t bulk_len, transport_send_cb done, void *arg);
 void reply_error(struct conn *c, uint16_t type, uint64_t req_id, int code, const char *msg);
 /* An error reply from a prepared ErrorReply (command id/type as given). */
 void reply_error_msg(struct conn *c, uint16_t type, uint64_t req_id, const Pprpc__ErrorReply *e);

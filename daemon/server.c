@@ -17,6 +17,7 @@
 #include "daemon/pprpcd.h"
 #include "daemon/peer.h"
 #include "daemon/timeline.h"
+#include "daemon/xfer.h"
 #include "pprpc_types.h"
 #include "transport/addr.h"
 #include "transport/tcp_uv.h"
@@ -106,6 +107,11 @@ int pprpcd_start(struct pprpcd *d)
 	rc = open_devices(d);
 	if (rc < 0)
 		return rc;
+	rc = xfer_init(d);
+	if (rc < 0) {
+		LOG(d, LOG_ERR_, "cannot set up a %" PRIu64 " MiB staging ring", d->opts.staging_bytes >> 20);
+		return rc;
+	}
 	rc = tcp_listen(d->loop, host, port, on_accept, d, &d->listener, &d->port, err, sizeof(err));
 	if (rc < 0) {
 		LOG(d, LOG_ERR_, "%s", err);
@@ -130,10 +136,12 @@ static void release_devices(struct pprpcd *d)
 	/* Workers blocked in WAIT must see the stop before being joined. */
 	atomic_store(&d->stopping_workers, 1);
 	timeline_wake_all(d);
+	xfer_wake(d);
 	for (uint32_t i = 0; i < d->ndev; i++) {
 		device_close(d->dev[i]);
 		d->dev[i] = NULL;
 	}
+	xfer_stop(d);
 }
 
 void pprpcd_conn_gone(struct pprpcd *d)
@@ -171,4 +179,5 @@ void pprpcd_fini(struct pprpcd *d)
 	htab_fini(&d->buffers);
 	htab_fini(&d->graphs);
 	timeline_sys_fini(d);
+	xfer_fini(d);
 }

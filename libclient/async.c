@@ -84,6 +84,34 @@ PPRPC_API int pprpc_graph_run_async(pprpc_client *c, pprpc_graph g)
 	return queued(c, MSG_GRAPH_RUN, &req.base, NULL, 0);
 }
 
+PPRPC_API int pprpc_send_async(pprpc_client *c, pprpc_buffer buf, uint64_t offset, uint64_t size,
+			       uint64_t transfer_id, const char *dst_rank)
+{
+	Pprpc__Send req = PPRPC__SEND__INIT;
+
+	req.buffer = buf;
+	req.offset = offset;
+	req.size = size;
+	req.transfer_id = transfer_id;
+	req.dst_rank = (char *)(dst_rank ? dst_rank : "");
+	return queued(c, MSG_SEND, &req.base, NULL, 0);
+}
+
+PPRPC_API int pprpc_recv_async(pprpc_client *c2, pprpc_buffer buf, uint64_t offset, uint64_t size,
+			       uint64_t transfer_id, const char *src_rank)
+{
+	Pprpc__Recv req = PPRPC__RECV__INIT;
+
+	if (!src_rank || !*src_rank)
+		return client_fail(c2, PPRPC_EINVAL, "recv_async needs the source rank");
+	req.buffer = buf;
+	req.offset = offset;
+	req.size = size;
+	req.transfer_id = transfer_id;
+	req.src_rank = (char *)src_rank;
+	return queued(c2, MSG_RECV, &req.base, NULL, 0);
+}
+
 PPRPC_API int pprpc_timeline_create(pprpc_client *c, uint32_t device, uint64_t initial,
 				    pprpc_timeline *out)
 {

@@ -24,6 +24,7 @@ static const char *const names[MSG_TYPE_COUNT] = {
 	[MSG_SEND] = "SEND",
 	[MSG_RECV] = "RECV",
 	[MSG_SUBSCRIBE] = "SUBSCRIBE",
+	[MSG_PULL] = "PULL",
 };
 
 const char *msg_type_name(unsigned type)

@@ -27,6 +27,7 @@ enum msg_type {
 	MSG_SEND = 19,
 	MSG_RECV = 20,
 	MSG_SUBSCRIBE = 21,      /* peer: reply when a timeline reaches a value */
+	MSG_PULL = 22,           /* peer: stream a SEND's bytes (replies with MORE) */
 	MSG_TYPE_COUNT
 };
 
@@ -38,8 +39,11 @@ enum frame_flag {
 	 * no success reply (TENSOR_GET still replies, with the bytes as the
 	 * queue saw them); a failure becomes the queue's sticky error. */
 	FRAME_F_QUEUED = 1u << 3,
+	/* A reply that is not the last one for its request (PULL streams a
+	 * transfer as several chunk replies). */
+	FRAME_F_MORE = 1u << 4,
 };
-#define FRAME_F_KNOWN (FRAME_F_REPLY | FRAME_F_ERROR | FRAME_F_BULK | FRAME_F_QUEUED)
+#define FRAME_F_KNOWN (FRAME_F_REPLY | FRAME_F_ERROR | FRAME_F_BULK | FRAME_F_QUEUED | FRAME_F_MORE)
 
 /* Name for logs ("TENSOR_SET"), "?" when unknown. */
 const char *msg_type_name(unsigned type);

@@ -239,6 +239,20 @@ PPRPC_API int pprpc_event_record(pprpc_client *c, pprpc_event *ev);
 PPRPC_API int pprpc_event_wait(pprpc_client *c2, uint32_t device, const char *ev_rank,
 			       const pprpc_event *ev);
 
+/* Stage-boundary transfer, daemon to daemon (no bytes through the client).
+ * SEND, queued on the daemon of c: when its queue reaches it, the region
+ * (buf+offset, size bytes) is captured into the daemon's staging ring — the
+ * queue moves on and later commands may overwrite the region — and the
+ * daemon at dst_rank pulls it.  RECV, queued on the daemon of c2: when its
+ * queue reaches it, the region is written with the bytes of the SEND with
+ * the same transfer_id on src_rank, as they arrive.  Ids must be unique
+ * among a source daemon's transfers in flight.  Failures (sizes differ, a
+ * lost link) are sticky errors reported by pprpc_synchronize. */
+PPRPC_API int pprpc_send_async(pprpc_client *c, pprpc_buffer buf, uint64_t offset, uint64_t size,
+			       uint64_t transfer_id, const char *dst_rank);
+PPRPC_API int pprpc_recv_async(pprpc_client *c2, pprpc_buffer buf, uint64_t offset, uint64_t size,
+			       uint64_t transfer_id, const char *src_rank);
+
 /* FENCE: wait until every earlier command of this client on the device's
  * queue completed.  Returns the queue's first failure since the last
  * synchronize (code; message and failing command in pprpc_last_error) and

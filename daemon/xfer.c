@@ -1,0 +1,679 @@
+/* daemon/xfer.c — stage-boundary transfers (see xfer.h). */
+#include "daemon/xfer.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon/buffer.h"
+#include "daemon/conn.h"
+#include "daemon/device.h"
+#include "daemon/dispatch.h"
+#include "daemon/peer.h"
+#include "daemon/pprpcd.h"
+#include "daemon/qreq.h"
+#include "daemon/reply.h"
+#include "daemon/staging.h"
+#include "daemon/stream.h"
+#include "pprpc_types.h"
+#include "proto/meta.h"
+#include "proto/msgtype.h"
+
+enum { CH_EMPTY, CH_CAPTURED, CH_SENT };
+
+struct xchunk {
+	int slot;
+	int state;             /* CH_* ; CAPTURED is published under xfer_lock */
+	uint64_t off, len;
+};
+
+/* The source side of one transfer. */
+struct xsend {
+	struct xsend *next;
+	uint64_t id;
+	uint64_t size;          /* from SEND, or from an early PULL */
+	int have_send;
+	int exec_done;          /* the SEND command completed (loop) */
+	int failed;
+	int status;
+	uint32_t nchunks;
+	struct xchunk *chunks;
+	uint32_t ncaptured;     /* xfer_lock */
+	uint32_t nsent;         /* loop */
+	uint32_t nwritten;
+	uint32_t writes_inflight;
+	struct conn *puller;    /* the peer connection pulling it (ref held) */
+	uint64_t pull_req;
+	char peer[64];
+	uint64_t t0_us;
+	atomic_int canceled;
+};
+
+/* The destination side of one RECV. */
+struct xrecv {
+	struct pprpcd *d;
+	uint64_t id, size;
+	uint8_t *stage;
+	uint64_t arrived;       /* xfer_lock */
+	int error;              /* xfer_lock */
+	char errmsg[256];
+	uint8_t *dst;           /* xfer_lock: set once RECV executes */
+	struct dbuf *b;         /* dst's buffer: a reference for as long as chunks may land */
+	uint64_t direct_from;   /* xfer_lock: chunks from here on land in dst */
+	uint64_t expect_off;    /* loop: next chunk's offset */
+	uint64_t cur_len;
+	int cur_code;
+	int refs;               /* the PULL request + the RECV command */
+	char peer[64];
+	uint64_t t0_us;
+};
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static struct bstat *bstat_get(struct pprpcd *d, const char *peer, const char *dir)
+{
+	struct bstat *b;
+
+	for (b = d->bstats; b; b = b->next)
+		if (!strcmp(b->peer, peer) && !strcmp(b->dir, dir))
+			return b;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return NULL;
+	snprintf(b->peer, sizeof(b->peer), "%s", peer);
+	snprintf(b->dir, sizeof(b->dir), "%s", dir);
+	b->next = d->bstats;
+	d->bstats = b;
+	return b;
+}
+
+static void bstat_add(struct pprpcd *d, const char *peer, const char *dir, uint64_t bytes, uint64_t t0,
+		      int failed)
+{
+	struct bstat *b = bstat_get(d, peer, dir);
+
+	if (!b)
+		return;
+	if (failed) {
+		b->errors++;
+		return;
+	}
+	b->transfers++;
+	b->bytes += bytes;
+	b->time_us += now_us() - t0;
+}
+
+/* ---- source side ------------------------------------------------------------ */
+
+static struct xsend *xsend_find(struct pprpcd *d, uint64_t id)
+{
+	for (struct xsend *x = d->xsends; x; x = x->next)
+		if (x->id == id)
+			return x;
+	return NULL;
+}
+
+static struct xsend *xsend_new(struct pprpcd *d, uint64_t id)
+{
+	struct xsend *x = calloc(1, sizeof(*x));
+
+	if (!x)
+		return NULL;
+	x->id = id;
+	x->next = d->xsends;
+	d->xsends = x;
+	return x;
+}
+
+static int xsend_layout(struct pprpcd *d, struct xsend *x)
+{
+	uint64_t cs = d->staging.slot_size;
+
+	x->nchunks = (uint32_t)((x->size + cs - 1) / cs);
+	x->chunks = calloc(x->nchunks, sizeof(*x->chunks));
+	if (!x->chunks)
+		return PPRPC_ENOMEM;
+	for (uint32_t i = 0; i < x->nchunks; i++) {
+		x->chunks[i].slot = -1;
+		x->chunks[i].off = (uint64_t)i * cs;
+		x->chunks[i].len = x->size - x->chunks[i].off < cs ? x->size - x->chunks[i].off : cs;
+	}
+	return 0;
+}
+
+static void xsend_unlink(struct pprpcd *d, struct xsend *x)
+{
+	for (struct xsend **pp = &d->xsends; *pp; pp = &(*pp)->next)
+		if (*pp == x) {
+			*pp = x->next;
+			return;
+		}
+}
+
+/* Free once nothing can touch it: the SEND command finished, and either
+ * every chunk was written or the transfer failed and no write is pending. */
+static void xsend_maybe_free(struct pprpcd *d, struct xsend *x)
+{
+	int finished = x->nchunks && x->nwritten == x->nchunks;
+
+	if (!x->exec_done && x->have_send)
+		return;
+	if (x->writes_inflight || !(finished || x->failed))
+		return;
+	if (x->puller && x->failed && !finished)
+		reply_error(x->puller, MSG_PULL, x->pull_req, x->status ? x->status : PPRPC_ECANCELED,
+			    "the source side of the transfer failed or was cancelled");
+	bstat_add(d, x->peer[0] ? x->peer : "?", "send", x->size, x->t0_us, !finished);
+	for (uint32_t i = 0; i < x->nchunks; i++)
+		if (x->chunks[i].state == CH_CAPTURED)
+			staging_put(&d->staging, x->chunks[i].slot);
+	xsend_unlink(d, x);
+	if (x->puller)
+		conn_unref(x->puller);
+	free(x->chunks);
+	free(x);
+}
+
+struct chunk_write {
+	struct pprpcd *d;
+	struct xsend *x;
+	uint32_t i;
+};
+
+static void chunk_written(void *arg, int status)
+{
+	struct chunk_write *w = arg;
+	struct xsend *x = w->x;
+	struct xchunk *ch = &x->chunks[w->i];
+
+	staging_put(&w->d->staging, ch->slot);
+	ch->state = CH_SENT;
+	x->writes_inflight--;
+	if (status == 0)
+		x->nwritten++;
+	else
+		x->failed = 1;
+	xsend_maybe_free(w->d, x);
+	free(w);
+}
+
+/* Hand every captured, unsent chunk of x to its puller, in order. */
+static void xsend_pump(struct pprpcd *d, struct xsend *x)
+{
+	uint32_t n;
+
+	if (!x->puller || x->failed || !x->have_send)
+		return;
+	pthread_mutex_lock(&d->xfer_lock);
+	n = x->ncaptured;
+	pthread_mutex_unlock(&d->xfer_lock);
+	while (x->nsent < n) {
+		Pprpc__PullChunk pc = PPRPC__PULL_CHUNK__INIT;
+		struct xchunk *ch = &x->chunks[x->nsent];
+		struct chunk_write *w = malloc(sizeof(*w));
+
+		if (!w) {
+			x->failed = 1;
+			break;
+		}
+		w->d = d;
+		w->x = x;
+		w->i = x->nsent;
+		pc.offset = ch->off;
+		pc.size = ch->len;
+		x->nsent++;
+		x->writes_inflight++;
+		/* reply_send_part calls chunk_written even if it cannot send. */
+		reply_send_part(x->puller, MSG_PULL, x->pull_req, x->nsent < x->nchunks, &pc.base,
+				staging_ptr(&d->staging, ch->slot), ch->len, chunk_written, w);
+	}
+	xsend_maybe_free(d, x);
+}
+
+static void on_xfer_async(uv_async_t *a)
+{
+	struct pprpcd *d = a->data;
+	struct xsend *x, *next;
+
+	for (x = d->xsends; x; x = next) {
+		next = x->next;
+		xsend_pump(d, x);
+	}
+}
+
+struct send_cmd {
+	struct qreq qr;
+	struct xsend *x;
+	struct dbuf *b;
+	uint64_t offset;
+};
+
+/* Worker: capture chunk by chunk, publishing each one at once. */
+static int send_exec(struct qcmd *q)
+{
+	struct send_cmd *sc = (struct send_cmd *)q;
+	struct pprpcd *d = sc->qr.c->d;
+	struct xsend *x = sc->x;
+
+	for (uint32_t i = 0; i < x->nchunks; i++) {
+		struct xchunk *ch = &x->chunks[i];
+		int slot = staging_get(&d->staging, &q->stream->canceled, &d->stopping_workers);
+		int rc;
+
+		if (slot < 0) {
+			snprintf(q->err, sizeof(q->err), "SEND cancelled while waiting for staging space");
+			return PPRPC_ECANCELED;
+		}
+		rc = device_copy(sc->b->dev, staging_ptr(&d->staging, slot), sc->b->ptr + sc->offset + ch->off,
+				 ch->len);
+		pthread_mutex_lock(&d->xfer_lock);
+		ch->slot = slot;
+		ch->state = CH_CAPTURED;
+		x->ncaptured++;
+		pthread_mutex_unlock(&d->xfer_lock);
+		uv_async_send(&d->xfer_async);
+		if (rc < 0) {
+			snprintf(q->err, sizeof(q->err), "SEND: capturing chunk %u failed", i);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static void send_release(struct qreq *qr)
+{
+	struct send_cmd *sc = (struct send_cmd *)qr;
+	struct xsend *x = sc->x;
+	struct pprpcd *d = qr->c->d;
+
+	x->exec_done = 1;
+	if (qr->q.status < 0) {
+		x->failed = 1;
+		x->status = qr->q.status;
+	}
+	buffer_unref(sc->b);
+	xsend_pump(d, x);
+}
+
+void h_send(struct conn *c, struct request *r)
+{
+	const Pprpc__Send *m = (const Pprpc__Send *)r->msg;
+	struct pprpcd *d = c->d;
+	struct send_cmd *sc;
+	struct xsend *x;
+	struct dbuf *b;
+	char err[256];
+	int rc;
+
+	rc = buffer_region(d, c, m->buffer, m->offset, m->size, &b, err, sizeof(err));
+	if (rc == 0 && m->size == 0) {
+		snprintf(err, sizeof(err), "SEND of 0 bytes");
+		rc = PPRPC_EINVAL;
+	}
+	x = rc == 0 ? xsend_find(d, m->transfer_id) : NULL;
+	if (rc == 0 && x && (x->have_send || (x->size && x->size != m->size))) {
+		snprintf(err, sizeof(err),
+			 x->have_send ? "transfer id %" PRIu64 " is already in use"
+				      : "transfer %" PRIu64 ": the destination expects another size", m->transfer_id);
+		rc = PPRPC_EINVAL;
+	}
+	if (rc < 0) {
+		qreq_refuse(c, r, rc, err);
+		return;
+	}
+	sc = calloc(1, sizeof(*sc));
+	if (!x)
+		x = sc ? xsend_new(d, m->transfer_id) : NULL;
+	if (!sc || !x) {
+		free(sc);
+		qreq_refuse(c, r, PPRPC_ENOMEM, "out of memory");
+		return;
+	}
+	x->size = m->size;
+	x->have_send = 1;
+	x->t0_us = now_us();
+	snprintf(x->peer, sizeof(x->peer), "%s", m->dst_rank ? m->dst_rank : "");
+	if (xsend_layout(d, x) < 0) {
+		x->failed = 1;
+		x->exec_done = 1;
+		free(sc);
+		xsend_maybe_free(d, x);
+		qreq_refuse(c, r, PPRPC_ENOMEM, "out of memory");
+		return;
+	}
+	sc->x = x;
+	sc->b = b;
+	sc->offset = m->offset;
+	buffer_ref(b);
+	sc->qr.release = send_release;
+	qreq_push(&sc->qr, c, r, b->dev, send_exec);
+}
+
+/* A peer pulls a transfer (possibly before its SEND arrived). */
+void h_pull(struct conn *c, struct request *r)
+{
+	const Pprpc__Pull *m = (const Pprpc__Pull *)r->msg;
+	struct pprpcd *d = c->d;
+	struct xsend *x = xsend_find(d, m->transfer_id);
+	char err[160];
+
+	if (m->size == 0 || (x && x->puller) || (x && x->size != m->size)) {
+		snprintf(err, sizeof(err), "transfer %" PRIu64 ": %s", m->transfer_id,
+			 m->size == 0 ? "empty" : x->puller ? "already being pulled" : "the source sends another size");
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EINVAL, err);
+		/* A SEND nobody can receive must not hold staging slots. */
+		if (x && !x->puller && x->have_send) {
+			x->failed = 1;
+			x->status = PPRPC_EINVAL;
+			xsend_maybe_free(d, x);
+		}
+		return;
+	}
+	if (!x) {
+		x = xsend_new(d, m->transfer_id);
+		if (!x) {
+			reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ENOMEM, "out of memory");
+			return;
+		}
+		x->size = m->size;
+	}
+	x->puller = c;
+	x->pull_req = r->hdr.req_id;
+	conn_ref(c);
+	xsend_pump(d, x);
+}
+
+/* ---- destination side --------------------------------------------------------- */
+
+static void xrecv_unref(struct xrecv *xr)
+{
+	if (--xr->refs > 0)
+		return;
+	/* Only now: a chunk may still be landing in the region after the
+	 * RECV command itself failed or was cancelled. */
+	buffer_unref(xr->b);
+	free(xr->stage);
+	free(xr);
+}
+
+static void xrecv_fail(struct xrecv *xr, int code, const char *why)
+{
+	struct pprpcd *d = xr->d;
+
+	pthread_mutex_lock(&d->xfer_lock);
+	if (!xr->error) {
+		xr->error = code;
+		snprintf(xr->errmsg, sizeof(xr->errmsg), "%.250s", why);
+	}
+	pthread_cond_broadcast(&d->xfer_cond);
+	pthread_mutex_unlock(&d->xfer_lock);
+}
+
+static int pull_meta(void *arg, int code, const char *errmsg, const struct frame_hdr *h,
+		     const uint8_t *meta, size_t len, void **bulk_dst)
+{
+	struct xrecv *xr = arg;
+	ProtobufCMessage *m = NULL;
+	const Pprpc__PullChunk *pc;
+
+	xr->cur_code = code;
+	if (code < 0) {
+		char why[200];
+
+		snprintf(why, sizeof(why), "the source refused: %.150s", errmsg);
+		xrecv_fail(xr, code, why);
+		return 0;
+	}
+	if (meta_unpack(&pprpc__pull_chunk__descriptor, meta, len, &m) < 0)
+		return PPRPC_EPROTO;
+	pc = (const Pprpc__PullChunk *)m;
+	/* Chunks come in order, contiguous, within the transfer. */
+	if (pc->offset != xr->expect_off || pc->size != h->bulk_len || pc->size == 0 ||
+	    pc->size > xr->size - pc->offset) {
+		meta_free(m);
+		return PPRPC_EPROTO;
+	}
+	xr->cur_len = pc->size;
+	/* Once the RECV executes, the region is its own: later chunks go
+	 * straight there, saving the staging copy. */
+	pthread_mutex_lock(&xr->d->xfer_lock);
+	if (xr->dst && xr->direct_from == UINT64_MAX)
+		xr->direct_from = pc->offset;
+	*bulk_dst = (xr->dst ? xr->dst : xr->stage) + pc->offset;
+	pthread_mutex_unlock(&xr->d->xfer_lock);
+	meta_free(m);
+	return 0;
+}
+
+static void pull_done(void *arg, const struct frame_hdr *h, int more)
+{
+	struct xrecv *xr = arg;
+	struct pprpcd *d = xr->d;
+
+	(void)h;
+	if (xr->cur_code == 0) {
+		xr->expect_off += xr->cur_len;
+		pthread_mutex_lock(&d->xfer_lock);
+		xr->arrived = xr->expect_off;
+		pthread_cond_broadcast(&d->xfer_cond);
+		pthread_mutex_unlock(&d->xfer_lock);
+		if (!more && xr->expect_off != xr->size)
+			xrecv_fail(xr, PPRPC_EPROTO, "the source ended the transfer early");
+	}
+	if (!more)
+		xrecv_unref(xr);
+}
+
+static void pull_fail(void *arg, int code, const char *why)
+{
+	struct xrecv *xr = arg;
+	char msg[256];
+
+	snprintf(msg, sizeof(msg), "link to the source %.63s lost: %.120s", xr->peer, why);
+	xrecv_fail(xr, code, msg);
+	xrecv_unref(xr);
+}
+
+static const struct preq_ops pull_ops = { .meta = pull_meta, .done = pull_done, .fail = pull_fail };
+
+struct recv_cmd {
+	struct qreq qr;
+	struct xrecv *xr;
+	struct dbuf *b;
+	uint64_t offset;
+};
+
+/* Worker: copy chunks into the region as they arrive. */
+static int recv_exec(struct qcmd *q)
+{
+	struct recv_cmd *rc = (struct recv_cmd *)q;
+	struct xrecv *xr = rc->xr;
+	struct pprpcd *d = rc->qr.c->d;
+	uint8_t *dst = rc->b->ptr + rc->offset;
+	uint64_t copied = 0, direct_from;
+
+	pthread_mutex_lock(&d->xfer_lock);
+	xr->dst = dst;
+	pthread_mutex_unlock(&d->xfer_lock);
+	while (copied < xr->size) {
+		uint64_t avail;
+		int err;
+
+		pthread_mutex_lock(&d->xfer_lock);
+		while (xr->arrived == copied && !xr->error && !atomic_load(&q->stream->canceled) &&
+		       !atomic_load(&d->stopping_workers))
+			pthread_cond_wait(&d->xfer_cond, &d->xfer_lock);
+		avail = xr->arrived;
+		err = xr->error;
+		direct_from = xr->direct_from;
+		pthread_mutex_unlock(&d->xfer_lock);
+		if (err) {
+			snprintf(q->err, sizeof(q->err), "RECV of transfer %" PRIu64 " failed: %.200s", xr->id, xr->errmsg);
+			return err;
+		}
+		if (avail == copied) {
+			snprintf(q->err, sizeof(q->err), "RECV cancelled");
+			return PPRPC_ECANCELED;
+		}
+		/* Chunks that arrived before RECV executed wait in the stage. */
+		if (copied < direct_from)
+			device_copy(rc->b->dev, dst + copied, xr->stage + copied,
+				    (avail < direct_from ? avail : direct_from) - copied);
+		copied = avail;
+	}
+	return 0;
+}
+
+static void recv_release(struct qreq *qr)
+{
+	struct recv_cmd *rc = (struct recv_cmd *)qr;
+	struct xrecv *xr = rc->xr;
+
+	bstat_add(qr->c->d, xr->peer, "recv", xr->size, xr->t0_us, qr->q.status < 0);
+	buffer_unref(rc->b);
+	xrecv_unref(xr);
+}
+
+void h_recv(struct conn *c, struct request *r)
+{
+	const Pprpc__Recv *m = (const Pprpc__Recv *)r->msg;
+	Pprpc__Pull pull = PPRPC__PULL__INIT;
+	struct pprpcd *d = c->d;
+	struct recv_cmd *rc = NULL;
+	struct xrecv *xr = NULL;
+	struct dbuf *b;
+	char err[256];
+	int code;
+
+	code = buffer_region(d, c, m->buffer, m->offset, m->size, &b, err, sizeof(err));
+	if (code == 0 && (m->size == 0 || !m->src_rank || !*m->src_rank)) {
+		snprintf(err, sizeof(err), "RECV needs a size > 0 and a source rank");
+		code = PPRPC_EINVAL;
+	}
+	if (code < 0)
+		goto refuse;
+	rc = calloc(1, sizeof(*rc));
+	xr = calloc(1, sizeof(*xr));
+	if (rc && xr)
+		xr->stage = malloc(m->size);
+	if (!rc || !xr || !xr->stage) {
+		snprintf(err, sizeof(err), "cannot stage %" PRIu64 " bytes", m->size);
+		code = PPRPC_ENOMEM;
+		goto refuse;
+	}
+	xr->d = d;
+	xr->id = m->transfer_id;
+	xr->size = m->size;
+	xr->direct_from = UINT64_MAX;
+	xr->refs = 1;
+	xr->t0_us = now_us();
+	snprintf(xr->peer, sizeof(xr->peer), "%s", m->src_rank);
+	pull.transfer_id = m->transfer_id;
+	pull.size = m->size;
+	xr->refs++; /* the PULL's */
+	code = peer_request(d, m->src_rank, MSG_PULL, &pull.base, &pull_ops, xr, err, sizeof(err));
+	if (code < 0) {
+		xr->refs--;
+		goto refuse;
+	}
+	rc->xr = xr;
+	rc->b = b;
+	rc->offset = m->offset;
+	xr->b = b;
+	buffer_ref(b);  /* the command's */
+	buffer_ref(b);  /* the transfer's */
+	rc->qr.staged = m->size;
+	rc->qr.release = recv_release;
+	qreq_push(&rc->qr, c, r, b->dev, recv_exec);
+	return;
+refuse:
+	if (xr) {
+		free(xr->stage);
+		free(xr);
+	}
+	free(rc);
+	qreq_refuse(c, r, code, err);
+}
+
+/* ---- lifecycle ------------------------------------------------------------------- */
+
+int xfer_init(struct pprpcd *d)
+{
+	uint64_t bytes = d->opts.staging_bytes, slot = 4ull << 20;
+	int rc;
+
+	while (slot > (64u << 10) && bytes / slot < 16)
+		slot /= 2;
+	rc = staging_init(&d->staging, bytes, slot);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_init(&d->xfer_lock, NULL);
+	pthread_cond_init(&d->xfer_cond, NULL);
+	uv_async_init(d->loop, &d->xfer_async, on_xfer_async);
+	d->xfer_async.data = d;
+	d->xfer_ready = 1;
+	return 0;
+}
+
+void xfer_fini(struct pprpcd *d)
+{
+	while (d->bstats) {
+		struct bstat *b = d->bstats;
+
+		d->bstats = b->next;
+		free(b);
+	}
+	if (!d->xfer_ready)
+		return;
+	staging_fini(&d->staging);
+	pthread_cond_destroy(&d->xfer_cond);
+	pthread_mutex_destroy(&d->xfer_lock);
+	d->xfer_ready = 0;
+}
+
+static void async_closed(uv_handle_t *h)
+{
+	(void)h;
+}
+
+void xfer_stop(struct pprpcd *d)
+{
+	if (d->xfer_ready == 1) {
+		d->xfer_ready = 2; /* memory stays until xfer_fini */
+		uv_close((uv_handle_t *)&d->xfer_async, async_closed);
+	}
+}
+
+void xfer_wake(struct pprpcd *d)
+{
+	if (!d->xfer_ready)
+		return;
+	staging_wake(&d->staging);
+	pthread_mutex_lock(&d->xfer_lock);
+	pthread_cond_broadcast(&d->xfer_cond);
+	pthread_mutex_unlock(&d->xfer_lock);
+}
+
+void xfer_conn_closed(struct pprpcd *d, struct conn *c)
+{
+	struct xsend *x, *next;
+
+	for (x = d->xsends; x; x = next) {
+		next = x->next;
+		if (x->puller == c) {
+			/* The destination went away: nothing more can be delivered. */
+			x->failed = 1;
+			conn_unref(c);
+			x->puller = NULL;
+			xsend_maybe_free(d, x);
+		}
+	}
+}
