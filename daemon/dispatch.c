@@ -27,6 +27,8 @@ static const struct handler table[MSG_TYPE_COUNT] = {
 	[MSG_SEND] = { &pprpc__send__descriptor, NULL, h_send },
 	[MSG_RECV] = { &pprpc__recv__descriptor, NULL, h_recv },
 	[MSG_PULL] = { &pprpc__pull__descriptor, NULL, h_pull },
+	[MSG_PING] = { &pprpc__empty__descriptor, NULL, h_ping },
+	[MSG_PROBE] = { &pprpc__probe__descriptor, NULL, h_probe },
 };
 
 const struct handler *dispatch_lookup(unsigned type)

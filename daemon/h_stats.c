@@ -8,6 +8,8 @@
 #include "daemon/pprpcd.h"
 #include "daemon/queue.h"
 #include "daemon/reply.h"
+#include "daemon/staging.h"
+#include "daemon/xfer.h"
 #include "pprpc_types.h"
 
 static uint64_t now_ms(uv_loop_t *loop)
@@ -21,6 +23,9 @@ void h_stats(struct conn *c, struct request *r)
 	Pprpc__StatsReply rep = PPRPC__STATS_REPLY__INIT;
 	Pprpc__DeviceStats ds[PPRPCD_MAX_DEVICES], *dsp[PPRPCD_MAX_DEVICES];
 	Pprpc__ConnStats *cs = NULL, **csp = NULL;
+	Pprpc__BoundaryStats *bs = NULL, **bsp = NULL;
+	size_t nb = 0;
+	struct bstat *b;
 	struct devinfo_set set;
 	size_t nconn = 0, i = 0;
 	struct conn *it;
@@ -42,11 +47,17 @@ void h_stats(struct conn *c, struct request *r)
 	}
 	for (it = d->conns; it; it = it->next)
 		nconn++;
+	for (b = d->bstats; b; b = b->next)
+		nb++;
 	cs = calloc(nconn ? nconn : 1, sizeof(*cs));
 	csp = calloc(nconn ? nconn : 1, sizeof(*csp));
-	if (!cs || !csp) {
+	bs = calloc(nb ? nb : 1, sizeof(*bs));
+	bsp = calloc(nb ? nb : 1, sizeof(*bsp));
+	if (!cs || !csp || !bs || !bsp) {
 		free(cs);
 		free(csp);
+		free(bs);
+		free(bsp);
 		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ENOMEM, "out of memory");
 		return;
 	}
@@ -66,6 +77,22 @@ void h_stats(struct conn *c, struct request *r)
 		cs[i].allocated_bytes = it->allocated;
 		csp[i] = &cs[i];
 	}
+	i = 0;
+	for (b = d->bstats; b; b = b->next, i++) {
+		pprpc__boundary_stats__init(&bs[i]);
+		bs[i].peer = b->peer;
+		bs[i].direction = b->dir;
+		bs[i].path = "p2p-tcp";
+		bs[i].transfers = b->transfers;
+		bs[i].bytes = b->bytes;
+		bs[i].time_us = b->time_us;
+		bs[i].errors = b->errors;
+		bsp[i] = &bs[i];
+	}
+	rep.n_boundaries = nb;
+	rep.boundaries = bsp;
+	rep.staging_bytes = d->staging.bytes;
+	rep.staging_used = (uint64_t)staging_used(&d->staging) * d->staging.slot_size;
 	rep.daemon_version = PPRPCD_VERSION;
 	rep.uptime_ms = now_ms(d->loop) - d->start_ms;
 	rep.n_devices = d->ndev;
@@ -79,4 +106,6 @@ void h_stats(struct conn *c, struct request *r)
 	reply_send(c, r->hdr.type, r->hdr.req_id, &rep.base, NULL, 0, NULL, NULL);
 	free(cs);
 	free(csp);
+	free(bs);
+	free(bsp);
 }

@@ -112,6 +112,15 @@ PPRPC_API int pprpc_recv_async(pprpc_client *c2, pprpc_buffer buf, uint64_t offs
 	return queued(c2, MSG_RECV, &req.base, NULL, 0);
 }
 
+PPRPC_API int pprpc_probe_rank(pprpc_client *c, const char *rank, int timeout_ms)
+{
+	Pprpc__Probe req = PPRPC__PROBE__INIT;
+
+	req.rank = (char *)(rank ? rank : "");
+	req.timeout_ms = timeout_ms > 0 ? (uint32_t)timeout_ms : 5000;
+	return rpc_call(c, MSG_PROBE, &req.base, NULL, 0, NULL, NULL, NULL, 0);
+}
+
 PPRPC_API int pprpc_timeline_create(pprpc_client *c, uint32_t device, uint64_t initial,
 				    pprpc_timeline *out)
 {

@@ -35,8 +35,9 @@ PPRPC_API int pprpc_stats_get(pprpc_client *c, pprpc_stats **out)
 	if (s) {
 		s->devices = calloc(r->n_devices ? r->n_devices : 1, sizeof(*s->devices));
 		s->connections = calloc(r->n_connections ? r->n_connections : 1, sizeof(*s->connections));
+		s->boundaries = calloc(r->n_boundaries ? r->n_boundaries : 1, sizeof(*s->boundaries));
 	}
-	if (!s || !s->devices || !s->connections) {
+	if (!s || !s->devices || !s->connections || !s->boundaries) {
 		pprpc_stats_free(s);
 		meta_free(m);
 		return client_fail(c, PPRPC_ENOMEM, "out of memory");
@@ -73,6 +74,21 @@ PPRPC_API int pprpc_stats_get(pprpc_client *c, pprpc_stats **out)
 		o->buffers = k->buffers;
 		o->allocated_bytes = k->allocated_bytes;
 	}
+	s->nboundaries = (uint32_t)r->n_boundaries;
+	for (size_t i = 0; i < r->n_boundaries; i++) {
+		const Pprpc__BoundaryStats *b = r->boundaries[i];
+		pprpc_boundary_stats *o = &s->boundaries[i];
+
+		snprintf(o->peer, sizeof(o->peer), "%s", b->peer ? b->peer : "");
+		snprintf(o->direction, sizeof(o->direction), "%s", b->direction ? b->direction : "");
+		snprintf(o->path, sizeof(o->path), "%s", b->path ? b->path : "");
+		o->transfers = b->transfers;
+		o->bytes = b->bytes;
+		o->time_us = b->time_us;
+		o->errors = b->errors;
+	}
+	s->staging_bytes = r->staging_bytes;
+	s->staging_used = r->staging_used;
 	s->connections_total = r->connections_total;
 	s->protocol_errors = r->protocol_errors;
 	s->requests = r->requests;
@@ -88,5 +104,6 @@ PPRPC_API void pprpc_stats_free(pprpc_stats *s)
 		return;
 	free(s->devices);
 	free(s->connections);
+	free(s->boundaries);
 	free(s);
 }

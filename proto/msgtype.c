@@ -25,6 +25,8 @@ static const char *const names[MSG_TYPE_COUNT] = {
 	[MSG_RECV] = "RECV",
 	[MSG_SUBSCRIBE] = "SUBSCRIBE",
 	[MSG_PULL] = "PULL",
+	[MSG_PING] = "PING",
+	[MSG_PROBE] = "PROBE",
 };
 
 const char *msg_type_name(unsigned type)

@@ -28,6 +28,8 @@ enum msg_type {
 	MSG_RECV = 20,
 	MSG_SUBSCRIBE = 21,      /* peer: reply when a timeline reaches a value */
 	MSG_PULL = 22,           /* peer: stream a SEND's bytes (replies with MORE) */
+	MSG_PING = 23,           /* answered at once (link check) */
+	MSG_PROBE = 24,          /* client: can this daemon reach rank X? */
 	MSG_TYPE_COUNT
 };
 

@@ -73,6 +73,17 @@ static int stats(pprpc_client *c, const char *rank)
 		       (unsigned long long)k->frames_out, (unsigned long long)k->errors,
 		       (unsigned long long)k->buffers, k->allocated_bytes / MIB);
 	}
+	printf("staging ring: %.1f of %.1f MiB in use\n", s->staging_used / MIB, s->staging_bytes / MIB);
+	if (s->nboundaries)
+		printf("%-24s %-5s %-8s %10s %14s %12s %12s %7s\n", "boundary peer", "dir", "path", "transfers",
+		       "bytes", "time ms", "MiB/s", "errors");
+	for (uint32_t i = 0; i < s->nboundaries; i++) {
+		const pprpc_boundary_stats *b = &s->boundaries[i];
+
+		printf("%-24s %-5s %-8s %10llu %14llu %12.3f %12.1f %7llu\n", b->peer, b->direction, b->path,
+		       (unsigned long long)b->transfers, (unsigned long long)b->bytes, b->time_us / 1000.0,
+		       b->time_us ? b->bytes / MIB / (b->time_us / 1e6) : 0.0, (unsigned long long)b->errors);
+	}
 	pprpc_stats_free(s);
 	return 0;
 }

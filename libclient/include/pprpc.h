@@ -253,6 +253,11 @@ PPRPC_API int pprpc_send_async(pprpc_client *c, pprpc_buffer buf, uint64_t offse
 PPRPC_API int pprpc_recv_async(pprpc_client *c2, pprpc_buffer buf, uint64_t offset, uint64_t size,
 			       uint64_t transfer_id, const char *src_rank);
 
+/* Can the daemon of c reach rank ("HOST:PORT") over a peer link?  Returns 0,
+ * or an error with the reason in pprpc_last_error (used to fall back to
+ * relaying boundaries through the client). */
+PPRPC_API int pprpc_probe_rank(pprpc_client *c, const char *rank, int timeout_ms);
+
 /* FENCE: wait until every earlier command of this client on the device's
  * queue completed.  Returns the queue's first failure since the last
  * synchronize (code; message and failing command in pprpc_last_error) and
@@ -313,6 +318,13 @@ typedef struct pprpc_conn_stats {
 	uint64_t buffers, allocated_bytes;
 } pprpc_conn_stats;
 
+typedef struct pprpc_boundary_stats {
+	char peer[64];           /* the other rank */
+	char direction[8];       /* "send" | "recv" */
+	char path[16];           /* "p2p-tcp" */
+	uint64_t transfers, bytes, time_us, errors;
+} pprpc_boundary_stats;
+
 typedef struct pprpc_stats {
 	char daemon_version[32];
 	uint64_t uptime_ms;
@@ -321,6 +333,9 @@ typedef struct pprpc_stats {
 	uint32_t nconnections;
 	pprpc_conn_stats *connections;
 	uint64_t connections_total, protocol_errors, requests, request_errors;
+	uint32_t nboundaries;
+	pprpc_boundary_stats *boundaries;
+	uint64_t staging_bytes, staging_used;
 } pprpc_stats;
 
 /* Fetch the daemon's statistics; free with pprpc_stats_free. */

@@ -87,7 +87,7 @@ static void test_hello(void **state)
 	/* Advertised exactly when provided. */
 	assert_true(caps.async);
 	assert_true(caps.events);
-	assert_false(caps.p2p);
+	assert_true(caps.p2p);
 	assert_false(caps.rdma);
 	assert_string_equal(pprpc_daemon_version(c), "0.1.0");
 	pprpc_close(c);
