@@ -208,13 +208,13 @@ static void chunk_written(void *arg, int status)
 /* Hand every captured, unsent chunk of x to its puller, in order. */
 static void xsend_pump(struct pprpcd *d, struct xsend *x)
 {
-	uint32_t n;
+	uint32_t n = 0;
 
-	if (!x->puller || x->failed || !x->have_send)
-		return;
-	pthread_mutex_lock(&d->xfer_lock);
-	n = x->ncaptured;
-	pthread_mutex_unlock(&d->xfer_lock);
+	if (x->puller && !x->failed && x->have_send) {
+		pthread_mutex_lock(&d->xfer_lock);
+		n = x->ncaptured;
+		pthread_mutex_unlock(&d->xfer_lock);
+	}
 	while (x->nsent < n) {
 		Pprpc__PullChunk pc = PPRPC__PULL_CHUNK__INIT;
 		struct xchunk *ch = &x->chunks[x->nsent];

@@ -1,0 +1,240 @@
+/*
+ * Integration: stage-boundary SEND/RECV between two real daemons — parity
+ * at several sizes (chunked and not), snapshot semantics, either order of
+ * SEND and RECV, a full staging ring (back-pressure, not failure), size
+ * mismatch and a vanished source failing cleanly, boundary statistics, and
+ * the reachability probe.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pprpc.h"
+#include "tests/integration/harness.h"
+
+#define MIB (1024ull * 1024ull)
+
+struct pair {
+	struct tdaemon a, b;
+	pprpc_client *ca, *cb;
+};
+
+static pprpc_client *connect_ok(const struct tdaemon *d)
+{
+	pprpc_client *c = NULL;
+
+	assert_int_equal(pprpc_connect(d->addr, NULL, &c), 0);
+	return c;
+}
+
+/* A small staging ring (8 MiB = 16 slots of 512 KiB) so that large
+ * transfers are chunked and many transfers fill it. */
+static int setup(void **state)
+{
+	static const char *const args[] = { "--staging-mib", "8", NULL };
+	struct pair *p = calloc(1, sizeof(*p));
+
+	if (!p || tdaemon_start(&p->a, args) < 0 || tdaemon_start(&p->b, args) < 0)
+		return -1;
+	p->ca = connect_ok(&p->a);
+	p->cb = connect_ok(&p->b);
+	*state = p;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct pair *p = *state;
+	int ok;
+
+	pprpc_close(p->ca);
+	pprpc_close(p->cb);
+	ok = tdaemon_stop(&p->a) == 0;
+	/* b may have been stopped by a test already */
+	if (p->b.dir[0])
+		ok &= tdaemon_stop(&p->b) == 0;
+	free(p);
+	return ok ? 0 : -1;
+}
+
+static void fill(uint8_t *x, size_t n, uint32_t seed)
+{
+	uint32_t s = seed * 2654435761u + 1;
+
+	for (size_t i = 0; i < n; i++) {
+		s = s * 1103515245u + 12345u;
+		x[i] = (uint8_t)(s >> 16);
+	}
+}
+
+static void transfer(struct pair *p, size_t n, uint64_t id, int recv_first, int overwrite)
+{
+	uint8_t *src = malloc(n), *dst = malloc(n), *junk = malloc(n);
+	pprpc_buffer ba, bb;
+
+	assert_non_null(src);
+	assert_non_null(dst);
+	assert_non_null(junk);
+	fill(src, n, (uint32_t)id);
+	memset(junk, 0x5A, n);
+	assert_int_equal(pprpc_buffer_alloc(p->ca, 0, n, &ba), 0);
+	assert_int_equal(pprpc_buffer_alloc(p->cb, 0, n, &bb), 0);
+	assert_int_equal(pprpc_tensor_set(p->ca, ba, 0, src, n), 0);
+	if (recv_first)
+		assert_int_equal(pprpc_recv_async(p->cb, bb, 0, n, id, p->a.addr), 0);
+	assert_int_equal(pprpc_send_async(p->ca, ba, 0, n, id, p->b.addr), 0);
+	/* The SEND captured the bytes: overwriting the source now is safe. */
+	if (overwrite)
+		assert_int_equal(pprpc_tensor_set_async(p->ca, ba, 0, junk, n), 0);
+	if (!recv_first)
+		assert_int_equal(pprpc_recv_async(p->cb, bb, 0, n, id, p->a.addr), 0);
+	assert_int_equal(pprpc_synchronize(p->ca, 0), 0);
+	assert_int_equal(pprpc_synchronize(p->cb, 0), 0);
+	assert_int_equal(pprpc_tensor_get(p->cb, bb, 0, dst, n), 0);
+	assert_memory_equal(src, dst, n);
+	assert_int_equal(pprpc_buffer_free(p->ca, ba), 0);
+	assert_int_equal(pprpc_buffer_free(p->cb, bb), 0);
+	free(src);
+	free(dst);
+	free(junk);
+}
+
+static void test_sizes(void **state)
+{
+	struct pair *p = *state;
+	static const size_t sizes[] = { 1, 7, 4096, 512 * 1024, 512 * 1024 + 1, 3 * MIB + 5, 64 * MIB };
+	uint64_t id = 1;
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		transfer(p, sizes[i], id++, 1, 0);
+		transfer(p, sizes[i], id++, 0, 1);
+	}
+}
+
+/* Many transfers queued at once through a 16-slot ring: SEND stalls while
+ * the ring is full and resumes as the destination drains it. */
+static void test_ring_full(void **state)
+{
+	struct pair *p = *state;
+	enum { N = 24, SZ = 1 << 20 };
+	pprpc_buffer ba, bb;
+	uint8_t *src = malloc((size_t)N * SZ), *dst = malloc((size_t)N * SZ);
+
+	assert_non_null(src);
+	assert_non_null(dst);
+	fill(src, (size_t)N * SZ, 77);
+	assert_int_equal(pprpc_buffer_alloc(p->ca, 0, (uint64_t)N * SZ, &ba), 0);
+	assert_int_equal(pprpc_buffer_alloc(p->cb, 0, (uint64_t)N * SZ, &bb), 0);
+	assert_int_equal(pprpc_tensor_set(p->ca, ba, 0, src, (uint64_t)N * SZ), 0);
+	/* All SENDs first (more than the ring holds), then the RECVs. */
+	for (int i = 0; i < N; i++)
+		assert_int_equal(pprpc_send_async(p->ca, ba, (uint64_t)i * SZ, SZ, 1000 + i, p->b.addr), 0);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(pprpc_recv_async(p->cb, bb, (uint64_t)i * SZ, SZ, 1000 + i, p->a.addr), 0);
+	assert_int_equal(pprpc_synchronize(p->cb, 0), 0);
+	assert_int_equal(pprpc_synchronize(p->ca, 0), 0);
+	assert_int_equal(pprpc_tensor_get(p->cb, bb, 0, dst, (uint64_t)N * SZ), 0);
+	assert_memory_equal(src, dst, (size_t)N * SZ);
+	pprpc_buffer_free(p->ca, ba);
+	pprpc_buffer_free(p->cb, bb);
+	free(src);
+	free(dst);
+}
+
+static void test_errors(void **state)
+{
+	struct pair *p = *state;
+	pprpc_buffer ba, bb;
+	uint8_t x[64] = { 0 };
+
+	assert_int_equal(pprpc_buffer_alloc(p->ca, 0, 4096, &ba), 0);
+	assert_int_equal(pprpc_buffer_alloc(p->cb, 0, 4096, &bb), 0);
+	/* Sizes differ: the RECV fails with the source's reason, nothing hangs. */
+	assert_int_equal(pprpc_recv_async(p->cb, bb, 0, 100, 5000, p->a.addr), 0);
+	assert_int_equal(pprpc_send_async(p->ca, ba, 0, 200, 5000, p->b.addr), 0);
+	assert_int_equal(pprpc_synchronize(p->cb, 0), PPRPC_EINVAL);
+	assert_non_null(strstr(pprpc_last_error(p->cb), "another size"));
+	assert_int_equal(pprpc_synchronize(p->ca, 0), 0);
+	/* Out-of-range regions and zero sizes are refused (sticky, reported). */
+	assert_int_equal(pprpc_send_async(p->ca, ba, 4000, 200, 5001, p->b.addr), 0);
+	assert_int_equal(pprpc_synchronize(p->ca, 0), PPRPC_ERANGE);
+	assert_int_equal(pprpc_recv_async(p->cb, bb, 0, 0, 5002, p->a.addr), 0);
+	assert_int_equal(pprpc_synchronize(p->cb, 0), PPRPC_EINVAL);
+	/* An unreachable source: the RECV fails, it does not hang. */
+	assert_int_equal(pprpc_recv_async(p->cb, bb, 0, 64, 5003, "127.0.0.1:1"), 0);
+	assert_int_equal(pprpc_synchronize(p->cb, 0), PPRPC_ECONN);
+	/* After the errors the queues work again. */
+	assert_int_equal(pprpc_tensor_set(p->cb, bb, 0, x, sizeof(x)), 0);
+	pprpc_buffer_free(p->ca, ba);
+	pprpc_buffer_free(p->cb, bb);
+}
+
+static void test_stats_and_probe(void **state)
+{
+	struct pair *p = *state;
+	pprpc_stats *s;
+	int found = 0;
+
+	transfer(p, 1 * MIB, 6000, 1, 0);
+	assert_int_equal(pprpc_stats_get(p->cb, &s), 0);
+	for (uint32_t i = 0; i < s->nboundaries; i++)
+		if (!strcmp(s->boundaries[i].peer, p->a.addr) && !strcmp(s->boundaries[i].direction, "recv")) {
+			found = 1;
+			assert_true(s->boundaries[i].transfers >= 1);
+			assert_true(s->boundaries[i].bytes >= MIB);
+			assert_string_equal(s->boundaries[i].path, "p2p-tcp");
+		}
+	assert_true(found);
+	assert_true(s->staging_bytes == 8 * MIB);
+	pprpc_stats_free(s);
+	assert_int_equal(pprpc_stats_get(p->ca, &s), 0);
+	found = 0;
+	for (uint32_t i = 0; i < s->nboundaries; i++)
+		if (!strcmp(s->boundaries[i].direction, "send") && s->boundaries[i].transfers >= 1)
+			found = 1;
+	assert_true(found);
+	/* Every transfer finished: no staging slot is held. */
+	assert_int_equal(s->staging_used, 0);
+	pprpc_stats_free(s);
+	assert_int_equal(pprpc_probe_rank(p->cb, p->a.addr, 2000), 0);
+	assert_int_equal(pprpc_probe_rank(p->cb, "127.0.0.1:1", 2000), PPRPC_ECONN);
+	assert_true(strlen(pprpc_last_error(p->cb)) > 0);
+}
+
+/* The source daemon dies while the destination waits: error, not a hang. */
+static void test_source_dies(void **state)
+{
+	struct pair *p = *state;
+	pprpc_buffer bb;
+
+	assert_int_equal(pprpc_buffer_alloc(p->cb, 0, 4096, &bb), 0);
+	assert_int_equal(pprpc_recv_async(p->cb, bb, 0, 4096, 7000, p->a.addr), 0);
+	/* Make sure the PULL is out before the source goes. */
+	assert_int_equal(pprpc_probe_rank(p->cb, p->a.addr, 2000), 0);
+	pprpc_close(p->ca);
+	p->ca = NULL;
+	assert_int_equal(tdaemon_stop(&p->a), 0);
+	assert_int_equal(pprpc_synchronize(p->cb, 0), PPRPC_ECONN);
+	assert_non_null(strstr(pprpc_last_error(p->cb), "lost"));
+	assert_int_equal(tdaemon_start(&p->a, NULL), 0); /* for teardown */
+	p->ca = connect_ok(&p->a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sizes),
+		cmocka_unit_test(test_ring_full),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_stats_and_probe),
+		cmocka_unit_test(test_source_dies),
+	};
+
+	return cmocka_run_group_tests_name("integration_p2p", tests, setup, teardown);
+}
