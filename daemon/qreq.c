@@ -126,8 +126,24 @@ static void fence_done(struct qcmd *q)
 
 void qreq_fence(struct conn *c, const struct request *r, struct device *dev)
 {
-	struct qreq *qr = calloc(1, sizeof(*qr));
+	struct qreq *qr;
 
+	/* Idle stream: every earlier command of this connection on dev has
+	 * completed (inflight counts them until their done() ran here) and no
+	 * failure waits to be reported, so the marker would find nothing to
+	 * wait for, report or clear.  Answer on the loop instead of bouncing
+	 * loop -> worker -> uv_async -> loop, two thread wake-ups that make an
+	 * idle FENCE cost twice a TENSOR_GET.  A sticky error still takes the
+	 * queue: the worker owns err and clears it there. */
+	if (stream_idle(&c->streams[dev->index])) {
+		Pprpc__FenceReply rep = PPRPC__FENCE_REPLY__INIT;
+
+		dev->commands++; /* counted as the queued marker was */
+		rep.completed = dev->commands;
+		reply_send(c, r->hdr.type, r->hdr.req_id, &rep.base, NULL, 0, NULL, NULL);
+		return;
+	}
+	qr = calloc(1, sizeof(*qr));
 	if (!qr) {
 		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ENOMEM, "out of memory");
 		return;
