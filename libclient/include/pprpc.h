@@ -177,8 +177,8 @@ PPRPC_API int pprpc_graph_create(pprpc_client *c, uint32_t device, const pprpc_g
 PPRPC_API int pprpc_graph_run(pprpc_client *c, pprpc_graph g);
 PPRPC_API int pprpc_graph_free(pprpc_client *c, pprpc_graph g);
 
-/* Wait until every earlier command on the device's queue completed (the
- * same as pprpc_synchronize). */
+/* Wait until every earlier command of this client on the device's queue
+ * completed (the same as pprpc_synchronize). */
 PPRPC_API int pprpc_fence(pprpc_client *c, uint32_t device);
 
 /* ---- async execution ---------------------------------------------------------- */

@@ -58,7 +58,8 @@ enum pprpc_dtype {
 };
 
 /* Operations.  The shape rules live in kernels/ops.h and are shared by the
- * client graph builder and the daemon validator. */
+ * client graph builder and the daemon validator.  Parameters (f[], i[] of
+ * struct pprpc_op_params) are documented per op in kernels/ops.h. */
 enum pprpc_op {
 	PPRPC_OP_NONE = 0,
 	PPRPC_OP_ADD = 1,      /* dst = src0 + src1 (src1 broadcast) */
@@ -66,11 +67,27 @@ enum pprpc_op {
 	PPRPC_OP_SCALE = 3,    /* dst = src0 * f[0] + f[1] */
 	PPRPC_OP_CPY = 4,      /* dst = cast(src0), any strides, same element count */
 	PPRPC_OP_MUL_MAT = 5,  /* dst[n,m] = sum_k src0[k,n] * src1[k,m] */
+	PPRPC_OP_GET_ROWS = 6, /* embedding lookup */
+	PPRPC_OP_SET_ROWS = 7, /* write rows at i32 indices (KV-cache writes) */
+	PPRPC_OP_CONCAT = 8,
+	PPRPC_OP_RMS_NORM = 9,
+	PPRPC_OP_L2_NORM = 10,
+	PPRPC_OP_SILU = 11,
+	PPRPC_OP_SIGMOID = 12,
+	PPRPC_OP_SOFTPLUS = 13,
+	PPRPC_OP_EXP = 14,
+	PPRPC_OP_GELU = 15,
+	PPRPC_OP_SWIGLU = 16,  /* silu(src0) * src1 */
+	PPRPC_OP_SOFTMAX = 17,
+	PPRPC_OP_ROPE = 18,
+	PPRPC_OP_ATTENTION = 19,
+	PPRPC_OP_ARGMAX = 20,
+	PPRPC_OP_GATED_DELTA_NET = 21,
 	PPRPC_OP_COUNT
 };
 
 #define PPRPC_MAX_DIMS 4
-#define PPRPC_MAX_SRC 4
+#define PPRPC_MAX_SRC 8
 #define PPRPC_OP_MAX_F 8
 #define PPRPC_OP_MAX_I 8
 
