@@ -44,6 +44,7 @@ void h_hello(struct conn *c, struct request *r)
 	rep.caps = &caps;
 	rep.max_bulk = c->d->opts.max_bulk;
 	rep.session = c->id;
+	rep.placement = c->d->placement;
 	devinfo_fill(c->d, &set);
 	rep.n_devices = set.n;
 	rep.devices = set.ptrs;

@@ -1,13 +1,24 @@
-/* daemon/options.c — command-line flags (see pprpcd --help). */
+/*
+ * daemon/options.c — every setting of pprpcd, in one table that drives the
+ * command-line flags, the configuration file and --check-config.
+ *
+ * A setting has one name: `--memory-floor-mib N` on the command line is
+ * `memory_floor_mib = N` in the file.  The file is read first (-c FILE, else
+ * /etc/pprpc/pprpcd.conf if it exists), then the flags override it.  Unknown
+ * keys and bad values are errors naming file:line.
+ */
+#include <ctype.h>
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "daemon/options.h"
 #include "daemon/pprpcd.h"
 #include "pprpc_types.h"
+#include "transport/addr.h"
 
 #define MIB (1024ull * 1024ull)
 
@@ -24,126 +35,409 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->max_graphs = 4096;
 	o->max_timelines = 65536;
 	o->staging_bytes = 256 * MIB;
+	o->drain_ms = 10000;
 	o->log_level = LOG_NOTICE_;
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: pprpcd [options]\n"
-		"  --listen HOST:PORT       address to serve (default 127.0.0.1:50052; port 0 = ephemeral;\n"
-		"                           IPv6 as [::1]:PORT)\n"
-		"  --port-file FILE         write the bound port to FILE once listening\n"
-		"  --devices LIST           devices to serve, comma-separated (default: cpu)\n"
-		"  --threads N              CPU device threads (default: all cores)\n"
-		"  --memory-floor-mib N     refuse allocations leaving less than N MiB free (default 1536)\n"
-		"  --max-bulk-mib N         largest tensor payload per message (default 4096)\n"
-		"  --staging-mib N          SEND staging ring (default 256); a SEND stalls only when it is full\n"
-		"  --log-level LEVEL        err|warning|notice|info|debug (default notice)\n"
-		"  --version                print the version and exit\n"
-		"  --help                   this text\n");
-}
+/* ---- value parsers ------------------------------------------------------------ */
 
-static int parse_u64(const char *name, const char *s, uint64_t max, uint64_t *out)
+static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out, char *err, size_t errlen)
 {
 	char *end;
 	unsigned long long v;
 
 	errno = 0;
+	if (!isdigit((unsigned char)*s)) {
+		snprintf(err, errlen, "'%s' is not a number", s);
+		return PPRPC_EINVAL;
+	}
 	v = strtoull(s, &end, 10);
-	if (errno || !*s || *end || s[0] == '-' || v > max) {
-		fprintf(stderr, "pprpcd: %s: '%s' is not a number in 0..%" PRIu64 "\n", name, s, max);
+	if (errno || *end || v < lo || v > hi) {
+		snprintf(err, errlen, "'%s' is not a number in %" PRIu64 "..%" PRIu64, s, lo, hi);
 		return PPRPC_EINVAL;
 	}
 	*out = v;
 	return 0;
 }
 
-static int copy_str(const char *name, const char *s, char *dst, size_t len)
+static int set_str(char *dst, size_t len, const char *v, char *err, size_t errlen)
 {
-	if (strlen(s) >= len || !*s) {
-		fprintf(stderr, "pprpcd: %s: value empty or too long\n", name);
+	if (!*v || strlen(v) >= len) {
+		snprintf(err, errlen, "value is empty or longer than %zu characters", len - 1);
 		return PPRPC_EINVAL;
 	}
-	memcpy(dst, s, strlen(s) + 1);
+	memcpy(dst, v, strlen(v) + 1);
 	return 0;
 }
 
-enum { O_LISTEN = 256, O_PORT_FILE, O_DEVICES, O_THREADS, O_FLOOR, O_MAX_BULK, O_STAGING, O_LOG, O_VERSION, O_HELP };
+#define STR_SETTER(fn, field)                                                              \
+	static int fn(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)      \
+	{                                                                                  \
+		return set_str(o->field, sizeof(o->field), v, err, errlen);                \
+	}                                                                                  \
+	static void fn##_show(const struct pprpcd_opts *o, char *buf, size_t len)          \
+	{                                                                                  \
+		snprintf(buf, len, "%s", o->field);                                        \
+	}
+
+STR_SETTER(set_listen, listen)
+STR_SETTER(set_port_file, port_file)
+STR_SETTER(set_devices, devices)
+STR_SETTER(set_metrics_listen, metrics_listen)
+
+static int set_threads(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	uint64_t x;
+	int rc = parse_u64(v, 0, 1024, &x, err, errlen);
+
+	if (rc == 0)
+		o->threads = (int)x;
+	return rc;
+}
+
+static void set_threads_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%d%s", o->threads, o->threads ? "" : " (all cores)");
+}
+
+#define MIB_SETTER(fn, field, lo, hi)                                                      \
+	static int fn(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)      \
+	{                                                                                  \
+		uint64_t x;                                                                \
+		int rc = parse_u64(v, lo, hi, &x, err, errlen);                            \
+		if (rc == 0)                                                               \
+			o->field = x * MIB;                                                \
+		return rc;                                                                 \
+	}                                                                                  \
+	static void fn##_show(const struct pprpcd_opts *o, char *buf, size_t len)          \
+	{                                                                                  \
+		snprintf(buf, len, "%llu", (unsigned long long)(o->field / MIB));          \
+	}
+
+MIB_SETTER(set_floor, memory_floor, 0, UINT64_MAX / MIB)
+MIB_SETTER(set_max_bulk, max_bulk, 1, 1ull << 20)
+MIB_SETTER(set_staging, staging_bytes, 1, 1ull << 20)
+
+static int set_drain(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	uint64_t x;
+	int rc = parse_u64(v, 0, 3600000, &x, err, errlen);
+
+	if (rc == 0)
+		o->drain_ms = (uint32_t)x;
+	return rc;
+}
+
+static void set_drain_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%u", o->drain_ms);
+}
+
+static int set_log(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	int l = log_level_parse(v);
+
+	if (l < 0) {
+		snprintf(err, errlen, "unknown level '%s' (err, warning, notice, info, debug)", v);
+		return PPRPC_EINVAL;
+	}
+	o->log_level = l;
+	return 0;
+}
+
+static void set_log_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	static const char *const names[8] = { "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug" };
+
+	snprintf(buf, len, "%s", names[o->log_level & 7]);
+}
+
+static int set_affinity(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	struct cpu_affinity a;
+	int rc = affinity_parse(v, &a, err, errlen);
+
+	if (rc == 0)
+		o->affinity = a;
+	return rc;
+}
+
+static void set_affinity_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	affinity_format(&o->affinity, buf, len);
+}
+
+static const struct optdef defs[] = {
+	{ "listen", "HOST:PORT", "address to serve (port 0 = ephemeral; IPv6 as [::1]:PORT)", set_listen, set_listen_show },
+	{ "port-file", "FILE", "write the bound port to FILE once listening", set_port_file, set_port_file_show },
+	{ "devices", "LIST", "devices to serve, comma-separated (cpu)", set_devices, set_devices_show },
+	{ "threads", "N", "CPU device threads (0 = all cores)", set_threads, set_threads_show },
+	{ "memory-floor-mib", "N", "refuse allocations leaving less than N MiB free", set_floor, set_floor_show },
+	{ "max-bulk-mib", "N", "largest tensor payload in one message", set_max_bulk, set_max_bulk_show },
+	{ "staging-mib", "N", "SEND staging ring; a SEND stalls only when it is full", set_staging, set_staging_show },
+	{ "cpu-affinity", "SPEC", "pin threads: loop=CPUS,device=CPUS (e.g. loop=0,device=1-3)", set_affinity, set_affinity_show },
+	{ "drain-ms", "N", "on SIGTERM, let queued work finish for up to N ms", set_drain, set_drain_show },
+	{ "metrics-listen", "HOST:PORT", "serve Prometheus text metrics over HTTP here", set_metrics_listen, set_metrics_listen_show },
+	{ "log-level", "LEVEL", "err, warning, notice, info, debug", set_log, set_log_show },
+};
+
+#define NDEFS (sizeof(defs) / sizeof(defs[0]))
+
+/* Names match with '-' and '_' interchangeable. */
+static const struct optdef *find(const char *name, size_t len)
+{
+	for (size_t i = 0; i < NDEFS; i++) {
+		const char *n = defs[i].name;
+		size_t k;
+
+		for (k = 0; k < len && n[k]; k++)
+			if (n[k] != name[k] && !(n[k] == '-' && name[k] == '_'))
+				break;
+		if (k == len && !n[k])
+			return &defs[i];
+	}
+	return NULL;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: pprpcd [-c FILE] [--check-config] [options]\n"
+		   "  -c, --config FILE        configuration file (default /etc/pprpc/pprpcd.conf if present)\n"
+		   "  --check-config           validate the configuration, print the effective settings, exit\n");
+	for (size_t i = 0; i < NDEFS; i++) {
+		char flag[64];
+
+		snprintf(flag, sizeof(flag), "--%s %s", defs[i].name, defs[i].arg);
+		fprintf(f, "  %-24s %s\n", flag, defs[i].help);
+	}
+	fprintf(f, "  --version                print the version and exit\n"
+		   "  --help                   this text\n"
+		   "Every setting can also be given in the file as name = value (name with _ or -).\n");
+}
+
+/* ---- the file ------------------------------------------------------------------ */
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+int pprpcd_config_parse(struct pprpcd_opts *o, const char *path, const char *text, size_t len,
+			char *err, size_t errlen)
+{
+	char line[1024], why[300];
+	size_t pos = 0;
+	int lineno = 0;
+
+	while (pos < len) {
+		size_t n = 0;
+		char *s, *eq, *key, *val;
+		const struct optdef *def;
+
+		lineno++;
+		while (pos < len && text[pos] != '\n') {
+			if (n + 1 >= sizeof(line)) {
+				snprintf(err, errlen, "%s:%d: line longer than %zu characters", path, lineno, sizeof(line) - 1);
+				return PPRPC_EINVAL;
+			}
+			if (text[pos] == '\0') {
+				snprintf(err, errlen, "%s:%d: NUL byte", path, lineno);
+				return PPRPC_EINVAL;
+			}
+			line[n++] = text[pos++];
+		}
+		pos++; /* the newline */
+		line[n] = '\0';
+		s = trim(line);
+		if (!*s || *s == '#' || *s == ';')
+			continue;
+		if (*s == '[') {
+			/* One section only, for readers who expect INI. */
+			if (strcmp(s, "[pprpcd]") != 0) {
+				snprintf(err, errlen, "%s:%d: unknown section %.40s (only [pprpcd])", path, lineno, s);
+				return PPRPC_EINVAL;
+			}
+			continue;
+		}
+		eq = strchr(s, '=');
+		if (!eq) {
+			snprintf(err, errlen, "%s:%d: expected 'name = value'", path, lineno);
+			return PPRPC_EINVAL;
+		}
+		*eq = '\0';
+		key = trim(s);
+		val = trim(eq + 1);
+		/* Values may be quoted to keep spaces. */
+		if (val[0] == '"' && strlen(val) >= 2 && val[strlen(val) - 1] == '"') {
+			val[strlen(val) - 1] = '\0';
+			val++;
+		}
+		def = find(key, strlen(key));
+		if (!def) {
+			snprintf(err, errlen, "%s:%d: unknown key '%.60s'", path, lineno, key);
+			return PPRPC_EINVAL;
+		}
+		if (def->set(o, val, why, sizeof(why)) < 0) {
+			snprintf(err, errlen, "%s:%d: %s: %s", path, lineno, def->name, why);
+			return PPRPC_EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* Cap on the file size: a configuration is small; this is not a place to
+ * stream gigabytes from. */
+#define MAX_CONFIG (1u << 20)
+
+int pprpcd_config_load(struct pprpcd_opts *o, const char *path, int must_exist, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char *buf;
+	size_t n;
+	int rc;
+
+	if (!f) {
+		if (!must_exist && errno == ENOENT)
+			return 0;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return PPRPC_EIO;
+	}
+	buf = malloc(MAX_CONFIG + 1);
+	if (!buf) {
+		fclose(f);
+		return PPRPC_ENOMEM;
+	}
+	n = fread(buf, 1, MAX_CONFIG + 1, f);
+	fclose(f);
+	if (n > MAX_CONFIG) {
+		snprintf(err, errlen, "%s: larger than %u bytes", path, MAX_CONFIG);
+		free(buf);
+		return PPRPC_ETOOBIG;
+	}
+	rc = pprpcd_config_parse(o, path, buf, n, err, errlen);
+	free(buf);
+	return rc;
+}
+
+void pprpcd_config_print(const struct pprpcd_opts *o, FILE *f)
+{
+	for (size_t i = 0; i < NDEFS; i++) {
+		char v[512];
+
+		defs[i].show(o, v, sizeof(v));
+		fprintf(f, "%s = %s\n", defs[i].name, v);
+	}
+}
+
+/* Checks that need more than one value or the daemon's vocabulary. */
+int pprpcd_opts_validate(const struct pprpcd_opts *o, char *err, size_t errlen)
+{
+	char host[256], list[sizeof(o->devices)], *save = NULL, *tok;
+	uint16_t port;
+
+	if (addr_split(o->listen, host, sizeof(host), &port, 50052) < 0) {
+		snprintf(err, errlen, "listen: cannot parse '%s' (expected HOST:PORT)", o->listen);
+		return PPRPC_EINVAL;
+	}
+	if (o->metrics_listen[0] && addr_split(o->metrics_listen, host, sizeof(host), &port, 9464) < 0) {
+		snprintf(err, errlen, "metrics-listen: cannot parse '%s'", o->metrics_listen);
+		return PPRPC_EINVAL;
+	}
+	memcpy(list, o->devices, sizeof(list));
+	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+		if (strcmp(tok, "cpu") != 0 && strncmp(tok, "cuda:", 5) != 0) {
+			snprintf(err, errlen, "devices: unknown device '%s' (cpu, cuda:N)", tok);
+			return PPRPC_EINVAL;
+		}
+	return 0;
+}
+
+/* ---- the command line ----------------------------------------------------------------- */
 
 int pprpcd_opts_parse(struct pprpcd_opts *o, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "listen", required_argument, NULL, O_LISTEN },
-		{ "port-file", required_argument, NULL, O_PORT_FILE },
-		{ "devices", required_argument, NULL, O_DEVICES },
-		{ "threads", required_argument, NULL, O_THREADS },
-		{ "memory-floor-mib", required_argument, NULL, O_FLOOR },
-		{ "max-bulk-mib", required_argument, NULL, O_MAX_BULK },
-		{ "staging-mib", required_argument, NULL, O_STAGING },
-		{ "log-level", required_argument, NULL, O_LOG },
-		{ "version", no_argument, NULL, O_VERSION },
-		{ "help", no_argument, NULL, O_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
-	uint64_t v;
-	int c, rc = 0;
+	const char *config = NULL;
+	int check = 0, rc;
+	char err[512];
 
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		switch (c) {
-		case O_LISTEN: rc = copy_str("--listen", optarg, o->listen, sizeof(o->listen)); break;
-		case O_PORT_FILE: rc = copy_str("--port-file", optarg, o->port_file, sizeof(o->port_file)); break;
-		case O_DEVICES: rc = copy_str("--devices", optarg, o->devices, sizeof(o->devices)); break;
-		case O_THREADS:
-			rc = parse_u64("--threads", optarg, 1024, &v);
-			o->threads = (int)v;
-			break;
-		case O_FLOOR:
-			rc = parse_u64("--memory-floor-mib", optarg, UINT64_MAX / MIB, &v);
-			o->memory_floor = v * MIB;
-			break;
-		case O_MAX_BULK:
-			rc = parse_u64("--max-bulk-mib", optarg, 1ull << 20, &v);
-			if (rc == 0 && v == 0) {
-				fprintf(stderr, "pprpcd: --max-bulk-mib must be at least 1\n");
-				rc = PPRPC_EINVAL;
-			}
-			o->max_bulk = v * MIB;
-			break;
-		case O_STAGING:
-			rc = parse_u64("--staging-mib", optarg, 1ull << 20, &v);
-			if (rc == 0 && v < 1) {
-				fprintf(stderr, "pprpcd: --staging-mib must be at least 1\n");
-				rc = PPRPC_EINVAL;
-			}
-			o->staging_bytes = v * MIB;
-			break;
-		case O_LOG:
-			o->log_level = log_level_parse(optarg);
-			if (o->log_level < 0) {
-				fprintf(stderr, "pprpcd: --log-level: unknown level '%s'\n", optarg);
-				rc = PPRPC_EINVAL;
-			}
-			break;
-		case O_VERSION:
-			printf("pprpcd %s (protocol %d)\n", PPRPCD_VERSION, PPRPC_PROTO_VERSION);
-			return 1;
-		case O_HELP:
+	/* First pass: the file and the modes, so flags can override the file. */
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);
 			return 1;
-		default:
-			fprintf(stderr, "pprpcd: unknown or incomplete option '%s'\n", argv[optind - 1]);
+		}
+		if (!strcmp(argv[i], "--version")) {
+			printf("pprpcd %s (protocol %d)\n", PPRPCD_VERSION, PPRPC_PROTO_VERSION);
+			return 1;
+		}
+		if (!strcmp(argv[i], "--check-config"))
+			check = 1;
+		if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config"))) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "pprpcd: %s needs a file\n", argv[i]);
+				return PPRPC_EINVAL;
+			}
+			config = argv[++i];
+		}
+	}
+	rc = pprpcd_config_load(o, config ? config : PPRPCD_DEFAULT_CONFIG, config != NULL, err, sizeof(err));
+	if (rc < 0) {
+		fprintf(stderr, "pprpcd: %s\n", err);
+		return rc;
+	}
+	snprintf(o->config_path, sizeof(o->config_path), "%s", config ? config : PPRPCD_DEFAULT_CONFIG);
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = NULL;
+		const struct optdef *def;
+		size_t nl;
+
+		if (!strcmp(a, "--check-config"))
+			continue;
+		if (!strcmp(a, "-c") || !strcmp(a, "--config")) {
+			i++;
+			continue;
+		}
+		if (strncmp(a, "--", 2) != 0) {
+			fprintf(stderr, "pprpcd: unexpected argument '%s'\n", a);
 			usage(stderr);
 			return PPRPC_EINVAL;
 		}
-		if (rc < 0)
-			return rc;
+		a += 2;
+		nl = strcspn(a, "=");
+		def = find(a, nl);
+		if (!def) {
+			fprintf(stderr, "pprpcd: unknown option '%s'\n", argv[i]);
+			usage(stderr);
+			return PPRPC_EINVAL;
+		}
+		if (a[nl] == '=')
+			v = a + nl + 1;
+		else if (i + 1 < argc)
+			v = argv[++i];
+		if (!v) {
+			fprintf(stderr, "pprpcd: --%s needs a value (%s)\n", def->name, def->arg);
+			return PPRPC_EINVAL;
+		}
+		if (def->set(o, v, err, sizeof(err)) < 0) {
+			fprintf(stderr, "pprpcd: --%s: %s\n", def->name, err);
+			return PPRPC_EINVAL;
+		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "pprpcd: unexpected argument '%s'\n", argv[optind]);
+	if (pprpcd_opts_validate(o, err, sizeof(err)) < 0) {
+		fprintf(stderr, "pprpcd: %s\n", err);
 		return PPRPC_EINVAL;
+	}
+	if (check) {
+		printf("# effective configuration (file: %s)\n", config ? config : PPRPCD_DEFAULT_CONFIG);
+		pprpcd_config_print(o, stdout);
+		return 1;
 	}
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include "daemon/handles.h"
 #include "daemon/staging.h"
 #include "daemon/log.h"
+#include "daemon/options.h"
 
 #define PPRPCD_VERSION "0.1.0"
 #define PPRPCD_MAX_DEVICES 16
@@ -37,6 +38,10 @@ struct pprpcd_opts {
 	uint32_t max_graphs;
 	uint32_t max_timelines;
 	uint64_t staging_bytes;    /* SEND staging ring */
+	uint32_t drain_ms;         /* SIGTERM: how long queued work may finish */
+	char metrics_listen[300];  /* Prometheus endpoint, "" = off */
+	struct cpu_affinity affinity;
+	char config_path[4096];
 	int log_level;
 };
 
@@ -76,15 +81,23 @@ struct pprpcd {
 	uint64_t next_conn_id;
 	struct pprpcd_stats stats;
 	uint64_t start_ms;
-	uv_signal_t sig_term, sig_int;
+	uv_signal_t sig_term, sig_int, sig_hup;
+	uv_timer_t tick;           /* watchdog pings, STATUS lines, drain checks */
+	uint64_t watchdog_usec;
+	uint64_t drain_deadline;   /* loop time (ms) when draining ends, 0 = not draining */
+	uint64_t last_status_ms;
+	uv_tcp_t metrics;
+	int metrics_on;
+	char placement[512];       /* effective CPU placement */
 	int stopping;
 };
 
 #define LOG(d, lvl, ...) log_msg(&(d)->log, (lvl), __VA_ARGS__)
 
 void pprpcd_opts_default(struct pprpcd_opts *o);
-/* Parse argv into o.  Returns 0 to run, 1 when --help/--version printed
- * (exit 0), or a negative code after printing the reason (exit 2). */
+/* Read the configuration file, then argv, into o.  Returns 0 to run, 1 when
+ * --help/--version/--check-config printed (exit 0), or a negative code
+ * after printing the reason (exit 2). */
 int pprpcd_opts_parse(struct pprpcd_opts *o, int argc, char **argv);
 
 int pprpcd_start(struct pprpcd *d);     /* devices, listen, port file */

@@ -152,6 +152,11 @@ uint64_t queue_depth(const struct queue *q)
 	return q->pushed - q->completed;
 }
 
+pthread_t queue_thread(const struct queue *q)
+{
+	return q->thread;
+}
+
 uint64_t queue_completed(const struct queue *q)
 {
 	return q->completed;

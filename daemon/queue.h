@@ -40,6 +40,7 @@ void queue_push(struct queue *q, struct qcmd *c);
 /* Commands pushed and not yet completed on the loop. */
 uint64_t queue_depth(const struct queue *q);
 uint64_t queue_completed(const struct queue *q);
+pthread_t queue_thread(const struct queue *q);
 /* Stop the worker after it finished what is queued; join it, run the
  * remaining completions and close the async handle. */
 void queue_destroy(struct queue *q);

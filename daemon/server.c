@@ -1,9 +1,14 @@
 /*
  * daemon/server.c — daemon start-up, the loop, and shutdown.
  *
- * Start order matters for whoever waits on us (tests, systemd later): the
- * devices are initialised first, then the socket listens, then the port file
- * is written — so a port file on disk means "ready to serve".
+ * Start order matters for whoever waits on us (tests, systemd): the devices
+ * are initialised first, then the socket listens, then the port file is
+ * written and READY=1 sent — so either means "ready to serve".
+ *
+ * SIGTERM drains: no new connections, queued work may finish for up to
+ * drain_ms, then everything is closed.  SIGHUP re-reads the configuration
+ * file and applies its log level.  A periodic tick sends watchdog pings and
+ * STATUS lines when systemd asked for them.
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -12,10 +17,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "daemon/affinity.h"
 #include "daemon/conn.h"
 #include "daemon/device.h"
 #include "daemon/pprpcd.h"
+#include "daemon/metrics.h"
+#include "daemon/notify.h"
 #include "daemon/peer.h"
+#include "daemon/queue.h"
 #include "daemon/timeline.h"
 #include "daemon/xfer.h"
 #include "pprpc_types.h"
@@ -76,12 +85,115 @@ static int write_port_file(struct pprpcd *d)
 	return 0;
 }
 
+static uint64_t queued_total(struct pprpcd *d)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < d->ndev; i++)
+		if (d->dev[i])
+			n += queue_depth(d->dev[i]->q);
+	return n;
+}
+
+static void send_status(struct pprpcd *d)
+{
+	char msg[600];
+	uint64_t nconn = 0;
+
+	for (struct conn *c = d->conns; c; c = c->next)
+		nconn++;
+	snprintf(msg, sizeof(msg), "STATUS=%s: %u device(s) (%s), %" PRIu64 " client(s), queue depth %" PRIu64,
+		 d->drain_deadline ? "draining" : "serving", d->ndev, d->opts.devices, nconn, queued_total(d));
+	notify_send(msg);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+	struct pprpcd *d = t->data;
+	uint64_t now = uv_now(d->loop);
+
+	if (d->watchdog_usec)
+		notify_send("WATCHDOG=1");
+	if (now - d->last_status_ms >= 2000) {
+		d->last_status_ms = now;
+		send_status(d);
+	}
+	if (d->drain_deadline && !d->stopping) {
+		uint64_t q = queued_total(d);
+
+		if (q == 0) {
+			LOG(d, LOG_NOTICE_, "drained: all queued work finished");
+			pprpcd_stop(d);
+		} else if (now >= d->drain_deadline) {
+			LOG(d, LOG_WARN_, "drain bound of %u ms reached with %" PRIu64 " command(s) queued; cancelling them",
+			    d->opts.drain_ms, q);
+			pprpcd_stop(d);
+		}
+	}
+}
+
+/* Stop taking work, let what is queued finish (bounded), then stop. */
+static void begin_drain(struct pprpcd *d)
+{
+	if (d->drain_deadline || d->stopping)
+		return;
+	notify_send("STOPPING=1");
+	tcp_listener_close(d->listener);
+	d->listener = NULL;
+	d->drain_deadline = uv_now(d->loop) + d->opts.drain_ms;
+	/* Check often while draining. */
+	uv_timer_start(&d->tick, on_tick, 0, 20);
+}
+
 static void on_signal(uv_signal_t *s, int signum)
 {
 	struct pprpcd *d = s->data;
 
-	LOG(d, LOG_NOTICE_, "signal %d: shutting down", signum);
-	pprpcd_stop(d);
+	if (signum == SIGHUP) {
+		struct pprpcd_opts fresh;
+		char err[512];
+
+		pprpcd_opts_default(&fresh);
+		if (pprpcd_config_load(&fresh, d->opts.config_path, 0, err, sizeof(err)) < 0) {
+			LOG(d, LOG_ERR_, "SIGHUP: %s; keeping the current settings", err);
+			return;
+		}
+		d->opts.log_level = fresh.log_level;
+		d->log.level = fresh.log_level;
+		LOG(d, LOG_NOTICE_, "SIGHUP: log level now %d (from %s)", fresh.log_level, d->opts.config_path);
+		return;
+	}
+	if (d->drain_deadline) {
+		LOG(d, LOG_NOTICE_, "signal %d while draining: stopping now", signum);
+		pprpcd_stop(d);
+		return;
+	}
+	LOG(d, LOG_NOTICE_, "signal %d: draining (up to %u ms), then shutting down", signum, d->opts.drain_ms);
+	begin_drain(d);
+}
+
+/* Pin the loop and the device workers, and record what they really got. */
+static int place_threads(struct pprpcd *d)
+{
+	const char *names[PPRPCD_MAX_DEVICES];
+	pthread_t workers[PPRPCD_MAX_DEVICES];
+	char err[200];
+
+	if (affinity_apply_loop(&d->opts.affinity, err, sizeof(err)) < 0) {
+		LOG(d, LOG_ERR_, "%s", err);
+		return PPRPC_EINVAL;
+	}
+	for (uint32_t i = 0; i < d->ndev; i++) {
+		workers[i] = queue_thread(d->dev[i]->q);
+		names[i] = d->dev[i]->name;
+		if (affinity_apply_worker(&d->opts.affinity, workers[i], err, sizeof(err)) < 0) {
+			LOG(d, LOG_ERR_, "%s", err);
+			return PPRPC_EINVAL;
+		}
+	}
+	affinity_describe(pthread_self(), workers, names, (int)d->ndev, d->placement, sizeof(d->placement));
+	LOG(d, LOG_INFO_, "CPU placement: %s", d->placement);
+	return 0;
 }
 
 int pprpcd_start(struct pprpcd *d)
@@ -93,9 +205,13 @@ int pprpcd_start(struct pprpcd *d)
 	log_setup(&d->log, d->opts.log_level);
 	uv_signal_init(d->loop, &d->sig_term);
 	uv_signal_init(d->loop, &d->sig_int);
-	d->sig_term.data = d->sig_int.data = d;
+	uv_signal_init(d->loop, &d->sig_hup);
+	d->sig_term.data = d->sig_int.data = d->sig_hup.data = d;
 	uv_signal_start(&d->sig_term, on_signal, SIGTERM);
 	uv_signal_start(&d->sig_int, on_signal, SIGINT);
+	uv_signal_start(&d->sig_hup, on_signal, SIGHUP);
+	uv_timer_init(d->loop, &d->tick);
+	d->tick.data = d;
 	d->start_ms = uv_now(d->loop);
 	htab_init(&d->buffers, HK_BUFFER, d->opts.max_buffers);
 	htab_init(&d->graphs, HK_GRAPH, d->opts.max_graphs);
@@ -112,6 +228,14 @@ int pprpcd_start(struct pprpcd *d)
 		LOG(d, LOG_ERR_, "cannot set up a %" PRIu64 " MiB staging ring", d->opts.staging_bytes >> 20);
 		return rc;
 	}
+	rc = place_threads(d);
+	if (rc < 0)
+		return rc;
+	rc = metrics_start(d, err, sizeof(err));
+	if (rc < 0) {
+		LOG(d, LOG_ERR_, "%s", err);
+		return rc;
+	}
 	rc = tcp_listen(d->loop, host, port, on_accept, d, &d->listener, &d->port, err, sizeof(err));
 	if (rc < 0) {
 		LOG(d, LOG_ERR_, "%s", err);
@@ -121,6 +245,13 @@ int pprpcd_start(struct pprpcd *d)
 		return rc;
 	LOG(d, LOG_NOTICE_, "pprpcd %s listening on %s:%u with %u device(s)", PPRPCD_VERSION, host,
 	    d->port, d->ndev);
+	notify_send("READY=1");
+	send_status(d);
+	d->watchdog_usec = notify_watchdog_usec();
+	/* Ping at a third of the watchdog interval; otherwise a slow tick for
+	 * STATUS lines. */
+	uv_timer_start(&d->tick, on_tick, 0,
+		       d->watchdog_usec ? (d->watchdog_usec / 3000 ? d->watchdog_usec / 3000 : 1) : 2000);
 	return 0;
 }
 
@@ -168,8 +299,13 @@ void pprpcd_stop(struct pprpcd *d)
 	peer_close_all(d);
 	uv_signal_stop(&d->sig_term);
 	uv_signal_stop(&d->sig_int);
+	uv_signal_stop(&d->sig_hup);
 	uv_close((uv_handle_t *)&d->sig_term, NULL);
 	uv_close((uv_handle_t *)&d->sig_int, NULL);
+	uv_close((uv_handle_t *)&d->sig_hup, NULL);
+	uv_timer_stop(&d->tick);
+	uv_close((uv_handle_t *)&d->tick, NULL);
+	metrics_stop(d);
 	pprpcd_conn_gone(d);
 }
 

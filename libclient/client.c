@@ -33,6 +33,7 @@ static int hello(pprpc_client *c, const char *name)
 				   rep->proto_version, PPRPC_PROTO_VERSION);
 	}
 	copy_str(c->daemon_version, sizeof(c->daemon_version), rep->daemon_version);
+	copy_str(c->placement, sizeof(c->placement), rep->placement);
 	if (rep->caps) {
 		c->caps.async = rep->caps->async;
 		c->caps.events = rep->caps->events;
@@ -114,6 +115,11 @@ PPRPC_API const char *pprpc_last_error(const pprpc_client *c)
 PPRPC_API const char *pprpc_daemon_version(const pprpc_client *c)
 {
 	return c->daemon_version;
+}
+
+PPRPC_API const char *pprpc_daemon_placement(const pprpc_client *c)
+{
+	return c->placement;
 }
 
 PPRPC_API int pprpc_get_caps(const pprpc_client *c, pprpc_caps *out)

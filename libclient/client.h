@@ -45,6 +45,7 @@ struct pprpc_client {
 	char async_errmsg[256];
 	char err[512];
 	char daemon_version[32];
+	char placement[256];
 	pprpc_caps caps;
 	uint64_t max_bulk;
 	uint32_t ndev;

@@ -26,6 +26,7 @@ static int status(pprpc_client *c, const char *rank)
 	printf("rank %s: pprpcd %s\n", rank, pprpc_daemon_version(c));
 	printf("capabilities: async=%s events=%s p2p=%s rdma=%s\n", caps.async ? "yes" : "no",
 	       caps.events ? "yes" : "no", caps.p2p ? "yes" : "no", caps.rdma ? "yes" : "no");
+	printf("cpu placement: %s\n", pprpc_daemon_placement(c));
 	printf("devices: %d\n", n);
 	for (int i = 0; i < n; i++) {
 		pprpc_device_info di;

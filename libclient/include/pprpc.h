@@ -98,6 +98,8 @@ PPRPC_API void pprpc_close(pprpc_client *c);
  * until the next call on c. */
 PPRPC_API const char *pprpc_last_error(const pprpc_client *c);
 PPRPC_API const char *pprpc_daemon_version(const pprpc_client *c);
+/* The daemon's effective CPU placement ("loop=0 cpu=1-3"). */
+PPRPC_API const char *pprpc_daemon_placement(const pprpc_client *c);
 PPRPC_API int pprpc_get_caps(const pprpc_client *c, pprpc_caps *out);
 /* Devices as reported at HELLO (free memory as of then). */
 PPRPC_API int pprpc_device_count(const pprpc_client *c);
