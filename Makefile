@@ -56,7 +56,8 @@ PROTO_H    := $(G)/proto/pprpc.pb-c.h
 
 PROTO_SRCS     := $(filter-out proto/fuzz_%.c,$(wildcard proto/*.c))
 TRANSPORT_SRCS := $(wildcard transport/*.c)
-KERNEL_SRCS    := $(wildcard kernels/*.c kernels/cpu/*.c)
+KERNEL_SRCS    := $(wildcard kernels/*.c)
+KERNEL_CPU_SRCS := $(wildcard kernels/cpu/*.c)
 CLIENT_SRCS    := $(wildcard libclient/*.c)
 DAEMON_SRCS    := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
 
@@ -65,11 +66,12 @@ obj = $(patsubst %.c,$(O)/%.o,$(1))
 PROTO_OBJS     := $(call obj,$(PROTO_SRCS)) $(O)/gen/pprpc.pb-c.o
 TRANSPORT_OBJS := $(call obj,$(TRANSPORT_SRCS))
 KERNEL_OBJS    := $(call obj,$(KERNEL_SRCS))
+KERNEL_CPU_OBJS := $(call obj,$(KERNEL_CPU_SRCS))
 CLIENT_OBJS    := $(call obj,$(CLIENT_SRCS))
 DAEMON_OBJS    := $(call obj,$(DAEMON_SRCS))
 
-# The client library holds the client, the wire code and the shape rules.
-# libuv stays out of it: the client does its own blocking I/O.
+# The client library holds the client, the wire code and the shape rules
+# (not the CPU kernels: no BLAS).  libuv stays out: the client does its own I/O.
 LIBPPRPC_OBJS := $(CLIENT_OBJS) $(PROTO_OBJS) $(O)/transport/addr.o $(KERNEL_OBJS)
 
 TOOL_COMMON_OBJS := $(call obj,$(wildcard tools/common/*.c))
@@ -110,31 +112,31 @@ $(L)/libpprpc.a: $(LIBPPRPC_OBJS)
 
 $(L)/libpprpc.so: $(LIBPPRPC_OBJS)
 	@mkdir -p $(L)
-	$(CC) -shared -Wl,-soname,libpprpc.so.1 $(LDFLAGS) -o $@ $^ $(PBC_LIBS) $(BLAS_LIBS) -lm
+	$(CC) -shared -Wl,-soname,libpprpc.so.1 $(LDFLAGS) -o $@ $^ $(PBC_LIBS) -lm
 
-$(B)/pprpcd: $(O)/daemon/main.o $(DAEMON_OBJS) $(PROTO_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS)
+$(B)/pprpcd: $(O)/daemon/main.o $(DAEMON_OBJS) $(PROTO_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS) $(KERNEL_CPU_OBJS)
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $^ $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
 
 $(B)/%: $(O)/tools/%.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(B)
-	$(CC) $(LDFLAGS) -o $@ $< $(TOOL_COMMON_OBJS) $(L)/libpprpc.a $(PBC_LIBS) $(BLAS_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $< $(TOOL_COMMON_OBJS) $(L)/libpprpc.a $(PBC_LIBS) -lm
 
 $(B)/bench-%: $(O)/bench/%.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(B)
-	$(CC) $(LDFLAGS) -o $@ $< $(TOOL_COMMON_OBJS) $(L)/libpprpc.a $(PBC_LIBS) $(BLAS_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $< $(TOOL_COMMON_OBJS) $(L)/libpprpc.a $(PBC_LIBS) -lm
 
 # ---- tests ---------------------------------------------------------------
 # Unit tests link everything except daemon/main.o, so they can test daemon
 # internals as well as the library.
-TEST_LINK := $(DAEMON_OBJS) $(CLIENT_OBJS) $(PROTO_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS)
+TEST_LINK := $(DAEMON_OBJS) $(CLIENT_OBJS) $(PROTO_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS) $(KERNEL_CPU_OBJS)
 $(T)/test_%: $(O)/tests/unit/test_%.o $(TEST_LINK)
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
 
 $(T)/test_%: $(O)/tests/integration/test_%.o $(O)/tests/integration/harness.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(T)
-	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(PBC_LIBS) -lm
 
 # Fuzz targets: the same source is built twice — with a replay main (any
 # compiler; runs over the saved corpus in `make test`) and with libFuzzer.
@@ -143,10 +145,11 @@ $(T)/replay_%: tests/fuzz/%.c tests/fuzz/replay_main.c $(TEST_LINK) | $(PROTO_H)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/fuzz/$*.c tests/fuzz/replay_main.c $(TEST_LINK) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
 
 FUZZ_CC ?= clang
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(DAEMON_SRCS) $(PROTO_SRCS) $(TRANSPORT_SRCS) $(KERNEL_SRCS) $(PROTO_C)
+FUZZ_LINK_SRCS := $(DAEMON_SRCS) $(PROTO_SRCS) $(TRANSPORT_SRCS) $(KERNEL_SRCS) $(KERNEL_CPU_SRCS) $(PROTO_C)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK_SRCS)
 	@mkdir -p $(BUILD)/fuzz
 	$(FUZZ_CC) $(CPPFLAGS) -std=gnu11 -g -O1 -pthread -fsanitize=fuzzer,address,undefined -o $@ $< \
-		$(DAEMON_SRCS) $(PROTO_SRCS) $(TRANSPORT_SRCS) $(KERNEL_SRCS) $(PROTO_C) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
+		$(FUZZ_LINK_SRCS) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
 
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
@@ -166,6 +169,27 @@ test: all
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$${f##*/}; mkdir -p tests/fuzz/corpus/$$n; \
 		echo "== $$n for $(FUZZ_SECONDS)s"; $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 tests/fuzz/corpus/$$n; done
+
+# ---- install -----------------------------------------------------------------------
+PREFIX ?= /usr/local
+DESTDIR ?=
+INSTALL_BINS := pprpcd pprpcctl pp-fence-test pprpc-demo
+.PHONY: install
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include \
+		$(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/pprpc \
+		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
+	for b in $(INSTALL_BINS); do [ ! -x $(B)/$$b ] || install -m 755 $(B)/$$b $(DESTDIR)$(PREFIX)/bin/; done
+	install -m 755 $(L)/libpprpc.so $(DESTDIR)$(PREFIX)/lib/libpprpc.so.1.0.0
+	ln -sf libpprpc.so.1.0.0 $(DESTDIR)$(PREFIX)/lib/libpprpc.so.1
+	ln -sf libpprpc.so.1 $(DESTDIR)$(PREFIX)/lib/libpprpc.so
+	install -m 644 $(L)/libpprpc.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 libclient/include/pprpc.h libclient/include/pprpc_types.h $(DESTDIR)$(PREFIX)/include/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@PBC_LIBS@|$(PBC_LIBS)|g' pprpc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/pprpc.pc
+	sed -e 's|/usr/local/bin/pprpcd|$(PREFIX)/bin/pprpcd|' systemd/pprpcd@.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/pprpcd@.service
+	install -m 644 conf/pprpcd.conf conf/cluster.conf $(DESTDIR)$(PREFIX)/share/pprpc/
+	install -m 644 doc/man/pprpcctl.1 doc/man/pp-fence-test.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 doc/man/pprpcd.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 
 # The main job (README): start two local daemons and run a pipeline through them.
 run: all
