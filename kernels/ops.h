@@ -16,6 +16,48 @@
  *             broadcast over batch dims); dst f32 [N, M, C2, C3].  As in
  *             ggml, src1 slice i2 uses weight slice i2 / (C2 / B2) (same
  *             for dim 3): consecutive activation slices share weights.
+ *  GATED_DELTA_NET  gated delta rule, serial recurrent form (Gated DeltaNet
+ *             with one gate per head, or Kimi Delta Attention with one gate
+ *             per key channel).  Six f32 sources, any strides (q/k/v/g/beta
+ *             are usually views of one fused projection output):
+ *               src0 q     [d_k, H_k, T, B]
+ *               src1 k     [d_k, H_k, T, B]
+ *               src2 v     [d_v, H_v, T, B]      H_v % H_k == 0
+ *               src3 g     [G,   H_v, T, B]      G = 1 (GDN) or d_k (KDA);
+ *                                                log-space decay, <= 0
+ *               src4 beta  [1,   H_v, T, B]
+ *               src5 state [d_k, d_v, H_v, B]    S0, element (i, j) = S[i][j]
+ *             T tokens of B independent sequences.  Value head h reads q/k
+ *             head h / (H_v / H_k) (consecutive value heads share a q/k
+ *             head, as MUL_MAT's broadcast).  Per (b, h), for t = 0..T-1:
+ *               q, k  <- q/k[:, h / (H_v/H_k), t, b], L2-normalised if i[0]
+ *               D     = diag(exp(min(g[:, h, t, b], 0)))  (G = 1: exp(g) * I)
+ *               S'    = D S                     (S is d_k x d_v)
+ *               u     = beta[0, h, t, b] * (v[:, h, t, b] - S'^T k)
+ *               S     = S' + k u^T
+ *               o[:, h, t, b] = f[0] * S^T q
+ *             A gate g > 0 is treated as 0 (decay factor exactly 1): in a
+ *             model g = -exp(A) * softplus(.) is <= 0, so a positive gate is
+ *             a bug or hostile input, and clamping keeps the kernel total
+ *             (exp never overflows) without a run-time failure a GPU kernel
+ *             could not report mid-graph.  NaN gates propagate as NaN.
+ *             Params: f[0] = scale, finite and nonzero (no implicit
+ *             1/sqrt(d_k): the caller passes it).  i[0] = 1: L2-normalise q
+ *             and k per head inside the op as ggml's L2_NORM does,
+ *             x / max(||x||_2, f[1]), with f[1] = eps finite and > 0
+ *             (1e-6 for Qwen3-Next); i[0] = 0: q and k are used as given and
+ *             f[1] must be 0.
+ *             dst: ONE contiguous f32 tensor [N_o + N_s, 1, 1, 1] packing
+ *               o     [d_v, H_v, T, B] contiguous at element 0
+ *                     (N_o = d_v*H_v*T*B elements), then
+ *               state [d_k, d_v, H_v, B] contiguous at element N_o
+ *                     (N_s = d_k*d_v*H_v*B; byte offset 4*N_o): S_T.
+ *             pprpc_gb_gdn_views() returns views of both parts.  The graph
+ *             forbids dst overlapping a source, so a state carried across
+ *             calls ping-pongs: the next call's src5 is a view of this
+ *             call's state part (or it is copied back with CPY).
+ *             Splitting T over consecutive calls with the state carried
+ *             gives bit-identical o and final state on the CPU.
  *
  * Every op accepts sources with arbitrary (checked) strides.  The destination
  * of every op must be contiguous except CPY, whose destination may be any
@@ -45,6 +87,12 @@ int kern_op_infer(int op, const struct pprpc_op_params *p,
 int kern_op_check_dst(int op, const struct pprpc_op_params *p,
 		      const struct kern_tensor *const *src, int nsrc,
 		      const struct kern_tensor *dst, char *err, size_t errlen);
+
+/* GATED_DELTA_NET's packed destination: elements of the o part (written
+ * first) and of the state part.  Returns 0, or PPRPC_EINVAL for a dimension
+ * < 1, or PPRPC_ETOOBIG when the total exceeds KERN_MAX_ELEMENTS. */
+int kern_gdn_layout(int64_t d_k, int64_t d_v, int64_t h_v, int64_t t, int64_t b,
+		    int64_t *ret_n_o, int64_t *ret_n_state);
 
 /* CPU execution context: threads the kernels may use. */
 struct kern_cpu_ctx {

@@ -224,3 +224,52 @@ PPRPC_API int pprpc_gb_node_count(const pprpc_graph_builder *gb)
 {
 	return gb->nn;
 }
+
+PPRPC_API int pprpc_gb_gated_delta_net(pprpc_graph_builder *gb, int q, int k, int v, int g,
+				       int beta, int state, float scale, int l2norm, int dst)
+{
+	const int s[6] = { q, k, v, g, beta, state };
+	struct pprpc_op_params p;
+
+	memset(&p, 0, sizeof(p));
+	p.f[0] = scale;
+	if (l2norm) {
+		p.i[0] = 1;
+		p.f[1] = 1e-6f;  /* ggml / Qwen3-Next */
+	}
+	return pprpc_gb_op(gb, PPRPC_OP_GATED_DELTA_NET, s, 6, &p, dst);
+}
+
+PPRPC_API int pprpc_gb_gdn_views(pprpc_graph_builder *gb, int packed, int64_t d_v, int64_t h_v,
+				 int64_t t, int64_t b, int64_t d_k, int *out_idx, int *state_idx)
+{
+	const int64_t one = 1, o_ne[4] = { d_v, h_v, t, b }, s_ne[4] = { d_k, d_v, h_v, b };
+	struct kern_tensor pk, ov, sv;
+	int64_t n_o, n_s;
+	int rc, oi, si;
+
+	if (!out_idx || !state_idx || packed < 0 || packed >= gb->nt)
+		return fail(gb, PPRPC_EINVAL, "gdn views: unknown packed tensor");
+	if (kern_gdn_layout(d_k, d_v, h_v, t, b, &n_o, &n_s) < 0)
+		return fail(gb, PPRPC_EINVAL, "gdn views: invalid dimensions");
+	to_kern(&gb->t[packed].t, &pk);
+	if (pk.dtype != PPRPC_F32 || !kern_tensor_is_contiguous(&pk) ||
+	    kern_tensor_nelements(&pk) != n_o + n_s || pk.ne[1] != one || pk.ne[2] != one ||
+	    pk.ne[3] != one)
+		return fail(gb, PPRPC_ESHAPE,
+			    "gdn views: packed is not a contiguous f32 [d_v*H_v*T*B + d_k*d_v*H_v*B]");
+	rc = kern_tensor_init_contig(&ov, PPRPC_F32, o_ne);
+	if (rc == 0)
+		rc = kern_tensor_init_contig(&sv, PPRPC_F32, s_ne);
+	if (rc < 0)
+		return fail(gb, rc, "gdn views: invalid dimensions");
+	oi = pprpc_gb_view(gb, packed, PPRPC_F32, ov.ne, ov.nb, 0);
+	if (oi < 0)
+		return oi;
+	si = pprpc_gb_view(gb, packed, PPRPC_F32, sv.ne, sv.nb, (uint64_t)n_o * sizeof(float));
+	if (si < 0)
+		return si;
+	*out_idx = oi;
+	*state_idx = si;
+	return 0;
+}

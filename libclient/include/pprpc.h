@@ -170,6 +170,23 @@ PPRPC_API int pprpc_gb_mul_mat(pprpc_graph_builder *gb, int w, int x, int dst);
 /* The descriptor of tensor idx (buffer 0 for scratch). */
 PPRPC_API int pprpc_gb_tensor_get(const pprpc_graph_builder *gb, int idx, pprpc_tensor *out);
 PPRPC_API int pprpc_gb_node_count(const pprpc_graph_builder *gb);
+/* Gated delta rule (GDN / KDA), serial form; shapes and semantics in
+ * kernels/ops.h (GATED_DELTA_NET).  All sources f32: q, k [d_k, H_k, T, B],
+ * v [d_v, H_v, T, B], g [1 or d_k, H_v, T, B] (log-space gate, <= 0),
+ * beta [1, H_v, T, B], state [d_k, d_v, H_v, B].  scale multiplies the
+ * output (finite, nonzero: pass 1/sqrt(d_k) explicitly if that is the
+ * model's choice); l2norm != 0 L2-normalises q and k inside the op with
+ * eps 1e-6 (other eps: pprpc_gb_op with f[1]).  Returns the index of the
+ * packed f32 output [d_v*H_v*T*B + d_k*d_v*H_v*B] (dst < 0: new scratch).
+ * Errors as pprpc_gb_op. */
+PPRPC_API int pprpc_gb_gated_delta_net(pprpc_graph_builder *gb, int q, int k, int v, int g,
+				       int beta, int state, float scale, int l2norm, int dst);
+/* Views of a GATED_DELTA_NET packed output: *out_idx = o [d_v, H_v, T, B],
+ * *state_idx = final state [d_k, d_v, H_v, B] (both contiguous f32).
+ * Returns 0, or PPRPC_ESHAPE when packed is not a contiguous f32 tensor of
+ * exactly that size, PPRPC_EINVAL for a bad index or dimension. */
+PPRPC_API int pprpc_gb_gdn_views(pprpc_graph_builder *gb, int packed, int64_t d_v, int64_t h_v,
+				 int64_t t, int64_t b, int64_t d_k, int *out_idx, int *state_idx);
 
 /* Send the builder's graph to the daemon, which validates and plans it once.
  * The builder may be freed afterwards. */
