@@ -274,6 +274,9 @@ static void test_attn_odd_sizes(void **state)
 		{ .D = 129, .H = 4, .Hkv = 4, .n_q = 65, .n_past = 0, .kl = KV_HEAD_MAJOR },
 		{ .D = 96, .H = 12, .Hkv = 4, .n_q = 1, .n_past = 0 },  /* one key */
 		{ .D = 80, .H = 1, .Hkv = 1, .n_q = 2, .n_past = 63 },  /* keys 64, 65 */
+		/* One thread, 40 query heads per kv head: groups of 16, 16, 8. */
+		{ .D = 64, .H = 40, .Hkv = 1, .n_q = 2, .n_past = 5, .ql = Q_GAPPED },
+		{ .D = 32, .H = 34, .Hkv = 2, .n_q = 3, .n_past = 1 },
 	};
 
 	(void)state;
