@@ -274,7 +274,8 @@ static void test_attn_odd_sizes(void **state)
 		{ .D = 129, .H = 4, .Hkv = 4, .n_q = 65, .n_past = 0, .kl = KV_HEAD_MAJOR },
 		{ .D = 96, .H = 12, .Hkv = 4, .n_q = 1, .n_past = 0 },  /* one key */
 		{ .D = 80, .H = 1, .Hkv = 1, .n_q = 2, .n_past = 63 },  /* keys 64, 65 */
-		/* One thread, 40 query heads per kv head: groups of 16, 16, 8. */
+		/* One thread, 40 query heads per kv head: 16-row blocks that span
+		 * two queries. */
 		{ .D = 64, .H = 40, .Hkv = 1, .n_q = 2, .n_past = 5, .ql = Q_GAPPED },
 		{ .D = 32, .H = 34, .Hkv = 2, .n_q = 3, .n_past = 1 },
 	};
@@ -307,7 +308,7 @@ static void test_attn_large_scores(void **state)
 }
 
 /* Threaded: chunks balanced by key count (prefill), GQA groups split
- * across threads and over the kernel's 16-head group (MQA decode, 32 query
+ * across threads and over the kernel's 16-row blocks (MQA decode, 32 query
  * heads on one kv head). */
 static void test_attn_threads(void **state)
 {
