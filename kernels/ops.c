@@ -16,6 +16,10 @@ static const struct kern_op_desc op_table[PPRPC_OP_COUNT] = {
 	[PPRPC_OP_CPY] = { .name = "CPY", .nsrc = 1, .dst_view = true, .i_used = 0x1,
 			   .infer = kern_infer_cpy },
 	[PPRPC_OP_MUL_MAT] = { .name = "MUL_MAT", .nsrc = 2, .infer = kern_infer_mul_mat },
+	[PPRPC_OP_ROPE] = { .name = "ROPE", .nsrc = 2, .f_used = 0x3, .i_used = 0x3,
+			    .infer = kern_infer_rope },
+	[PPRPC_OP_ATTENTION] = { .name = "ATTENTION", .nsrc = 3, .f_used = 0x1, .i_used = 0x1,
+				 .infer = kern_infer_attention },
 	[PPRPC_OP_GATED_DELTA_NET] = { .name = "GATED_DELTA_NET", .nsrc = 6, .f_used = 0x3,
 				       .i_used = 0x1, .infer = kern_infer_gated_delta_net },
 };

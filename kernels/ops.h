@@ -16,6 +16,24 @@
  *             broadcast over batch dims); dst f32 [N, M, C2, C3].  As in
  *             ggml, src1 slice i2 uses weight slice i2 / (C2 / B2) (same
  *             for dim 3): consecutive activation slices share weights.
+ *  ROPE       src0 x f32 [head_dim, n_head, n_tok, 1], src1 positions i32
+ *             [n_tok]; i[0] mode (PPRPC_ROPE_NORMAL 0: pairs (x[2i],
+ *             x[2i+1]); PPRPC_ROPE_NEOX 2: pairs (x[i], x[i + n_dims/2])),
+ *             i[1] n_dims (even, 2 <= n_dims <= head_dim; elements from
+ *             n_dims on are copied), f[0] freq_base > 0, f[1] freq_scale > 0
+ *             (linear position scaling).  Pair i of token t is rotated by
+ *             theta = pos[t] * freq_scale * freq_base^(-2i/n_dims):
+ *             (a, b) -> (a cos - b sin, a sin + b cos), as ggml.  theta and
+ *             its sine/cosine are evaluated in double.  dst f32, x's shape.
+ *  ATTENTION  causal softmax(q k^T * scale) v over a KV cache.  src0 q f32
+ *             [D, n_head, n_q, 1], src1 k and src2 v [D, n_kv_head, n_kv, 1],
+ *             both f32 or both f16 (typically views of the first n_kv
+ *             positions of a larger cache); f[0] scale (finite, > 0), i[0]
+ *             n_past >= 0 with n_past + n_q <= n_kv.  Query j (position
+ *             n_past + j) attends keys 0 ..= n_past + j; keys from n_past +
+ *             n_q on are never read.  GQA: n_head % n_kv_head == 0, query
+ *             head h uses kv head h / (n_head / n_kv_head).  dst f32
+ *             [D, n_head, n_q, 1] (viewable as [D * n_head, n_q]).
  *  GATED_DELTA_NET  gated delta rule, serial recurrent form (Gated DeltaNet
  *             with one gate per head, or Kimi Delta Attention with one gate
  *             per key channel).  Six f32 sources, any strides (q/k/v/g/beta

@@ -45,6 +45,13 @@ int kern_infer_cpy(const char *name, const struct pprpc_op_params *p,
 int kern_infer_mul_mat(const char *name, const struct pprpc_op_params *p,
 		       const struct kern_tensor *const *src,
 		       struct kern_tensor *out, char *err, size_t errlen);
+/* ops_rules_attn.c */
+int kern_infer_rope(const char *name, const struct pprpc_op_params *p,
+		    const struct kern_tensor *const *src,
+		    struct kern_tensor *out, char *err, size_t errlen);
+int kern_infer_attention(const char *name, const struct pprpc_op_params *p,
+			 const struct kern_tensor *const *src,
+			 struct kern_tensor *out, char *err, size_t errlen);
 /* ops_rules_gdn.c */
 int kern_infer_gated_delta_net(const char *name, const struct pprpc_op_params *p,
 			       const struct kern_tensor *const *src,

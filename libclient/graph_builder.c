@@ -225,6 +225,32 @@ PPRPC_API int pprpc_gb_node_count(const pprpc_graph_builder *gb)
 	return gb->nn;
 }
 
+PPRPC_API int pprpc_gb_rope(pprpc_graph_builder *gb, int x, int pos, int mode, int n_dims,
+			    float freq_base, float freq_scale, int dst)
+{
+	struct pprpc_op_params p;
+	int s[2] = { x, pos };
+
+	memset(&p, 0, sizeof(p));
+	p.i[0] = mode;
+	p.i[1] = n_dims;
+	p.f[0] = freq_base;
+	p.f[1] = freq_scale;
+	return pprpc_gb_op(gb, PPRPC_OP_ROPE, s, 2, &p, dst);
+}
+
+PPRPC_API int pprpc_gb_attention(pprpc_graph_builder *gb, int q, int k, int v, float scale,
+				 int n_past, int dst)
+{
+	struct pprpc_op_params p;
+	int s[3] = { q, k, v };
+
+	memset(&p, 0, sizeof(p));
+	p.f[0] = scale;
+	p.i[0] = n_past;
+	return pprpc_gb_op(gb, PPRPC_OP_ATTENTION, s, 3, &p, dst);
+}
+
 PPRPC_API int pprpc_gb_gated_delta_net(pprpc_graph_builder *gb, int q, int k, int v, int g,
 				       int beta, int state, float scale, int l2norm, int dst)
 {

@@ -10,6 +10,8 @@ static const kern_cpu_fn cpu_ops[PPRPC_OP_COUNT] = {
 	[PPRPC_OP_SCALE] = kern_cpu_scale,
 	[PPRPC_OP_CPY] = kern_cpu_cpy,
 	[PPRPC_OP_MUL_MAT] = kern_cpu_mul_mat,
+	[PPRPC_OP_ROPE] = kern_cpu_rope,
+	[PPRPC_OP_ATTENTION] = kern_cpu_attention,
 	[PPRPC_OP_GATED_DELTA_NET] = kern_cpu_gated_delta_net,
 };
 

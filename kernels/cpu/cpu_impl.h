@@ -23,6 +23,10 @@ int kern_cpu_cpy(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p
 		 struct kern_tensor *const *src, struct kern_tensor *dst);
 int kern_cpu_mul_mat(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
 		     struct kern_tensor *const *src, struct kern_tensor *dst);
+int kern_cpu_rope(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
+		  struct kern_tensor *const *src, struct kern_tensor *dst);
+int kern_cpu_attention(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
+		       struct kern_tensor *const *src, struct kern_tensor *dst);
 int kern_cpu_gated_delta_net(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
 			     struct kern_tensor *const *src, struct kern_tensor *dst);
 

@@ -170,6 +170,18 @@ PPRPC_API int pprpc_gb_mul_mat(pprpc_graph_builder *gb, int w, int x, int dst);
 /* The descriptor of tensor idx (buffer 0 for scratch). */
 PPRPC_API int pprpc_gb_tensor_get(const pprpc_graph_builder *gb, int idx, pprpc_tensor *out);
 PPRPC_API int pprpc_gb_node_count(const pprpc_graph_builder *gb);
+/* Rotary embedding of x f32 [head_dim, n_head, n_tok] at positions pos
+ * (i32 [n_tok]): mode PPRPC_ROPE_NORMAL or PPRPC_ROPE_NEOX, the first n_dims
+ * (even) elements of each head rotated, theta = pos * freq_scale *
+ * freq_base^(-2i/n_dims).  Errors as pprpc_gb_op. */
+PPRPC_API int pprpc_gb_rope(pprpc_graph_builder *gb, int x, int pos, int mode, int n_dims,
+			    float freq_base, float freq_scale, int dst);
+/* Causal attention of q f32 [D, n_head, n_q] over the KV cache k, v
+ * [D, n_kv_head, n_kv] (both f32 or both f16): query j sits at position
+ * n_past + j and sees keys 0 ..= n_past + j (n_past + n_q <= n_kv).
+ * Output f32 [D, n_head, n_q].  Errors as pprpc_gb_op. */
+PPRPC_API int pprpc_gb_attention(pprpc_graph_builder *gb, int q, int k, int v, float scale,
+				 int n_past, int dst);
 /* Gated delta rule (GDN / KDA), serial form; shapes and semantics in
  * kernels/ops.h (GATED_DELTA_NET).  All sources f32: q, k [d_k, H_k, T, B],
  * v [d_v, H_v, T, B], g [1 or d_k, H_v, T, B] (log-space gate, <= 0),

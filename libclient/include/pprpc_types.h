@@ -86,6 +86,13 @@ enum pprpc_op {
 	PPRPC_OP_COUNT
 };
 
+/* ROPE modes (ROPE's i[0]), numbered as in ggml: NORMAL rotates adjacent
+ * pairs (x[2i], x[2i+1]), NEOX rotates (x[i], x[i + n_dims/2]). */
+enum pprpc_rope_mode {
+	PPRPC_ROPE_NORMAL = 0,
+	PPRPC_ROPE_NEOX = 2
+};
+
 #define PPRPC_MAX_DIMS 4
 #define PPRPC_MAX_SRC 8
 #define PPRPC_OP_MAX_F 8
