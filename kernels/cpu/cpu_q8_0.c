@@ -4,18 +4,18 @@
  * MUL_MAT uses for few activation columns (decode).
  *
  * Why two MUL_MAT paths: with M <= KERN_Q8_0_DIRECT_MAX_M activation
- * columns the product is bound by reading the weights; expanding them to
- * f32 first would read 34 bytes per 32 weights, write 128 and read those
- * 128 again.  The direct kernel reads each weight row once and dots it
- * with every column from cache.  For larger M, sgemm's blocking wins and
- * the expansion is amortised over the columns (cpu_mul_mat.c).
+ * columns the product is bound by reading the weights; expanding all of
+ * them to f32 first would read 34 bytes per 32 weights, write 128 and
+ * read those 128 again.  The direct kernel expands one weight row at a
+ * time into a cache-resident f32 row and dots it with every column.  For
+ * larger M, sgemm's blocking wins and the expansion is amortised over the
+ * columns (cpu_mul_mat.c).
  *
  * Both paths compute with the exact dequantized weights f32(d) * q (exact
  * in f32): the activations are not quantized, unlike ggml's vec_dot_q8_0,
  * so the result is an f32 matmul of the dequantized weights.
  */
 #include "kernels/cpu/cpu_row_impl.h"
-#include "kernels/fp16_impl.h"
 #include "kernels/quant.h"
 
 #include <stdlib.h>
@@ -38,21 +38,21 @@ void kern_cpu_q8_0_to_f32(void *dst, uint64_t dnb, const void *src, uint64_t snb
 	}
 }
 
-/* sum_k w[k] * x[k] for one Q8_0 row of K elements.  Each block's 32
- * products of an int8 (exact in f32) with x are summed in f32, then scaled
- * by d and added to the row total. */
-static float dot_q8_0(const struct kern_q8_0_block *w, const float *x, int64_t K)
+/* Independent partial sums: lets the compiler vectorize the loop without
+ * reassociating (no -ffast-math needed). */
+#define DOT_LANES 8
+
+/* sum_k w[k] * x[k] in f32 over DOT_LANES lanes (K is a multiple of 32). */
+static float dot_f32(const float *w, const float *x, int64_t K)
 {
-	float acc = 0.0f;
+	float acc[DOT_LANES] = { 0 }, total = 0.0f;
 
-	for (int64_t b = 0; b < K / KERN_Q8_0_BLCK; b++, x += KERN_Q8_0_BLCK) {
-		float s = 0.0f;
-
-		for (int k = 0; k < KERN_Q8_0_BLCK; k++)
-			s += (float)w[b].qs[k] * x[k];
-		acc += fp16_decode(w[b].d) * s;
-	}
-	return acc;
+	for (int64_t k = 0; k < K; k += DOT_LANES)
+		for (int l = 0; l < DOT_LANES; l++)
+			acc[l] += w[k + l] * x[k + l];
+	for (int l = 0; l < DOT_LANES; l++)
+		total += acc[l];
+	return total;
 }
 
 struct mmq_job {
@@ -68,7 +68,11 @@ static int mmq_items(void *arg, int64_t t0, int64_t t1)
 	const struct mmq_job *j = arg;
 	const struct kern_tensor *w = j->w, *x = j->x, *d = j->d;
 	int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
+	/* One weight row expanded: read from cache by each of the M dots. */
+	float *wf = malloc((size_t)K * sizeof(float));
 
+	if (!wf)
+		return PPRPC_ENOMEM;
 	for (int64_t t = t0; t < t1; t++) {
 		int64_t n = t % N, s = t / N;
 		int64_t i12 = s % x->ne[2], i13 = s / x->ne[2];
@@ -76,14 +80,16 @@ static int mmq_items(void *arg, int64_t t0, int64_t t1)
 			(const struct kern_q8_0_block *)cpu_row_at(w, n, i12 / j->r2, i13 / j->r3);
 		float *drow = (float *)cpu_row_at(d, 0, i12, i13) + n;
 
+		kern_q8_0_dequantize_row(wr, wf, K);
 		for (int64_t m = 0; m < M; m++) {
 			const float *xr = j->xp ? j->xp + ((s * M + m) * K)
 						: (const float *)cpu_row_at(x, m, i12, i13);
 
 			/* dst is contiguous [N, M, ...]: column m is N floats on. */
-			drow[m * N] = dot_q8_0(wr, xr, K);
+			drow[m * N] = dot_f32(wf, xr, K);
 		}
 	}
+	free(wf);
 	return 0;
 }
 
