@@ -45,6 +45,32 @@ int kern_infer_cpy(const char *name, const struct pprpc_op_params *p,
 int kern_infer_mul_mat(const char *name, const struct pprpc_op_params *p,
 		       const struct kern_tensor *const *src,
 		       struct kern_tensor *out, char *err, size_t errlen);
+/* ops_rules_rows.c */
+int kern_infer_get_rows(const char *name, const struct pprpc_op_params *p,
+		const struct kern_tensor *const *src,
+		struct kern_tensor *out, char *err, size_t errlen);
+int kern_infer_set_rows(const char *name, const struct pprpc_op_params *p,
+		const struct kern_tensor *const *src,
+		struct kern_tensor *out, char *err, size_t errlen);
+int kern_infer_concat(const char *name, const struct pprpc_op_params *p,
+		const struct kern_tensor *const *src,
+		struct kern_tensor *out, char *err, size_t errlen);
+/* ops_rules_unary.c */
+int kern_infer_unary(const char *name, const struct pprpc_op_params *p,
+		const struct kern_tensor *const *src,
+		struct kern_tensor *out, char *err, size_t errlen);
+int kern_infer_swiglu(const char *name, const struct pprpc_op_params *p,
+		const struct kern_tensor *const *src,
+		struct kern_tensor *out, char *err, size_t errlen);
+int kern_infer_norm(const char *name, const struct pprpc_op_params *p,
+		const struct kern_tensor *const *src,
+		struct kern_tensor *out, char *err, size_t errlen);
+int kern_infer_softmax(const char *name, const struct pprpc_op_params *p,
+		const struct kern_tensor *const *src,
+		struct kern_tensor *out, char *err, size_t errlen);
+int kern_infer_argmax(const char *name, const struct pprpc_op_params *p,
+		const struct kern_tensor *const *src,
+		struct kern_tensor *out, char *err, size_t errlen);
 /* ops_rules_attn.c */
 int kern_infer_rope(const char *name, const struct pprpc_op_params *p,
 		    const struct kern_tensor *const *src,

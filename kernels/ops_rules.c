@@ -83,9 +83,10 @@ int kern_infer_mul_mat(const char *name, const struct pprpc_op_params *p,
 	int64_t ne[PPRPC_MAX_DIMS];
 
 	(void)p;
-	if (!is_float(w->dtype))
+	if (!is_float(w->dtype) && w->dtype != PPRPC_Q8_0)
 		return kern_errf(err, errlen, PPRPC_ETYPE,
-				 "%s: src0 is %s, must be f32, f16 or bf16", name, dt_name(w->dtype));
+				 "%s: src0 is %s, must be f32, f16, bf16 or q8_0", name,
+				 dt_name(w->dtype));
 	if (x->dtype != PPRPC_F32)
 		return kern_errf(err, errlen, PPRPC_ETYPE, "%s: src1 is %s, must be f32",
 				 name, dt_name(x->dtype));

@@ -225,6 +225,116 @@ PPRPC_API int pprpc_gb_node_count(const pprpc_graph_builder *gb)
 	return gb->nn;
 }
 
+/* ---- transformer ops ---------------------------------------------------------- */
+
+static int op1(pprpc_graph_builder *gb, int op, int a, const struct pprpc_op_params *p, int dst)
+{
+	return pprpc_gb_op(gb, op, &a, 1, p, dst);
+}
+
+static int op2(pprpc_graph_builder *gb, int op, int a, int b,
+	       const struct pprpc_op_params *p, int dst)
+{
+	int s[2] = { a, b };
+
+	return pprpc_gb_op(gb, op, s, 2, p, dst);
+}
+
+PPRPC_API int pprpc_gb_get_rows(pprpc_graph_builder *gb, int table, int ids, int dst)
+{
+	return op2(gb, PPRPC_OP_GET_ROWS, table, ids, NULL, dst);
+}
+
+PPRPC_API int pprpc_gb_set_rows(pprpc_graph_builder *gb, int table, int values, int ids)
+{
+	struct pprpc_op_params p;
+
+	if (table < 0 || table >= gb->nt)
+		return fail(gb, PPRPC_EINVAL, "SET_ROWS: the table is not a tensor of this builder");
+	/* The rule needs the table's row count and dtype as parameters: the
+	 * sources alone do not determine the destination. */
+	memset(&p, 0, sizeof(p));
+	if (gb->t[table].t.ne[1] > INT32_MAX)
+		return fail(gb, PPRPC_ETOOBIG, "SET_ROWS: table has too many rows");
+	p.i[0] = (int32_t)gb->t[table].t.ne[1];
+	p.i[1] = gb->t[table].t.dtype;
+	return op2(gb, PPRPC_OP_SET_ROWS, values, ids, &p, table);
+}
+
+PPRPC_API int pprpc_gb_concat(pprpc_graph_builder *gb, int a, int b, int dim, int dst)
+{
+	struct pprpc_op_params p;
+
+	memset(&p, 0, sizeof(p));
+	p.i[0] = dim;
+	return op2(gb, PPRPC_OP_CONCAT, a, b, &p, dst);
+}
+
+PPRPC_API int pprpc_gb_rms_norm(pprpc_graph_builder *gb, int a, float eps, int dst)
+{
+	struct pprpc_op_params p;
+
+	memset(&p, 0, sizeof(p));
+	p.f[0] = eps;
+	return op1(gb, PPRPC_OP_RMS_NORM, a, &p, dst);
+}
+
+PPRPC_API int pprpc_gb_l2_norm(pprpc_graph_builder *gb, int a, float eps, int dst)
+{
+	struct pprpc_op_params p;
+
+	memset(&p, 0, sizeof(p));
+	p.f[0] = eps;
+	return op1(gb, PPRPC_OP_L2_NORM, a, &p, dst);
+}
+
+PPRPC_API int pprpc_gb_silu(pprpc_graph_builder *gb, int a, int dst)
+{
+	return op1(gb, PPRPC_OP_SILU, a, NULL, dst);
+}
+
+PPRPC_API int pprpc_gb_sigmoid(pprpc_graph_builder *gb, int a, int dst)
+{
+	return op1(gb, PPRPC_OP_SIGMOID, a, NULL, dst);
+}
+
+PPRPC_API int pprpc_gb_softplus(pprpc_graph_builder *gb, int a, int dst)
+{
+	return op1(gb, PPRPC_OP_SOFTPLUS, a, NULL, dst);
+}
+
+PPRPC_API int pprpc_gb_exp(pprpc_graph_builder *gb, int a, int dst)
+{
+	return op1(gb, PPRPC_OP_EXP, a, NULL, dst);
+}
+
+PPRPC_API int pprpc_gb_gelu(pprpc_graph_builder *gb, int a, int dst)
+{
+	return op1(gb, PPRPC_OP_GELU, a, NULL, dst);
+}
+
+PPRPC_API int pprpc_gb_swiglu(pprpc_graph_builder *gb, int a, int b, int dst)
+{
+	return op2(gb, PPRPC_OP_SWIGLU, a, b, NULL, dst);
+}
+
+PPRPC_API int pprpc_gb_softmax(pprpc_graph_builder *gb, int a, float scale, int causal,
+			       int n_past, int dst)
+{
+	struct pprpc_op_params p;
+
+	memset(&p, 0, sizeof(p));
+	p.f[0] = scale;
+	p.i[0] = causal;
+	p.i[1] = n_past;
+	return op1(gb, PPRPC_OP_SOFTMAX, a, &p, dst);
+}
+
+PPRPC_API int pprpc_gb_argmax(pprpc_graph_builder *gb, int a, int dst)
+{
+	return op1(gb, PPRPC_OP_ARGMAX, a, NULL, dst);
+}
+
 PPRPC_API int pprpc_gb_rope(pprpc_graph_builder *gb, int x, int pos, int mode, int n_dims,
 			    float freq_base, float freq_scale, int dst)
 {

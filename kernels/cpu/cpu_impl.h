@@ -23,6 +23,36 @@ int kern_cpu_cpy(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p
 		 struct kern_tensor *const *src, struct kern_tensor *dst);
 int kern_cpu_mul_mat(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
 		     struct kern_tensor *const *src, struct kern_tensor *dst);
+/* ops-a: cpu_rows.c, cpu_concat.c, cpu_norm.c, cpu_unary.c, cpu_softmax.c,
+ * cpu_argmax.c, cpu_q8_0.c */
+int kern_cpu_get_rows(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
+		struct kern_tensor *const *src, struct kern_tensor *dst);
+int kern_cpu_set_rows(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
+		struct kern_tensor *const *src, struct kern_tensor *dst);
+int kern_cpu_concat(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
+		struct kern_tensor *const *src, struct kern_tensor *dst);
+int kern_cpu_rms_norm(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
+		struct kern_tensor *const *src, struct kern_tensor *dst);
+int kern_cpu_l2_norm(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
+		struct kern_tensor *const *src, struct kern_tensor *dst);
+int kern_cpu_silu(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
+		struct kern_tensor *const *src, struct kern_tensor *dst);
+int kern_cpu_sigmoid(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
+		struct kern_tensor *const *src, struct kern_tensor *dst);
+int kern_cpu_softplus(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
+		struct kern_tensor *const *src, struct kern_tensor *dst);
+int kern_cpu_exp(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
+		struct kern_tensor *const *src, struct kern_tensor *dst);
+int kern_cpu_gelu(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
+		struct kern_tensor *const *src, struct kern_tensor *dst);
+int kern_cpu_swiglu(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
+		struct kern_tensor *const *src, struct kern_tensor *dst);
+int kern_cpu_softmax(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
+		struct kern_tensor *const *src, struct kern_tensor *dst);
+int kern_cpu_argmax(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
+		struct kern_tensor *const *src, struct kern_tensor *dst);
+int kern_cpu_mul_mat_q8_0(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
+		struct kern_tensor *const *src, struct kern_tensor *dst);
 int kern_cpu_rope(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
 		  struct kern_tensor *const *src, struct kern_tensor *dst);
 int kern_cpu_attention(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
@@ -52,5 +82,14 @@ typedef void (*kern_cpu_cvt_fn)(void *dst, uint64_t dnb, const void *src, uint64
 
 /* NULL unless both dtypes are f32, f16 or bf16. */
 kern_cpu_cvt_fn kern_cpu_cvt(int src_dtype, int dst_dtype);
+
+/* Q8_0 -> f32 in the kern_cpu_cvt_fn shape: n (a multiple of 32) elements
+ * from packed blocks (snb is the block stride, always 34) to dst (stride
+ * dnb).  cpu_q8_0.c. */
+void kern_cpu_q8_0_to_f32(void *dst, uint64_t dnb, const void *src, uint64_t snb, int64_t n);
+/* Up to this many activation columns (src1.ne[1]) a Q8_0 MUL_MAT uses the
+ * direct dot kernel; above it, dequantized weights go through sgemm.
+ * Measured crossover on one core (4096x4096, SSE2 build): M ~ 30. */
+#define KERN_Q8_0_DIRECT_MAX_M 16
 
 #endif

@@ -9,6 +9,9 @@
  * temporary.  A weight slice is packed once and then used for every src1
  * slice it is broadcast to.
  *
+ * Q8_0 weights are expanded to f32 by the same packing step, or, for few
+ * activation columns, multiplied directly by cpu_q8_0.c.
+ *
  * Batch broadcast follows ggml: with r2 = C2 / B2, src1 slice i12 uses
  * weight slice i12 / r2 (likewise dim 3), so consecutive activation slices
  * share one weight slice (grouped-query attention).
@@ -49,7 +52,9 @@ static int operand_init(struct operand *op, const struct kern_tensor *t)
 	int64_t k = t->ne[0], rows = t->ne[1];
 	size_t bytes;
 
-	*op = (struct operand){ .t = t, .ld = k, .cvt = kern_cpu_cvt(t->dtype, PPRPC_F32) };
+	*op = (struct operand){ .t = t, .ld = k,
+				.cvt = t->dtype == PPRPC_Q8_0 ? kern_cpu_q8_0_to_f32
+							      : kern_cpu_cvt(t->dtype, PPRPC_F32) };
 	if (!op->cvt)
 		return PPRPC_ETYPE;
 	if (t->dtype == PPRPC_F32 && t->nb[0] == sizeof(float)) {
@@ -99,7 +104,8 @@ int kern_cpu_mul_mat(const struct kern_cpu_ctx *ctx, const struct pprpc_op_param
 	struct operand a, b = { 0 };
 	int rc;
 
-	(void)p;
+	if (w->dtype == PPRPC_Q8_0 && M <= KERN_Q8_0_DIRECT_MAX_M)
+		return kern_cpu_mul_mat_q8_0(ctx, p, src, dst);
 	/* sgemm takes int dimensions (blasint may be wider; int is safe). */
 	if (K > INT_MAX || N > INT_MAX || M > INT_MAX)
 		return PPRPC_ETOOBIG;

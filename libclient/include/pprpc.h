@@ -170,6 +170,37 @@ PPRPC_API int pprpc_gb_mul_mat(pprpc_graph_builder *gb, int w, int x, int dst);
 /* The descriptor of tensor idx (buffer 0 for scratch). */
 PPRPC_API int pprpc_gb_tensor_get(const pprpc_graph_builder *gb, int idx, pprpc_tensor *out);
 PPRPC_API int pprpc_gb_node_count(const pprpc_graph_builder *gb);
+/* Transformer ops (semantics, params and output shapes: kernels/ops.h).
+ * Like pprpc_gb_op: dst < 0 makes a new scratch output; returns the
+ * output's index or PPRPC_ESHAPE / PPRPC_ETYPE / PPRPC_EINVAL. */
+/* dst f32 [D, n, ...] = rows ids[n, ...] (i32) of table [D, V, ...]
+ * (f32/f16/bf16/q8_0).  An id outside [0, V) fails the run (PPRPC_ERANGE). */
+PPRPC_API int pprpc_gb_get_rows(pprpc_graph_builder *gb, int table, int ids, int dst);
+/* Write rows of values (f32 [D, n, ...]) into table (an existing tensor,
+ * f32/f16/bf16 [D, V, ...], usually a KV cache in a buffer) at i32 ids [n];
+ * other rows are untouched.  Returns table.  An id outside [0, V) fails
+ * the run with PPRPC_ERANGE and writes nothing. */
+PPRPC_API int pprpc_gb_set_rows(pprpc_graph_builder *gb, int table, int values, int ids);
+/* a and b joined along dim (0..3). */
+PPRPC_API int pprpc_gb_concat(pprpc_graph_builder *gb, int a, int b, int dim, int dst);
+/* x / sqrt(mean(x^2) + eps) over ne[0]. */
+PPRPC_API int pprpc_gb_rms_norm(pprpc_graph_builder *gb, int a, float eps, int dst);
+/* x / max(||x||, eps) over ne[0]. */
+PPRPC_API int pprpc_gb_l2_norm(pprpc_graph_builder *gb, int a, float eps, int dst);
+PPRPC_API int pprpc_gb_silu(pprpc_graph_builder *gb, int a, int dst);
+PPRPC_API int pprpc_gb_sigmoid(pprpc_graph_builder *gb, int a, int dst);
+PPRPC_API int pprpc_gb_softplus(pprpc_graph_builder *gb, int a, int dst);
+PPRPC_API int pprpc_gb_exp(pprpc_graph_builder *gb, int a, int dst);
+/* GELU, ggml's tanh approximation. */
+PPRPC_API int pprpc_gb_gelu(pprpc_graph_builder *gb, int a, int dst);
+/* silu(a) * b, same shapes. */
+PPRPC_API int pprpc_gb_swiglu(pprpc_graph_builder *gb, int a, int b, int dst);
+/* softmax(scale * a) over ne[0]; causal: row j of [n_kv, n_q, ...] sees keys
+ * k <= j + n_past (n_past must be 0 when not causal). */
+PPRPC_API int pprpc_gb_softmax(pprpc_graph_builder *gb, int a, float scale, int causal,
+			       int n_past, int dst);
+/* i32 [R1, R2, R3, 1]: index of each row's maximum of a [n, R1, R2, R3]. */
+PPRPC_API int pprpc_gb_argmax(pprpc_graph_builder *gb, int a, int dst);
 /* Rotary embedding of x f32 [head_dim, n_head, n_tok] at positions pos
  * (i32 [n_tok]): mode PPRPC_ROPE_NORMAL or PPRPC_ROPE_NEOX, the first n_dims
  * (even) elements of each head rotated, theta = pos * freq_scale *
