@@ -134,9 +134,10 @@ $(T)/test_%: $(O)/tests/unit/test_%.o $(TEST_LINK)
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
 
-$(T)/test_%: $(O)/tests/integration/test_%.o $(O)/tests/integration/harness.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
+# Integration tests may compute local references with the CPU kernels.
+$(T)/test_%: $(O)/tests/integration/test_%.o $(O)/tests/integration/harness.o $(TOOL_COMMON_OBJS) $(KERNEL_CPU_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(T)
-	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(PBC_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
 
 # Fuzz targets: the same source is built twice — with a replay main (any
 # compiler; runs over the saved corpus in `make test`) and with libFuzzer.
