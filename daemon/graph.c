@@ -25,11 +25,6 @@ struct tplan {
 	uint64_t arena_off;
 };
 
-static int is_elementwise(int op)
-{
-	return op == PPRPC_OP_ADD || op == PPRPC_OP_MUL || op == PPRPC_OP_SCALE;
-}
-
 static int same_layout(const struct kern_tensor *a, const struct kern_tensor *b)
 {
 	return a->dtype == b->dtype && !memcmp(a->ne, b->ne, sizeof(a->ne)) &&
@@ -218,7 +213,7 @@ static int check_nodes(const Pprpc__GraphCreate *m, struct graph *g, struct tpla
 				return PPRPC_EGRAPH;
 			}
 			if (overlaps(p, si, n->dst) &&
-			    !(is_elementwise(n->op) && same_start(p, si, n->dst) &&
+			    !(kern_op_inplace_ok(n->op) && same_start(p, si, n->dst) &&
 			      same_layout(&g->t[si], &g->t[n->dst]))) {
 				snprintf(err, errlen, "node %d (%s): output overlaps source %d", i,
 					 kern_op_name(n->op), s);
@@ -226,6 +221,12 @@ static int check_nodes(const Pprpc__GraphCreate *m, struct graph *g, struct tpla
 			}
 			n->src[s] = si;
 			src[s] = &g->t[si];
+		}
+		/* SET_ROWS writes only some rows: a scratch table would hold
+		 * garbage elsewhere. */
+		if (n->op == PPRPC_OP_SET_ROWS && !p[p[n->dst].base].buf) {
+			snprintf(err, errlen, "node %d (SET_ROWS): the table must live in a buffer", i);
+			return PPRPC_EGRAPH;
 		}
 		if (p[n->dst].writer >= 0) {
 			snprintf(err, errlen, "node %d: tensor %d is already written by node %d", i, n->dst,

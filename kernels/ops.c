@@ -61,6 +61,19 @@ int kern_errf(char *err, size_t errlen, int code, const char *fmt, ...)
 	return code;
 }
 
+bool kern_op_inplace_ok(int op)
+{
+	switch (op) {
+	case PPRPC_OP_ADD: case PPRPC_OP_MUL: case PPRPC_OP_SCALE:
+	case PPRPC_OP_SILU: case PPRPC_OP_SIGMOID: case PPRPC_OP_SOFTPLUS: case PPRPC_OP_EXP:
+	case PPRPC_OP_GELU: case PPRPC_OP_SWIGLU: case PPRPC_OP_RMS_NORM: case PPRPC_OP_L2_NORM:
+	case PPRPC_OP_SOFTMAX: case PPRPC_OP_ROPE:
+		return true;
+	default:
+		return false;
+	}
+}
+
 int kern_op_nsrc(int op)
 {
 	const struct kern_op_desc *d = kern_op_desc(op);

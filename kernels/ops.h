@@ -140,6 +140,10 @@
 
 /* Number of sources an op takes; -1 for an unknown op. */
 int kern_op_nsrc(int op);
+/* True when the op may write its output over a source occupying exactly
+ * the same bytes with the same layout (it reads each element or row before
+ * writing it): ADD, MUL, SCALE, the unary ops, norms, SOFTMAX, ROPE. */
+bool kern_op_inplace_ok(int op);
 /* Name for logs and errors ("ADD"); "?" for an unknown op. */
 const char *kern_op_name(int op);
 
