@@ -114,6 +114,7 @@ static void on_tick(uv_timer_t *t)
 
 	if (d->watchdog_usec)
 		notify_send("WATCHDOG=1");
+	xfer_expire(d, now);
 	if (now - d->last_status_ms >= 2000) {
 		d->last_status_ms = now;
 		send_status(d);

@@ -48,6 +48,7 @@ struct xsend {
 	uint64_t pull_req;
 	char peer[64];
 	uint64_t t0_us;
+	uint64_t born_ms;       /* loop time of creation, for expiry */
 	atomic_int canceled;
 };
 
@@ -128,6 +129,7 @@ static struct xsend *xsend_new(struct pprpcd *d, uint64_t id)
 	if (!x)
 		return NULL;
 	x->id = id;
+	x->born_ms = uv_now(d->loop);
 	x->next = d->xsends;
 	d->xsends = x;
 	return x;
@@ -660,6 +662,40 @@ void xfer_wake(struct pprpcd *d)
 	pthread_mutex_lock(&d->xfer_lock);
 	pthread_cond_broadcast(&d->xfer_cond);
 	pthread_mutex_unlock(&d->xfer_lock);
+}
+
+/* A transfer whose other half never came: a PULL waiting for a SEND, or a
+ * captured SEND nobody pulls, fails after the timeout with a reason — it
+ * must neither hang its RECV nor hold staging slots for ever. */
+void xfer_expire(struct pprpcd *d, uint64_t now_ms)
+{
+	uint64_t limit = d->opts.xfer_timeout_ms;
+	struct xsend *x, *next;
+	char msg[160];
+
+	if (!limit)
+		return;
+	for (x = d->xsends; x; x = next) {
+		next = x->next;
+		if (now_ms - x->born_ms < limit || x->failed)
+			continue;
+		if (!x->have_send && x->puller) {
+			snprintf(msg, sizeof(msg), "no SEND with transfer id %" PRIu64 " arrived within %" PRIu64 " ms",
+				 x->id, limit);
+			reply_error(x->puller, MSG_PULL, x->pull_req, PPRPC_ETIMEDOUT, msg);
+			conn_unref(x->puller);
+			x->puller = NULL;
+			x->failed = 1;
+			LOG(d, LOG_NOTICE_, "%s", msg);
+			xsend_maybe_free(d, x);
+		} else if (x->have_send && !x->puller && x->exec_done) {
+			LOG(d, LOG_NOTICE_, "transfer %" PRIu64 " to %s was not pulled within %" PRIu64 " ms; dropped",
+			    x->id, x->peer, limit);
+			x->failed = 1;
+			x->status = PPRPC_ETIMEDOUT;
+			xsend_maybe_free(d, x);
+		}
+	}
 }
 
 void xfer_conn_closed(struct pprpcd *d, struct conn *c)

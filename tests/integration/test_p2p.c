@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -37,7 +39,7 @@ static pprpc_client *connect_ok(const struct tdaemon *d)
  * transfers are chunked and many transfers fill it. */
 static int setup(void **state)
 {
-	static const char *const args[] = { "--staging-mib", "8", NULL };
+	static const char *const args[] = { "--staging-mib", "8", "--transfer-timeout-ms", "1500", NULL };
 	struct pair *p = calloc(1, sizeof(*p));
 
 	if (!p || tdaemon_start(&p->a, args) < 0 || tdaemon_start(&p->b, args) < 0)
@@ -207,6 +209,41 @@ static void test_stats_and_probe(void **state)
 	assert_true(strlen(pprpc_last_error(p->cb)) > 0);
 }
 
+/* A RECV whose SEND never comes, and a SEND nobody pulls: both fail after
+ * the transfer timeout (1.5 s here) instead of hanging or holding memory. */
+static void test_unmatched(void **state)
+{
+	struct pair *p = *state;
+	pprpc_buffer ba, bb;
+	pprpc_stats *s;
+	time_t t0 = time(NULL);
+
+	assert_int_equal(pprpc_buffer_alloc(p->ca, 0, 4096, &ba), 0);
+	assert_int_equal(pprpc_buffer_alloc(p->cb, 0, 4096, &bb), 0);
+	assert_int_equal(pprpc_recv_async(p->cb, bb, 0, 4096, 8000, p->a.addr), 0);
+	assert_int_equal(pprpc_send_async(p->ca, ba, 0, 4096, 8001, p->b.addr), 0);
+	assert_int_equal(pprpc_synchronize(p->cb, 0), PPRPC_ETIMEDOUT);
+	assert_non_null(strstr(pprpc_last_error(p->cb), "no SEND with transfer id 8000"));
+	assert_int_equal(pprpc_synchronize(p->ca, 0), 0); /* the SEND itself captured fine */
+	assert_true(time(NULL) - t0 <= 8);
+	/* The unpulled SEND releases its slot once it expires. */
+	for (int i = 0; i < 100; i++) {
+		uint64_t used;
+
+		assert_int_equal(pprpc_stats_get(p->ca, &s), 0);
+		used = s->staging_used;
+		pprpc_stats_free(s);
+		if (used == 0)
+			break;
+		usleep(100000);
+	}
+	assert_int_equal(pprpc_stats_get(p->ca, &s), 0);
+	assert_int_equal(s->staging_used, 0);
+	pprpc_stats_free(s);
+	pprpc_buffer_free(p->ca, ba);
+	pprpc_buffer_free(p->cb, bb);
+}
+
 /* The source daemon dies while the destination waits: error, not a hang. */
 static void test_source_dies(void **state)
 {
@@ -233,6 +270,7 @@ int main(void)
 		cmocka_unit_test(test_ring_full),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_stats_and_probe),
+		cmocka_unit_test(test_unmatched),
 		cmocka_unit_test(test_source_dies),
 	};
 
