@@ -1,8 +1,7 @@
 /*
- * pprpcctl — ask a running pprpcd for its status or statistics.
+ * pprpcctl — ask running pprpcd ranks for their status or statistics.
  *
- *   pprpcctl status --rank HOST:PORT
- *   pprpcctl stats  --rank HOST:PORT
+ *   pprpcctl status|stats (--rank HOST:PORT | --cluster FILE) [--json] [--timeout-ms N]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,10 +13,27 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: pprpcctl status|stats --rank HOST:PORT [--timeout-ms N]\n");
+	fprintf(f, "usage: pprpcctl status|stats (--rank HOST:PORT | --cluster FILE) [--json] [--timeout-ms N]\n");
 }
 
-static int status(pprpc_client *c, const char *rank)
+/* JSON strings here come from the daemon: escape them. */
+static void jstr(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			printf("\\%c", ch);
+		else if (ch < 0x20)
+			printf("\\u%04x", ch);
+		else
+			putchar(ch);
+	}
+	putchar('"');
+}
+
+static void status_text(pprpc_client *c, const char *rank)
 {
 	pprpc_caps caps;
 	int n = pprpc_device_count(c);
@@ -36,19 +52,40 @@ static int status(pprpc_client *c, const char *rank)
 		       di.name, di.kind, di.total_bytes / MIB, di.free_bytes / MIB, di.floor_bytes / MIB,
 		       di.description);
 	}
-	return 0;
 }
 
-static int stats(pprpc_client *c, const char *rank)
+static void status_json(pprpc_client *c, const char *rank)
 {
-	pprpc_stats *s;
-	int rc = pprpc_stats_get(c, &s);
+	pprpc_caps caps;
+	int n = pprpc_device_count(c);
 
-	if (rc < 0) {
-		fprintf(stderr, "pprpcctl: stats from %s failed: %s (%s)\n", rank, pprpc_strerror(rc),
-			pprpc_last_error(c));
-		return 1;
+	pprpc_get_caps(c, &caps);
+	printf("{\"rank\": ");
+	jstr(rank);
+	printf(", \"version\": ");
+	jstr(pprpc_daemon_version(c));
+	printf(", \"caps\": {\"async\": %s, \"events\": %s, \"p2p\": %s, \"rdma\": %s}, \"placement\": ",
+	       caps.async ? "true" : "false", caps.events ? "true" : "false", caps.p2p ? "true" : "false",
+	       caps.rdma ? "true" : "false");
+	jstr(pprpc_daemon_placement(c));
+	printf(", \"devices\": [");
+	for (int i = 0; i < n; i++) {
+		pprpc_device_info di;
+
+		pprpc_device_get(c, (uint32_t)i, &di);
+		printf("%s{\"index\": %u, \"name\": ", i ? ", " : "", di.index);
+		jstr(di.name);
+		printf(", \"kind\": ");
+		jstr(di.kind);
+		printf(", \"total_bytes\": %llu, \"free_bytes\": %llu, \"floor_bytes\": %llu}",
+		       (unsigned long long)di.total_bytes, (unsigned long long)di.free_bytes,
+		       (unsigned long long)di.floor_bytes);
 	}
+	printf("]}");
+}
+
+static void stats_text(const pprpc_stats *s, const char *rank)
+{
 	printf("rank %s: pprpcd %s, up %.1f s\n", rank, s->daemon_version, s->uptime_ms / 1000.0);
 	printf("requests %llu (errors %llu), protocol errors %llu, connections %u now / %llu total\n",
 	       (unsigned long long)s->requests, (unsigned long long)s->request_errors,
@@ -85,23 +122,116 @@ static int stats(pprpc_client *c, const char *rank)
 		       (unsigned long long)b->transfers, (unsigned long long)b->bytes, b->time_us / 1000.0,
 		       b->time_us ? b->bytes / MIB / (b->time_us / 1e6) : 0.0, (unsigned long long)b->errors);
 	}
+}
+
+static void stats_json(const pprpc_stats *s, const char *rank)
+{
+	printf("{\"rank\": ");
+	jstr(rank);
+	printf(", \"version\": ");
+	jstr(s->daemon_version);
+	printf(", \"uptime_ms\": %llu, \"requests\": %llu, \"request_errors\": %llu, \"protocol_errors\": %llu,"
+	       " \"connections_total\": %llu, \"staging_bytes\": %llu, \"staging_used\": %llu, \"devices\": [",
+	       (unsigned long long)s->uptime_ms, (unsigned long long)s->requests,
+	       (unsigned long long)s->request_errors, (unsigned long long)s->protocol_errors,
+	       (unsigned long long)s->connections_total, (unsigned long long)s->staging_bytes,
+	       (unsigned long long)s->staging_used);
+	for (uint32_t i = 0; i < s->ndevices; i++) {
+		const pprpc_device_stats *d = &s->devices[i];
+
+		printf("%s{\"name\": ", i ? ", " : "");
+		jstr(d->info.name);
+		printf(", \"free_bytes\": %llu, \"floor_bytes\": %llu, \"buffers\": %llu, \"allocated_bytes\": %llu,"
+		       " \"queue_depth\": %llu, \"commands\": %llu, \"errors\": %llu, \"graph_creates\": %llu,"
+		       " \"graph_runs\": %llu}",
+		       (unsigned long long)d->info.free_bytes, (unsigned long long)d->info.floor_bytes,
+		       (unsigned long long)d->buffers, (unsigned long long)d->allocated_bytes,
+		       (unsigned long long)d->queue_depth, (unsigned long long)d->commands,
+		       (unsigned long long)d->errors, (unsigned long long)d->graph_creates,
+		       (unsigned long long)d->graph_runs);
+	}
+	printf("], \"connections\": [");
+	for (uint32_t i = 0; i < s->nconnections; i++) {
+		const pprpc_conn_stats *k = &s->connections[i];
+
+		printf("%s{\"peer\": ", i ? ", " : "");
+		jstr(k->peer);
+		printf(", \"transport\": ");
+		jstr(k->transport);
+		printf(", \"role\": ");
+		jstr(k->role);
+		printf(", \"bytes_in\": %llu, \"bytes_out\": %llu, \"errors\": %llu}", (unsigned long long)k->bytes_in,
+		       (unsigned long long)k->bytes_out, (unsigned long long)k->errors);
+	}
+	printf("], \"boundaries\": [");
+	for (uint32_t i = 0; i < s->nboundaries; i++) {
+		const pprpc_boundary_stats *b = &s->boundaries[i];
+
+		printf("%s{\"peer\": ", i ? ", " : "");
+		jstr(b->peer);
+		printf(", \"direction\": ");
+		jstr(b->direction);
+		printf(", \"path\": ");
+		jstr(b->path);
+		printf(", \"transfers\": %llu, \"bytes\": %llu, \"time_us\": %llu, \"errors\": %llu}",
+		       (unsigned long long)b->transfers, (unsigned long long)b->bytes, (unsigned long long)b->time_us,
+		       (unsigned long long)b->errors);
+	}
+	printf("]}");
+}
+
+static int one_rank(const char *cmd, const char *rank, int json, pprpc_connect_opts *opts)
+{
+	pprpc_client *c;
+	pprpc_stats *s;
+	char err[512] = "";
+	int rc;
+
+	opts->err_buf = err;
+	opts->err_len = sizeof(err);
+	rc = pprpc_connect(rank, opts, &c);
+	if (rc < 0) {
+		fprintf(stderr, "pprpcctl: cannot reach pprpcd at %s: %s\n", rank, err);
+		return 1;
+	}
+	if (!strcmp(cmd, "status")) {
+		json ? status_json(c, rank) : status_text(c, rank);
+		pprpc_close(c);
+		return 0;
+	}
+	rc = pprpc_stats_get(c, &s);
+	if (rc < 0) {
+		fprintf(stderr, "pprpcctl: stats from %s failed: %s (%s)\n", rank, pprpc_strerror(rc),
+			pprpc_last_error(c));
+		pprpc_close(c);
+		return 1;
+	}
+	json ? stats_json(s, rank) : stats_text(s, rank);
 	pprpc_stats_free(s);
+	pprpc_close(c);
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	const char *cmd = NULL, *rank = NULL;
+	const char *cmd = NULL, *rank = NULL, *cluster = NULL;
 	pprpc_connect_opts opts = { .client_name = "pprpcctl", .connect_timeout_ms = 3000, .io_timeout_ms = 10000 };
-	pprpc_client *c;
-	char err[512] = "";
-	int rc;
+	pprpc_cluster *cl = NULL;
+	int json = 0, rc = 0;
 
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--rank") == 0 && i + 1 < argc) {
 			rank = argv[++i];
+		} else if (strcmp(argv[i], "--cluster") == 0 && i + 1 < argc) {
+			cluster = argv[++i];
+		} else if (strcmp(argv[i], "--json") == 0) {
+			json = 1;
 		} else if (strcmp(argv[i], "--timeout-ms") == 0 && i + 1 < argc) {
 			opts.connect_timeout_ms = opts.io_timeout_ms = atoi(argv[++i]);
+			if (opts.connect_timeout_ms <= 0) {
+				fprintf(stderr, "pprpcctl: --timeout-ms must be > 0\n");
+				return 2;
+			}
 		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			usage(stdout);
 			return 0;
@@ -113,18 +243,35 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!cmd || !rank || (strcmp(cmd, "status") && strcmp(cmd, "stats"))) {
+	if (!cmd || (!rank == !cluster) || (strcmp(cmd, "status") && strcmp(cmd, "stats"))) {
 		usage(stderr);
 		return 2;
 	}
-	opts.err_buf = err;
-	opts.err_len = sizeof(err);
-	rc = pprpc_connect(rank, &opts, &c);
-	if (rc < 0) {
-		fprintf(stderr, "pprpcctl: cannot reach pprpcd at %s: %s\n", rank, err);
-		return 1;
+	if (rank)
+		rc = one_rank(cmd, rank, json, &opts);
+	if (rank && json)
+		putchar('\n');
+	if (cluster) {
+		char err[512];
+
+		if (pprpc_cluster_load(cluster, &cl, err, sizeof(err)) < 0) {
+			fprintf(stderr, "pprpcctl: %s\n", err);
+			return 2;
+		}
+		if (json)
+			printf("[");
+		for (int i = 0; i < pprpc_cluster_size(cl); i++) {
+			if (json && i)
+				printf(", ");
+			else if (!json && i)
+				printf("\n");
+			if (!json)
+				printf("== %s\n", pprpc_cluster_name(cl, i));
+			rc |= one_rank(cmd, pprpc_cluster_addr(cl, i), json, &opts);
+		}
+		if (json)
+			printf("]\n");
+		pprpc_cluster_free(cl);
 	}
-	rc = strcmp(cmd, "status") == 0 ? status(c, rank) : stats(c, rank);
-	pprpc_close(c);
 	return rc;
 }

@@ -243,6 +243,21 @@ PPRPC_API int pprpc_graph_free(pprpc_client *c, pprpc_graph g);
  * completed (the same as pprpc_synchronize). */
 PPRPC_API int pprpc_fence(pprpc_client *c, uint32_t device);
 
+/* ---- cluster files ---------------------------------------------------------------- */
+
+/* The ranks of a pipeline, in stage order: one per line "NAME HOST:PORT
+ * [DEVICES]" ('#' comments).  Errors name file:line in err. */
+typedef struct pprpc_cluster pprpc_cluster;
+PPRPC_API int pprpc_cluster_load(const char *path, pprpc_cluster **out, char *err, size_t errlen);
+PPRPC_API int pprpc_cluster_parse(const char *text, const char *path, pprpc_cluster **out, char *err,
+				  size_t errlen);
+PPRPC_API void pprpc_cluster_free(pprpc_cluster *c);
+PPRPC_API int pprpc_cluster_size(const pprpc_cluster *c);
+/* Rank i's name, address and devices (NULL when out of range). */
+PPRPC_API const char *pprpc_cluster_name(const pprpc_cluster *c, int i);
+PPRPC_API const char *pprpc_cluster_addr(const pprpc_cluster *c, int i);
+PPRPC_API const char *pprpc_cluster_devices(const pprpc_cluster *c, int i);
+
 /* ---- async execution ---------------------------------------------------------- */
 
 typedef uint64_t pprpc_timeline;  /* daemon-issued timeline handle */
