@@ -83,7 +83,7 @@ FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(T)/replay_%,$(FUZZ_SRCS))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 
-.PHONY: all test unit integration fuzz-replay fuzz clean info run
+.PHONY: all test unit integration fuzz-replay fuzz clean info run test-install
 # Keep intermediate objects (test and tool objects) between runs.
 .SECONDARY:
 all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES)
@@ -161,10 +161,14 @@ integration: $(INTEG_TESTS) $(B)/pprpcd $(TOOLS)
 fuzz-replay: $(FUZZ_REPLAY)
 	@set -e; for t in $(FUZZ_REPLAY); do n=$${t##*/replay_}; echo "== $$t tests/fuzz/corpus/$$n"; $$t tests/fuzz/corpus/$$n; done
 
+test-install: all
+	@tests/install/run.sh
+
 test: all
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory fuzz-replay
 	@$(MAKE) --no-print-directory integration
+	@$(MAKE) --no-print-directory test-install
 	@echo "make test: all suites passed"
 
 fuzz: $(FUZZ_BINS)

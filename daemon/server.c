@@ -298,12 +298,12 @@ void pprpcd_stop(struct pprpcd *d)
 		conn_close(c);
 	}
 	peer_close_all(d);
-	uv_signal_stop(&d->sig_term);
-	uv_signal_stop(&d->sig_int);
-	uv_signal_stop(&d->sig_hup);
-	uv_close((uv_handle_t *)&d->sig_term, NULL);
-	uv_close((uv_handle_t *)&d->sig_int, NULL);
-	uv_close((uv_handle_t *)&d->sig_hup, NULL);
+	/* Signal handlers stay installed to the end (closing one restores the
+	 * default action, and a second SIGTERM would then kill us mid-exit);
+	 * unref'd, they no longer keep the loop alive. */
+	uv_unref((uv_handle_t *)&d->sig_term);
+	uv_unref((uv_handle_t *)&d->sig_int);
+	uv_unref((uv_handle_t *)&d->sig_hup);
 	uv_timer_stop(&d->tick);
 	uv_close((uv_handle_t *)&d->tick, NULL);
 	metrics_stop(d);
