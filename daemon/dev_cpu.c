@@ -76,6 +76,13 @@ static int cpu_copy(struct device *d, void *dst, const void *src, uint64_t n)
 	return 0;
 }
 
+static int cpu_xfer(struct device *d, void *dst, const void *src, uint64_t n)
+{
+	(void)d;
+	memcpy(dst, src, (size_t)n);
+	return 0;
+}
+
 static int cpu_graph_run(struct device *d, const struct graph *g, char *err, size_t errlen)
 {
 	for (int i = 0; i < g->nnodes; i++) {
@@ -108,6 +115,8 @@ static const struct device_ops cpu_ops = {
 	.free = cpu_free,
 	.fill = cpu_fill,
 	.copy = cpu_copy,
+	.upload = cpu_xfer,
+	.download = cpu_xfer,
 	.graph_run = cpu_graph_run,
 	.destroy = cpu_destroy,
 };

@@ -2,6 +2,7 @@
 #include "daemon/device.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "daemon/device_impl.h"
@@ -19,8 +20,10 @@ int device_open(uv_loop_t *loop, const char *spec, uint32_t index, uint64_t floo
 
 	if (strcmp(spec, "cpu") == 0) {
 		rc = cpu_device_create(&d, threads, err, errlen);
+	} else if (strncmp(spec, "cuda:", 5) == 0 && spec[5] >= '0' && spec[5] <= '9') {
+		rc = cuda_device_create(&d, atoi(spec + 5), err, errlen);
 	} else {
-		snprintf(err, errlen, "unknown device '%s' (this build supports: cpu)", spec);
+		snprintf(err, errlen, "unknown device '%s' (cpu, cuda:N)", spec);
 		return PPRPC_EINVAL;
 	}
 	if (rc < 0)
@@ -88,6 +91,8 @@ void device_free(struct device *d, void *ptr, uint64_t size)
 
 int device_fill(struct device *d, void *dst, int value, uint64_t n) { return d->ops->fill(d, dst, value, n); }
 int device_copy(struct device *d, void *dst, const void *src, uint64_t n) { return d->ops->copy(d, dst, src, n); }
+int device_upload(struct device *d, void *dst, const void *src, uint64_t n) { return d->ops->upload(d, dst, src, n); }
+int device_download(struct device *d, void *dst, const void *src, uint64_t n) { return d->ops->download(d, dst, src, n); }
 
 int device_graph_run(struct device *d, const struct graph *g, char *err, size_t errlen)
 {

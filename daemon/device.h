@@ -50,6 +50,8 @@ bool device_host_visible(const struct device *d);
 /* Worker-thread operations. */
 int device_fill(struct device *d, void *dst, int value, uint64_t n);
 int device_copy(struct device *d, void *dst, const void *src, uint64_t n);
+int device_upload(struct device *d, void *dst_dev, const void *src_host, uint64_t n);
+int device_download(struct device *d, void *dst_host, const void *src_dev, uint64_t n);
 int device_graph_run(struct device *d, const struct graph *g, char *err, size_t errlen);
 
 #endif

@@ -16,11 +16,17 @@ struct device_ops {
 	void (*free)(struct device *d, void *ptr, uint64_t size);
 	int (*fill)(struct device *d, void *dst, int value, uint64_t n);
 	int (*copy)(struct device *d, void *dst, const void *src, uint64_t n);
+	/* host memory <-> device memory (the same memcpy on the CPU device) */
+	int (*upload)(struct device *d, void *dst_dev, const void *src_host, uint64_t n);
+	int (*download)(struct device *d, void *dst_host, const void *src_dev, uint64_t n);
 	int (*graph_run)(struct device *d, const struct graph *g, char *err, size_t errlen);
 	void (*destroy)(struct device *d);
 };
 
 /* Backends. */
 int cpu_device_create(struct device **ret_dev, int threads, char *err, size_t errlen);
+/* CUDA device `ordinal`; PPRPC_EUNSUPP in a build without CUDA, PPRPC_EDEVICE
+ * (with the CUDA reason) when it cannot run here. */
+int cuda_device_create(struct device **ret_dev, int ordinal, char *err, size_t errlen);
 
 #endif

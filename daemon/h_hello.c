@@ -45,6 +45,12 @@ void h_hello(struct conn *c, struct request *r)
 	rep.max_bulk = c->d->opts.max_bulk;
 	rep.session = c->id;
 	rep.placement = c->d->placement;
+	char *unavail[PPRPCD_MAX_DEVICES];
+
+	for (uint32_t i = 0; i < c->d->nunavail; i++)
+		unavail[i] = c->d->unavail[i];
+	rep.n_unavailable = c->d->nunavail;
+	rep.unavailable = unavail;
 	devinfo_fill(c->d, &set);
 	rep.n_devices = set.n;
 	rep.devices = set.ptrs;

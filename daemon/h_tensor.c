@@ -46,14 +46,10 @@ int h_tensor_set_bulk(struct conn *c, struct request *r, void **ret_dst)
 		r->err = rc;
 		return rc;
 	}
-	if (!device_host_visible(b->dev)) {
-		snprintf(r->errmsg, sizeof(r->errmsg), "TENSOR_SET: %s memory is not host visible", b->dev->name);
-		r->err = PPRPC_EUNSUPP;
-		return r->err;
-	}
 	buffer_ref(b);
 	r->bulk_buf = b;
-	if (stream_idle(&c->streams[b->dev->index])) {
+	/* Device memory the host cannot address is always staged. */
+	if (device_host_visible(b->dev) && stream_idle(&c->streams[b->dev->index])) {
 		*ret_dst = b->ptr + m->offset;
 		return 0;
 	}
@@ -79,7 +75,7 @@ static int set_exec(struct qcmd *q)
 	struct set_cmd *sc = (struct set_cmd *)q;
 
 	if (sc->size)
-		return device_copy(sc->b->dev, sc->b->ptr + sc->offset, sc->stage, sc->size);
+		return device_upload(sc->b->dev, sc->b->ptr + sc->offset, sc->stage, sc->size);
 	return 0;
 }
 
@@ -113,7 +109,7 @@ void h_tensor_set(struct conn *c, struct request *r)
 		buffer_ref(b);
 		r->bulk_buf = b;
 	}
-	if (!r->stage && stream_idle(&c->streams[b->dev->index])) {
+	if (!r->stage && device_host_visible(b->dev) && stream_idle(&c->streams[b->dev->index])) {
 		/* The bytes are already in place. */
 		if (!(r->hdr.flags & FRAME_F_QUEUED))
 			reply_ok(c, r->hdr.type, r->hdr.req_id);
@@ -159,7 +155,7 @@ static int get_exec(struct qcmd *q)
 	struct get_cmd *gc = (struct get_cmd *)q;
 
 	if (gc->size)
-		return device_copy(gc->b->dev, gc->stage, gc->b->ptr + gc->offset, gc->size);
+		return device_download(gc->b->dev, gc->stage, gc->b->ptr + gc->offset, gc->size);
 	return 0;
 }
 
@@ -196,17 +192,14 @@ void h_tensor_get(struct conn *c, struct request *r)
 			 m->size, c->d->opts.max_bulk);
 		rc = PPRPC_ETOOBIG;
 	}
-	if (rc == 0 && !device_host_visible(b->dev)) {
-		snprintf(err, sizeof(err), "TENSOR_GET: %s memory is not host visible", b->dev->name);
-		rc = PPRPC_EUNSUPP;
-	}
 	if (rc < 0) {
 		/* Every GET gets its reply: the client waits for the bytes. */
 		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
 		return;
 	}
 	buffer_ref(b);
-	if (!(r->hdr.flags & FRAME_F_QUEUED) && stream_idle(&c->streams[b->dev->index])) {
+	if (!(r->hdr.flags & FRAME_F_QUEUED) && device_host_visible(b->dev) &&
+	    stream_idle(&c->streams[b->dev->index])) {
 		reply_send(c, r->hdr.type, r->hdr.req_id, &e.base, b->ptr + m->offset, m->size, get_sent, b);
 		return;
 	}

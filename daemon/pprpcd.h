@@ -90,6 +90,8 @@ struct pprpcd {
 	uv_tcp_t metrics;
 	int metrics_on;
 	char placement[512];       /* effective CPU placement */
+	char unavail[PPRPCD_MAX_DEVICES][256];  /* configured devices that cannot run, and why */
+	uint32_t nunavail;
 	int stopping;
 };
 

@@ -55,6 +55,14 @@ static int open_devices(struct pprpcd *d)
 		}
 		rc = device_open(d->loop, tok, d->ndev, d->opts.memory_floor, d->opts.threads,
 				 &d->dev[d->ndev], err, sizeof(err));
+		/* A GPU that cannot run here (no device, no driver, a build
+		 * without CUDA) is reported and skipped; the other devices
+		 * are still served. */
+		if (rc < 0 && strncmp(tok, "cuda:", 5) == 0 && d->nunavail < PPRPCD_MAX_DEVICES) {
+			LOG(d, LOG_WARN_, "%s; not serving it", err);
+			snprintf(d->unavail[d->nunavail++], sizeof(d->unavail[0]), "%s", err);
+			continue;
+		}
 		if (rc < 0) {
 			LOG(d, LOG_ERR_, "device '%s': %s", tok, err);
 			return rc;
@@ -63,7 +71,7 @@ static int open_devices(struct pprpcd *d)
 		d->ndev++;
 	}
 	if (d->ndev == 0) {
-		LOG(d, LOG_ERR_, "no devices configured");
+		LOG(d, LOG_ERR_, "no usable device (of: %s)", d->opts.devices);
 		return PPRPC_EINVAL;
 	}
 	return 0;

@@ -274,8 +274,8 @@ static int send_exec(struct qcmd *q)
 			snprintf(q->err, sizeof(q->err), "SEND cancelled while waiting for staging space");
 			return PPRPC_ECANCELED;
 		}
-		rc = device_copy(sc->b->dev, staging_ptr(&d->staging, slot), sc->b->ptr + sc->offset + ch->off,
-				 ch->len);
+		rc = device_download(sc->b->dev, staging_ptr(&d->staging, slot), sc->b->ptr + sc->offset + ch->off,
+				     ch->len);
 		pthread_mutex_lock(&d->xfer_lock);
 		ch->slot = slot;
 		ch->state = CH_CAPTURED;
@@ -502,9 +502,12 @@ static int recv_exec(struct qcmd *q)
 	uint8_t *dst = rc->b->ptr + rc->offset;
 	uint64_t copied = 0, direct_from;
 
-	pthread_mutex_lock(&d->xfer_lock);
-	xr->dst = dst;
-	pthread_mutex_unlock(&d->xfer_lock);
+	/* Chunks may land straight in host-addressable memory only. */
+	if (device_host_visible(rc->b->dev)) {
+		pthread_mutex_lock(&d->xfer_lock);
+		xr->dst = dst;
+		pthread_mutex_unlock(&d->xfer_lock);
+	}
 	while (copied < xr->size) {
 		uint64_t avail;
 		int err;
@@ -527,7 +530,7 @@ static int recv_exec(struct qcmd *q)
 		}
 		/* Chunks that arrived before RECV executed wait in the stage. */
 		if (copied < direct_from)
-			device_copy(rc->b->dev, dst + copied, xr->stage + copied,
+			device_upload(rc->b->dev, dst + copied, xr->stage + copied,
 				    (avail < direct_from ? avail : direct_from) - copied);
 		copied = avail;
 	}

@@ -34,6 +34,9 @@ static int hello(pprpc_client *c, const char *name)
 	}
 	copy_str(c->daemon_version, sizeof(c->daemon_version), rep->daemon_version);
 	copy_str(c->placement, sizeof(c->placement), rep->placement);
+	c->nunavailable = 0;
+	for (size_t i = 0; i < rep->n_unavailable && i < 4; i++)
+		copy_str(c->unavailable[c->nunavailable++], sizeof(c->unavailable[0]), rep->unavailable[i]);
 	if (rep->caps) {
 		c->caps.async = rep->caps->async;
 		c->caps.events = rep->caps->events;
@@ -120,6 +123,11 @@ PPRPC_API const char *pprpc_daemon_version(const pprpc_client *c)
 PPRPC_API const char *pprpc_daemon_placement(const pprpc_client *c)
 {
 	return c->placement;
+}
+
+PPRPC_API const char *pprpc_device_unavailable(const pprpc_client *c, int i)
+{
+	return i >= 0 && i < c->nunavailable ? c->unavailable[i] : NULL;
 }
 
 PPRPC_API int pprpc_get_caps(const pprpc_client *c, pprpc_caps *out)

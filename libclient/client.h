@@ -46,6 +46,8 @@ struct pprpc_client {
 	char err[512];
 	char daemon_version[32];
 	char placement[256];
+	char unavailable[4][256];
+	int nunavailable;
 	pprpc_caps caps;
 	uint64_t max_bulk;
 	uint32_t ndev;

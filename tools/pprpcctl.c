@@ -44,6 +44,8 @@ static void status_text(pprpc_client *c, const char *rank)
 	       caps.events ? "yes" : "no", caps.p2p ? "yes" : "no", caps.rdma ? "yes" : "no");
 	printf("cpu placement: %s\n", pprpc_daemon_placement(c));
 	printf("devices: %d\n", n);
+	for (int i = 0; pprpc_device_unavailable(c, i); i++)
+		printf("  not served: %s\n", pprpc_device_unavailable(c, i));
 	for (int i = 0; i < n; i++) {
 		pprpc_device_info di;
 

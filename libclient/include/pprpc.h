@@ -100,6 +100,9 @@ PPRPC_API const char *pprpc_last_error(const pprpc_client *c);
 PPRPC_API const char *pprpc_daemon_version(const pprpc_client *c);
 /* The daemon's effective CPU placement ("loop=0 cpu=1-3"). */
 PPRPC_API const char *pprpc_daemon_placement(const pprpc_client *c);
+/* The i-th configured device the daemon does not serve, with the reason
+ * ("cuda:0 unavailable: no CUDA-capable device is detected"), or NULL. */
+PPRPC_API const char *pprpc_device_unavailable(const pprpc_client *c, int i);
 PPRPC_API int pprpc_get_caps(const pprpc_client *c, pprpc_caps *out);
 /* Devices as reported at HELLO (free memory as of then). */
 PPRPC_API int pprpc_device_count(const pprpc_client *c);

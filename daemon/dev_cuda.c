@@ -1,0 +1,238 @@
+/*
+ * daemon/dev_cuda.c — the CUDA device backend.
+ *
+ * One stream per device queue; buffers are cudaMalloc'd (and zeroed, like
+ * the CPU device's); the memory floor comes from cudaMemGetInfo.  The
+ * device's worker thread enqueues each command on the stream and waits for
+ * it, so commands complete in order and errors are attributed to the
+ * command that caused them (kern_cuda_run reports launch errors, the
+ * stream synchronisation reports execution errors with CUDA's own text).
+ *
+ * cudart is linked statically and cuBLAS is loaded at run time, so the same
+ * pprpcd binary starts on a host with no GPU and no CUDA libraries: opening
+ * a cuda:N device then fails with CUDA's reason and the daemon serves its
+ * other devices.  Kernel modules are loaded eagerly at open (lazy loading
+ * deadlocks behind a stream blocked on a timeline wait: GPU-NOTES.md).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/device_impl.h"
+#include "daemon/graph.h"
+#include "pprpc_types.h"
+
+#ifdef PPRPC_HAVE_CUDA
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/cuda_ops.h"
+
+#define WORKSPACE_BYTES (256u << 20)
+
+struct cuda_dev {
+	struct device base;
+	int ordinal;
+	cudaStream_t stream;
+	struct kern_cuda_ctx kctx;
+};
+
+static struct cuda_dev *cdev(struct device *d)
+{
+	return (struct cuda_dev *)d;
+}
+
+/* The worker thread and the loop thread both call in: make the device
+ * current on whichever thread this is. */
+static int use(struct cuda_dev *c)
+{
+	return cudaSetDevice(c->ordinal) == cudaSuccess ? 0 : PPRPC_EDEVICE;
+}
+
+static int wait_stream(struct cuda_dev *c, char *err, size_t errlen)
+{
+	cudaError_t e = cudaStreamSynchronize(c->stream);
+
+	if (e == cudaSuccess)
+		return 0;
+	if (err)
+		snprintf(err, errlen, "%s: %s", c->base.name, cudaGetErrorString(e));
+	return PPRPC_EDEVICE;
+}
+
+static int cuda_mem_info(struct device *d, uint64_t *ret_free, uint64_t *ret_total)
+{
+	size_t fr, total;
+
+	if (use(cdev(d)) < 0 || cudaMemGetInfo(&fr, &total) != cudaSuccess)
+		return PPRPC_EDEVICE;
+	*ret_free = fr;
+	*ret_total = total;
+	return 0;
+}
+
+static int cuda_alloc(struct device *d, uint64_t size, void **ret_ptr)
+{
+	void *p = NULL;
+
+	if (use(cdev(d)) < 0 || cudaMalloc(&p, size) != cudaSuccess)
+		return PPRPC_ENOMEM;
+	/* New buffers read as zeros: no client sees another's old data. */
+	if (cudaMemset(p, 0, size) != cudaSuccess) {
+		cudaFree(p);
+		return PPRPC_EDEVICE;
+	}
+	*ret_ptr = p;
+	return 0;
+}
+
+static void cuda_free(struct device *d, void *ptr, uint64_t size)
+{
+	(void)size;
+	if (use(cdev(d)) == 0)
+		cudaFree(ptr);
+}
+
+static int cuda_fill(struct device *d, void *dst, int value, uint64_t n)
+{
+	struct cuda_dev *c = cdev(d);
+
+	if (use(c) < 0 || cudaMemsetAsync(dst, value, n, c->stream) != cudaSuccess)
+		return PPRPC_EDEVICE;
+	return wait_stream(c, NULL, 0);
+}
+
+static int memcpy_kind(struct device *d, void *dst, const void *src, uint64_t n, enum cudaMemcpyKind kind)
+{
+	struct cuda_dev *c = cdev(d);
+
+	if (use(c) < 0 || cudaMemcpyAsync(dst, src, n, kind, c->stream) != cudaSuccess)
+		return PPRPC_EDEVICE;
+	return wait_stream(c, NULL, 0);
+}
+
+static int cuda_copy(struct device *d, void *dst, const void *src, uint64_t n)
+{
+	return memcpy_kind(d, dst, src, n, cudaMemcpyDeviceToDevice);
+}
+
+static int cuda_upload(struct device *d, void *dst, const void *src, uint64_t n)
+{
+	return memcpy_kind(d, dst, src, n, cudaMemcpyHostToDevice);
+}
+
+static int cuda_download(struct device *d, void *dst, const void *src, uint64_t n)
+{
+	return memcpy_kind(d, dst, src, n, cudaMemcpyDeviceToHost);
+}
+
+static int cuda_graph_run(struct device *d, const struct graph *g, char *err, size_t errlen)
+{
+	struct cuda_dev *c = cdev(d);
+
+	if (use(c) < 0) {
+		snprintf(err, errlen, "%s: cannot make the device current", d->name);
+		return PPRPC_EDEVICE;
+	}
+	for (int i = 0; i < g->nnodes; i++) {
+		const struct gnode *n = &g->nodes[i];
+		struct kern_tensor *src[PPRPC_MAX_SRC];
+		char why[200] = "";
+		int rc;
+
+		for (int s = 0; s < n->nsrc; s++)
+			src[s] = &g->t[n->src[s]];
+		rc = kern_cuda_run(&c->kctx, n->op, &n->p, src, n->nsrc, &g->t[n->dst], why, sizeof(why));
+		if (rc < 0) {
+			snprintf(err, errlen, "node %d (%s) failed: %s", i, kern_op_name(n->op), why);
+			return rc;
+		}
+	}
+	return wait_stream(c, err, errlen);
+}
+
+static void cuda_destroy(struct device *d)
+{
+	struct cuda_dev *c = cdev(d);
+
+	if (use(c) == 0) {
+		if (c->kctx.blas)
+			kern_cuda_blas_destroy(c->kctx.blas);
+		if (c->kctx.workspace)
+			cudaFree(c->kctx.workspace);
+		if (c->stream)
+			cudaStreamDestroy(c->stream);
+	}
+	free(c);
+}
+
+static const struct device_ops cuda_ops = {
+	.kind = "cuda",
+	.host_visible = false,
+	.mem_info = cuda_mem_info,
+	.alloc = cuda_alloc,
+	.free = cuda_free,
+	.fill = cuda_fill,
+	.copy = cuda_copy,
+	.upload = cuda_upload,
+	.download = cuda_download,
+	.graph_run = cuda_graph_run,
+	.destroy = cuda_destroy,
+};
+
+int cuda_device_create(struct device **ret_dev, int ordinal, char *err, size_t errlen)
+{
+	struct cudaDeviceProp prop;
+	struct cuda_dev *c;
+	cudaError_t e;
+	int n = 0;
+	char why[200];
+
+	e = cudaGetDeviceCount(&n);
+	if (e != cudaSuccess) {
+		snprintf(err, errlen, "cuda:%d unavailable: %s", ordinal, cudaGetErrorString(e));
+		return PPRPC_EDEVICE;
+	}
+	if (ordinal < 0 || ordinal >= n) {
+		snprintf(err, errlen, "cuda:%d unavailable: this host has %d CUDA device(s)", ordinal, n);
+		return PPRPC_EDEVICE;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return PPRPC_ENOMEM;
+	c->base.ops = &cuda_ops;
+	c->ordinal = ordinal;
+	c->kctx.device = ordinal;
+	snprintf(c->base.name, sizeof(c->base.name), "cuda:%d", ordinal);
+	if ((e = cudaSetDevice(ordinal)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, ordinal)) != cudaSuccess ||
+	    (e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+	    (e = cudaMalloc(&c->kctx.workspace, WORKSPACE_BYTES)) != cudaSuccess) {
+		snprintf(err, errlen, "cuda:%d: %s", ordinal, cudaGetErrorString(e));
+		cuda_destroy(&c->base);
+		return PPRPC_EDEVICE;
+	}
+	c->kctx.stream = c->stream;
+	c->kctx.workspace_bytes = WORKSPACE_BYTES;
+	if (kern_cuda_blas_create(c->stream, &c->kctx.blas, why, sizeof(why)) < 0 ||
+	    kern_cuda_preload(why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "cuda:%d: %s", ordinal, why);
+		cuda_destroy(&c->base);
+		return PPRPC_EDEVICE;
+	}
+	snprintf(c->base.desc, sizeof(c->base.desc), "%s, sm_%d%d, %.1f GiB", prop.name, prop.major, prop.minor,
+		 prop.totalGlobalMem / 1073741824.0);
+	*ret_dev = &c->base;
+	return 0;
+}
+
+#else /* !PPRPC_HAVE_CUDA */
+
+int cuda_device_create(struct device **ret_dev, int ordinal, char *err, size_t errlen)
+{
+	(void)ret_dev;
+	snprintf(err, errlen, "cuda:%d unavailable: this pprpcd was built without CUDA (nvcc not found at build time)",
+		 ordinal);
+	return PPRPC_EUNSUPP;
+}
+
+#endif
