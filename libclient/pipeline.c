@@ -459,6 +459,17 @@ PPRPC_API int pprpc_pipeline_run(pprpc_pipeline *p, int nmicro, const void *cons
 			if (s == 0) {
 				src = inputs[m];
 			} else {
+				/* The GET we need sits behind stage s-1's WAIT for
+				 * stage s's RUN of m-2.  Make sure that one went
+				 * through first: if stage s failed, its SIGNAL was
+				 * skipped and we would wait forever; its GET tells us
+				 * instead.  (For s < S-1 it was collected at step t-1
+				 * already; for the last stage this reads an output a
+				 * little earlier than needed — it is complete by now
+				 * whenever our own GET can be.) */
+				if (!p->opts.unsafe_skip_war_wait && m >= 2 &&
+				    (rc = collect(&r, s, m - 2)) < 0)
+					break;
 				rc = collect(&r, s - 1, m);
 				if (rc < 0)
 					break;

@@ -27,6 +27,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,11 +55,12 @@ static const char usage[] =
 	"hold and no RPC failed; 1 otherwise; 2 for bad usage.\n"
 	"\n"
 	"  --ranks LIST           use running daemons (one stage each)\n"
-	"  --spawn N              start N local pprpcd (--threads 1) and stop them after\n"
+	"  --spawn N              start N local pprpcd (--threads 1, OPENBLAS_NUM_THREADS=1\n"
+	"                         unless set) and stop them after\n"
 	"  --ubatches M           micro-batches (default 8)\n"
 	"  --tokens T[,T...]      tokens per run, each split into M micro-batches\n"
 	"                         (default 2048,4096,8192; must divide by M)\n"
-	"  --width D              hidden size (default 256)\n"
+	"  --width D              hidden size (default 512)\n"
 	"  --layers-per-stage L   matmul + residual + norm layers per stage (default 2)\n"
 	"  --mode seq|pp|both     what to run (default both; parity needs both)\n"
 	"  --repeat R             paired seq/pp runs per token count (default 3)\n"
@@ -679,8 +681,11 @@ int main(int argc, char **argv)
 	const char *ranks = NULL, *tokens = "2048,4096,8192", *mode = "both", *json = NULL, *trace = NULL;
 	int nspawn = 0, nranks = 0, ntok, nres = 0, ret = 1, parity;
 
+	/* A rank that goes away must fail our calls, not kill us (libpprpc
+	 * writes with writev, which raises SIGPIPE). */
+	signal(SIGPIPE, SIG_IGN);
 	x->M = 8;
-	x->D = 256;
+	x->D = 512;
 	x->L = 2;
 	x->repeat = 3;
 	x->seed = 1;
@@ -765,6 +770,10 @@ int main(int argc, char **argv)
 	} else {
 		const char *bin = spawn_default_bin(argv[0], binbuf, sizeof(binbuf));
 		static const char *const extra[] = { "--threads", "1", NULL };
+
+		/* One core per rank: pprpcd's --threads does not reach OpenBLAS,
+		 * which would otherwise start a thread per core in every daemon. */
+		setenv("OPENBLAS_NUM_THREADS", "1", 0);
 
 		for (; nranks < nspawn; nranks++) {
 			if (spawn_daemon(bin, extra, 10000, &sp[nranks], err, sizeof(err)) < 0) {
