@@ -167,9 +167,10 @@ fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$${f##*/}; mkdir -p tests/fuzz/corpus/$$n; \
 		echo "== $$n for $(FUZZ_SECONDS)s"; $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 tests/fuzz/corpus/$$n; done
 
-# The main job (README): start two local daemons and run a pipeline through them.
+# The main job (README): start two local daemons, run micro-batches through
+# them sequentially and pipelined, check parity and sentinels, report speedup.
 run: all
-	$(B)/pprpc-demo --spawn 2
+	$(B)/pp-fence-test --spawn 2 --ubatches 8
 
 clean:
 	rm -rf $(BUILD)
