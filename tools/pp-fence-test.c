@@ -63,7 +63,7 @@ static const char usage[] =
 	"  --width D              hidden size (default 512)\n"
 	"  --layers-per-stage L   matmul + residual + norm layers per stage (default 2)\n"
 	"  --mode seq|pp|both     what to run (default both; parity needs both)\n"
-	"  --repeat R             paired seq/pp runs per token count (default 3)\n"
+	"  --repeat R             paired seq/pp runs per token count (default 5)\n"
 	"  --seed S               weights, inputs and sentinels (default 1)\n"
 	"  --json FILE            write the results as JSON\n"
 	"  --trace FILE           write a Chrome trace-event JSON (open in Perfetto)\n"
@@ -687,7 +687,7 @@ int main(int argc, char **argv)
 	x->M = 8;
 	x->D = 512;
 	x->L = 2;
-	x->repeat = 3;
+	x->repeat = 5;
 	x->seed = 1;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;

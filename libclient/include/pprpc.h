@@ -260,6 +260,10 @@ PPRPC_API int pprpc_synchronize(pprpc_client *c, uint32_t device);
  * SET on stage s+1.  The caller blocks only where it needs those bytes;
  * everything else is queued at once, so every stage has its next
  * micro-batch queued while the previous one's boundary is in flight.
+ * Before blocking on stage s-1's GET of m (queued behind a WAIT on stage
+ * s), the caller first takes stage s's output of m-2, which is complete by
+ * then in a healthy run; if stage s failed, that GET reports it, instead of
+ * the caller hanging behind a WAIT whose SIGNAL was skipped.
  *
  * Write-after-read ordering: before stage s (not the last) runs micro-batch
  * m >= 2 into slot m % 2, its queue WAITs until stage s+1's done timeline
