@@ -196,9 +196,10 @@ install: all
 	install -m 644 doc/man/pprpcctl.1 doc/man/pp-fence-test.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 doc/man/pprpcd.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 
-# The main job (README): start two local daemons and run a pipeline through them.
+# The main job (README): start two local daemons, run micro-batches through
+# them sequentially and pipelined, check parity and sentinels, report speedup.
 run: all
-	$(B)/pprpc-demo --spawn 2
+	$(B)/pp-fence-test --spawn 2 --ubatches 8
 
 clean:
 	rm -rf $(BUILD)

@@ -348,8 +348,30 @@ PPRPC_API int pprpc_synchronize(pprpc_client *c, uint32_t device);
 
 /* A pipeline of S stages, each a graph on one rank, fed M micro-batches.
  * Each stage has two slots (double-buffered boundaries): slot k's graph
- * reads in_buf[k] and writes out_buf[k].  Stage s's output of micro-batch m
- * becomes stage s+1's input of micro-batch m. */
+ * reads in_buf[k] and writes out_buf[k] (offset 0, in_bytes / out_bytes).
+ * Stage s's output of micro-batch m becomes stage s+1's input of
+ * micro-batch m, so stage s's out_bytes must equal stage s+1's in_bytes.
+ *
+ * Schedule (fill-drain, forward only): micro-batch m uses slot m % 2.  On
+ * stage s's queue, per micro-batch: [WAIT] SET(in slot) RUN(slot)
+ * SIGNAL(done_s = m+1) GET(out slot).  Until peer-to-peer transfers exist
+ * the boundary travels through the caller: the GET's bytes are relayed by a
+ * SET on stage s+1.  The caller blocks only where it needs those bytes;
+ * everything else is queued at once, so every stage has its next
+ * micro-batch queued while the previous one's boundary is in flight.
+ * Before blocking on stage s-1's GET of m (queued behind a WAIT on stage
+ * s), the caller first takes stage s's output of m-2, which is complete by
+ * then in a healthy run; if stage s failed, that GET reports it, instead of
+ * the caller hanging behind a WAIT whose SIGNAL was skipped.
+ *
+ * Write-after-read ordering: before stage s (not the last) runs micro-batch
+ * m >= 2 into slot m % 2, its queue WAITs until stage s+1's done timeline
+ * says micro-batch m-2 was consumed (a cross-rank WAIT when the two stages
+ * live on different daemons).  Together with the in-order queues (the GET
+ * of m precedes the RUN of m+2 on stage s; the RUN of m-2 precedes the SET
+ * of m on stage s+1) no slot is overwritten while it is still read, and no
+ * stage runs more than two micro-batches ahead of the next one (which also
+ * bounds the daemons' staging memory). */
 typedef struct pprpc_stage {
 	pprpc_client *client;      /* connection to the stage's rank */
 	const char *rank;          /* that rank's HOST:PORT (for cross-rank waits) */
@@ -363,23 +385,56 @@ typedef struct pprpc_stage {
 
 typedef struct pprpc_pipeline pprpc_pipeline;
 
+/* What an observer learns when a stage's output of one micro-batch reached
+ * the caller (times: CLOCK_MONOTONIC nanoseconds, measured by the client). */
+typedef struct pprpc_pipeline_event {
+	int stage, micro, slot;
+	uint64_t issue_ns;         /* the stage's commands for the micro-batch were issued */
+	uint64_t done_ns;          /* its output bytes had arrived */
+	const void *data;          /* those bytes (a relay buffer, or outputs[m] for the
+				    * last stage); valid during the callback only */
+	uint64_t bytes;
+} pprpc_pipeline_event;
+
 typedef struct pprpc_pipeline_opts {
 	/* Test hook for negative controls: drop the write-after-read ordering
 	 * that keeps a stage from overwriting a boundary slot still being read.
-	 * Never set outside tests. */
+	 * Both slots collapse into slot 0, the WAITs are not issued, and each
+	 * stage's GET of micro-batch m is queued after its RUN of m+1 (the run-
+	 * ahead that the second slot and the WAITs exist to make safe), so the
+	 * boundaries carry the wrong micro-batch.  Never set outside tests. */
 	int unsafe_skip_war_wait;
+	/* Optional: called from pprpc_pipeline_run, in the caller's thread, once
+	 * per (stage, micro-batch) when that output arrived — for traces and
+	 * for checking every boundary.  May be NULL. */
+	void (*observe)(void *arg, const pprpc_pipeline_event *ev);
+	void *observe_arg;
 } pprpc_pipeline_opts;
 
-/* Set up timelines on every stage; stages are copied.  opts may be NULL. */
+/* Check the stages and create one "done" timeline per stage (on the stage's
+ * device); stages and opts are copied (rank strings too).  opts may be NULL.
+ * Errors: PPRPC_EINVAL (no stages, NULL client, zero sizes, boundary sizes
+ * that do not chain, a missing rank where a cross-rank wait is needed),
+ * PPRPC_ENOMEM, or a timeline_create failure (message in that stage's
+ * pprpc_last_error). */
 PPRPC_API int pprpc_pipeline_create(const pprpc_stage *stages, int nstages,
 				    const pprpc_pipeline_opts *opts, pprpc_pipeline **out);
+/* Destroy the timelines (the clients stay open; the caller owns them).
+ * NULL is accepted. */
 PPRPC_API void pprpc_pipeline_free(pprpc_pipeline *p);
 /* Run M micro-batches through the stages with the fill-drain schedule:
  * inputs[m] (stage 0's in_bytes each) go in, outputs[m] (the last stage's
- * out_bytes each) come back.  Returns when all are done. */
+ * out_bytes each) come back.  Returns 0 when all are done and every queue
+ * finished without error.  On a failure it stops issuing, releases every
+ * queued WAIT (by destroying the timelines, which are then created again),
+ * drains and synchronizes every stage (clearing their sticky errors), and
+ * returns the first failure's code; pprpc_pipeline_error says which stage
+ * and call (for a failed queued command: the daemon's report of it).
+ * outputs are then unspecified.  The pipeline may be run again. */
 PPRPC_API int pprpc_pipeline_run(pprpc_pipeline *p, int nmicro, const void *const *inputs,
 				 void *const *outputs);
-/* Message for the pipeline's last failure (which stage, which call). */
+/* Message for the pipeline's last failure (which stage, which call); "" if
+ * none. */
 PPRPC_API const char *pprpc_pipeline_error(const pprpc_pipeline *p);
 
 /* ---- statistics ------------------------------------------------------------------ */

@@ -1,0 +1,860 @@
+/*
+ * pp-fence-test — pipelined vs sequential execution over pprpc stages, with
+ * parity and sentinel checks (the main job).
+ *
+ * One stage per rank; each stage is L layers of
+ *     h = W^T x            (MUL_MAT, W f16 [D, D], x f32 [D, T])
+ *     r = x + h            (ADD: residual)
+ *     x = r * g            (MUL by a per-channel gain g f32 [D, 1]: the norm)
+ * There is no RMS_NORM op yet, so the "norm" is a fixed per-channel gain
+ * with values in [0.80, 0.90], and W has entries uniform in
+ * [-1/sqrt(D), 1/sqrt(D)]: ||I + W^T|| stays near 1.15, so each layer
+ * multiplies the magnitude by about 0.85 * 1.15 and values stay bounded
+ * through any number of stages.  All weights come from --seed.
+ *
+ * Each micro-batch's token 0 is its sentinel: every channel is set to
+ * v(m) = 1 + (m + 1 + u) / (M + 1) (u in [0, 0.5) from the seed).  The
+ * stack is linear and tokens are independent, so stage s's output token 0
+ * must be v(m) * r_s, with r_s the float64 propagation of a vector of ones;
+ * the values of two micro-batches differ by at least 1/(M+1) relatively,
+ * far above the 1e-4 tolerance, so a boundary carrying another micro-batch
+ * (or a half-overwritten one) is caught even if both modes agreed.
+ *
+ * Sequential mode (the reference) pushes each micro-batch through all
+ * stages with synchronous calls; pipelined mode uses pprpc_pipeline_run.
+ * Every boundary of every micro-batch is compared byte for byte (hash and
+ * max |diff| reported on a mismatch).
+ */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/tensor.h"
+#include "pprpc.h"
+#include "tools/common/spawn.h"
+
+#define MAX_RANKS 16
+#define MAX_TOKENS 16
+#define MAX_REPEAT 50
+
+static const char usage[] =
+	"usage: pp-fence-test [--ranks HOST:PORT[,HOST:PORT...] | --spawn N] [options]\n"
+	"\n"
+	"Runs M micro-batches through one stage per rank, sequentially (synchronous\n"
+	"calls, the reference) and pipelined (pprpc_pipeline_run: async queues,\n"
+	"double-buffered boundaries, timeline waits), compares every stage boundary\n"
+	"of every micro-batch bit for bit, checks each micro-batch's sentinel, and\n"
+	"prints per token count: sequential and pipelined wall time (median of\n"
+	"--repeat paired runs), speedup, the ideal S*M/(S+M-1), efficiency, RPC\n"
+	"errors and sentinel failures.  Exit status 0 only when parity and sentinels\n"
+	"hold and no RPC failed; 1 otherwise; 2 for bad usage.\n"
+	"\n"
+	"  --ranks LIST           use running daemons (one stage each)\n"
+	"  --spawn N              start N local pprpcd (--threads 1, OPENBLAS_NUM_THREADS=1\n"
+	"                         unless set) and stop them after\n"
+	"  --ubatches M           micro-batches (default 8)\n"
+	"  --tokens T[,T...]      tokens per run, each split into M micro-batches\n"
+	"                         (default 2048,4096,8192; must divide by M)\n"
+	"  --width D              hidden size (default 512)\n"
+	"  --layers-per-stage L   matmul + residual + norm layers per stage (default 2)\n"
+	"  --mode seq|pp|both     what to run (default both; parity needs both)\n"
+	"  --repeat R             paired seq/pp runs per token count (default 5)\n"
+	"  --seed S               weights, inputs and sentinels (default 1)\n"
+	"  --json FILE            write the results as JSON\n"
+	"  --trace FILE           write a Chrome trace-event JSON (open in Perfetto)\n"
+	"  --unsafe-no-war        negative control: the pipeline drops its\n"
+	"                         write-after-read protection (must FAIL)\n"
+	"  --help\n"
+	"\n"
+	"Trace: one process per rank; all times are taken by this client.  Row\n"
+	"\"seq\" has one slice per synchronous command (SET, RUN, GET: from the call\n"
+	"to its return).  Row \"pp\" has one slice per micro-batch: from when its\n"
+	"commands were issued, or when the stage's previous micro-batch's output\n"
+	"arrived if that was later, until its own output arrived at the client —\n"
+	"an upper bound of the queue's execution, including the relay.  Row\n"
+	"\"client\" on process 0 shows the runs themselves.\n";
+
+struct stage {
+	pprpc_client *c;
+	const char *addr;
+	pprpc_buffer w[64], g[64];      /* per layer */
+	pprpc_buffer in[2], out[2];
+	pprpc_graph graph[2];
+};
+
+struct trace {
+	FILE *f;
+	int n;
+	double t0;
+};
+
+struct ctx {
+	int S, M, D, L, repeat, unsafe, do_seq, do_pp;
+	uint64_t seed;
+	struct stage st[MAX_RANKS];
+	uint16_t *w16[MAX_RANKS];       /* [L][D*D] */
+	float *gain[MAX_RANKS];         /* [L][D] */
+	double *ones_ref[MAX_RANKS];    /* r_s: float64 image of a ones vector after stage s */
+	int rpc_errors, sentinel_failures, parity_failures;
+	struct trace tr;
+	/* per token count */
+	int Tm;
+	uint64_t bytes;                 /* one boundary of one micro-batch */
+	float **seq_out;                /* [s * M + m] */
+	float **pp_out;                 /* [s * M + m] (observer copies) */
+	int pp_seen;
+	uint64_t *pp_issue, *pp_done;   /* [s * M + m] */
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t fnv1a(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 1099511628211ull;
+	return h;
+}
+
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9E3779B97F4A7C15ull;
+	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	return x ^ (x >> 31);
+}
+
+/* Uniform in [-1, 1). */
+static float urand(uint64_t *s)
+{
+	*s = mix(*s);
+	return (float)((double)(*s >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
+}
+
+static int rpc_fail(struct ctx *x, const char *what, int s, int rc)
+{
+	x->rpc_errors++;
+	fprintf(stderr, "pp-fence-test: stage %d (%s): %s failed: %s: %s\n", s, x->st[s].addr, what,
+		pprpc_strerror(rc), pprpc_last_error(x->st[s].c));
+	return rc;
+}
+
+/* ---- trace ------------------------------------------------------------------ */
+
+static void tr_event(struct trace *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tr_event(struct trace *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!t->f)
+		return;
+	fputs(t->n++ ? ",\n" : "\n", t->f);
+	va_start(ap, fmt);
+	vfprintf(t->f, fmt, ap);
+	va_end(ap);
+}
+
+static void tr_slice(struct trace *t, int pid, int tid, const char *name, double a, double b, int T, int m)
+{
+	double ts = (a - t->t0) * 1e6, dur = (b - a) * 1e6;
+
+	tr_event(t, "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+		 "\"args\":{\"tokens\":%d,\"ubatch\":%d}}",
+		 name, pid, tid, ts, dur < 0 ? 0 : dur, T, m);
+}
+
+static void tr_names(struct ctx *x)
+{
+	struct trace *t = &x->tr;
+
+	tr_event(t, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"client\"}}");
+	tr_event(t, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"client\"}}");
+	for (int s = 0; s < x->S; s++) {
+		tr_event(t, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d %s\"}}",
+			 s + 1, s, x->st[s].addr);
+		tr_event(t, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"seq (device queue)\"}}",
+			 s + 1);
+		tr_event(t, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":2,\"args\":{\"name\":\"pp (device queue)\"}}",
+			 s + 1);
+	}
+}
+
+/* ---- model -------------------------------------------------------------------- */
+
+static void make_weights(struct ctx *x)
+{
+	double a = 1.0 / sqrt((double)x->D);
+	size_t dd = (size_t)x->D * x->D;
+
+	for (int s = 0; s < x->S; s++) {
+		uint64_t r = mix(x->seed * 1000003ull + (uint64_t)s);
+		double *v = malloc(sizeof(double) * x->D), *h = malloc(sizeof(double) * x->D);
+
+		x->w16[s] = malloc(dd * 2 * x->L);
+		x->gain[s] = malloc(sizeof(float) * x->D * x->L);
+		x->ones_ref[s] = malloc(sizeof(double) * x->D);
+		if (!v || !h || !x->w16[s] || !x->gain[s] || !x->ones_ref[s]) {
+			fprintf(stderr, "pp-fence-test: out of memory\n");
+			exit(1);
+		}
+		for (size_t i = 0; i < dd * x->L; i++)
+			x->w16[s][i] = kern_f32_to_f16((float)(urand(&r) * a));
+		for (int i = 0; i < x->D * x->L; i++)
+			x->gain[s][i] = 0.85f + 0.05f * urand(&r);
+		/* r_s = stage s applied (in float64) to r_{s-1}, r_{-1} = ones. */
+		for (int i = 0; i < x->D; i++)
+			v[i] = s ? x->ones_ref[s - 1][i] : 1.0;
+		for (int l = 0; l < x->L; l++) {
+			const uint16_t *w = x->w16[s] + dd * l;
+
+			for (int n = 0; n < x->D; n++) {
+				double acc = 0;
+
+				for (int k = 0; k < x->D; k++)
+					acc += (double)kern_f16_to_f32(w[(size_t)n * x->D + k]) * v[k];
+				h[n] = (v[n] + acc) * (double)x->gain[s][l * x->D + n];
+			}
+			memcpy(v, h, sizeof(double) * x->D);
+		}
+		memcpy(x->ones_ref[s], v, sizeof(double) * x->D);
+		free(v);
+		free(h);
+	}
+}
+
+static double sentinel_value(const struct ctx *x, int m)
+{
+	double u = (double)(mix(x->seed ^ 0x5EA7ull) >> 11) / (double)(1ull << 53) * 0.5;
+
+	return 1.0 + (m + 1 + u) / (x->M + 1);
+}
+
+static void make_input(const struct ctx *x, int T, int m, float *in)
+{
+	uint64_t r = mix(x->seed * 7919ull + (uint64_t)T * 131ull + (uint64_t)m);
+	size_t n = (size_t)x->D * x->Tm;
+
+	for (size_t i = 0; i < n; i++)
+		in[i] = urand(&r);
+	for (int i = 0; i < x->D; i++)
+		in[i] = (float)sentinel_value(x, m);
+}
+
+/* Does stage s's output of micro-batch m carry m's sentinel in token 0? */
+static int sentinel_ok(const struct ctx *x, int s, int m, const float *out)
+{
+	double v = sentinel_value(x, m), maxref = 0, maxdiff = 0;
+
+	for (int i = 0; i < x->D; i++) {
+		double e = v * x->ones_ref[s][i];
+
+		maxref = fmax(maxref, fabs(e));
+		maxdiff = fmax(maxdiff, fabs((double)out[i] - e));
+	}
+	return maxdiff <= 1e-4 * maxref && maxref > 0;
+}
+
+static int upload_weights(struct ctx *x, int s)
+{
+	struct stage *st = &x->st[s];
+	size_t dd = (size_t)x->D * x->D;
+	int rc;
+
+	for (int l = 0; l < x->L; l++) {
+		if ((rc = pprpc_buffer_alloc(st->c, 0, dd * 2, &st->w[l])) < 0 ||
+		    (rc = pprpc_buffer_alloc(st->c, 0, sizeof(float) * x->D, &st->g[l])) < 0)
+			return rpc_fail(x, "buffer_alloc (weights)", s, rc);
+		if ((rc = pprpc_tensor_set(st->c, st->w[l], 0, x->w16[s] + dd * l, dd * 2)) < 0 ||
+		    (rc = pprpc_tensor_set(st->c, st->g[l], 0, x->gain[s] + x->D * l, sizeof(float) * x->D)) < 0)
+			return rpc_fail(x, "tensor_set (weights)", s, rc);
+	}
+	return 0;
+}
+
+/* Slot k's graph of stage s: in[k] -> L layers -> out[k]. */
+static int build_graph(struct ctx *x, int s, int k)
+{
+	struct stage *st = &x->st[s];
+	pprpc_graph_builder *gb;
+	pprpc_tensor tin = pprpc_tensor_make(st->in[k], 0, PPRPC_F32, x->D, x->Tm, 1, 1);
+	pprpc_tensor tout = pprpc_tensor_make(st->out[k], 0, PPRPC_F32, x->D, x->Tm, 1, 1);
+	int cur, iout, rc;
+
+	if (pprpc_graph_builder_new(&gb) < 0)
+		return PPRPC_ENOMEM;
+	cur = pprpc_gb_tensor(gb, &tin);
+	iout = pprpc_gb_tensor(gb, &tout);
+	for (int l = 0; l < x->L && cur >= 0; l++) {
+		pprpc_tensor tw = pprpc_tensor_make(st->w[l], 0, PPRPC_F16, x->D, x->D, 1, 1);
+		pprpc_tensor tg = pprpc_tensor_make(st->g[l], 0, PPRPC_F32, x->D, 1, 1, 1);
+		int iw = pprpc_gb_tensor(gb, &tw), ig = pprpc_gb_tensor(gb, &tg), h;
+
+		h = pprpc_gb_mul_mat(gb, iw, cur, -1);
+		h = h < 0 ? h : pprpc_gb_add(gb, cur, h, -1);
+		cur = h < 0 ? h : pprpc_gb_mul(gb, h, ig, l == x->L - 1 ? iout : -1);
+	}
+	if (cur < 0) {
+		fprintf(stderr, "pp-fence-test: graph build: %s\n", pprpc_gb_error(gb));
+		pprpc_graph_builder_free(gb);
+		x->rpc_errors++;
+		return cur;
+	}
+	rc = pprpc_graph_create(st->c, 0, gb, &st->graph[k]);
+	pprpc_graph_builder_free(gb);
+	if (rc < 0)
+		return rpc_fail(x, "graph_create", s, rc);
+	return 0;
+}
+
+static int setup_tokens(struct ctx *x)
+{
+	for (int s = 0; s < x->S; s++)
+		for (int k = 0; k < 2; k++) {
+			struct stage *st = &x->st[s];
+			int rc;
+
+			if ((rc = pprpc_buffer_alloc(st->c, 0, x->bytes, &st->in[k])) < 0 ||
+			    (rc = pprpc_buffer_alloc(st->c, 0, x->bytes, &st->out[k])) < 0)
+				return rpc_fail(x, "buffer_alloc (boundaries)", s, rc);
+			if ((rc = build_graph(x, s, k)) < 0)
+				return rc;
+		}
+	return 0;
+}
+
+static void teardown_tokens(struct ctx *x)
+{
+	for (int s = 0; s < x->S; s++)
+		for (int k = 0; k < 2; k++) {
+			struct stage *st = &x->st[s];
+
+			if (st->graph[k])
+				pprpc_graph_free(st->c, st->graph[k]);
+			if (st->in[k])
+				pprpc_buffer_free(st->c, st->in[k]);
+			if (st->out[k])
+				pprpc_buffer_free(st->c, st->out[k]);
+			st->graph[k] = st->in[k] = st->out[k] = 0;
+		}
+}
+
+/* ---- the two modes -------------------------------------------------------------- */
+
+static int run_seq(struct ctx *x, int T, float **in, double *ret_s)
+{
+	double t0 = now_s();
+
+	for (int m = 0; m < x->M; m++) {
+		const float *src = in[m];
+		int k = m % 2;
+
+		for (int s = 0; s < x->S; s++) {
+			struct stage *st = &x->st[s];
+			float *dst = x->seq_out[(size_t)s * x->M + m];
+			double a = now_s(), b, c, d;
+			int rc;
+
+			if ((rc = pprpc_tensor_set(st->c, st->in[k], 0, src, x->bytes)) < 0)
+				return rpc_fail(x, "tensor_set", s, rc);
+			b = now_s();
+			if ((rc = pprpc_graph_run(st->c, st->graph[k])) < 0)
+				return rpc_fail(x, "graph_run", s, rc);
+			c = now_s();
+			if ((rc = pprpc_tensor_get(st->c, st->out[k], 0, dst, x->bytes)) < 0)
+				return rpc_fail(x, "tensor_get", s, rc);
+			d = now_s();
+			tr_slice(&x->tr, s + 1, 1, "SET", a, b, T, m);
+			tr_slice(&x->tr, s + 1, 1, "RUN", b, c, T, m);
+			tr_slice(&x->tr, s + 1, 1, "GET", c, d, T, m);
+			src = dst;
+		}
+	}
+	*ret_s = now_s() - t0;
+	tr_slice(&x->tr, 0, 0, "seq run", t0, t0 + *ret_s, T, -1);
+	return 0;
+}
+
+static void observe(void *arg, const pprpc_pipeline_event *ev)
+{
+	struct ctx *x = arg;
+	size_t i = (size_t)ev->stage * x->M + ev->micro;
+
+	if (ev->stage < 0 || ev->stage >= x->S || ev->micro < 0 || ev->micro >= x->M || ev->bytes != x->bytes)
+		return;
+	if (ev->data != x->pp_out[i])  /* the last stage's outputs land in place */
+		memcpy(x->pp_out[i], ev->data, x->bytes);
+	x->pp_issue[i] = ev->issue_ns;
+	x->pp_done[i] = ev->done_ns;
+	x->pp_seen++;
+}
+
+/* One pipeline per token count, run --repeat times (it must be reusable). */
+static int make_pipeline(struct ctx *x, pprpc_pipeline **out)
+{
+	pprpc_stage stages[MAX_RANKS];
+	pprpc_pipeline_opts o = { .unsafe_skip_war_wait = x->unsafe, .observe = observe, .observe_arg = x };
+	int rc;
+
+	memset(stages, 0, sizeof(stages));
+	for (int s = 0; s < x->S; s++) {
+		struct stage *st = &x->st[s];
+
+		stages[s].client = st->c;
+		stages[s].rank = st->addr;
+		stages[s].device = 0;
+		for (int k = 0; k < 2; k++) {
+			stages[s].graph[k] = st->graph[k];
+			stages[s].in_buf[k] = st->in[k];
+			stages[s].out_buf[k] = st->out[k];
+		}
+		stages[s].in_bytes = stages[s].out_bytes = x->bytes;
+	}
+	rc = pprpc_pipeline_create(stages, x->S, &o, out);
+	if (rc < 0) {
+		x->rpc_errors++;
+		fprintf(stderr, "pp-fence-test: pipeline_create failed: %s: %s\n", pprpc_strerror(rc),
+			pprpc_last_error(x->st[0].c));
+	}
+	return rc;
+}
+
+static int run_pp(struct ctx *x, pprpc_pipeline *p, int T, float **in, float **out, double *ret_s)
+{
+	double t0;
+	int rc;
+
+	x->pp_seen = 0;
+	t0 = now_s();
+	rc = pprpc_pipeline_run(p, x->M, (const void *const *)in, (void *const *)out);
+	*ret_s = now_s() - t0;
+	if (rc < 0) {
+		x->rpc_errors++;
+		fprintf(stderr, "pp-fence-test: pipeline_run failed: %s: %s\n", pprpc_strerror(rc),
+			pprpc_pipeline_error(p));
+	}
+	if (rc == 0 && x->tr.f) {
+		double base_s = 0;  /* the events' times are CLOCK_MONOTONIC, like now_s() */
+
+		for (int s = 0; s < x->S; s++) {
+			uint64_t prev = 0;
+
+			for (int m = 0; m < x->M; m++) {
+				size_t i = (size_t)s * x->M + m;
+				uint64_t a = x->pp_issue[i] > prev ? x->pp_issue[i] : prev;
+				char name[32];
+
+				snprintf(name, sizeof(name), "ub %d", m);
+				tr_slice(&x->tr, s + 1, 2, name, base_s + a * 1e-9, base_s + x->pp_done[i] * 1e-9, T, m);
+				prev = x->pp_done[i];
+			}
+		}
+		tr_slice(&x->tr, 0, 0, "pp run", t0, t0 + *ret_s, T, -1);
+	}
+	return rc;
+}
+
+/* ---- checks ------------------------------------------------------------------------ */
+
+static int check_sentinels(struct ctx *x, float **outs, const char *mode, int T)
+{
+	int bad = 0;
+
+	for (int s = 0; s < x->S; s++)
+		for (int m = 0; m < x->M; m++)
+			if (!sentinel_ok(x, s, m, outs[(size_t)s * x->M + m])) {
+				if (bad < 8)
+					fprintf(stderr, "pp-fence-test: %s T=%d: stage %d output of ubatch %d does not carry its sentinel\n",
+						mode, T, s, m);
+				bad++;
+			}
+	x->sentinel_failures += bad;
+	return bad;
+}
+
+static int compare(struct ctx *x, int T)
+{
+	int bad = 0;
+	size_t n = x->bytes / sizeof(float);
+
+	if (x->pp_seen != x->S * x->M) {
+		fprintf(stderr, "pp-fence-test: T=%d: pipeline reported %d of %d boundaries\n", T, x->pp_seen,
+			x->S * x->M);
+		x->parity_failures++;
+		return 1;
+	}
+	for (int s = 0; s < x->S; s++)
+		for (int m = 0; m < x->M; m++) {
+			const float *a = x->seq_out[(size_t)s * x->M + m], *b = x->pp_out[(size_t)s * x->M + m];
+			double md = 0;
+
+			if (!memcmp(a, b, x->bytes))
+				continue;
+			for (size_t i = 0; i < n; i++)
+				md = fmax(md, fabs((double)a[i] - b[i]));
+			if (bad < 8)
+				fprintf(stderr, "pp-fence-test: T=%d stage %d ubatch %d: seq hash %016llx, pp hash %016llx, max |diff| %.3g\n",
+					T, s, m, (unsigned long long)fnv1a(a, x->bytes),
+					(unsigned long long)fnv1a(b, x->bytes), md);
+			bad++;
+		}
+	if (bad)
+		x->parity_failures++;
+	return bad;
+}
+
+/* ---- output ------------------------------------------------------------------------- */
+
+struct result {
+	int T;
+	double seq_s, pp_s, speedup, ideal, eff;
+	int rpc_errors, sentinel_failures, parity_ok;
+};
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	if (n <= 0)
+		return 0;
+	qsort(v, (size_t)n, sizeof(double), cmp_d);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int write_json(const char *path, const struct ctx *x, const struct result *res, int nres, int parity)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f) {
+		fprintf(stderr, "pp-fence-test: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	fprintf(f, "{\"parity\": %s, \"rpc_errors\": %d, \"sentinel_failures\": %d, \"stages\": %d, "
+		   "\"ubatches\": %d, \"width\": %d, \"layers_per_stage\": %d, \"repeat\": %d, "
+		   "\"unsafe_no_war\": %s, \"results\": [",
+		parity ? "true" : "false", x->rpc_errors, x->sentinel_failures, x->S, x->M, x->D, x->L, x->repeat,
+		x->unsafe ? "true" : "false");
+	for (int i = 0; i < nres; i++)
+		fprintf(f, "%s{\"tokens\": %d, \"seq_s\": %.6f, \"pp_s\": %.6f, \"speedup\": %.4f, \"ideal\": %.4f, "
+			   "\"efficiency\": %.4f}",
+			i ? ", " : "", res[i].T, res[i].seq_s, res[i].pp_s, res[i].speedup, res[i].ideal, res[i].eff);
+	fprintf(f, "]}\n");
+	return fclose(f) == 0 ? 0 : -1;
+}
+
+/* ---- main --------------------------------------------------------------------------- */
+
+static int parse_list(const char *s, char out[][64], int max)
+{
+	char *list = strdup(s), *save = NULL;
+	int n = 0;
+
+	for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (n == max) {
+			n = -1;
+			break;
+		}
+		snprintf(out[n++], 64, "%s", t);
+	}
+	free(list);
+	return n;
+}
+
+static int run_tokens(struct ctx *x, int T, struct result *res)
+{
+	size_t nbuf = (size_t)x->S * x->M;
+	float **in = calloc((size_t)x->M, sizeof(float *)), **pp_final = calloc((size_t)x->M, sizeof(float *));
+	double seq_t[MAX_REPEAT], pp_t[MAX_REPEAT];
+	pprpc_pipeline *pipe = NULL;
+	int nseq = 0, npp = 0, ok = 1, sent0 = x->sentinel_failures, rpc0 = x->rpc_errors, rc = 0;
+
+	memset(res, 0, sizeof(*res));
+	res->T = T;
+	x->Tm = T / x->M;
+	x->bytes = (uint64_t)x->D * x->Tm * sizeof(float);
+	x->seq_out = calloc(nbuf, sizeof(float *));
+	x->pp_out = calloc(nbuf, sizeof(float *));
+	x->pp_issue = calloc(nbuf, sizeof(uint64_t));
+	x->pp_done = calloc(nbuf, sizeof(uint64_t));
+	if (!in || !pp_final || !x->seq_out || !x->pp_out || !x->pp_issue || !x->pp_done)
+		goto oom;
+	for (int m = 0; m < x->M; m++)
+		if (!(in[m] = malloc(x->bytes)))
+			goto oom;
+	for (size_t i = 0; i < nbuf; i++)
+		if (!(x->seq_out[i] = malloc(x->bytes)) || !(x->pp_out[i] = malloc(x->bytes)))
+			goto oom;
+	for (int m = 0; m < x->M; m++) {
+		make_input(x, T, m, in[m]);
+		/* The pipeline's final outputs land here directly. */
+		pp_final[m] = x->pp_out[(size_t)(x->S - 1) * x->M + m];
+	}
+	rc = setup_tokens(x);
+	if (rc == 0 && x->do_pp)
+		rc = make_pipeline(x, &pipe);
+	for (int r = 0; r < x->repeat && rc == 0; r++) {
+		if (x->do_seq) {
+			rc = run_seq(x, T, in, &seq_t[nseq]);
+			if (rc < 0)
+				break;
+			nseq++;
+			if (check_sentinels(x, x->seq_out, "seq", T))
+				ok = 0;
+		}
+		if (x->do_pp) {
+			for (size_t i = 0; i < nbuf; i++)
+				memset(x->pp_out[i], 0xFF, x->bytes); /* NaNs: nothing stale passes */
+			rc = run_pp(x, pipe, T, in, pp_final, &pp_t[npp]);
+			if (rc < 0) {
+				ok = 0;
+				rc = 0; /* the pipeline can run again; keep measuring */
+				continue;
+			}
+			npp++;
+			if (check_sentinels(x, x->pp_out, x->unsafe ? "pp (unsafe)" : "pp", T))
+				ok = 0;
+			if (x->do_seq && compare(x, T))
+				ok = 0;
+		}
+	}
+	if (rc < 0)
+		ok = 0;
+	res->seq_s = median(seq_t, nseq);
+	res->pp_s = median(pp_t, npp);
+	res->speedup = res->pp_s > 0 ? res->seq_s / res->pp_s : 0;
+	res->ideal = (double)x->S * x->M / (x->S + x->M - 1);
+	res->eff = res->ideal > 0 ? res->speedup / res->ideal : 0;
+	res->rpc_errors = x->rpc_errors - rpc0;
+	res->sentinel_failures = x->sentinel_failures - sent0;
+	res->parity_ok = ok;
+	goto out;
+oom:
+	fprintf(stderr, "pp-fence-test: out of memory for T=%d\n", T);
+	rc = -1;
+	res->parity_ok = 0;
+out:
+	pprpc_pipeline_free(pipe);
+	teardown_tokens(x);
+	for (int m = 0; in && m < x->M; m++)
+		free(in[m]);
+	for (size_t i = 0; i < nbuf; i++) {
+		if (x->seq_out)
+			free(x->seq_out[i]);
+		if (x->pp_out)
+			free(x->pp_out[i]);
+	}
+	free(in);
+	free(pp_final);
+	free(x->seq_out);
+	free(x->pp_out);
+	free(x->pp_issue);
+	free(x->pp_done);
+	x->seq_out = x->pp_out = NULL;
+	x->pp_issue = x->pp_done = NULL;
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	static struct ctx X;
+	struct ctx *x = &X;
+	struct spawned sp[MAX_RANKS];
+	struct result res[MAX_TOKENS];
+	char addrs[MAX_RANKS][64], toks[MAX_TOKENS][64], binbuf[4096], err[512];
+	const char *ranks = NULL, *tokens = "2048,4096,8192", *mode = "both", *json = NULL, *trace = NULL;
+	int nspawn = 0, nranks = 0, ntok, nres = 0, ret = 1, parity;
+
+	/* A rank that goes away must fail our calls, not kill us (libpprpc
+	 * writes with writev, which raises SIGPIPE). */
+	signal(SIGPIPE, SIG_IGN);
+	x->M = 8;
+	x->D = 512;
+	x->L = 2;
+	x->repeat = 5;
+	x->seed = 1;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			fputs(usage, stdout);
+			return 0;
+		} else if (!strcmp(a, "--unsafe-no-war")) {
+			x->unsafe = 1;
+			continue;
+		} else if (!v) {
+			fprintf(stderr, "pp-fence-test: %s needs a value (or is unknown)\n%s", a, usage);
+			return 2;
+		}
+		i++;
+		if (!strcmp(a, "--ranks"))
+			ranks = v;
+		else if (!strcmp(a, "--spawn"))
+			nspawn = atoi(v);
+		else if (!strcmp(a, "--ubatches"))
+			x->M = atoi(v);
+		else if (!strcmp(a, "--tokens"))
+			tokens = v;
+		else if (!strcmp(a, "--width"))
+			x->D = atoi(v);
+		else if (!strcmp(a, "--layers-per-stage"))
+			x->L = atoi(v);
+		else if (!strcmp(a, "--mode"))
+			mode = v;
+		else if (!strcmp(a, "--repeat"))
+			x->repeat = atoi(v);
+		else if (!strcmp(a, "--seed"))
+			x->seed = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--json"))
+			json = v;
+		else if (!strcmp(a, "--trace"))
+			trace = v;
+		else {
+			fprintf(stderr, "pp-fence-test: unknown option %s\n%s", a, usage);
+			return 2;
+		}
+	}
+	x->do_seq = !strcmp(mode, "seq") || !strcmp(mode, "both");
+	x->do_pp = !strcmp(mode, "pp") || !strcmp(mode, "both");
+	if (!x->do_seq && !x->do_pp) {
+		fprintf(stderr, "pp-fence-test: --mode seq|pp|both\n");
+		return 2;
+	}
+	if (!ranks == !nspawn || nspawn < 0 || nspawn > MAX_RANKS) {
+		fprintf(stderr, "pp-fence-test: give either --ranks LIST or --spawn N (1..%d)\n", MAX_RANKS);
+		return 2;
+	}
+	if (x->M < 1 || x->M > 1024 || x->D < 1 || x->D > 8192 || x->L < 1 || x->L > 64 || x->repeat < 1 ||
+	    x->repeat > MAX_REPEAT) {
+		fprintf(stderr, "pp-fence-test: --ubatches 1..1024, --width 1..8192, --layers-per-stage 1..64, --repeat 1..%d\n",
+			MAX_REPEAT);
+		return 2;
+	}
+	ntok = parse_list(tokens, toks, MAX_TOKENS);
+	if (ntok < 1) {
+		fprintf(stderr, "pp-fence-test: bad --tokens list\n");
+		return 2;
+	}
+	for (int i = 0; i < ntok; i++) {
+		long T = strtol(toks[i], NULL, 10);
+
+		if (T < x->M || T > (1 << 20) || T % x->M) {
+			fprintf(stderr, "pp-fence-test: --tokens %s: must be a multiple of --ubatches %d (and at most 2^20)\n",
+				toks[i], x->M);
+			return 2;
+		}
+	}
+	memset(sp, 0, sizeof(sp));
+	if (ranks) {
+		nranks = parse_list(ranks, addrs, MAX_RANKS);
+		if (nranks < 1) {
+			fprintf(stderr, "pp-fence-test: bad --ranks list (1..%d addresses)\n", MAX_RANKS);
+			return 2;
+		}
+	} else {
+		const char *bin = spawn_default_bin(argv[0], binbuf, sizeof(binbuf));
+		static const char *const extra[] = { "--threads", "1", NULL };
+
+		/* One core per rank: pprpcd's --threads does not reach OpenBLAS,
+		 * which would otherwise start a thread per core in every daemon. */
+		setenv("OPENBLAS_NUM_THREADS", "1", 0);
+
+		for (; nranks < nspawn; nranks++) {
+			if (spawn_daemon(bin, extra, 10000, &sp[nranks], err, sizeof(err)) < 0) {
+				fprintf(stderr, "pp-fence-test: %s\n", err);
+				spawn_dump_log(&sp[nranks]);
+				spawn_stop(&sp[nranks], 0);
+				goto out;
+			}
+			snprintf(addrs[nranks], sizeof(addrs[0]), "%s", sp[nranks].addr);
+			printf("started pprpcd pid %d on %s (--threads 1)\n", (int)sp[nranks].pid, sp[nranks].addr);
+		}
+	}
+	x->S = nranks;
+	if (trace) {
+		x->tr.f = fopen(trace, "w");
+		if (!x->tr.f) {
+			fprintf(stderr, "pp-fence-test: %s: %s\n", trace, strerror(errno));
+			goto out;
+		}
+		fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", x->tr.f);
+	}
+	x->tr.t0 = now_s();
+	make_weights(x);
+	for (int s = 0; s < x->S; s++) {
+		pprpc_connect_opts o = { .client_name = "pp-fence-test", .err_buf = err, .err_len = sizeof(err) };
+		int rc = pprpc_connect(addrs[s], &o, &x->st[s].c);
+
+		x->st[s].addr = addrs[s];
+		if (rc < 0) {
+			fprintf(stderr, "pp-fence-test: rank %d (%s): %s\n", s, addrs[s], err);
+			x->rpc_errors++;
+			goto out;
+		}
+		if (upload_weights(x, s) < 0)
+			goto out;
+	}
+	tr_names(x);
+	printf("pp-fence-test: %d stages x %d layers (matmul f16 + residual + gain norm), width %d, %d ubatches, "
+	       "mode %s, repeat %d, seed %llu%s\n",
+	       x->S, x->L, x->D, x->M, mode, x->repeat, (unsigned long long)x->seed,
+	       x->unsafe ? ", UNSAFE: no write-after-read protection (negative control)" : "");
+	printf("%7s %6s %10s %10s %8s %6s %6s %8s %9s %7s\n", "tokens", "ubatch", "seq_s", "pp_s", "speedup", "ideal",
+	       "eff", "rpc_err", "sentinel", "parity");
+	for (int i = 0; i < ntok; i++) {
+		struct result *r = &res[nres++];
+		int T = (int)strtol(toks[i], NULL, 10);
+
+		if (run_tokens(x, T, r) < 0 && x->rpc_errors == 0)
+			x->rpc_errors++;
+		printf("%7d %6d %10.4f %10.4f %8.3f %6.3f %6.3f %8d %9d %7s\n", r->T, r->T / x->M, r->seq_s, r->pp_s,
+		       r->speedup, r->ideal, r->eff, r->rpc_errors, r->sentinel_failures,
+		       !(x->do_seq && x->do_pp) ? "n/a" : r->parity_ok ? "ok" : "FAIL");
+		fflush(stdout);
+	}
+	parity = x->parity_failures == 0;
+	for (int i = 0; i < nres; i++)
+		if (!res[i].parity_ok)
+			parity = 0;
+	if (json && write_json(json, x, res, nres, parity) < 0)
+		goto out;
+	ret = parity && x->sentinel_failures == 0 && x->rpc_errors == 0 ? 0 : 1;
+	printf("pp-fence-test: %s (parity %s, %d RPC errors, %d sentinel failures)\n", ret ? "FAIL" : "PASS",
+	       parity ? "ok" : "FAILED", x->rpc_errors, x->sentinel_failures);
+out:
+	if (x->tr.f) {
+		fputs("\n]}\n", x->tr.f);
+		if (fclose(x->tr.f) != 0)
+			ret = 1;
+	}
+	for (int s = 0; s < MAX_RANKS; s++)
+		pprpc_close(x->st[s].c);
+	for (int s = 0; s < MAX_RANKS; s++)
+		if (sp[s].pid > 0) {
+			int st = spawn_stop(&sp[s], 0);
+
+			printf("stopped pprpcd on %s (exit status %d)\n", addrs[s], st);
+		}
+	for (int s = 0; s < MAX_RANKS; s++) {
+		free(x->w16[s]);
+		free(x->gain[s]);
+		free(x->ones_ref[s]);
+	}
+	return ret;
+}
