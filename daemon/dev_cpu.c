@@ -14,6 +14,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cblas.h>
+
 #include "daemon/device_impl.h"
 #include "daemon/graph.h"
 #include "pprpc_types.h"
@@ -133,6 +135,8 @@ int cpu_device_create(struct device **ret_dev, int threads, char *err, size_t er
 	d->ops = &cpu_ops;
 	snprintf(d->name, sizeof(d->name), "cpu");
 	d->kctx.nthreads = threads > 0 ? threads : (int)(ncpu > 0 ? ncpu : 1);
+	/* --threads bounds BLAS too, or every daemon's matmul takes all cores. */
+	openblas_set_num_threads(d->kctx.nthreads);
 	snprintf(d->desc, sizeof(d->desc), "host CPU, %d threads, OpenBLAS", d->kctx.nthreads);
 	*ret_dev = d;
 	return 0;

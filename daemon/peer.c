@@ -446,6 +446,16 @@ struct rtl *peer_mirror_get(struct pprpcd *d, const char *rank, uint64_t handle,
 
 void peer_mirror_unref(struct pprpcd *d, struct rtl *m)
 {
+	/* Only the table still holds it (no WAIT, no subscription in flight):
+	 * drop it, or every timeline ever waited on would keep a mirror. */
+	if (m->refs == 2 && !m->failed) {
+		for (struct rtl **pp = &d->mirrors; *pp; pp = &(*pp)->next)
+			if (*pp == m) {
+				*pp = m->next;
+				m->refs--;
+				break;
+			}
+	}
 	if (--m->refs > 0)
 		return;
 	for (struct rtl **pp = &d->mirrors; *pp; pp = &(*pp)->next)

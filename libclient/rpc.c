@@ -258,7 +258,10 @@ static int write_all(pprpc_client *c, struct iovec *iov, int iovcnt)
 	int64_t deadline = c->io_timeout_ms > 0 ? now_ms() + c->io_timeout_ms : -1;
 
 	while (iovcnt > 0) {
-		ssize_t n = writev(c->fd, iov, iovcnt);
+		/* sendmsg with MSG_NOSIGNAL: a daemon that went away must fail
+		 * the call, not kill the caller's process with SIGPIPE. */
+		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
+		ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
 
 		if (n < 0) {
 			int rc;
