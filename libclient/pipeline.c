@@ -16,12 +16,21 @@
  * that makes it true on the same queue: stages sharing a daemon share its
  * in-order queue, which is fine for the same reason.
  *
+ * Boundaries.  On the p2p path (the default) stage s queues, per micro-
+ * batch, RECV (from stage s-1's daemon) RUN SIGNAL SEND (to stage s+1's
+ * daemon): the bytes go daemon to daemon and the caller never blocks until
+ * it collects the last stage's outputs.  SEND snapshots its tensor at its
+ * queue position and RECV writes at its own, so the two slots plus the
+ * WAIT bounding the skew are all the ordering needed.  On the client path
+ * the caller relays each boundary with GET then SET.
+ *
  * Boundary GETs use a pending request owned here (not the library's
  * fire-and-forget async GET) so the caller can wait for exactly that reply
  * and learn its own error.  Every such GET gets a reply (bytes or error),
  * and a broken connection completes every pending request, so waiting for
  * all of them always ends once the queues are unblocked.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +52,10 @@ struct pprpc_pipeline {
 	pprpc_pipeline_opts opts;
 	uint64_t base;           /* timeline values of the next run start above this */
 	int timelines_ok;
+	int p2p;                 /* boundaries go daemon to daemon */
+	char transfer_reason[300];
+	uint64_t client_bytes;   /* boundary bytes relayed through this process */
+	uint64_t xfer_base;      /* transfer id of (stage 0, micro 0) in the next run */
 	uint8_t *relay[2];       /* per slot: S-1 boundary buffers back to back */
 	uint64_t *relay_off;     /* offset of stage s's output in a relay slot */
 	char err[768];
@@ -61,6 +74,8 @@ struct run {
 	int fail_stage;
 	int rc;
 };
+
+static void choose_transfer(pprpc_pipeline *p);
 
 static uint64_t now_ns(void)
 {
@@ -217,6 +232,10 @@ PPRPC_API int pprpc_pipeline_create(const pprpc_stage *stages, int nstages,
 	rc = timelines_create(p);
 	if (rc < 0)
 		goto fail;
+	choose_transfer(p);
+	/* A random prefix keeps ids of different pipelines (and clients) apart
+	 * on a shared source daemon. */
+	p->xfer_base = ((now_ns() ^ (uint64_t)(uintptr_t)p) & 0xffffffull) << 36;
 	p->err[0] = '\0';
 	*out = p;
 	return 0;
@@ -239,6 +258,60 @@ PPRPC_API void pprpc_pipeline_free(pprpc_pipeline *p)
 	free(p->relay[0]);
 	free(p->relay[1]);
 	free(p);
+}
+
+PPRPC_API const char *pprpc_pipeline_transfer(const pprpc_pipeline *p, const char **ret_reason)
+{
+	if (ret_reason)
+		*ret_reason = p->transfer_reason;
+	return p->p2p ? "p2p" : "client";
+}
+
+PPRPC_API uint64_t pprpc_pipeline_client_bytes(const pprpc_pipeline *p)
+{
+	return p->client_bytes;
+}
+
+/* P2P needs every stage's daemon to reach the previous stage's (it pulls
+ * from it).  Otherwise the exact fallback through this process, and why. */
+static void choose_transfer(pprpc_pipeline *p)
+{
+	const char *env = getenv("PPRPC_P2P");
+
+	p->p2p = 0;
+	if (p->opts.transfer == PPRPC_TRANSFER_CLIENT) {
+		snprintf(p->transfer_reason, sizeof(p->transfer_reason), "client path requested");
+		return;
+	}
+	if (env && !strcmp(env, "0")) {
+		snprintf(p->transfer_reason, sizeof(p->transfer_reason), "PPRPC_P2P=0 in the environment");
+		return;
+	}
+	for (int s = 1; s < p->n; s++) {
+		const struct pstage *a = &p->s[s - 1], *b = &p->s[s];
+		int rc;
+
+		if (!a->rank || !b->rank) {
+			snprintf(p->transfer_reason, sizeof(p->transfer_reason),
+				 "stage %d or %d has no rank address", s - 1, s);
+			return;
+		}
+		rc = pprpc_probe_rank(b->st.client, a->rank, 3000);
+		if (rc < 0) {
+			snprintf(p->transfer_reason, sizeof(p->transfer_reason),
+				 "stage %d's daemon (%s) cannot reach stage %d's (%s): %.200s", s, b->rank, s - 1,
+				 a->rank, pprpc_last_error(b->st.client));
+			return;
+		}
+	}
+	p->p2p = 1;
+	p->transfer_reason[0] = '\0';
+}
+
+/* Transfer ids: unique per pipeline and run, the same on both sides. */
+static uint64_t xfer_id(const struct run *r, int s, int m)
+{
+	return r->p->xfer_base + (uint64_t)s * (uint64_t)r->M + (uint64_t)m;
 }
 
 PPRPC_API const char *pprpc_pipeline_error(const pprpc_pipeline *p)
@@ -302,9 +375,18 @@ static int issue_stage(struct run *r, int s, int m, const void *src)
 		if (rc < 0)
 			return fail(r, s, m, "WAIT", rc, pprpc_last_error(c));
 	}
-	rc = pprpc_tensor_set_async(c, ps->st.in_buf[k], 0, src, ps->st.in_bytes);
-	if (rc < 0)
-		return fail(r, s, m, "TENSOR_SET", rc, pprpc_last_error(c));
+	if (p->p2p && s > 0) {
+		rc = pprpc_recv_async(c, ps->st.in_buf[k], 0, ps->st.in_bytes, xfer_id(r, s - 1, m),
+				      p->s[s - 1].rank);
+		if (rc < 0)
+			return fail(r, s, m, "RECV", rc, pprpc_last_error(c));
+	} else {
+		rc = pprpc_tensor_set_async(c, ps->st.in_buf[k], 0, src, ps->st.in_bytes);
+		if (rc < 0)
+			return fail(r, s, m, "TENSOR_SET", rc, pprpc_last_error(c));
+		if (s > 0)
+			p->client_bytes += ps->st.in_bytes;
+	}
 	rc = pprpc_graph_run_async(c, ps->st.graph[k]);
 	if (rc < 0)
 		return fail(r, s, m, "GRAPH_RUN", rc, pprpc_last_error(c));
@@ -318,6 +400,13 @@ static int issue_stage(struct run *r, int s, int m, const void *src)
 	rc = pprpc_signal(c, ps->done, p->base + (uint64_t)m + 1);
 	if (rc < 0)
 		return fail(r, s, m, "SIGNAL", rc, pprpc_last_error(c));
+	if (p->p2p && s + 1 < p->n) {
+		rc = pprpc_send_async(c, ps->st.out_buf[k], 0, ps->st.out_bytes, xfer_id(r, s, m),
+				      p->s[s + 1].rank);
+		if (rc < 0)
+			return fail(r, s, m, "SEND", rc, pprpc_last_error(c));
+		return 0;
+	}
 	if (!unsafe || m == r->M - 1)
 		return issue_get(r, s, m);
 	return 0;
@@ -456,8 +545,8 @@ PPRPC_API int pprpc_pipeline_run(pprpc_pipeline *p, int nmicro, const void *cons
 
 			if (m < 0 || m >= nmicro)
 				continue;
-			if (s == 0) {
-				src = inputs[m];
+			if (s == 0 || p->p2p) {
+				src = s == 0 ? inputs[m] : NULL;
 			} else {
 				/* The GET we need sits behind stage s-1's WAIT for
 				 * stage s's RUN of m-2.  Make sure that one went
@@ -498,6 +587,7 @@ PPRPC_API int pprpc_pipeline_run(pprpc_pipeline *p, int nmicro, const void *cons
 	} else {
 		p->base += (uint64_t)nmicro;
 	}
+	p->xfer_base += (uint64_t)S * (uint64_t)nmicro;
 out:
 	free(r.get);
 	free(r.issued);

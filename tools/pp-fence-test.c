@@ -21,9 +21,13 @@
  * (or a half-overwritten one) is caught even if both modes agreed.
  *
  * Sequential mode (the reference) pushes each micro-batch through all
- * stages with synchronous calls; pipelined mode uses pprpc_pipeline_run.
- * Every boundary of every micro-batch is compared byte for byte (hash and
- * max |diff| reported on a mismatch).
+ * stages with synchronous calls; pipelined mode uses pprpc_pipeline_run,
+ * whose boundaries go daemon to daemon (SEND/RECV, --transfer p2p, the
+ * default) or through this process (--transfer client).  On the client
+ * path every boundary of every micro-batch is compared byte for byte (hash
+ * and max |diff| reported on a mismatch); on the p2p path the boundaries
+ * never reach this process, so the final outputs are compared (a wrong
+ * boundary changes them) and carry the sentinels.
  */
 #include <errno.h>
 #include <math.h>
@@ -67,8 +71,12 @@ static const char usage[] =
 	"  --seed S               weights, inputs and sentinels (default 1)\n"
 	"  --json FILE            write the results as JSON\n"
 	"  --trace FILE           write a Chrome trace-event JSON (open in Perfetto)\n"
+	"  --transfer p2p|client  how boundaries travel (default p2p: daemon to daemon;\n"
+	"                         falls back to client, with the reason, if the daemons\n"
+	"                         cannot reach each other; PPRPC_P2P=0 forces client)\n"
 	"  --unsafe-no-war        negative control: the pipeline drops its\n"
-	"                         write-after-read protection (must FAIL)\n"
+	"                         write-after-read protection (must FAIL; uses the\n"
+	"                         client path, where that protection is needed)\n"
 	"  --help\n"
 	"\n"
 	"Trace: one process per rank; all times are taken by this client.  Row\n"
@@ -95,6 +103,10 @@ struct trace {
 
 struct ctx {
 	int S, M, D, L, repeat, unsafe, do_seq, do_pp;
+	int client_transfer;            /* --transfer client */
+	int used_p2p;                   /* what the pipeline actually used */
+	char fallback[320];
+	uint64_t client_boundary_bytes;
 	uint64_t seed;
 	struct stage st[MAX_RANKS];
 	uint16_t *w16[MAX_RANKS];       /* [L][D*D] */
@@ -405,7 +417,9 @@ static void observe(void *arg, const pprpc_pipeline_event *ev)
 static int make_pipeline(struct ctx *x, pprpc_pipeline **out)
 {
 	pprpc_stage stages[MAX_RANKS];
-	pprpc_pipeline_opts o = { .unsafe_skip_war_wait = x->unsafe, .observe = observe, .observe_arg = x };
+	pprpc_pipeline_opts o = { .unsafe_skip_war_wait = x->unsafe, .observe = observe, .observe_arg = x,
+				  .transfer = x->client_transfer ? PPRPC_TRANSFER_CLIENT : PPRPC_TRANSFER_P2P };
+	const char *why = "";
 	int rc;
 
 	memset(stages, 0, sizeof(stages));
@@ -423,6 +437,13 @@ static int make_pipeline(struct ctx *x, pprpc_pipeline **out)
 		stages[s].in_bytes = stages[s].out_bytes = x->bytes;
 	}
 	rc = pprpc_pipeline_create(stages, x->S, &o, out);
+	if (rc == 0) {
+		x->used_p2p = !strcmp(pprpc_pipeline_transfer(*out, &why), "p2p");
+		if (!x->client_transfer && !x->used_p2p && strcmp(x->fallback, why)) {
+			snprintf(x->fallback, sizeof(x->fallback), "%s", why);
+			printf("pp-fence-test: p2p transfers not used: %s; boundaries go through the client\n", why);
+		}
+	}
 	if (rc < 0) {
 		x->rpc_errors++;
 		fprintf(stderr, "pp-fence-test: pipeline_create failed: %s: %s\n", pprpc_strerror(rc),
@@ -436,10 +457,13 @@ static int run_pp(struct ctx *x, pprpc_pipeline *p, int T, float **in, float **o
 	double t0;
 	int rc;
 
+	uint64_t cb0 = pprpc_pipeline_client_bytes(p);
+
 	x->pp_seen = 0;
 	t0 = now_s();
 	rc = pprpc_pipeline_run(p, x->M, (const void *const *)in, (void *const *)out);
 	*ret_s = now_s() - t0;
+	x->client_boundary_bytes += pprpc_pipeline_client_bytes(p) - cb0;
 	if (rc < 0) {
 		x->rpc_errors++;
 		fprintf(stderr, "pp-fence-test: pipeline_run failed: %s: %s\n", pprpc_strerror(rc),
@@ -448,7 +472,8 @@ static int run_pp(struct ctx *x, pprpc_pipeline *p, int T, float **in, float **o
 	if (rc == 0 && x->tr.f) {
 		double base_s = 0;  /* the events' times are CLOCK_MONOTONIC, like now_s() */
 
-		for (int s = 0; s < x->S; s++) {
+		/* On the p2p path only the last stage's outputs reach us. */
+		for (int s = x->used_p2p ? x->S - 1 : 0; s < x->S; s++) {
 			uint64_t prev = 0;
 
 			for (int m = 0; m < x->M; m++) {
@@ -468,11 +493,11 @@ static int run_pp(struct ctx *x, pprpc_pipeline *p, int T, float **in, float **o
 
 /* ---- checks ------------------------------------------------------------------------ */
 
-static int check_sentinels(struct ctx *x, float **outs, const char *mode, int T)
+static int check_sentinels(struct ctx *x, float **outs, const char *mode, int T, int first_stage)
 {
 	int bad = 0;
 
-	for (int s = 0; s < x->S; s++)
+	for (int s = first_stage; s < x->S; s++)
 		for (int m = 0; m < x->M; m++)
 			if (!sentinel_ok(x, s, m, outs[(size_t)s * x->M + m])) {
 				if (bad < 8)
@@ -489,13 +514,15 @@ static int compare(struct ctx *x, int T)
 	int bad = 0;
 	size_t n = x->bytes / sizeof(float);
 
-	if (x->pp_seen != x->S * x->M) {
+	int first = x->used_p2p ? x->S - 1 : 0;
+
+	if (x->pp_seen != (x->S - first) * x->M) {
 		fprintf(stderr, "pp-fence-test: T=%d: pipeline reported %d of %d boundaries\n", T, x->pp_seen,
-			x->S * x->M);
+			(x->S - first) * x->M);
 		x->parity_failures++;
 		return 1;
 	}
-	for (int s = 0; s < x->S; s++)
+	for (int s = first; s < x->S; s++)
 		for (int m = 0; m < x->M; m++) {
 			const float *a = x->seq_out[(size_t)s * x->M + m], *b = x->pp_out[(size_t)s * x->M + m];
 			double md = 0;
@@ -548,9 +575,10 @@ static int write_json(const char *path, const struct ctx *x, const struct result
 	}
 	fprintf(f, "{\"parity\": %s, \"rpc_errors\": %d, \"sentinel_failures\": %d, \"stages\": %d, "
 		   "\"ubatches\": %d, \"width\": %d, \"layers_per_stage\": %d, \"repeat\": %d, "
-		   "\"unsafe_no_war\": %s, \"results\": [",
+		   "\"unsafe_no_war\": %s, \"transfer\": \"%s\", \"client_boundary_bytes\": %llu, \"results\": [",
 		parity ? "true" : "false", x->rpc_errors, x->sentinel_failures, x->S, x->M, x->D, x->L, x->repeat,
-		x->unsafe ? "true" : "false");
+		x->unsafe ? "true" : "false", x->used_p2p ? "p2p" : "client",
+		(unsigned long long)x->client_boundary_bytes);
 	for (int i = 0; i < nres; i++)
 		fprintf(f, "%s{\"tokens\": %d, \"seq_s\": %.6f, \"pp_s\": %.6f, \"speedup\": %.4f, \"ideal\": %.4f, "
 			   "\"efficiency\": %.4f}",
@@ -615,7 +643,7 @@ static int run_tokens(struct ctx *x, int T, struct result *res)
 			if (rc < 0)
 				break;
 			nseq++;
-			if (check_sentinels(x, x->seq_out, "seq", T))
+			if (check_sentinels(x, x->seq_out, "seq", T, 0))
 				ok = 0;
 		}
 		if (x->do_pp) {
@@ -628,7 +656,8 @@ static int run_tokens(struct ctx *x, int T, struct result *res)
 				continue;
 			}
 			npp++;
-			if (check_sentinels(x, x->pp_out, x->unsafe ? "pp (unsafe)" : "pp", T))
+			if (check_sentinels(x, x->pp_out, x->unsafe ? "pp (unsafe)" : "pp", T,
+					    x->used_p2p ? x->S - 1 : 0))
 				ok = 0;
 			if (x->do_seq && compare(x, T))
 				ok = 0;
@@ -725,11 +754,22 @@ int main(int argc, char **argv)
 			json = v;
 		else if (!strcmp(a, "--trace"))
 			trace = v;
+		else if (!strcmp(a, "--transfer")) {
+			if (strcmp(v, "p2p") && strcmp(v, "client")) {
+				fprintf(stderr, "pp-fence-test: --transfer p2p|client\n");
+				return 2;
+			}
+			x->client_transfer = !strcmp(v, "client");
+		}
 		else {
 			fprintf(stderr, "pp-fence-test: unknown option %s\n%s", a, usage);
 			return 2;
 		}
 	}
+	/* The negative control removes protection the client path needs (the
+	 * p2p path orders boundaries by snapshot and queue position). */
+	if (x->unsafe)
+		x->client_transfer = 1;
 	x->do_seq = !strcmp(mode, "seq") || !strcmp(mode, "both");
 	x->do_pp = !strcmp(mode, "pp") || !strcmp(mode, "both");
 	if (!x->do_seq && !x->do_pp) {
@@ -812,8 +852,8 @@ int main(int argc, char **argv)
 	}
 	tr_names(x);
 	printf("pp-fence-test: %d stages x %d layers (matmul f16 + residual + gain norm), width %d, %d ubatches, "
-	       "mode %s, repeat %d, seed %llu%s\n",
-	       x->S, x->L, x->D, x->M, mode, x->repeat, (unsigned long long)x->seed,
+	       "mode %s, transfer %s, repeat %d, seed %llu%s\n",
+	       x->S, x->L, x->D, x->M, mode, x->client_transfer ? "client" : "p2p", x->repeat, (unsigned long long)x->seed,
 	       x->unsafe ? ", UNSAFE: no write-after-read protection (negative control)" : "");
 	printf("%7s %6s %10s %10s %8s %6s %6s %8s %9s %7s\n", "tokens", "ubatch", "seq_s", "pp_s", "speedup", "ideal",
 	       "eff", "rpc_err", "sentinel", "parity");
@@ -835,8 +875,9 @@ int main(int argc, char **argv)
 	if (json && write_json(json, x, res, nres, parity) < 0)
 		goto out;
 	ret = parity && x->sentinel_failures == 0 && x->rpc_errors == 0 ? 0 : 1;
-	printf("pp-fence-test: %s (parity %s, %d RPC errors, %d sentinel failures)\n", ret ? "FAIL" : "PASS",
-	       parity ? "ok" : "FAILED", x->rpc_errors, x->sentinel_failures);
+	printf("pp-fence-test: %s (parity %s, %d RPC errors, %d sentinel failures; transfer %s, %llu boundary bytes through the client)\n",
+	       ret ? "FAIL" : "PASS", parity ? "ok" : "FAILED", x->rpc_errors, x->sentinel_failures,
+	       x->do_pp ? (x->used_p2p ? "p2p" : "client") : "n/a", (unsigned long long)x->client_boundary_bytes);
 out:
 	if (x->tr.f) {
 		fputs("\n]}\n", x->tr.f);

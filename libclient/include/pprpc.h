@@ -396,7 +396,18 @@ typedef struct pprpc_pipeline_event {
 	uint64_t bytes;
 } pprpc_pipeline_event;
 
+/* How boundary tensors travel between stages. */
+enum pprpc_transfer {
+	PPRPC_TRANSFER_P2P = 0,     /* SEND/RECV daemon to daemon (default) */
+	PPRPC_TRANSFER_CLIENT = 1,  /* through the client: GET then SET (exact fallback) */
+};
+
 typedef struct pprpc_pipeline_opts {
+	/* PPRPC_TRANSFER_P2P unless the environment says PPRPC_P2P=0.  P2P
+	 * falls back to the client path automatically when a stage's daemon
+	 * cannot reach the previous stage's (probed at create); the reason is
+	 * given by pprpc_pipeline_transfer. */
+	int transfer;
 	/* Test hook for negative controls: drop the write-after-read ordering
 	 * that keeps a stage from overwriting a boundary slot still being read.
 	 * Both slots collapse into slot 0, the WAITs are not issued, and each
@@ -433,6 +444,12 @@ PPRPC_API void pprpc_pipeline_free(pprpc_pipeline *p);
  * outputs are then unspecified.  The pipeline may be run again. */
 PPRPC_API int pprpc_pipeline_run(pprpc_pipeline *p, int nmicro, const void *const *inputs,
 				 void *const *outputs);
+/* The path boundaries take ("p2p" or "client"); when p2p was asked for and
+ * not used, *ret_reason says why (else it is set to ""). */
+PPRPC_API const char *pprpc_pipeline_transfer(const pprpc_pipeline *p, const char **ret_reason);
+/* Bytes of boundary tensors that passed through this process so far (0 on
+ * the p2p path). */
+PPRPC_API uint64_t pprpc_pipeline_client_bytes(const pprpc_pipeline *p);
 /* Message for the pipeline's last failure (which stage, which call); "" if
  * none. */
 PPRPC_API const char *pprpc_pipeline_error(const pprpc_pipeline *p);

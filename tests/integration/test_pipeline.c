@@ -139,21 +139,23 @@ static void observe(void *arg, const pprpc_pipeline_event *ev)
 			sn->bad_data++;
 }
 
-static void test_two_ranks(void **state)
+static void two_ranks(int transfer)
 {
 	pprpc_client *c[2] = { connect_ok(&g_d[0]), connect_ok(&g_d[1]) };
 	pprpc_stage st[2];
 	pprpc_pipeline *p = NULL;
 	struct seen sn;
-	pprpc_pipeline_opts o = { .observe = observe, .observe_arg = &sn };
+	pprpc_pipeline_opts o = { .observe = observe, .observe_arg = &sn, .transfer = transfer };
+	const char *why = NULL;
 
-	(void)state;
 	for (int s = 0; s < 2; s++)
 		make_stage(c[s], g_d[s].addr, s, &st[s]);
 	memset(&sn, 0, sizeof(sn));
 	sn.S = 2;
 	assert_int_equal(pprpc_pipeline_create(st, 2, &o, &p), 0);
 	assert_string_equal(pprpc_pipeline_error(p), "");
+	assert_string_equal(pprpc_pipeline_transfer(p, &why),
+			    transfer == PPRPC_TRANSFER_P2P ? "p2p" : "client");
 	/* Several runs on one pipeline (timeline values keep increasing), odd
 	 * and even M, M below the pipeline depth. */
 	static const int Ms[] = { 5, 8, 1, 2, 9 };
@@ -165,16 +167,59 @@ static void test_two_ranks(void **state)
 		make_inputs(M, (int)r);
 		assert_int_equal(pprpc_pipeline_run(p, M, g_inp, g_outp), 0);
 		assert_true(outputs_ok(2, M));
+		/* On the p2p path only the last stage's outputs reach us. */
 		for (int s = 0; s < 2; s++)
 			for (int m = 0; m < M; m++)
-				assert_int_equal(sn.count[s][m], 1);
+				assert_int_equal(sn.count[s][m], transfer == PPRPC_TRANSFER_P2P && s == 0 ? 0 : 1);
 		assert_int_equal(sn.bad_data, 0);
 	}
+	if (transfer == PPRPC_TRANSFER_P2P)
+		assert_int_equal(pprpc_pipeline_client_bytes(p), 0);
+	else
+		assert_true(pprpc_pipeline_client_bytes(p) > 0);
 	assert_int_equal(pprpc_pipeline_run(p, 0, NULL, NULL), 0);
 	assert_int_equal(pprpc_pipeline_run(p, -1, g_inp, g_outp), PPRPC_EINVAL);
 	/* The queues are clean afterwards. */
 	assert_int_equal(pprpc_synchronize(c[0], 0), 0);
 	assert_int_equal(pprpc_synchronize(c[1], 0), 0);
+	pprpc_pipeline_free(p);
+	pprpc_close(c[0]);
+	pprpc_close(c[1]);
+}
+
+static void test_two_ranks(void **state)
+{
+	(void)state;
+	two_ranks(PPRPC_TRANSFER_P2P);
+	two_ranks(PPRPC_TRANSFER_CLIENT);
+}
+
+/* PPRPC_P2P=0, and daemons that cannot reach each other, fall back to the
+ * client path and say why. */
+static void test_fallback(void **state)
+{
+	pprpc_client *c[2] = { connect_ok(&g_d[0]), connect_ok(&g_d[1]) };
+	pprpc_stage st[2];
+	pprpc_pipeline *p = NULL;
+	const char *why = NULL;
+
+	(void)state;
+	for (int s = 0; s < 2; s++)
+		make_stage(c[s], g_d[s].addr, s, &st[s]);
+	setenv("PPRPC_P2P", "0", 1);
+	assert_int_equal(pprpc_pipeline_create(st, 2, NULL, &p), 0);
+	unsetenv("PPRPC_P2P");
+	assert_string_equal(pprpc_pipeline_transfer(p, &why), "client");
+	assert_non_null(strstr(why, "PPRPC_P2P=0"));
+	pprpc_pipeline_free(p);
+	/* Stage 0 named by an address stage 1's daemon cannot reach. */
+	st[0].rank = "127.0.0.1:1";
+	assert_int_equal(pprpc_pipeline_create(st, 2, NULL, &p), 0);
+	assert_string_equal(pprpc_pipeline_transfer(p, &why), "client");
+	assert_non_null(strstr(why, "cannot reach"));
+	make_inputs(4, 3);
+	assert_int_equal(pprpc_pipeline_run(p, 4, g_inp, g_outp), 0);
+	assert_true(outputs_ok(2, 4));
 	pprpc_pipeline_free(p);
 	pprpc_close(c[0]);
 	pprpc_close(c[1]);
@@ -331,7 +376,7 @@ static char *slurp(const char *path)
 	return buf;
 }
 
-static void tool_ok(const char *spawn)
+static void tool_ok_transfer(const char *spawn, const char *transfer)
 {
 	char json[] = "/tmp/pp-fence-test-XXXXXX", trace[64], args[256];
 	int fd = mkstemp(json);
@@ -340,8 +385,8 @@ static void tool_ok(const char *spawn)
 	assert_true(fd >= 0);
 	close(fd);
 	snprintf(trace, sizeof(trace), "%s.trace", json);
-	snprintf(args, sizeof(args), "%s --ubatches 4 --tokens 64,128 --width 32 --repeat 1 --trace %s", spawn,
-		 trace);
+	snprintf(args, sizeof(args), "%s --ubatches 4 --tokens 64,128 --width 32 --repeat 1 --trace %s --transfer %s",
+		 spawn, trace, transfer);
 	assert_int_equal(run_tool(args, json), 0);
 	j = slurp(json);
 	assert_non_null(strstr(j, "\"parity\": true"));
@@ -350,6 +395,14 @@ static void tool_ok(const char *spawn)
 	assert_non_null(strstr(j, "\"ubatches\": 4"));
 	assert_non_null(strstr(j, "\"tokens\": 128"));
 	assert_non_null(strstr(j, "\"ideal\":"));
+	if (!strcmp(transfer, "p2p")) {
+		/* Boundaries went daemon to daemon: none passed through the tool. */
+		assert_non_null(strstr(j, "\"transfer\": \"p2p\""));
+		assert_non_null(strstr(j, "\"client_boundary_bytes\": 0,"));
+	} else {
+		assert_non_null(strstr(j, "\"transfer\": \"client\""));
+		assert_null(strstr(j, "\"client_boundary_bytes\": 0,"));
+	}
 	t = slurp(trace);
 	assert_non_null(strstr(t, "\"traceEvents\""));
 	assert_non_null(strstr(t, "\"ph\":\"X\""));
@@ -359,6 +412,12 @@ static void tool_ok(const char *spawn)
 	free(t);
 	unlink(json);
 	unlink(trace);
+}
+
+static void tool_ok(const char *spawn)
+{
+	tool_ok_transfer(spawn, "p2p");
+	tool_ok_transfer(spawn, "client");
 }
 
 static void test_tool_two_ranks(void **state)
@@ -415,6 +474,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_two_ranks),
+		cmocka_unit_test(test_fallback),
 		cmocka_unit_test(test_three_stages_shared_rank),
 		cmocka_unit_test(test_unsafe_hook_corrupts),
 		cmocka_unit_test(test_errors),
