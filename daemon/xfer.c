@@ -326,6 +326,18 @@ void h_send(struct conn *c, struct request *r)
 			 x->have_send ? "transfer id %" PRIu64 " is already in use"
 				      : "transfer %" PRIu64 ": the destination expects another size", m->transfer_id);
 		rc = PPRPC_EINVAL;
+		/* The waiting destination learns it too, instead of timing out. */
+		if (!x->have_send && x->puller) {
+			char why[200];
+
+			snprintf(why, sizeof(why), "transfer %" PRIu64 ": the source sends another size (%" PRIu64
+				 " bytes, %" PRIu64 " expected)", m->transfer_id, m->size, x->size);
+			reply_error(x->puller, MSG_PULL, x->pull_req, PPRPC_EINVAL, why);
+			conn_unref(x->puller);
+			x->puller = NULL;
+			x->failed = 1;
+			xsend_maybe_free(d, x);
+		}
 	}
 	if (rc < 0) {
 		qreq_refuse(c, r, rc, err);
