@@ -59,6 +59,9 @@ static const char usage[] =
 	"hold and no RPC failed; 1 otherwise; 2 for bad usage.\n"
 	"\n"
 	"  --ranks LIST           use running daemons (one stage each)\n"
+	"  --cluster FILE         the ranks of a cluster file (NAME HOST:PORT DEVICES per line)\n"
+	"  --spawn-devices LIST   with --spawn: rank i serves device LIST[i] (e.g. cuda:0,cuda:1;\n"
+	"                         default cpu)\n"
 	"  --spawn N              start N local pprpcd (--threads 1, OPENBLAS_NUM_THREADS=1\n"
 	"                         unless set) and stop them after\n"
 	"  --ubatches M           micro-batches (default 8)\n"
@@ -708,6 +711,9 @@ int main(int argc, char **argv)
 	struct result res[MAX_TOKENS];
 	char addrs[MAX_RANKS][64], toks[MAX_TOKENS][64], binbuf[4096], err[512];
 	const char *ranks = NULL, *tokens = "2048,4096,8192", *mode = "both", *json = NULL, *trace = NULL;
+	const char *cluster = NULL, *spawn_devices = NULL;
+	char spawn_dev[MAX_RANKS][64];
+	char cluster_ranks[4096] = "";
 	int nspawn = 0, nranks = 0, ntok, nres = 0, ret = 1, parity;
 
 	/* A rank that goes away must fail our calls, not kill us (libpprpc
@@ -734,6 +740,10 @@ int main(int argc, char **argv)
 		i++;
 		if (!strcmp(a, "--ranks"))
 			ranks = v;
+		else if (!strcmp(a, "--cluster"))
+			cluster = v;
+		else if (!strcmp(a, "--spawn-devices"))
+			spawn_devices = v;
 		else if (!strcmp(a, "--spawn"))
 			nspawn = atoi(v);
 		else if (!strcmp(a, "--ubatches"))
@@ -776,8 +786,33 @@ int main(int argc, char **argv)
 		fprintf(stderr, "pp-fence-test: --mode seq|pp|both\n");
 		return 2;
 	}
+	if (cluster) {
+		pprpc_cluster *cl;
+		size_t o = 0;
+
+		if (ranks) {
+			fprintf(stderr, "pp-fence-test: --cluster and --ranks exclude each other\n");
+			return 2;
+		}
+		if (pprpc_cluster_load(cluster, &cl, err, sizeof(err)) < 0) {
+			fprintf(stderr, "pp-fence-test: %s\n", err);
+			return 2;
+		}
+		for (int i = 0; i < pprpc_cluster_size(cl) && o < sizeof(cluster_ranks); i++)
+			o += (size_t)snprintf(cluster_ranks + o, sizeof(cluster_ranks) - o, "%s%s", i ? "," : "",
+					      pprpc_cluster_addr(cl, i));
+		pprpc_cluster_free(cl);
+		ranks = cluster_ranks;
+	}
 	if (!ranks == !nspawn || nspawn < 0 || nspawn > MAX_RANKS) {
-		fprintf(stderr, "pp-fence-test: give either --ranks LIST or --spawn N (1..%d)\n", MAX_RANKS);
+		fprintf(stderr, "pp-fence-test: give one of --ranks LIST, --cluster FILE or --spawn N (1..%d)\n",
+			MAX_RANKS);
+		return 2;
+	}
+	for (int i = 0; i < MAX_RANKS; i++)
+		snprintf(spawn_dev[i], sizeof(spawn_dev[i]), "cpu");
+	if (spawn_devices && parse_list(spawn_devices, spawn_dev, MAX_RANKS) < 1) {
+		fprintf(stderr, "pp-fence-test: bad --spawn-devices list\n");
 		return 2;
 	}
 	if (x->M < 1 || x->M > 1024 || x->D < 1 || x->D > 8192 || x->L < 1 || x->L > 64 || x->repeat < 1 ||
@@ -809,21 +844,23 @@ int main(int argc, char **argv)
 		}
 	} else {
 		const char *bin = spawn_default_bin(argv[0], binbuf, sizeof(binbuf));
-		static const char *const extra[] = { "--threads", "1", NULL };
 
 		/* One core per rank: pprpcd's --threads does not reach OpenBLAS,
 		 * which would otherwise start a thread per core in every daemon. */
 		setenv("OPENBLAS_NUM_THREADS", "1", 0);
 
 		for (; nranks < nspawn; nranks++) {
-			if (spawn_daemon(bin, extra, 10000, &sp[nranks], err, sizeof(err)) < 0) {
+			const char *extra[] = { "--threads", "1", "--devices", spawn_dev[nranks], NULL };
+
+			if (spawn_daemon(bin, extra, 30000, &sp[nranks], err, sizeof(err)) < 0) {
 				fprintf(stderr, "pp-fence-test: %s\n", err);
 				spawn_dump_log(&sp[nranks]);
 				spawn_stop(&sp[nranks], 0);
 				goto out;
 			}
 			snprintf(addrs[nranks], sizeof(addrs[0]), "%s", sp[nranks].addr);
-			printf("started pprpcd pid %d on %s (--threads 1)\n", (int)sp[nranks].pid, sp[nranks].addr);
+			printf("started pprpcd pid %d on %s (--threads 1 --devices %s)\n", (int)sp[nranks].pid,
+			       sp[nranks].addr, spawn_dev[nranks]);
 		}
 	}
 	x->S = nranks;
