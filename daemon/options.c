@@ -37,6 +37,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->staging_bytes = 256 * MIB;
 	o->drain_ms = 10000;
 	o->xfer_timeout_ms = 30000;
+	o->peer_timeout_ms = 15000;
 	o->log_level = LOG_NOTICE_;
 }
 
@@ -144,6 +145,16 @@ static void set_xfer_timeout_show(const struct pprpcd_opts *o, char *buf, size_t
 	snprintf(buf, len, "%llu", (unsigned long long)o->xfer_timeout_ms);
 }
 
+static int set_peer_timeout(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	return parse_u64(v, 0, 86400000, &o->peer_timeout_ms, err, errlen);
+}
+
+static void set_peer_timeout_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%llu", (unsigned long long)o->peer_timeout_ms);
+}
+
 static int set_log(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
 {
 	int l = log_level_parse(v);
@@ -189,6 +200,7 @@ static const struct optdef defs[] = {
 	{ "cpu-affinity", "SPEC", "pin threads: loop=CPUS,device=CPUS (e.g. loop=0,device=1-3)", set_affinity, set_affinity_show },
 	{ "drain-ms", "N", "on SIGTERM, let queued work finish for up to N ms", set_drain, set_drain_show },
 	{ "transfer-timeout-ms", "N", "a SEND or RECV whose partner does not come fails after N ms (0 = never)", set_xfer_timeout, set_xfer_timeout_show },
+	{ "peer-timeout-ms", "N", "drop a peer link silent for N ms while we wait on it (0 = never)", set_peer_timeout, set_peer_timeout_show },
 	{ "metrics-listen", "HOST:PORT", "serve Prometheus text metrics over HTTP here", set_metrics_listen, set_metrics_listen_show },
 	{ "log-level", "LEVEL", "err, warning, notice, info, debug", set_log, set_log_show },
 };

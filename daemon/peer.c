@@ -37,6 +37,8 @@ struct peer {
 	uint64_t next_id;
 	struct preq *reqs;
 	struct preq *cur;            /* reply being received */
+	uint64_t last_rx_ms;         /* loop time of the last frame (or of link up) */
+	int ping_out;                /* a keepalive PING is outstanding */
 	struct peer *next;
 };
 
@@ -127,6 +129,7 @@ static int on_header(void *ctx, const struct frame_hdr *h)
 	struct preq **pp;
 	struct preq *q = req_find(p, h->req_id, &pp);
 
+	p->last_rx_ms = uv_now(p->d->loop);
 	if (!(h->flags & FRAME_F_REPLY) || !q || q->type != h->type || h->bulk_len > PEER_MAX_BULK)
 		return PPRPC_EPROTO;
 	if ((h->flags & FRAME_F_MORE) && h->type != MSG_PULL)
@@ -231,6 +234,7 @@ static void on_connect(void *ctx, struct transport_conn *t, int status, const ch
 		return;
 	}
 	p->state = PEER_UP;
+	p->last_rx_ms = uv_now(p->d->loop);
 	LOG(p->d, LOG_INFO_, "peer %s: link up", p->rank);
 	for (struct preq *q = p->reqs; q; q = q->next)
 		if (!q->sent && send_req(p, q) < 0) {
@@ -311,6 +315,83 @@ int peer_request(struct pprpcd *d, const char *rank, uint16_t type, const Protob
 	return 0;
 }
 
+/* ---- keepalive ---------------------------------------------------------------- */
+
+static int ping_meta(void *arg, int code, const char *errmsg, const struct frame_hdr *h, const uint8_t *meta,
+		     size_t len, void **bulk_dst)
+{
+	(void)arg, (void)code, (void)errmsg, (void)h, (void)meta, (void)len, (void)bulk_dst;
+	return 0;
+}
+
+static void ping_done(void *arg, const struct frame_hdr *h, int more)
+{
+	struct peer *p = arg;
+
+	(void)h;
+	(void)more;
+	p->ping_out = 0;
+}
+
+static void ping_fail(void *arg, int code, const char *why)
+{
+	(void)arg, (void)code, (void)why;
+}
+
+static const struct preq_ops keepalive_ops = { .meta = ping_meta, .done = ping_done, .fail = ping_fail };
+
+/* A link with requests outstanding must show signs of life: after a quiet
+ * interval it is PINGed, and a peer silent for the whole timeout (stopped,
+ * wedged, or its host gone without a reset) is dropped, which fails every
+ * request on it with a clear error instead of letting them wait for ever.
+ * TCP keepalive alone would not notice a stopped process: its kernel
+ * still acknowledges. */
+void peer_keepalive(struct pprpcd *d, uint64_t now_ms)
+{
+	uint64_t timeout = d->opts.peer_timeout_ms;
+	struct peer *p, *next;
+
+	if (!timeout)
+		return;
+	for (p = d->peers; p; p = next) {
+		uint64_t quiet;
+		int busy = 0;
+
+		next = p->next;
+		if (p->state != PEER_UP)
+			continue;
+		for (struct preq *q = p->reqs; q; q = q->next)
+			if (q->ops && q->ops != &keepalive_ops)
+				busy = 1;
+		quiet = now_ms - p->last_rx_ms;
+		if (!busy) {
+			p->last_rx_ms = now_ms;  /* nothing expected: quiet is fine */
+			continue;
+		}
+		if (quiet >= timeout) {
+			char why[120];
+
+			snprintf(why, sizeof(why), "no answer for %llu ms (keepalive timeout)", (unsigned long long)quiet);
+			transport_close(p->t);
+			peer_fail(p, why);
+		} else if (quiet >= timeout / 3 && !p->ping_out) {
+			Pprpc__Empty e = PPRPC__EMPTY__INIT;
+			struct preq *q = make_req(p, MSG_PING, &e.base), **tail;
+
+			if (!q)
+				continue;
+			q->ops = &keepalive_ops;
+			q->arg = p;
+			for (tail = &p->reqs; *tail; tail = &(*tail)->next)
+				;
+			*tail = q;
+			p->ping_out = 1;
+			if (send_req(p, q) < 0)
+				transport_close(p->t);
+		}
+	}
+}
+
 void peer_close_all(struct pprpcd *d)
 {
 	while (d->peers) {
@@ -360,11 +441,14 @@ static int sub_meta(void *arg, int code, const char *errmsg, const struct frame_
 	return 0;
 }
 
-static void sub_finish(struct sub *s, int code)
+static void sub_finish(struct sub *s, int code, const char *why)
 {
-	if (code < 0)
+	if (code < 0) {
 		s->m->failed = 1;
-	timeline_cell_set(s->d, &s->m->cell, code < 0 ? 0 : s->value, code);
+		timeline_cell_fail(s->d, &s->m->cell, code, why);
+	} else {
+		timeline_cell_set(s->d, &s->m->cell, s->value, 0);
+	}
 	peer_mirror_unref(s->d, s->m);
 	free(s);
 }
@@ -375,13 +459,15 @@ static void sub_done(void *arg, const struct frame_hdr *h, int more)
 
 	(void)h;
 	(void)more;
-	sub_finish(s, s->code);
+	sub_finish(s, s->code, NULL);
 }
 
 static void sub_fail(void *arg, int code, const char *why)
 {
-	(void)why;
-	sub_finish(arg, code);
+	char msg[160];
+
+	snprintf(msg, sizeof(msg), "link lost: %.140s", why);
+	sub_finish(arg, code, msg);
 }
 
 static const struct preq_ops sub_ops = { .meta = sub_meta, .done = sub_done, .fail = sub_fail };

@@ -46,6 +46,9 @@ struct preq_ops {
  * or a negative code with a reason (then no callback runs). */
 int peer_request(struct pprpcd *d, const char *rank, uint16_t type, const ProtobufCMessage *m,
 		 const struct preq_ops *ops, void *arg, char *err, size_t errlen);
+/* Periodic: ping quiet links that have requests outstanding, drop those
+ * silent past peer_timeout_ms (their requests fail). */
+void peer_keepalive(struct pprpcd *d, uint64_t now_ms);
 /* Shutdown: close every link (outstanding requests fail). */
 void peer_close_all(struct pprpcd *d);
 

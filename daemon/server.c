@@ -123,6 +123,7 @@ static void on_tick(uv_timer_t *t)
 	if (d->watchdog_usec)
 		notify_send("WATCHDOG=1");
 	xfer_expire(d, now);
+	peer_keepalive(d, now);
 	if (now - d->last_status_ms >= 2000) {
 		d->last_status_ms = now;
 		send_status(d);
@@ -257,10 +258,19 @@ int pprpcd_start(struct pprpcd *d)
 	notify_send("READY=1");
 	send_status(d);
 	d->watchdog_usec = notify_watchdog_usec();
-	/* Ping at a third of the watchdog interval; otherwise a slow tick for
-	 * STATUS lines. */
-	uv_timer_start(&d->tick, on_tick, 0,
-		       d->watchdog_usec ? (d->watchdog_usec / 3000 ? d->watchdog_usec / 3000 : 1) : 2000);
+	/* Tick at a third of the shortest deadline it serves: watchdog pings,
+	 * peer keepalives, transfer expiry; 2 s otherwise (STATUS lines). */
+	{
+		uint64_t tick = 2000;
+
+		if (d->watchdog_usec && d->watchdog_usec / 3000 < tick)
+			tick = d->watchdog_usec / 3000;
+		if (d->opts.peer_timeout_ms && d->opts.peer_timeout_ms / 3 < tick)
+			tick = d->opts.peer_timeout_ms / 3;
+		if (d->opts.xfer_timeout_ms && d->opts.xfer_timeout_ms / 3 < tick)
+			tick = d->opts.xfer_timeout_ms / 3;
+		uv_timer_start(&d->tick, on_tick, 0, tick ? tick : 1);
+	}
 	return 0;
 }
 

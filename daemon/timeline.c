@@ -90,6 +90,17 @@ void timeline_cell_set(struct pprpcd *d, struct tl_cell *cell, uint64_t value, i
 	pthread_mutex_unlock(&d->tl_lock);
 }
 
+void timeline_cell_fail(struct pprpcd *d, struct tl_cell *cell, int error, const char *why)
+{
+	pthread_mutex_lock(&d->tl_lock);
+	if (!cell->error) {
+		cell->error = error;
+		snprintf(cell->why, sizeof(cell->why), "%s", why ? why : "");
+	}
+	pthread_cond_broadcast(&d->tl_cond);
+	pthread_mutex_unlock(&d->tl_lock);
+}
+
 void timeline_retire(struct pprpcd *d, struct timeline *t)
 {
 	if (!t->handle)
@@ -138,10 +149,11 @@ int timeline_wait_cell(struct pprpcd *d, const struct tl_cell *cell, uint64_t va
 		rc = 0;
 	} else if (cell->error) {
 		rc = cell->error;
-		snprintf(err, errlen, "WAIT for value %" PRIu64 " failed: %s", value,
+		snprintf(err, errlen, "WAIT for value %" PRIu64 " failed: %s%s%.150s", value,
 			 rc == PPRPC_ECANCELED || rc == PPRPC_EHANDLE ? "the timeline does not exist (destroyed or never created)"
 			 : rc == PPRPC_ECONN ? "its rank is unreachable or went away"
-					     : "its rank refused the subscription");
+					     : "its rank refused the subscription",
+			 cell->why[0] ? ": " : "", cell->why);
 	} else {
 		rc = PPRPC_ECANCELED;
 		snprintf(err, errlen, "WAIT cancelled");

@@ -24,6 +24,7 @@ struct stream;
 struct tl_cell {
 	uint64_t value;
 	int error;            /* a wait on this cell fails with it (destroyed, peer lost) */
+	char why[160];        /* and this reason, when known */
 };
 
 struct tl_waiter;
@@ -63,8 +64,10 @@ int timeline_wait_cell(struct pprpcd *d, const struct tl_cell *cell, uint64_t va
 		       const struct stream *s, char *err, size_t errlen);
 /* Wake every blocked worker (cancel, shutdown, a remote value changed). */
 void timeline_wake_all(struct pprpcd *d);
-/* Update a cell from the loop (remote mirrors) and wake waiters. */
+/* Update a cell from the loop (remote mirrors) and wake waiters; why (may
+ * be NULL) explains an error. */
 void timeline_cell_set(struct pprpcd *d, struct tl_cell *cell, uint64_t value, int error);
+void timeline_cell_fail(struct pprpcd *d, struct tl_cell *cell, int error, const char *why);
 
 /* Loop side: run loop waiters whose value was reached (after a SIGNAL). */
 void timeline_notify(struct pprpcd *d, struct timeline *t);

@@ -1,0 +1,216 @@
+/*
+ * Integration: faults end in clear errors within a bound, never a hang —
+ * a stopped (SIGSTOP) rank detected by peer keepalive, a rank killed in the
+ * middle of a transfer, a rank killed while a pipeline runs (the other rank
+ * keeps serving), a client vanishing with work queued.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pprpc.h"
+#include "tests/integration/harness.h"
+
+#define MIB (1024ull * 1024ull)
+
+static const char *const fast_timeouts[] = { "--peer-timeout-ms", "1000", "--transfer-timeout-ms", "5000", NULL };
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static pprpc_client *connect_ok(const struct tdaemon *d)
+{
+	pprpc_client *c = NULL;
+
+	assert_int_equal(pprpc_connect(d->addr, NULL, &c), 0);
+	return c;
+}
+
+/* Rank A is stopped while B waits on A's timeline: B's link to A falls
+ * silent, keepalive drops it after ~1 s and the WAIT fails with a reason. */
+static void test_stalled_peer(void **state)
+{
+	struct tdaemon a, b;
+	pprpc_client *ca, *cb;
+	pprpc_timeline t;
+	double t0;
+	int rc;
+
+	(void)state;
+	assert_int_equal(tdaemon_start(&a, fast_timeouts), 0);
+	assert_int_equal(tdaemon_start(&b, fast_timeouts), 0);
+	ca = connect_ok(&a);
+	cb = connect_ok(&b);
+	assert_int_equal(pprpc_timeline_create(ca, 0, 0, &t), 0);
+	assert_int_equal(pprpc_wait(cb, 0, a.addr, t, 1), 0);
+	assert_int_equal(pprpc_probe_rank(cb, a.addr, 2000), 0); /* the link is up */
+	kill(a.pid, SIGSTOP);
+	t0 = now_s();
+	rc = pprpc_synchronize(cb, 0);
+	assert_int_equal(rc, PPRPC_ECONN);
+	assert_non_null(strstr(pprpc_last_error(cb), "keepalive"));
+	assert_true(now_s() - t0 < 5.0);
+	/* B keeps serving. */
+	assert_int_equal(pprpc_synchronize(cb, 0), 0);
+	kill(a.pid, SIGCONT);
+	pprpc_close(ca);
+	pprpc_close(cb);
+	assert_int_equal(tdaemon_stop(&a), 0);
+	assert_int_equal(tdaemon_stop(&b), 0);
+}
+
+/* The source of a large transfer dies mid-way: the RECV fails cleanly (no
+ * partial data counted complete) and the destination keeps serving. */
+static void test_source_killed_mid_transfer(void **state)
+{
+	struct tdaemon a, b;
+	pprpc_client *ca, *cb;
+	pprpc_buffer ba, bb;
+	const uint64_t n = 512 * MIB;
+	pprpc_stats *s;
+	int rc;
+
+	(void)state;
+	assert_int_equal(tdaemon_start(&a, fast_timeouts), 0);
+	assert_int_equal(tdaemon_start(&b, fast_timeouts), 0);
+	ca = connect_ok(&a);
+	cb = connect_ok(&b);
+	assert_int_equal(pprpc_buffer_alloc(ca, 0, n, &ba), 0);
+	assert_int_equal(pprpc_buffer_alloc(cb, 0, n, &bb), 0);
+	assert_int_equal(pprpc_recv_async(cb, bb, 0, n, 42, a.addr), 0);
+	assert_int_equal(pprpc_send_async(ca, ba, 0, n, 42, b.addr), 0);
+	usleep(20000);
+	kill(a.pid, SIGKILL);
+	rc = pprpc_synchronize(cb, 0);
+	/* Either the transfer won the race, or it failed with the reason. */
+	if (rc != 0) {
+		assert_int_equal(rc, PPRPC_ECONN);
+		assert_non_null(strstr(pprpc_last_error(cb), "lost"));
+		assert_int_equal(pprpc_stats_get(cb, &s), 0);
+		for (uint32_t i = 0; i < s->nboundaries; i++)
+			if (!strcmp(s->boundaries[i].direction, "recv"))
+				assert_true(s->boundaries[i].errors >= 1 && s->boundaries[i].transfers == 0);
+		pprpc_stats_free(s);
+	}
+	assert_int_equal(pprpc_synchronize(cb, 0), 0);
+	pprpc_close(ca);
+	pprpc_close(cb);
+	tdaemon_stop(&a);
+	assert_int_equal(tdaemon_stop(&b), 0);
+}
+
+struct killer {
+	pid_t pid;
+	int delay_ms;
+};
+
+static void *kill_later(void *arg)
+{
+	struct killer *k = arg;
+
+	usleep((useconds_t)k->delay_ms * 1000);
+	kill(k->pid, SIGKILL);
+	return NULL;
+}
+
+/* A rank is killed while a 2-stage pipeline runs many micro-batches: the
+ * run returns an error within a bound, and the surviving rank serves. */
+static void test_rank_killed_mid_pipeline(void **state)
+{
+	enum { D = 256, T = 256, M = 64 };
+	struct tdaemon d[2];
+	pprpc_client *c[2];
+	pprpc_stage st[2];
+	pprpc_pipeline *p;
+	pthread_t th;
+	struct killer k;
+	float *in = calloc((size_t)D * T, sizeof(float)), *out = calloc((size_t)D * T * M, sizeof(float));
+	const void *inputs[M];
+	void *outputs[M];
+	double t0;
+	int rc;
+
+	(void)state;
+	assert_int_equal(tdaemon_start(&d[0], fast_timeouts), 0);
+	assert_int_equal(tdaemon_start(&d[1], fast_timeouts), 0);
+	for (int s = 0; s < 2; s++) {
+		pprpc_graph_builder *gb;
+		pprpc_buffer w;
+		pprpc_tensor tw, ti, to;
+
+		c[s] = connect_ok(&d[s]);
+		memset(&st[s], 0, sizeof(st[s]));
+		st[s].client = c[s];
+		st[s].rank = d[s].addr;
+		st[s].in_bytes = st[s].out_bytes = (uint64_t)D * T * 4;
+		assert_int_equal(pprpc_buffer_alloc(c[s], 0, (uint64_t)D * D * 4, &w), 0);
+		for (int k2 = 0; k2 < 2; k2++) {
+			assert_int_equal(pprpc_buffer_alloc(c[s], 0, st[s].in_bytes, &st[s].in_buf[k2]), 0);
+			assert_int_equal(pprpc_buffer_alloc(c[s], 0, st[s].out_bytes, &st[s].out_buf[k2]), 0);
+			tw = pprpc_tensor_make(w, 0, PPRPC_F32, D, D, 1, 1);
+			ti = pprpc_tensor_make(st[s].in_buf[k2], 0, PPRPC_F32, D, T, 1, 1);
+			to = pprpc_tensor_make(st[s].out_buf[k2], 0, PPRPC_F32, D, T, 1, 1);
+			assert_int_equal(pprpc_graph_builder_new(&gb), 0);
+			assert_true(pprpc_gb_mul_mat(gb, pprpc_gb_tensor(gb, &tw), pprpc_gb_tensor(gb, &ti),
+						     pprpc_gb_tensor(gb, &to)) >= 0);
+			assert_int_equal(pprpc_graph_create(c[s], 0, gb, &st[s].graph[k2]), 0);
+			pprpc_graph_builder_free(gb);
+		}
+	}
+	for (int m = 0; m < M; m++) {
+		inputs[m] = in;
+		outputs[m] = out + (size_t)m * D * T;
+	}
+	assert_int_equal(pprpc_pipeline_create(st, 2, NULL, &p), 0);
+	k.pid = d[1].pid;
+	k.delay_ms = 30;
+	pthread_create(&th, NULL, kill_later, &k);
+	t0 = now_s();
+	rc = pprpc_pipeline_run(p, M, inputs, outputs);
+	pthread_join(th, NULL);
+	/* Killed before the end (64 micro-batches take longer than 30 ms). */
+	assert_true(rc < 0);
+	assert_true(strlen(pprpc_pipeline_error(p)) > 0);
+	assert_true(now_s() - t0 < 10.0);
+	pprpc_pipeline_free(p);
+	/* The surviving rank serves a new client. */
+	{
+		pprpc_client *c2 = connect_ok(&d[0]);
+		pprpc_buffer b;
+
+		assert_int_equal(pprpc_buffer_alloc(c2, 0, 4096, &b), 0);
+		pprpc_close(c2);
+	}
+	pprpc_close(c[0]);
+	pprpc_close(c[1]);
+	assert_int_equal(tdaemon_stop(&d[0]), 0);
+	tdaemon_stop(&d[1]);
+	free(in);
+	free(out);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_stalled_peer),
+		cmocka_unit_test(test_source_killed_mid_transfer),
+		cmocka_unit_test(test_rank_killed_mid_pipeline),
+	};
+
+	return cmocka_run_group_tests_name("integration_faults", tests, NULL, NULL);
+}
