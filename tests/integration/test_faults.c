@@ -204,12 +204,64 @@ static void test_rank_killed_mid_pipeline(void **state)
 	free(out);
 }
 
+/* A client vanishes with work queued: the work is cancelled (not run to
+ * the end) and its memory freed. */
+static void test_client_vanishes(void **state)
+{
+	enum { N = 1024 };
+	static const char *const one_thread[] = { "--threads", "1", NULL };
+	struct tdaemon d;
+	pprpc_client *c, *obs;
+	pprpc_buffer a, o;
+	pprpc_graph_builder *gb;
+	pprpc_tensor ta, to;
+	pprpc_graph g;
+	pprpc_stats *s;
+	double t0, one;
+	uint64_t alloc = 1, depth = 1;
+
+	(void)state;
+	assert_int_equal(tdaemon_start(&d, one_thread), 0);
+	c = connect_ok(&d);
+	obs = connect_ok(&d);
+	assert_int_equal(pprpc_buffer_alloc(c, 0, (uint64_t)N * N * 4, &a), 0);
+	assert_int_equal(pprpc_buffer_alloc(c, 0, (uint64_t)N * N * 4, &o), 0);
+	ta = pprpc_tensor_make(a, 0, PPRPC_F32, N, N, 1, 1);
+	to = pprpc_tensor_make(o, 0, PPRPC_F32, N, N, 1, 1);
+	assert_int_equal(pprpc_graph_builder_new(&gb), 0);
+	int ia = pprpc_gb_tensor(gb, &ta);
+	assert_true(pprpc_gb_mul_mat(gb, ia, ia, pprpc_gb_tensor(gb, &to)) >= 0);
+	assert_int_equal(pprpc_graph_create(c, 0, gb, &g), 0);
+	pprpc_graph_builder_free(gb);
+	t0 = now_s();
+	assert_int_equal(pprpc_graph_run(c, g), 0);
+	one = now_s() - t0;
+	for (int i = 0; i < 200; i++)
+		assert_int_equal(pprpc_graph_run_async(c, g), 0);
+	t0 = now_s();
+	pprpc_close(c);
+	while (now_s() - t0 < 60 && (alloc || depth)) {
+		assert_int_equal(pprpc_stats_get(obs, &s), 0);
+		alloc = s->devices[0].allocated_bytes;
+		depth = s->devices[0].queue_depth;
+		pprpc_stats_free(s);
+		usleep(10000);
+	}
+	assert_int_equal(alloc, 0);
+	assert_int_equal(depth, 0);
+	/* Cancelled: far sooner than running the 200 queued runs. */
+	assert_true(now_s() - t0 < 20 * one + 1.0);
+	pprpc_close(obs);
+	assert_int_equal(tdaemon_stop(&d), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_stalled_peer),
 		cmocka_unit_test(test_source_killed_mid_transfer),
 		cmocka_unit_test(test_rank_killed_mid_pipeline),
+		cmocka_unit_test(test_client_vanishes),
 	};
 
 	return cmocka_run_group_tests_name("integration_faults", tests, NULL, NULL);
