@@ -83,7 +83,7 @@ FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(T)/replay_%,$(FUZZ_SRCS))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 
-.PHONY: all test unit integration fuzz-replay fuzz clean info run test-install
+.PHONY: all test unit integration fuzz-replay fuzz clean info run test-install soak
 # Keep intermediate objects (test and tool objects) between runs.
 .SECONDARY:
 all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES)
@@ -163,6 +163,10 @@ fuzz-replay: $(FUZZ_REPLAY)
 
 test-install: all
 	@tests/install/run.sh
+
+# The long soak (make test runs 150 iterations of the same test).
+soak: all $(T)/test_soak
+	SOAK_ITERS=$${SOAK_ITERS:-10000} PPRPCD=$(B)/pprpcd $(T)/test_soak
 
 test: all
 	@$(MAKE) --no-print-directory unit
