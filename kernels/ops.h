@@ -75,17 +75,20 @@
  *             calls ping-pongs: the next call's src5 is a view of this
  *             call's state part (or it is copied back with CPY).
  *             i[1] = chunk length of the chunked (WY / UT) prefill form:
- *             0 = automatic, or 16, 32, 64 (anything else: PPRPC_EINVAL).
+ *             0 = automatic, or 16, 32, 64, which also asks for the chunked
+ *             form whatever T (anything else: PPRPC_EINVAL).
  *             i[2] = 1 forces the serial form (A/B benchmarks, bit-exact
  *             splitting); 0 lets the backend choose; other values
- *             PPRPC_EINVAL.  Both are performance hints: the result is the
+ *             PPRPC_EINVAL; i[1] and i[2] both nonzero: PPRPC_EINVAL.
+ *             Both are performance hints: the result is the
  *             recurrence above either way, within the stated tolerance
  *             (tests/unit/test_kernels_gdn.c: per element 1e-5 relative to
  *             |want| + the element's magnitude).
- *             CPU path choice (cpu_gdn_select.c): serial when i[2] = 1 or
- *             T < KERN_GDN_CHUNK_MIN_T (decode and short inputs), else
- *             chunked; NaN gates and dimensions sgemm cannot take fall back
- *             to serial.  With the serial form, splitting T over consecutive
+ *             CPU path choice (cpu_gdn_select.c): serial when i[2] = 1, or
+ *             i[1] = 0 and T < KERN_GDN_CHUNK_MIN_T (decode and short
+ *             inputs); else chunked; NaN gates, dimensions sgemm cannot
+ *             take and scratch allocation failure fall back to serial
+ *             (kern_gdn_stats counts each case).  With the serial form, splitting T over consecutive
  *             calls with the state carried gives bit-identical o and final
  *             state on the CPU; the chunked form is exact only to rounding
  *             (its chunk boundaries move with the split).

@@ -356,6 +356,7 @@ int kern_cpu_gdn_chunked(const struct kern_cpu_ctx *ctx, const struct gdn_args *
 {
 	struct chunk_job cj = { .a = a, .C = chunk };
 	int64_t items = a->b * a->h_v, work, hd;
+	int blas_threads, rc;
 	size_t f;
 
 	if (chunk != 16 && chunk != 32 && chunk != 64)
@@ -372,5 +373,18 @@ int kern_cpu_gdn_chunked(const struct kern_cpu_ctx *ctx, const struct gdn_args *
 	/* Elements of state touched, as the serial form, saturated. */
 	if (__builtin_mul_overflow(items * a->d_k * a->d_v, a->t, &work))
 		work = INT64_MAX;
-	return kern_cpu_parallel(ctx, items, work, run_range, &cj);
+	/* The sgemms here are small (at most C x d x d) and run from up to
+	 * nthreads item threads at once; OpenBLAS's own threading on top made
+	 * them several times slower (bench-kda_cpu: C = 64 at 0.15x serial).
+	 * So OpenBLAS runs single-threaded for this op.  Its thread count is
+	 * process-wide: in the daemon the device's worker thread is the only
+	 * BLAS caller, so nothing else sees the change; elsewhere a concurrent
+	 * BLAS call could run single-threaded meanwhile (speed only). */
+	blas_threads = openblas_get_num_threads();
+	if (blas_threads > 1)
+		openblas_set_num_threads(1);
+	rc = kern_cpu_parallel(ctx, items, work, run_range, &cj);
+	if (blas_threads > 1)
+		openblas_set_num_threads(blas_threads);
+	return rc;
 }

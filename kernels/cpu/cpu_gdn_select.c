@@ -69,7 +69,8 @@ int kern_cpu_gated_delta_net(const struct kern_cpu_ctx *ctx, const struct pprpc_
 	rc = gdn_args_init(&a, p, src, dst);
 	if (rc < 0)
 		return rc;
-	if (p->i[2] == 1 || a.t < KERN_GDN_CHUNK_MIN_T) {
+	/* An explicit chunk length asks for the chunked form at any T. */
+	if (p->i[2] == 1 || (p->i[1] == 0 && a.t < KERN_GDN_CHUNK_MIN_T)) {
 		if (st)
 			count(&st->serial);
 		return kern_cpu_gdn_serial(ctx, &a);
