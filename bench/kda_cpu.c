@@ -16,7 +16,7 @@
  * against a float64 reference).  The kern_gdn_stats counters taken around
  * each candidate prove which path ran ("ser" / "c16".. / "fb:<reason>").
  *
- * --sweep: also T = 8 .. 256 at H = 16 for the serial/chunked threshold.
+ * --sweep: also T = 1 .. 128 at H = 16 for the serial/chunked threshold.
  *
  * Results on the development VM (AMD EPYC Zen 4, 2 vCPUs, OpenBLAS 0.3.21
  * pthread, gcc -O2, --threads 2, D = 128, 5 reps): see the numbers recorded
@@ -306,7 +306,7 @@ int main(int argc, char **argv)
 				if (run_case(kda, Ts.v[t], Hs.v[h], D, &cl, reps, threads) < 0)
 					return 1;
 		if (sweep) {
-			static const int64_t sw[] = { 8, 16, 24, 32, 48, 64, 96, 128, 256 };
+			static const int64_t sw[] = { 1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128 };
 
 			for (size_t t = 0; t < sizeof(sw) / sizeof(sw[0]); t++)
 				if (run_case(kda, sw[t], 16, D, &cl, reps * 4, threads) < 0)

@@ -124,6 +124,7 @@ int cpu_device_create(struct device **ret_dev, int threads, char *err, size_t er
 	d->ops = &cpu_ops;
 	snprintf(d->name, sizeof(d->name), "cpu");
 	d->kctx.nthreads = threads > 0 ? threads : (int)(ncpu > 0 ? ncpu : 1);
+	d->kctx.gdn_stats = &d->gdn_stats;
 	snprintf(d->desc, sizeof(d->desc), "host CPU, %d threads, OpenBLAS", d->kctx.nthreads);
 	*ret_dev = d;
 	return 0;

@@ -208,8 +208,8 @@ const char *kern_gdn_fallback_name(int reason);
 /* Chunk length the CPU uses for i[1] = 0, and the shortest T (per
  * sequence) that takes the chunked form.  Measured with bench-kda_cpu:
  * the numbers are next to the definitions in kernels/cpu/cpu_gdn_select.c. */
-#define KERN_GDN_CHUNK_DEFAULT 64
-#define KERN_GDN_CHUNK_MIN_T 64
+#define KERN_GDN_CHUNK_DEFAULT 16
+#define KERN_GDN_CHUNK_MIN_T 2
 
 /* CPU execution context: threads the kernels may use, and optional
  * counters the daemon provides per device. */
