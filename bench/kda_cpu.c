@@ -19,8 +19,8 @@
  * --sweep: also T = 1 .. 128 at H = 16 for the serial/chunked threshold.
  *
  * Results on the development VM (AMD EPYC Zen 4, 2 vCPUs, OpenBLAS 0.3.21
- * pthread, gcc -O2, --threads 2, D = 128, 5 reps): see the numbers recorded
- * next to KERN_GDN_CHUNK_DEFAULT / KERN_GDN_CHUNK_MIN_T in
+ * pthread, gcc -O2, --threads 2, D = 128, 5 reps) are recorded next to the
+ * defaults they chose (KERN_GDN_CHUNK_DEFAULT, KERN_GDN_CHUNK_MIN_T) in
  * kernels/cpu/cpu_gdn_select.c.
  */
 #include <getopt.h>
