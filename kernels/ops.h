@@ -34,7 +34,7 @@
  *             n_q on are never read.  GQA: n_head % n_kv_head == 0, query
  *             head h uses kv head h / (n_head / n_kv_head).  dst f32
  *             [D, n_head, n_q, 1] (viewable as [D * n_head, n_q]).
- *  GATED_DELTA_NET  gated delta rule, serial recurrent form (Gated DeltaNet
+ *  GATED_DELTA_NET  gated delta rule, defined by its recurrence (Gated DeltaNet
  *             with one gate per head, or Kimi Delta Attention with one gate
  *             per key channel).  Six f32 sources, any strides (q/k/v/g/beta
  *             are usually views of one fused projection output):
@@ -88,10 +88,12 @@
  *             i[1] = 0 and T < KERN_GDN_CHUNK_MIN_T (decode and short
  *             inputs); else chunked; NaN gates, dimensions sgemm cannot
  *             take and scratch allocation failure fall back to serial
- *             (kern_gdn_stats counts each case).  With the serial form, splitting T over consecutive
- *             calls with the state carried gives bit-identical o and final
- *             state on the CPU; the chunked form is exact only to rounding
- *             (its chunk boundaries move with the split).
+ *             (kern_gdn_stats counts each case).  With the serial form,
+ *             splitting T over consecutive calls with the state carried
+ *             gives bit-identical o and final state on the CPU; the chunked
+ *             form is exact only to rounding (its chunk boundaries move
+ *             with the split).  Either form's result does not depend on
+ *             the thread count.
  *             q8_0 weights (K a multiple of 32) compute with the exact
  *             dequantized values f32(d) * q; activations are not quantized.
  *  GET_ROWS   src0 (table) [D, V, T2, T3] f32|f16|bf16|q8_0, src1 (ids) i32
