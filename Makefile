@@ -126,6 +126,11 @@ $(B)/bench-%: $(O)/bench/%.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $< $(TOOL_COMMON_OBJS) $(L)/libpprpc.a $(PBC_LIBS) -lm
 
+# Kernel benchmarks call the CPU kernels directly (no daemon).
+$(B)/bench-kda_cpu: $(O)/bench/kda_cpu.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS)
+	@mkdir -p $(B)
+	$(CC) $(LDFLAGS) -o $@ $^ $(BLAS_LIBS) -lm
+
 # ---- tests ---------------------------------------------------------------
 # Unit tests link everything except daemon/main.o, so they can test daemon
 # internals as well as the library.

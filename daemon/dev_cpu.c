@@ -137,6 +137,7 @@ int cpu_device_create(struct device **ret_dev, int threads, char *err, size_t er
 	d->kctx.nthreads = threads > 0 ? threads : (int)(ncpu > 0 ? ncpu : 1);
 	/* --threads bounds BLAS too, or every daemon's matmul takes all cores. */
 	openblas_set_num_threads(d->kctx.nthreads);
+	d->kctx.gdn_stats = &d->gdn_stats;
 	snprintf(d->desc, sizeof(d->desc), "host CPU, %d threads, OpenBLAS", d->kctx.nthreads);
 	*ret_dev = d;
 	return 0;

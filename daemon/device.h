@@ -21,7 +21,9 @@ struct device {
 	char desc[128];
 	uint64_t floor;           /* bytes that must stay free */
 	struct queue *q;
-	struct kern_cpu_ctx kctx;
+	struct kern_cpu_ctx kctx;  /* kctx.gdn_stats points at gdn_stats */
+	/* which GATED_DELTA_NET form ran (worker thread adds atomically) */
+	struct kern_gdn_stats gdn_stats;
 	/* statistics (loop thread) */
 	uint64_t allocated;
 	uint64_t nbuffers;

@@ -100,6 +100,25 @@ char *metrics_render(struct pprpcd *d)
 		put(&b, "pprpc_graph_creates_total{device=\"%s\"} %" PRIu64 "\n", e1, dev->graph_creates);
 		put(&b, "pprpc_graph_runs_total{device=\"%s\"} %" PRIu64 "\n", e1, dev->graph_runs);
 	}
+	/* GATED_DELTA_NET forms: proof that the chunked prefill path ran. */
+	put(&b, "# TYPE pprpc_gdn_runs_total counter\n");
+	for (uint32_t i = 0; i < d->ndev; i++) {
+		struct device *dev = d->dev[i];
+		struct kern_gdn_stats gs;
+
+		if (!dev)
+			continue;
+		kern_gdn_stats_read(&dev->gdn_stats, &gs);
+		esc(dev->name, e1, sizeof(e1));
+		put(&b, "pprpc_gdn_runs_total{device=\"%s\",path=\"serial\"} %" PRIu64 "\n", e1,
+		    gs.serial);
+		for (int c = 0; c < KERN_GDN_NCHUNK; c++)
+			put(&b, "pprpc_gdn_runs_total{device=\"%s\",path=\"chunked\",chunk=\"%d\"} %"
+			    PRIu64 "\n", e1, 16 << c, gs.chunked[c]);
+		for (int r = 0; r < KERN_GDN_FB_COUNT; r++)
+			put(&b, "pprpc_gdn_runs_total{device=\"%s\",path=\"fallback\",reason=\"%s\"} %"
+			    PRIu64 "\n", e1, kern_gdn_fallback_name(r), gs.fallback[r]);
+	}
 	put(&b, "# TYPE pprpc_boundary_transfers_total counter\n# TYPE pprpc_boundary_bytes_total counter\n"
 		"# TYPE pprpc_boundary_seconds_total counter\n# TYPE pprpc_boundary_errors_total counter\n");
 	for (struct bstat *s = d->bstats; s; s = s->next) {

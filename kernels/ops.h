@@ -34,7 +34,7 @@
  *             n_q on are never read.  GQA: n_head % n_kv_head == 0, query
  *             head h uses kv head h / (n_head / n_kv_head).  dst f32
  *             [D, n_head, n_q, 1] (viewable as [D * n_head, n_q]).
- *  GATED_DELTA_NET  gated delta rule, serial recurrent form (Gated DeltaNet
+ *  GATED_DELTA_NET  gated delta rule, defined by its recurrence (Gated DeltaNet
  *             with one gate per head, or Kimi Delta Attention with one gate
  *             per key channel).  Six f32 sources, any strides (q/k/v/g/beta
  *             are usually views of one fused projection output):
@@ -74,8 +74,26 @@
  *             forbids dst overlapping a source, so a state carried across
  *             calls ping-pongs: the next call's src5 is a view of this
  *             call's state part (or it is copied back with CPY).
- *             Splitting T over consecutive calls with the state carried
- *             gives bit-identical o and final state on the CPU.
+ *             i[1] = chunk length of the chunked (WY / UT) prefill form:
+ *             0 = automatic, or 16, 32, 64, which also asks for the chunked
+ *             form whatever T (anything else: PPRPC_EINVAL).
+ *             i[2] = 1 forces the serial form (A/B benchmarks, bit-exact
+ *             splitting); 0 lets the backend choose; other values
+ *             PPRPC_EINVAL; i[1] and i[2] both nonzero: PPRPC_EINVAL.
+ *             Both are performance hints: the result is the
+ *             recurrence above either way, within the stated tolerance
+ *             (tests/unit/test_kernels_gdn.c: per element 1e-5 relative to
+ *             |want| + the element's magnitude).
+ *             CPU path choice (cpu_gdn_select.c): serial when i[2] = 1, or
+ *             i[1] = 0 and T < KERN_GDN_CHUNK_MIN_T (decode and short
+ *             inputs); else chunked; NaN gates, dimensions sgemm cannot
+ *             take and scratch allocation failure fall back to serial
+ *             (kern_gdn_stats counts each case).  With the serial form,
+ *             splitting T over consecutive calls with the state carried
+ *             gives bit-identical o and final state on the CPU; the chunked
+ *             form is exact only to rounding (its chunk boundaries move
+ *             with the split).  Either form's result does not depend on
+ *             the thread count.
  *             q8_0 weights (K a multiple of 32) compute with the exact
  *             dequantized values f32(d) * q; activations are not quantized.
  *  GET_ROWS   src0 (table) [D, V, T2, T3] f32|f16|bf16|q8_0, src1 (ids) i32
@@ -168,9 +186,40 @@ int kern_op_check_dst(int op, const struct pprpc_op_params *p,
 int kern_gdn_layout(int64_t d_k, int64_t d_v, int64_t h_v, int64_t t, int64_t b,
 		    int64_t *ret_n_o, int64_t *ret_n_state);
 
-/* CPU execution context: threads the kernels may use. */
+/* Which form of GATED_DELTA_NET ran, counted per kern_cpu_run call (one
+ * call = one op over all its sequences and heads).  Counters only grow;
+ * they are updated with relaxed atomic adds, so a reader on another thread
+ * should load them with __atomic_load_n (kern_gdn_stats_read does). */
+enum kern_gdn_fallback {
+	KERN_GDN_FB_NAN_GATE,   /* a NaN gate: serial keeps NaN to its own tokens */
+	KERN_GDN_FB_BLAS_DIMS,  /* d_k, d_v or H_v * d_v beyond sgemm's int */
+	KERN_GDN_FB_NOMEM,      /* chunk scratch could not be allocated */
+	KERN_GDN_FB_COUNT
+};
+#define KERN_GDN_NCHUNK 3   /* chunk lengths 16, 32, 64: chunked[0..2] */
+struct kern_gdn_stats {
+	uint64_t serial;                        /* chosen: short T or i[2] = 1 */
+	uint64_t chunked[KERN_GDN_NCHUNK];      /* chunked ran with C = 16 << idx */
+	uint64_t fallback[KERN_GDN_FB_COUNT];   /* chunked chosen, serial ran */
+};
+/* Snapshot of *s with atomic loads into *out. */
+void kern_gdn_stats_read(const struct kern_gdn_stats *s, struct kern_gdn_stats *out);
+/* Name of a fallback reason ("nan-gate", "blas-dims", "nomem"); "?" else. */
+const char *kern_gdn_fallback_name(int reason);
+
+/* Chunk length the CPU uses for i[1] = 0, and the shortest T (per
+ * sequence) that takes the chunked form.  Measured with bench-kda_cpu
+ * (numbers in kernels/cpu/cpu_gdn_select.c): C = 16 is fastest, chunked
+ * beats serial from T = 2 (2-3.3x at T >= 512, d = 128). */
+#define KERN_GDN_CHUNK_DEFAULT 16
+#define KERN_GDN_CHUNK_MIN_T 2
+
+/* CPU execution context: threads the kernels may use, and optional
+ * counters the daemon provides per device. */
 struct kern_cpu_ctx {
 	int nthreads;  /* >= 1 */
+	/* optional: NULL = not counted.  Which GATED_DELTA_NET form ran. */
+	struct kern_gdn_stats *gdn_stats;
 };
 
 /* Run one op on the CPU.  Descriptors must have passed kern_op_check_dst and

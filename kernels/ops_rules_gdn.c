@@ -68,6 +68,17 @@ static int check_params(const char *name, const struct pprpc_op_params *p, char 
 		return kern_errf(err, errlen, PPRPC_EINVAL,
 				 "%s: f[1] (L2 eps) = %g without i[0] = 1, must be 0", name,
 				 (double)eps);
+	if (p && p->i[1] != 0 && p->i[1] != 16 && p->i[1] != 32 && p->i[1] != 64)
+		return kern_errf(err, errlen, PPRPC_EINVAL,
+				 "%s: i[1] (chunk length) = %d, must be 0 (automatic), 16, 32 or 64",
+				 name, (int)p->i[1]);
+	if (p && p->i[2] != 0 && p->i[2] != 1)
+		return kern_errf(err, errlen, PPRPC_EINVAL,
+				 "%s: i[2] (force serial) = %d, must be 0 or 1", name, (int)p->i[2]);
+	if (p && p->i[1] != 0 && p->i[2] != 0)
+		return kern_errf(err, errlen, PPRPC_EINVAL,
+				 "%s: i[1] (chunk length) and i[2] (force serial) exclude each other",
+				 name);
 	return 0;
 }
 

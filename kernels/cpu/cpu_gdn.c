@@ -14,54 +14,14 @@
  * This is exactly S' = D S, u = beta (v - S'^T k), S = S' + k u^T,
  * o = scale S^T q, evaluated column by column.
  *
- * The later chunked (WY/UT) prefill kernel and the CUDA backend must match
- * this one within the tolerance stated in tests/unit/test_kernels_gdn.c.
+ * The chunked prefill kernel (cpu_gdn_chunked.c) and the CUDA backend must
+ * match this one within the tolerance stated in tests/unit/test_kernels_gdn.c;
+ * this one stays the reference, the decode path and the fallback
+ * (cpu_gdn_select.c chooses).
  */
-#include "kernels/cpu/cpu_impl.h"
+#include "kernels/cpu/cpu_gdn_impl.h"
 
-#include <math.h>
 #include <stdlib.h>
-
-enum { SRC_Q, SRC_K, SRC_V, SRC_G, SRC_BETA, SRC_STATE };
-
-struct gdn_job {
-	const struct kern_tensor *q, *k, *v, *g, *beta, *s0;
-	float *o;       /* o part of dst: [d_v, H_v, T, B] contiguous */
-	float *s;       /* state part of dst: [d_k, d_v, H_v, B] contiguous */
-	int64_t d_k, d_v, h_v, t, b, rep;  /* rep = H_v / H_k */
-	bool kda, l2;
-	float scale, eps;
-	kern_cpu_cvt_fn copy;  /* f32 -> f32 strided run */
-};
-
-static const char *at(const struct kern_tensor *t, int64_t i1, int64_t i2, int64_t i3)
-{
-	return (const char *)t->data + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
-}
-
-static float ld(const struct kern_tensor *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3)
-{
-	return *(const float *)(at(t, i1, i2, i3) + i0 * t->nb[0]);
-}
-
-/* The log-space gate, clamped to <= 0 (ops.h: a positive gate acts as 0).
- * Written as a comparison so a NaN stays NaN instead of becoming 0. */
-static float gate(float g)
-{
-	return g > 0.0f ? 0.0f : g;
-}
-
-/* ggml's L2_NORM: x / max(||x||, eps), the sum of squares in double. */
-static void l2_normalise(float *x, int64_t n, float eps)
-{
-	double sum = 0.0;
-
-	for (int64_t i = 0; i < n; i++)
-		sum += (double)x[i] * x[i];
-	const float inv = 1.0f / fmaxf(sqrtf((float)sum), eps);
-	for (int64_t i = 0; i < n; i++)
-		x[i] *= inv;
-}
 
 /* Dot products are summed in LANES interleaved partial sums (element i into
  * lane i % LANES, lanes added pairwise at the end): a fixed order the
@@ -117,32 +77,32 @@ static void step_column(float *restrict col, const float *restrict q, const floa
 	*oj = scale * lanes_sum(ov);
 }
 
-static void run_item(const struct gdn_job *j, int64_t item, float *q, float *k, float *decay)
+static void run_item(const struct gdn_args *j, int64_t item, float *q, float *k, float *decay)
 {
 	const int64_t h = item % j->h_v, b = item / j->h_v, hk = h / j->rep;
 	const int64_t d_k = j->d_k, d_v = j->d_v;
 	float *S = j->s + item * d_k * d_v;
 
 	for (int64_t c = 0; c < d_v; c++)
-		j->copy(S + c * d_k, sizeof(float), at(j->s0, c, h, b), j->s0->nb[0], d_k);
+		j->copy(S + c * d_k, sizeof(float), gdn_at(j->s0, c, h, b), j->s0->nb[0], d_k);
 
 	for (int64_t t = 0; t < j->t; t++) {
 		const struct kern_tensor *v = j->v;
-		const char *vrow = at(v, h, t, b);
+		const char *vrow = gdn_at(v, h, t, b);
 		float *o = j->o + ((b * j->t + t) * j->h_v + h) * d_v;
-		float beta = ld(j->beta, 0, h, t, b);
+		float beta = gdn_ld(j->beta, 0, h, t, b);
 
-		j->copy(q, sizeof(float), at(j->q, hk, t, b), j->q->nb[0], d_k);
-		j->copy(k, sizeof(float), at(j->k, hk, t, b), j->k->nb[0], d_k);
+		j->copy(q, sizeof(float), gdn_at(j->q, hk, t, b), j->q->nb[0], d_k);
+		j->copy(k, sizeof(float), gdn_at(j->k, hk, t, b), j->k->nb[0], d_k);
 		if (j->l2) {
-			l2_normalise(q, d_k, j->eps);
-			l2_normalise(k, d_k, j->eps);
+			gdn_l2_normalise(q, d_k, j->eps);
+			gdn_l2_normalise(k, d_k, j->eps);
 		}
 		if (j->kda) {
 			for (int64_t i = 0; i < d_k; i++)
-				decay[i] = expf(gate(ld(j->g, i, h, t, b)));
+				decay[i] = expf(gdn_gate(gdn_ld(j->g, i, h, t, b)));
 		} else {
-			decay[0] = expf(gate(ld(j->g, 0, h, t, b)));
+			decay[0] = expf(gdn_gate(gdn_ld(j->g, 0, h, t, b)));
 		}
 		for (int64_t c = 0; c < d_v; c++)
 			step_column(S + c * d_k, q, k, decay, j->kda, beta,
@@ -152,7 +112,7 @@ static void run_item(const struct gdn_job *j, int64_t item, float *q, float *k, 
 
 static int run_range(void *arg, int64_t begin, int64_t end)
 {
-	const struct gdn_job *j = arg;
+	const struct gdn_args *j = arg;
 	/* d_k <= KERN_MAX_ELEMENTS (it is a source dimension): no overflow. */
 	float *tmp = malloc((size_t)(3 * j->d_k) * sizeof(float));
 
@@ -164,31 +124,38 @@ static int run_range(void *arg, int64_t begin, int64_t end)
 	return 0;
 }
 
-int kern_cpu_gated_delta_net(const struct kern_cpu_ctx *ctx, const struct pprpc_op_params *p,
-			     struct kern_tensor *const *src, struct kern_tensor *dst)
+int gdn_args_init(struct gdn_args *a, const struct pprpc_op_params *p,
+		  struct kern_tensor *const *src, struct kern_tensor *dst)
 {
-	const struct kern_tensor *q = src[SRC_Q], *v = src[SRC_V];
-	struct gdn_job j = {
-		.q = q, .k = src[SRC_K], .v = v, .g = src[SRC_G], .beta = src[SRC_BETA],
-		.s0 = src[SRC_STATE],
+	const struct kern_tensor *q = src[GDN_SRC_Q], *v = src[GDN_SRC_V];
+	int64_t n_o, n_s;
+	int rc;
+
+	*a = (struct gdn_args){
+		.q = q, .k = src[GDN_SRC_K], .v = v, .g = src[GDN_SRC_G],
+		.beta = src[GDN_SRC_BETA], .s0 = src[GDN_SRC_STATE],
 		.d_k = q->ne[0], .d_v = v->ne[0], .h_v = v->ne[1], .t = q->ne[2], .b = q->ne[3],
 		.rep = v->ne[1] / q->ne[1],
 		/* d_k = 1: either width, the same scalar path. */
-		.kda = src[SRC_G]->ne[0] != 1,
+		.kda = src[GDN_SRC_G]->ne[0] != 1,
 		/* The rules guarantee p (scale != 0 was checked). */
 		.l2 = p->i[0] == 1, .scale = p->f[0], .eps = p->f[1],
 		.copy = kern_cpu_cvt(PPRPC_F32, PPRPC_F32),
 	};
-	int64_t n_o, n_s, items = j.b * j.h_v, work;
-	int rc;
-
-	rc = kern_gdn_layout(j.d_k, j.d_v, j.h_v, j.t, j.b, &n_o, &n_s);
+	rc = kern_gdn_layout(a->d_k, a->d_v, a->h_v, a->t, a->b, &n_o, &n_s);
 	if (rc < 0)
 		return rc;
-	j.o = dst->data;
-	j.s = (float *)dst->data + n_o;
+	a->o = dst->data;
+	a->s = (float *)dst->data + n_o;
+	return 0;
+}
+
+int kern_cpu_gdn_serial(const struct kern_cpu_ctx *ctx, const struct gdn_args *a)
+{
+	int64_t items = a->b * a->h_v, n_s = items * a->d_k * a->d_v, work;
+
 	/* Elements of state touched: items * T * d_k * d_v, saturated. */
-	if (__builtin_mul_overflow(n_s, j.t, &work))
+	if (__builtin_mul_overflow(n_s, a->t, &work))
 		work = INT64_MAX;
-	return kern_cpu_parallel(ctx, items, work, run_range, &j);
+	return kern_cpu_parallel(ctx, items, work, run_range, (void *)a);
 }

@@ -216,8 +216,9 @@ PPRPC_API int pprpc_gb_rope(pprpc_graph_builder *gb, int x, int pos, int mode, i
  * Output f32 [D, n_head, n_q].  Errors as pprpc_gb_op. */
 PPRPC_API int pprpc_gb_attention(pprpc_graph_builder *gb, int q, int k, int v, float scale,
 				 int n_past, int dst);
-/* Gated delta rule (GDN / KDA), serial form; shapes and semantics in
- * kernels/ops.h (GATED_DELTA_NET).  All sources f32: q, k [d_k, H_k, T, B],
+/* Gated delta rule (GDN / KDA); shapes and semantics in kernels/ops.h
+ * (GATED_DELTA_NET).  The backend picks the serial or the chunked form
+ * (to force one, set i[1] / i[2] through pprpc_gb_op).  All sources f32: q, k [d_k, H_k, T, B],
  * v [d_v, H_v, T, B], g [1 or d_k, H_v, T, B] (log-space gate, <= 0),
  * beta [1, H_v, T, B], state [d_k, d_v, H_v, B].  scale multiplies the
  * output (finite, nonzero: pass 1/sqrt(d_k) explicitly if that is the

@@ -443,7 +443,9 @@ static struct kern_tensor token_slice(const struct kern_tensor *t, int64_t t0, i
 
 /* Running T tokens in pieces, each call's state part feeding the next call's
  * state source, gives exactly the one-call result: T1 + T2, and token by
- * token (decode). */
+ * token (decode).  A property of the serial form (i[2] = 1): the chunked
+ * one's chunk boundaries move with the split (test_kernels_gdn_chunked.c
+ * checks it to tolerance). */
 static void test_gdn_split_state(void **state)
 {
 	(void)state;
@@ -463,6 +465,8 @@ static void test_gdn_split_state(void **state)
 			const int64_t n_o = c.dv * c.hv * c.T * c.B, n_s = c.dk * c.dv * c.hv * c.B;
 			struct pprpc_op_params p = gdn_params(&c);
 			struct kern_tensor whole = mk_packed(packed_len(&c)), prev = { 0 };
+
+			p.i[2] = 1;  /* serial */
 			struct kern_tensor state_view;
 			struct gdn_in in;
 			float *o_parts = malloc((size_t)n_o * sizeof(float));
