@@ -328,10 +328,25 @@ size_t kcu_rows_ws(void);
 int kcu_mul_mat_q8_0(const struct kern_cuda_ctx *ctx, struct kern_tensor *const *src,
 		     struct kern_tensor *dst, char *err, size_t errlen);
 size_t kcu_mul_mat_q8_0_ws(struct kern_tensor *const *src);
-/* Convert a strided f32 [K, M, C2, C3] tensor to packed f16 or bf16 (dtype)
- * at out (cuda_q8_0.cu; MUL_MAT's tensor-core paths share it). */
-int kcu_pack_act(const struct kern_cuda_ctx *ctx, const struct kern_tensor *x, int dtype,
-		 void *out, char *err, size_t errlen);
+
+/* Pack a strided f32|f16|bf16 tensor into a contiguous one of dtype ddt
+ * at out, converting (cuda_mul_mat.cu; MUL_MAT's operand preparation). */
+int kcu_pack(const struct kern_cuda_ctx *ctx, const struct kern_tensor *t, int ddt, void *out,
+	     char *err, size_t errlen);
+
+/* One GEMM batch in cuBLAS's column-major terms, C[N, M] (ldc) =
+ * A[K, N]^T (lda) * B[K, M] (ldb), batch matrices apart by the strides
+ * (elements); A and B of dtype ab (f32|f16|bf16), C f32, f32 compute
+ * (cuda_mul_mat.cu). */
+struct kcu_gemm {
+	int ab;
+	int64_t N, M, K, lda, ldb, ldc;
+	const void *A, *B;
+	float *C;
+	int64_t sA, sB, sC, batch;
+};
+int kcu_gemm_run(const struct kern_cuda_ctx *ctx, const struct kcu_gemm *g, char *err,
+		 size_t errlen);
 
 /* Each file's kernels, touched once (cudaFuncGetAttributes loads them). */
 typedef int (*kcu_preload_fn)(char *err, size_t errlen);
