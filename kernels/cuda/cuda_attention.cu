@@ -23,7 +23,13 @@
 
 #include <math.h>
 
-#define NW_MAX 8
+/* Warps per block: few rows (decode) get whole 1024-thread blocks so the
+ * keys are spread over more warps; many rows (prefill) fill the GPU with
+ * blocks anyway.  A split of the keys over several blocks (flash-decoding)
+ * would use more SMs for decode; not done yet. */
+#define NW_FEW_ROWS 32
+#define NW_MANY_ROWS 8
+#define FEW_ROWS 512
 #define SMEM_MAX (48 * 1024)
 
 template <bool F16>
@@ -110,7 +116,7 @@ KCU_DECL(attention)
 {
 	const struct kern_tensor *q = src[0], *k = src[1];
 	int64_t D = q->ne[0], rows = q->ne[1] * q->ne[2], kmax = p->i[0] + q->ne[2];
-	int nw = NW_MAX;
+	int nw = rows <= FEW_ROWS ? NW_FEW_ROWS : NW_MANY_ROWS;
 	size_t smem;
 
 	/* No more warps than the longest row has keys, nor than fit. */

@@ -33,8 +33,9 @@ struct kern_cuda_ctx {
 	int device;            /* CUDA device ordinal */
 	/* Optional device-visible int32 (device memory or host-mapped), 0 while
 	 * all is well.  Data-dependent failures found on the GPU (a GET_ROWS or
-	 * SET_ROWS id outside the table) store their PPRPC_E* code there (the
-	 * first one wins) and kern_cuda_run returns 0 without synchronising;
+	 * SET_ROWS id outside the table) store their PPRPC_E* code there
+	 * (PPRPC_ERANGE, the only one so far; a plain store, so mapped host
+	 * memory works) and kern_cuda_run returns 0 without synchronising;
 	 * the backend reads it when the graph has completed and clears it.
 	 * NULL: kern_cuda_run synchronises the stream after those two ops and
 	 * returns PPRPC_ERANGE itself (simple, but no CUDA graph capture and

@@ -6,7 +6,7 @@
  * Ids are data, found bad only on the GPU.  Every run first clears a flag
  * word at the start of the workspace and checks all ids with k_check_ids,
  * which sets the flag (and, when the backend gave one, stores PPRPC_ERANGE
- * into ctx->status, first error wins).  The gather/scatter kernel then does
+ * into ctx->status).  The gather/scatter kernel then does
  * nothing at all when the flag is set: like the CPU build, a bad id means
  * nothing is read through it and SET_ROWS leaves the table untouched
  * (all-or-nothing).  Reporting (cuda_ops.h):
@@ -40,8 +40,10 @@ __global__ void k_check_ids(kcu_t ids, int64_t nrows, int32_t *flag, int32_t *st
 
 		if (id < 0 || id >= nrows) {
 			*flag = 1;
+			/* A plain store, not an atomic: status may be host-mapped
+			 * memory, and ERANGE is the only data error there is. */
 			if (status)
-				atomicCAS(status, 0, PPRPC_ERANGE);
+				*(volatile int32_t *)status = PPRPC_ERANGE;
 		}
 	}
 }
