@@ -42,7 +42,7 @@ static __device__ __forceinline__ float kv_load(const char *p)
 }
 
 template <bool F16>
-__global__ void k_attention(kcu_t q, kcu_t k, kcu_t v, float *d, float scale, int64_t n_past)
+__global__ void __launch_bounds__(NW_FEW_ROWS * 32) k_attention(kcu_t q, kcu_t k, kcu_t v, float *d, float scale, int64_t n_past)
 {
 	extern __shared__ float sm[];
 	const int64_t D = q.ne[0], n_head = q.ne[1], n_q = q.ne[2], rows = n_head * n_q;
