@@ -5,6 +5,8 @@
 #   make SANITIZE=address,undefined test
 #   make fuzz            run each libFuzzer target for FUZZ_SECONDS (needs clang)
 #   make STATIC=1        link libuv, protobuf-c and OpenBLAS statically (for the GPU machine)
+#   make CUDA=0|1        CUDA kernels off / required (default auto: on when nvcc is found)
+#   make test-cuda       build and run the CUDA op tests (needs a GPU; harmless without)
 #
 # Optional parts are detected, not assumed; the build says what it found.
 
@@ -41,13 +43,55 @@ CPPFLAGS += $(UV_CFLAGS) $(PBC_CFLAGS) $(BLAS_CFLAGS)
 ifeq ($(STATIC),1)
 UV_LIBS   := -l:libuv_a.a -ldl -lrt
 PBC_LIBS  := -l:libprotobuf-c.a
-BLAS_LIBS := $(shell $(PKG_CONFIG) --variable=libdir openblas 2>/dev/null)/libopenblas.a -lgfortran -lm
+# OpenBLAS's LAPACK part is Fortran: its runtime goes in statically too, so
+# the binaries need nothing beyond glibc's libraries on the target.
+BLAS_LIBS := $(shell $(PKG_CONFIG) --variable=libdir openblas 2>/dev/null)/libopenblas.a \
+	-l:libgfortran.a -l:libquadmath.a -lm
 else
 UV_LIBS   := $(shell $(PKG_CONFIG) --libs libuv)
 PBC_LIBS  := $(shell $(PKG_CONFIG) --libs libprotobuf-c)
 BLAS_LIBS := $(shell $(PKG_CONFIG) --libs openblas 2>/dev/null || echo -lopenblas)
 endif
 CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka)
+
+# ---- CUDA (optional) -----------------------------------------------------
+# CUDA=auto enables the kernels when $(NVCC) is found; CUDA=1 requires it;
+# CUDA=0 builds without.  cudart is linked statically and cuBLAS is
+# dlopen'ed, so pprpcd still starts on a host with no GPU and no CUDA
+# libraries.  The CUDA objects go into pprpcd only, never into libpprpc.
+CUDA      ?= auto
+NVCC      ?= nvcc
+NVCC_PATH := $(if $(filter 0,$(CUDA)),,$(shell command -v $(NVCC) 2>/dev/null))
+ifneq ($(NVCC_PATH),)
+CUDA_ON := 1
+else ifeq ($(CUDA),1)
+$(error CUDA=1 but $(NVCC) was not found)
+else
+CUDA_ON := 0
+endif
+
+ifeq ($(CUDA_ON),1)
+CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(realpath $(NVCC_PATH))))
+CUDA_RELEASE := $(shell $(NVCC) --version | sed -n 's/.*release \([0-9]*\)\.\([0-9]*\).*/\1 \2/p')
+CUDA_MAJOR := $(word 1,$(CUDA_RELEASE))
+CUDA_MINOR := $(word 2,$(CUDA_RELEASE))
+# sm_90: H100/H200; sm_121: GB10 (CUDA 12.9+); sm_70: V100 (CUDA 12 only).
+CUDA_ARCHS := 90 121
+ifeq ($(CUDA_MAJOR),12)
+CUDA_ARCHS := 70 90 $(if $(filter 9 10 11 12 13 14 15,$(CUDA_MINOR)),121)
+endif
+NVCCFLAGS ?= -O3
+NVCCFLAGS += -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Wno-unused-parameter \
+	$(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
+CUDA_SRCS := $(wildcard kernels/cuda/*.cu)
+CUDA_OBJS := $(patsubst %.cu,$(O)/%.o,$(CUDA_SRCS))
+# libstdc++: nvcc's launch stubs use thread-safe local statics.
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+CPPFLAGS += -DPPRPC_HAVE_CUDA=1
+else
+CUDA_OBJS :=
+CUDA_LIBS :=
+endif
 
 # ---- sources ------------------------------------------------------------
 PROTO      := proto/pprpc.proto
@@ -90,6 +134,7 @@ all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES)
 
 info:
 	@echo "pprpc build: libuv $$($(PKG_CONFIG) --modversion libuv), protobuf-c $$($(PKG_CONFIG) --modversion libprotobuf-c), openblas: $(if $(BLAS_LIBS),yes,no), static deps: $(STATIC)$(if $(SANITIZE), sanitize=$(SANITIZE))"
+	@echo "pprpc build: CUDA $(if $(filter 1,$(CUDA_ON)),found: $(NVCC_PATH) (release $(CUDA_MAJOR).$(CUDA_MINOR), archs $(CUDA_ARCHS)),not found or disabled (CUDA=$(CUDA)): CPU only)"
 
 # ---- generated protobuf-c code -------------------------------------------
 $(PROTO_C) $(PROTO_H): $(PROTO)
@@ -114,9 +159,9 @@ $(L)/libpprpc.so: $(LIBPPRPC_OBJS)
 	@mkdir -p $(L)
 	$(CC) -shared -Wl,-soname,libpprpc.so.1 $(LDFLAGS) -o $@ $^ $(PBC_LIBS) -lm
 
-$(B)/pprpcd: $(O)/daemon/main.o $(DAEMON_OBJS) $(PROTO_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS) $(KERNEL_CPU_OBJS)
+$(B)/pprpcd: $(O)/daemon/main.o $(DAEMON_OBJS) $(PROTO_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)
 	@mkdir -p $(B)
-	$(CC) $(LDFLAGS) -o $@ $^ $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm
 
 $(B)/%: $(O)/tools/%.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(B)
@@ -183,6 +228,32 @@ test: all
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$${f##*/}; mkdir -p tests/fuzz/corpus/$$n; \
 		echo "== $$n for $(FUZZ_SECONDS)s"; $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 tests/fuzz/corpus/$$n; done
+
+# ---- CUDA objects and tests ------------------------------------------------
+# test-cuda is not part of `make test` (it needs a GPU to mean much).  The
+# program compares every op's CUDA result with the CPU kernels; without
+# a device it says so and exits 0.  It needs only the kernels and BLAS, so a
+# STATIC=1 build runs on the GPU machine as is.
+.PHONY: test-cuda-build test-cuda
+ifeq ($(CUDA_ON),1)
+$(O)/kernels/cuda/%.o: kernels/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -MD -MP -MF $(@:.o=.d) -c $< -o $@
+
+$(O)/tests/cuda/%.o: CPPFLAGS += -I$(CUDA_HOME)/include
+
+$(T)/test_cuda_ops: $(O)/tests/cuda/test_cuda_ops.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)
+	@mkdir -p $(T)
+	$(CC) $(LDFLAGS) -o $@ $^ $(BLAS_LIBS) $(CUDA_LIBS) -lm
+
+test-cuda-build: info $(T)/test_cuda_ops
+
+test-cuda: test-cuda-build
+	$(T)/test_cuda_ops
+else
+test-cuda-build test-cuda:
+	@echo "CUDA is not enabled (CUDA=$(CUDA), $(NVCC) not found): nothing to build" >&2; exit 1
+endif
 
 # ---- install -----------------------------------------------------------------------
 PREFIX ?= /usr/local

@@ -15,36 +15,62 @@
 #define PPRPC_KERNELS_CUDA_OPS_H
 
 #include <stddef.h>
-
-#include "kernels/ops.h"
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+#include "kernels/ops.h"
+
 struct kern_cuda_ctx {
 	void *stream;          /* cudaStream_t */
-	void *blas;            /* cublasHandle_t (from kern_cuda_blas_create), NULL = none */
-	void *workspace;       /* device scratch for kernels that need it */
+	void *blas;            /* from kern_cuda_blas_create (opaque), NULL = none:
+				* MUL_MAT then fails with PPRPC_EUNSUPP */
+	void *workspace;       /* device scratch for kernels that need it
+				* (kern_cuda_workspace_bytes), 256-byte aligned */
 	size_t workspace_bytes;
 	int device;            /* CUDA device ordinal */
+	/* Optional device-visible int32 (device memory or host-mapped), 0 while
+	 * all is well.  Data-dependent failures found on the GPU (a GET_ROWS or
+	 * SET_ROWS id outside the table) store their PPRPC_E* code there
+	 * (PPRPC_ERANGE, the only one so far; a plain store, so mapped host
+	 * memory works) and kern_cuda_run returns 0 without synchronising;
+	 * the backend reads it when the graph has completed and clears it.
+	 * NULL: kern_cuda_run synchronises the stream after those two ops and
+	 * returns PPRPC_ERANGE itself (simple, but no CUDA graph capture and
+	 * never behind a timeline wait). */
+	int32_t *status;
 };
 
 /* Run one op on the stream.  Descriptors must have passed
  * kern_op_check_dst (the caller validated them).  Returns 0 or a negative
- * code; err gets the reason (CUDA error string included). */
+ * code; err gets the reason (CUDA error string included).  Fails with
+ * PPRPC_ELIMIT when ctx->workspace_bytes < kern_cuda_workspace_bytes(). */
 int kern_cuda_run(const struct kern_cuda_ctx *ctx, int op, const struct pprpc_op_params *p,
 		  struct kern_tensor *const *src, int nsrc, struct kern_tensor *dst, char *err, size_t errlen);
 
+/* Bytes of ctx->workspace kern_cuda_run needs for this node (0 for most
+ * ops); the backend sizes one workspace per stream as the maximum over a
+ * graph's nodes.  Same descriptors as kern_cuda_run (data may be NULL).
+ * Returns SIZE_MAX when the descriptors are invalid. */
+size_t kern_cuda_workspace_bytes(int op, const struct pprpc_op_params *p,
+				 struct kern_tensor *const *src, int nsrc,
+				 const struct kern_tensor *dst);
+
 /* cuBLAS is loaded at run time (dlopen), so pprpcd has no link-time
- * dependency on it.  Returns 0 and a handle bound to stream, or a negative
- * code with the reason (e.g. libcublas not found). */
+ * dependency on it.  Returns 0 and a handle bound to stream (an opaque
+ * object holding the library, its entry points and a cublasHandle_t), or a
+ * negative code with the reason (e.g. libcublas not found, with the dlerror
+ * text).  Call with the device current. */
 int kern_cuda_blas_create(void *stream, void **ret_handle, char *err, size_t errlen);
 void kern_cuda_blas_destroy(void *handle);
 
 /* Load every kernel module eagerly (touch each kernel once) so no lazy
  * module load can happen behind a stream waiting on a timeline — that
- * deadlocks (see GPU-NOTES.md). */
+ * deadlocks (see GPU-NOTES.md).  Call once per device, with it current.
+ * cuBLAS's own kernels are beyond its reach: the daemon should also set
+ * CUDA_MODULE_LOADING=EAGER before its first CUDA call. */
 int kern_cuda_preload(char *err, size_t errlen);
 
 #ifdef __cplusplus
