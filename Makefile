@@ -179,10 +179,10 @@ $(B)/bench-kda_cpu: $(O)/bench/kda_cpu.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS)
 # ---- tests ---------------------------------------------------------------
 # Unit tests link everything except daemon/main.o, so they can test daemon
 # internals as well as the library.
-TEST_LINK := $(DAEMON_OBJS) $(CLIENT_OBJS) $(PROTO_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS) $(KERNEL_CPU_OBJS)
+TEST_LINK := $(DAEMON_OBJS) $(CLIENT_OBJS) $(PROTO_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)
 $(T)/test_%: $(O)/tests/unit/test_%.o $(TEST_LINK)
 	@mkdir -p $(T)
-	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm
 
 # Integration tests may compute local references with the CPU kernels.
 $(T)/test_%: $(O)/tests/integration/test_%.o $(O)/tests/integration/harness.o $(TOOL_COMMON_OBJS) $(KERNEL_CPU_OBJS) $(L)/libpprpc.a
@@ -193,13 +193,13 @@ $(T)/test_%: $(O)/tests/integration/test_%.o $(O)/tests/integration/harness.o $(
 # compiler; runs over the saved corpus in `make test`) and with libFuzzer.
 $(T)/replay_%: tests/fuzz/%.c tests/fuzz/replay_main.c $(TEST_LINK) | $(PROTO_H)
 	@mkdir -p $(T)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/fuzz/$*.c tests/fuzz/replay_main.c $(TEST_LINK) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/fuzz/$*.c tests/fuzz/replay_main.c $(TEST_LINK) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) -lm
 
 FUZZ_CC ?= clang
 FUZZ_LINK_SRCS := $(DAEMON_SRCS) $(PROTO_SRCS) $(TRANSPORT_SRCS) $(KERNEL_SRCS) $(KERNEL_CPU_SRCS) $(PROTO_C)
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK_SRCS)
 	@mkdir -p $(BUILD)/fuzz
-	$(FUZZ_CC) $(CPPFLAGS) -std=gnu11 -g -O1 -pthread -fsanitize=fuzzer,address,undefined -o $@ $< \
+	$(FUZZ_CC) $(CPPFLAGS) -UPPRPC_HAVE_CUDA -std=gnu11 -g -O1 -pthread -fsanitize=fuzzer,address,undefined -o $@ $< \
 		$(FUZZ_LINK_SRCS) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
 
 unit: $(UNIT_TESTS)
@@ -241,6 +241,7 @@ $(O)/kernels/cuda/%.o: kernels/cuda/%.cu
 	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -MD -MP -MF $(@:.o=.d) -c $< -o $@
 
 $(O)/tests/cuda/%.o: CPPFLAGS += -I$(CUDA_HOME)/include
+$(O)/daemon/dev_cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
 
 $(T)/test_cuda_ops: $(O)/tests/cuda/test_cuda_ops.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)
 	@mkdir -p $(T)

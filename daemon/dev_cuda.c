@@ -35,6 +35,7 @@ struct cuda_dev {
 	int ordinal;
 	cudaStream_t stream;
 	struct kern_cuda_ctx kctx;
+	int32_t *status_host;      /* host view of kctx.status (mapped memory) */
 };
 
 static struct cuda_dev *cdev(struct device *d)
@@ -145,10 +146,22 @@ static int cuda_graph_run(struct device *d, const struct graph *g, char *err, si
 		rc = kern_cuda_run(&c->kctx, n->op, &n->p, src, n->nsrc, &g->t[n->dst], why, sizeof(why));
 		if (rc < 0) {
 			snprintf(err, errlen, "node %d (%s) failed: %s", i, kern_op_name(n->op), why);
+			wait_stream(c, NULL, 0);
 			return rc;
 		}
 	}
-	return wait_stream(c, err, errlen);
+	if (wait_stream(c, err, errlen) < 0)
+		return PPRPC_EDEVICE;
+	/* Data-dependent failures found on the GPU (an id outside its table)
+	 * are reported through the mapped status word. */
+	if (*(volatile int32_t *)c->status_host) {
+		int rc = *(volatile int32_t *)c->status_host;
+
+		*(volatile int32_t *)c->status_host = 0;
+		snprintf(err, errlen, "%s: a row id lies outside its table", d->name);
+		return rc;
+	}
+	return 0;
 }
 
 static void cuda_destroy(struct device *d)
@@ -160,6 +173,8 @@ static void cuda_destroy(struct device *d)
 			kern_cuda_blas_destroy(c->kctx.blas);
 		if (c->kctx.workspace)
 			cudaFree(c->kctx.workspace);
+		if (c->status_host)
+			cudaFreeHost(c->status_host);
 		if (c->stream)
 			cudaStreamDestroy(c->stream);
 	}
@@ -206,11 +221,14 @@ int cuda_device_create(struct device **ret_dev, int ordinal, char *err, size_t e
 	snprintf(c->base.name, sizeof(c->base.name), "cuda:%d", ordinal);
 	if ((e = cudaSetDevice(ordinal)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, ordinal)) != cudaSuccess ||
 	    (e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
-	    (e = cudaMalloc(&c->kctx.workspace, WORKSPACE_BYTES)) != cudaSuccess) {
+	    (e = cudaMalloc(&c->kctx.workspace, WORKSPACE_BYTES)) != cudaSuccess ||
+	    (e = cudaHostAlloc((void **)&c->status_host, sizeof(int32_t), cudaHostAllocMapped)) != cudaSuccess ||
+	    (e = cudaHostGetDevicePointer((void **)&c->kctx.status, c->status_host, 0)) != cudaSuccess) {
 		snprintf(err, errlen, "cuda:%d: %s", ordinal, cudaGetErrorString(e));
 		cuda_destroy(&c->base);
 		return PPRPC_EDEVICE;
 	}
+	*c->status_host = 0;
 	c->kctx.stream = c->stream;
 	c->kctx.workspace_bytes = WORKSPACE_BYTES;
 	if (kern_cuda_blas_create(c->stream, &c->kctx.blas, why, sizeof(why)) < 0 ||
@@ -219,7 +237,7 @@ int cuda_device_create(struct device **ret_dev, int ordinal, char *err, size_t e
 		cuda_destroy(&c->base);
 		return PPRPC_EDEVICE;
 	}
-	snprintf(c->base.desc, sizeof(c->base.desc), "%s, sm_%d%d, %.1f GiB", prop.name, prop.major, prop.minor,
+	snprintf(c->base.desc, sizeof(c->base.desc), "%.80s, sm_%d%d, %.1f GiB", prop.name, prop.major, prop.minor,
 		 prop.totalGlobalMem / 1073741824.0);
 	*ret_dev = &c->base;
 	return 0;

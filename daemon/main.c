@@ -1,5 +1,6 @@
 /* daemon/main.c — pprpcd entry point. */
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +16,9 @@ int main(int argc, char **argv)
 	rc = pprpcd_opts_parse(&d.opts, argc, argv);
 	if (rc != 0)
 		return rc > 0 ? 0 : 2;
+	/* CUDA modules load eagerly: a lazy load queued behind a stream that
+	 * waits on a timeline deadlocks (GPU-NOTES.md).  Before any CUDA call. */
+	setenv("CUDA_MODULE_LOADING", "EAGER", 0);
 	/* A client vanishing mid-write must not kill the daemon. */
 	signal(SIGPIPE, SIG_IGN);
 	d.loop = uv_default_loop();
