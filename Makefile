@@ -157,7 +157,9 @@ $(L)/libpprpc.a: $(LIBPPRPC_OBJS)
 
 $(L)/libpprpc.so: $(LIBPPRPC_OBJS)
 	@mkdir -p $(L)
-	$(CC) -shared -Wl,-soname,libpprpc.so.1 $(LDFLAGS) -o $@ $^ $(PBC_LIBS) -lm
+	$(CC) -shared -Wl,-soname,libpprpc.so.1 $(LDFLAGS) -o $@ $^ $(shell $(PKG_CONFIG) --libs libprotobuf-c) -lm
+# (the shared library always links protobuf-c dynamically: a static archive
+# of non-PIC code cannot go into a shared object)
 
 $(B)/pprpcd: $(O)/daemon/main.o $(DAEMON_OBJS) $(PROTO_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)
 	@mkdir -p $(B)

@@ -17,7 +17,7 @@
  * stack is linear and tokens are independent, so stage s's output token 0
  * must be v(m) * r_s, with r_s the float64 propagation of a vector of ones;
  * the values of two micro-batches differ by at least 1/(M+1) relatively,
- * far above the 1e-4 tolerance, so a boundary carrying another micro-batch
+ * far above the 1e-2 tolerance, so a boundary carrying another micro-batch
  * (or a half-overwritten one) is caught even if both modes agreed.
  *
  * Sequential mode (the reference) pushes each micro-batch through all
@@ -279,7 +279,11 @@ static int sentinel_ok(const struct ctx *x, int s, int m, const float *out)
 		maxref = fmax(maxref, fabs(e));
 		maxdiff = fmax(maxdiff, fabs((double)out[i] - e));
 	}
-	return maxdiff <= 1e-4 * maxref && maxref > 0;
+	/* 1e-2 relative: GPU tensor cores round activations to f16 (~1e-3 per
+	 * layer), while another micro-batch's sentinel differs by at least
+	 * 1/(M+1) (11% at M = 8) — a swap is still caught by a wide margin.
+	 * Bit-exactness is checked separately, against sequential mode. */
+	return maxdiff <= 1e-2 * maxref && maxref > 0;
 }
 
 static int upload_weights(struct ctx *x, int s)
