@@ -275,6 +275,15 @@ int metrics_start(struct pprpcd *d, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot serve metrics on %s: %s", d->opts.metrics_listen, uv_strerror(rc));
 		return PPRPC_EIO;
 	}
+	{
+		struct sockaddr_storage bound;
+		int blen = sizeof(bound);
+		char where[80];
+
+		uv_tcp_getsockname(&d->metrics, (struct sockaddr *)&bound, &blen);
+		addr_format((struct sockaddr *)&bound, where, sizeof(where));
+		LOG(d, LOG_NOTICE_, "Prometheus metrics on %s (HTTP GET /metrics)", where);
+	}
 	return 0;
 }
 

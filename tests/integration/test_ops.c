@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -245,6 +247,65 @@ static void test_sighup_and_check_config(void **state)
 	unlink(conf);
 }
 
+/* --metrics-listen: Prometheus text over HTTP with the documented series. */
+static void test_metrics(void **state)
+{
+	static const char *const args[] = { "--metrics-listen", "127.0.0.1:0", NULL };
+	struct tdaemon d;
+	char line[512];
+	int port = 0, found_dev = 0, found_req = 0, found_conn = 0;
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(tdaemon_start(&d, args), 0);
+	/* The bound metrics port is logged. */
+	for (int i = 0; i < 100 && !port; i++) {
+		FILE *l = fopen(d.log, "r");
+
+		while (l && fgets(line, sizeof(line), l)) {
+			char *p = strstr(line, "metrics on 127.0.0.1:");
+
+			if (p)
+				port = atoi(p + strlen("metrics on 127.0.0.1:"));
+		}
+		if (l)
+			fclose(l);
+		if (!port)
+			usleep(20000);
+	}
+	assert_true(port > 0);
+	{
+		pprpc_client *c;
+
+		assert_int_equal(pprpc_connect(d.addr, NULL, &c), 0);
+		{
+			struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+			static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+			int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+			sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+			assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+			assert_int_equal(write(fd, req, sizeof(req) - 1), (ssize_t)sizeof(req) - 1);
+			f = fdopen(fd, "r");
+			assert_non_null(f);
+		}
+		assert_non_null(fgets(line, sizeof(line), f));
+		assert_non_null(strstr(line, "200 OK"));
+		while (fgets(line, sizeof(line), f)) {
+			if (strstr(line, "pprpc_device_free_bytes{device=\"cpu\"} ") == line)
+				found_dev = 1;
+			if (strstr(line, "pprpc_requests_total ") == line)
+				found_req = 1;
+			if (strstr(line, "pprpc_connection_bytes_in_total{") == line)
+				found_conn = 1;
+		}
+		fclose(f);
+		pprpc_close(c);
+	}
+	assert_true(found_dev && found_req && found_conn);
+	assert_int_equal(tdaemon_stop(&d), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -252,6 +313,7 @@ int main(void)
 		cmocka_unit_test(test_drain),
 		cmocka_unit_test(test_drain_bound),
 		cmocka_unit_test(test_sighup_and_check_config),
+		cmocka_unit_test(test_metrics),
 	};
 
 	return cmocka_run_group_tests_name("integration_ops", tests, NULL, NULL);
