@@ -85,7 +85,7 @@ static int cpu_xfer(struct device *d, void *dst, const void *src, uint64_t n)
 	return 0;
 }
 
-static int cpu_graph_run(struct device *d, const struct graph *g, char *err, size_t errlen)
+static int cpu_graph_run(struct device *d, struct graph *g, char *err, size_t errlen)
 {
 	for (int i = 0; i < g->nnodes; i++) {
 		const struct gnode *n = &g->nodes[i];
@@ -120,6 +120,7 @@ static const struct device_ops cpu_ops = {
 	.upload = cpu_xfer,
 	.download = cpu_xfer,
 	.graph_run = cpu_graph_run,
+	.graph_release = device_graph_release_none,
 	.destroy = cpu_destroy,
 };
 

@@ -36,6 +36,7 @@ struct cuda_dev {
 	cudaStream_t stream;
 	struct kern_cuda_ctx kctx;
 	int32_t *status_host;      /* host view of kctx.status (mapped memory) */
+	int use_graphs;            /* capture graphs on first run, replay after */
 };
 
 static struct cuda_dev *cdev(struct device *d)
@@ -127,14 +128,10 @@ static int cuda_download(struct device *d, void *dst, const void *src, uint64_t 
 	return memcpy_kind(d, dst, src, n, cudaMemcpyDeviceToHost);
 }
 
-static int cuda_graph_run(struct device *d, const struct graph *g, char *err, size_t errlen)
+/* Enqueue every node of g on the stream (plain launches, or inside a
+ * capture). */
+static int launch_nodes(struct cuda_dev *c, const struct graph *g, char *err, size_t errlen)
 {
-	struct cuda_dev *c = cdev(d);
-
-	if (use(c) < 0) {
-		snprintf(err, errlen, "%s: cannot make the device current", d->name);
-		return PPRPC_EDEVICE;
-	}
 	for (int i = 0; i < g->nnodes; i++) {
 		const struct gnode *n = &g->nodes[i];
 		struct kern_tensor *src[PPRPC_MAX_SRC];
@@ -146,22 +143,105 @@ static int cuda_graph_run(struct device *d, const struct graph *g, char *err, si
 		rc = kern_cuda_run(&c->kctx, n->op, &n->p, src, n->nsrc, &g->t[n->dst], why, sizeof(why));
 		if (rc < 0) {
 			snprintf(err, errlen, "node %d (%s) failed: %s", i, kern_op_name(n->op), why);
-			wait_stream(c, NULL, 0);
 			return rc;
 		}
+	}
+	return 0;
+}
+
+/* Per-graph CUDA state: the instantiated capture, or why there is none. */
+struct cuda_graph_state {
+	cudaGraphExec_t exec;
+	int failed;               /* capture impossible: plain launches from now on */
+};
+
+/*
+ * The first run of a graph is captured into a CUDA graph and every later
+ * run replays it: one launch instead of one per node (and no per-node
+ * host work).  A graph whose capture fails (an op that cannot be captured)
+ * falls back to plain launches for good; the device's counters say which
+ * happened.  The tensors' addresses are fixed for the graph's lifetime, so
+ * a capture never goes stale.
+ */
+static int run_captured(struct cuda_dev *c, struct graph *g, char *err, size_t errlen)
+{
+	struct cuda_graph_state *st = g->dev_priv;
+	cudaGraph_t graph = NULL;
+	cudaError_t e;
+	int rc;
+
+	if (!st) {
+		st = calloc(1, sizeof(*st));
+		if (!st)
+			return launch_nodes(c, g, err, errlen);
+		g->dev_priv = st;
+	}
+	if (st->failed)
+		return launch_nodes(c, g, err, errlen);
+	if (!st->exec) {
+		if (cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+			st->failed = 1;
+			cudaGetLastError();
+			return launch_nodes(c, g, err, errlen);
+		}
+		rc = launch_nodes(c, g, err, errlen);
+		e = cudaStreamEndCapture(c->stream, &graph);
+		if (rc < 0 || e != cudaSuccess || cudaGraphInstantiate(&st->exec, graph, 0) != cudaSuccess) {
+			/* Not capturable: run it the plain way, now and later. */
+			if (graph)
+				cudaGraphDestroy(graph);
+			st->exec = NULL;
+			st->failed = 1;
+			cudaGetLastError();
+			return launch_nodes(c, g, err, errlen);
+		}
+		cudaGraphDestroy(graph);
+		c->base.graph_captures++;
+	} else {
+		c->base.graph_replays++;
+	}
+	if ((e = cudaGraphLaunch(st->exec, c->stream)) != cudaSuccess) {
+		snprintf(err, errlen, "%s: graph launch: %s", c->base.name, cudaGetErrorString(e));
+		return PPRPC_EDEVICE;
+	}
+	return 0;
+}
+
+static int cuda_graph_run(struct device *d, struct graph *g, char *err, size_t errlen)
+{
+	struct cuda_dev *c = cdev(d);
+	int rc;
+
+	if (use(c) < 0) {
+		snprintf(err, errlen, "%s: cannot make the device current", d->name);
+		return PPRPC_EDEVICE;
+	}
+	rc = c->use_graphs ? run_captured(c, g, err, errlen) : launch_nodes(c, g, err, errlen);
+	if (rc < 0) {
+		wait_stream(c, NULL, 0);
+		return rc;
 	}
 	if (wait_stream(c, err, errlen) < 0)
 		return PPRPC_EDEVICE;
 	/* Data-dependent failures found on the GPU (an id outside its table)
 	 * are reported through the mapped status word. */
-	if (*(volatile int32_t *)c->status_host) {
-		int rc = *(volatile int32_t *)c->status_host;
-
+	rc = *(volatile int32_t *)c->status_host;
+	if (rc) {
 		*(volatile int32_t *)c->status_host = 0;
 		snprintf(err, errlen, "%s: a row id lies outside its table", d->name);
 		return rc;
 	}
 	return 0;
+}
+
+static void cuda_graph_release(struct device *d, struct graph *g)
+{
+	struct cuda_graph_state *st = g->dev_priv;
+
+	if (st && st->exec && use(cdev(d)) == 0)
+		cudaGraphExecDestroy(st->exec);
+	free(st);
+	g->dev_priv = NULL;
 }
 
 static void cuda_destroy(struct device *d)
@@ -192,10 +272,11 @@ static const struct device_ops cuda_ops = {
 	.upload = cuda_upload,
 	.download = cuda_download,
 	.graph_run = cuda_graph_run,
+	.graph_release = cuda_graph_release,
 	.destroy = cuda_destroy,
 };
 
-int cuda_device_create(struct device **ret_dev, int ordinal, char *err, size_t errlen)
+int cuda_device_create(struct device **ret_dev, int ordinal, int use_graphs, char *err, size_t errlen)
 {
 	struct cudaDeviceProp prop;
 	struct cuda_dev *c;
@@ -217,6 +298,7 @@ int cuda_device_create(struct device **ret_dev, int ordinal, char *err, size_t e
 		return PPRPC_ENOMEM;
 	c->base.ops = &cuda_ops;
 	c->ordinal = ordinal;
+	c->use_graphs = use_graphs;
 	c->kctx.device = ordinal;
 	snprintf(c->base.name, sizeof(c->base.name), "cuda:%d", ordinal);
 	if ((e = cudaSetDevice(ordinal)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, ordinal)) != cudaSuccess ||
@@ -245,9 +327,10 @@ int cuda_device_create(struct device **ret_dev, int ordinal, char *err, size_t e
 
 #else /* !PPRPC_HAVE_CUDA */
 
-int cuda_device_create(struct device **ret_dev, int ordinal, char *err, size_t errlen)
+int cuda_device_create(struct device **ret_dev, int ordinal, int use_graphs, char *err, size_t errlen)
 {
 	(void)ret_dev;
+	(void)use_graphs;
 	snprintf(err, errlen, "cuda:%d unavailable: this pprpcd was built without CUDA (nvcc not found at build time)",
 		 ordinal);
 	return PPRPC_EUNSUPP;

@@ -12,7 +12,7 @@
 #define MIB (1024.0 * 1024.0)
 
 int device_open(uv_loop_t *loop, const char *spec, uint32_t index, uint64_t floor, int threads,
-		struct device **ret_dev, char *err, size_t errlen)
+		int cuda_graphs, struct device **ret_dev, char *err, size_t errlen)
 {
 	struct device *d = NULL;
 	char qname[16];
@@ -21,7 +21,7 @@ int device_open(uv_loop_t *loop, const char *spec, uint32_t index, uint64_t floo
 	if (strcmp(spec, "cpu") == 0) {
 		rc = cpu_device_create(&d, threads, err, errlen);
 	} else if (strncmp(spec, "cuda:", 5) == 0 && spec[5] >= '0' && spec[5] <= '9') {
-		rc = cuda_device_create(&d, atoi(spec + 5), err, errlen);
+		rc = cuda_device_create(&d, atoi(spec + 5), cuda_graphs, err, errlen);
 	} else {
 		snprintf(err, errlen, "unknown device '%s' (cpu, cuda:N)", spec);
 		return PPRPC_EINVAL;
@@ -94,7 +94,18 @@ int device_copy(struct device *d, void *dst, const void *src, uint64_t n) { retu
 int device_upload(struct device *d, void *dst, const void *src, uint64_t n) { return d->ops->upload(d, dst, src, n); }
 int device_download(struct device *d, void *dst, const void *src, uint64_t n) { return d->ops->download(d, dst, src, n); }
 
-int device_graph_run(struct device *d, const struct graph *g, char *err, size_t errlen)
+int device_graph_run(struct device *d, struct graph *g, char *err, size_t errlen)
 {
 	return d->ops->graph_run(d, g, err, errlen);
+}
+
+void device_graph_release_none(struct device *d, struct graph *g)
+{
+	(void)d;
+	(void)g;
+}
+
+void device_graph_release(struct device *d, struct graph *g)
+{
+	(d->ops->graph_release ? d->ops->graph_release : device_graph_release_none)(d, g);
 }

@@ -31,12 +31,14 @@ struct device {
 	uint64_t errors;
 	uint64_t graph_creates;
 	uint64_t graph_runs;
+	uint64_t graph_captures;  /* CUDA graphs captured (worker thread; read loosely) */
+	uint64_t graph_replays;
 };
 
 /* Create the device named by spec ("cpu").  Returns 0 or a negative code
  * with the reason in err. */
 int device_open(uv_loop_t *loop, const char *spec, uint32_t index, uint64_t floor, int threads,
-		struct device **ret_dev, char *err, size_t errlen);
+		int cuda_graphs, struct device **ret_dev, char *err, size_t errlen);
 void device_close(struct device *d);
 
 const char *device_kind(const struct device *d);
@@ -54,6 +56,7 @@ int device_fill(struct device *d, void *dst, int value, uint64_t n);
 int device_copy(struct device *d, void *dst, const void *src, uint64_t n);
 int device_upload(struct device *d, void *dst_dev, const void *src_host, uint64_t n);
 int device_download(struct device *d, void *dst_host, const void *src_dev, uint64_t n);
-int device_graph_run(struct device *d, const struct graph *g, char *err, size_t errlen);
+int device_graph_run(struct device *d, struct graph *g, char *err, size_t errlen);
+void device_graph_release(struct device *d, struct graph *g);
 
 #endif

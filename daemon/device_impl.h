@@ -19,14 +19,18 @@ struct device_ops {
 	/* host memory <-> device memory (the same memcpy on the CPU device) */
 	int (*upload)(struct device *d, void *dst_dev, const void *src_host, uint64_t n);
 	int (*download)(struct device *d, void *dst_host, const void *src_dev, uint64_t n);
-	int (*graph_run)(struct device *d, const struct graph *g, char *err, size_t errlen);
+	int (*graph_run)(struct device *d, struct graph *g, char *err, size_t errlen);
+	/* optional: drop per-graph backend state (g->dev_priv) */
+	void (*graph_release)(struct device *d, struct graph *g);
 	void (*destroy)(struct device *d);
 };
+
+void device_graph_release_none(struct device *d, struct graph *g);
 
 /* Backends. */
 int cpu_device_create(struct device **ret_dev, int threads, char *err, size_t errlen);
 /* CUDA device `ordinal`; PPRPC_EUNSUPP in a build without CUDA, PPRPC_EDEVICE
  * (with the CUDA reason) when it cannot run here. */
-int cuda_device_create(struct device **ret_dev, int ordinal, char *err, size_t errlen);
+int cuda_device_create(struct device **ret_dev, int ordinal, int use_graphs, char *err, size_t errlen);
 
 #endif

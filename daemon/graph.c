@@ -254,6 +254,8 @@ static void resolve_pointers(struct graph *g, const struct tplan *p)
 
 static void graph_destroy(struct graph *g)
 {
+	if (g->dev_priv)
+		device_graph_release(g->dev, g);
 	for (int i = 0; i < g->nbufs; i++)
 		buffer_unref(g->bufs[i]);
 	if (g->arena)

@@ -42,6 +42,7 @@ struct graph {
 	struct gnode *nodes;
 	void *arena;
 	uint64_t arena_size;
+	void *dev_priv;           /* the backend's per-graph state (a CUDA graph) */
 	struct graph *next, *prev;  /* owner's list */
 };
 

@@ -43,6 +43,8 @@ void h_stats(struct conn *c, struct request *r)
 		ds[k].errors = dev->errors;
 		ds[k].graph_creates = dev->graph_creates;
 		ds[k].graph_runs = dev->graph_runs;
+		ds[k].graph_captures = dev->graph_captures;
+		ds[k].graph_replays = dev->graph_replays;
 		dsp[k] = &ds[k];
 	}
 	for (it = d->conns; it; it = it->next)

@@ -99,6 +99,8 @@ char *metrics_render(struct pprpcd *d)
 		put(&b, "pprpc_device_errors_total{device=\"%s\"} %" PRIu64 "\n", e1, dev->errors);
 		put(&b, "pprpc_graph_creates_total{device=\"%s\"} %" PRIu64 "\n", e1, dev->graph_creates);
 		put(&b, "pprpc_graph_runs_total{device=\"%s\"} %" PRIu64 "\n", e1, dev->graph_runs);
+		put(&b, "pprpc_graph_captures_total{device=\"%s\"} %" PRIu64 "\n", e1, dev->graph_captures);
+		put(&b, "pprpc_graph_replays_total{device=\"%s\"} %" PRIu64 "\n", e1, dev->graph_replays);
 	}
 	/* GATED_DELTA_NET forms: proof that the chunked prefill path ran. */
 	put(&b, "# TYPE pprpc_gdn_runs_total counter\n");

@@ -38,6 +38,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->drain_ms = 10000;
 	o->xfer_timeout_ms = 30000;
 	o->peer_timeout_ms = 15000;
+	o->cuda_graphs = 1;
 	o->log_level = LOG_NOTICE_;
 }
 
@@ -155,6 +156,21 @@ static void set_peer_timeout_show(const struct pprpcd_opts *o, char *buf, size_t
 	snprintf(buf, len, "%llu", (unsigned long long)o->peer_timeout_ms);
 }
 
+static int set_cuda_graphs(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	uint64_t x;
+	int rc = parse_u64(v, 0, 1, &x, err, errlen);
+
+	if (rc == 0)
+		o->cuda_graphs = (int)x;
+	return rc;
+}
+
+static void set_cuda_graphs_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%d", o->cuda_graphs);
+}
+
 static int set_log(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
 {
 	int l = log_level_parse(v);
@@ -201,6 +217,7 @@ static const struct optdef defs[] = {
 	{ "drain-ms", "N", "on SIGTERM, let queued work finish for up to N ms", set_drain, set_drain_show },
 	{ "transfer-timeout-ms", "N", "a SEND or RECV whose partner does not come fails after N ms (0 = never)", set_xfer_timeout, set_xfer_timeout_show },
 	{ "peer-timeout-ms", "N", "drop a peer link silent for N ms while we wait on it (0 = never)", set_peer_timeout, set_peer_timeout_show },
+	{ "cuda-graphs", "0|1", "capture each graph as a CUDA graph on its first run and replay it (default 1)", set_cuda_graphs, set_cuda_graphs_show },
 	{ "metrics-listen", "HOST:PORT", "serve Prometheus text metrics over HTTP here", set_metrics_listen, set_metrics_listen_show },
 	{ "log-level", "LEVEL", "err, warning, notice, info, debug", set_log, set_log_show },
 };

@@ -40,7 +40,8 @@ struct pprpcd_opts {
 	uint64_t staging_bytes;    /* SEND staging ring */
 	uint32_t drain_ms;         /* SIGTERM: how long queued work may finish */
 	uint64_t xfer_timeout_ms;  /* a transfer half without its partner fails after this */
-	uint64_t peer_timeout_ms;  /* a peer link silent this long with requests outstanding is dropped */
+	uint64_t peer_timeout_ms;
+	int cuda_graphs;           /* capture CUDA graphs on first run, replay after */  /* a peer link silent this long with requests outstanding is dropped */
 	char metrics_listen[300];  /* Prometheus endpoint, "" = off */
 	struct cpu_affinity affinity;
 	char config_path[4096];

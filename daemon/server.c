@@ -54,7 +54,7 @@ static int open_devices(struct pprpcd *d)
 			return PPRPC_ELIMIT;
 		}
 		rc = device_open(d->loop, tok, d->ndev, d->opts.memory_floor, d->opts.threads,
-				 &d->dev[d->ndev], err, sizeof(err));
+				 d->opts.cuda_graphs, &d->dev[d->ndev], err, sizeof(err));
 		/* A GPU that cannot run here (no device, no driver, a build
 		 * without CUDA) is reported and skipped; the other devices
 		 * are still served. */

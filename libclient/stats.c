@@ -57,6 +57,8 @@ PPRPC_API int pprpc_stats_get(pprpc_client *c, pprpc_stats **out)
 		o->errors = d->errors;
 		o->graph_creates = d->graph_creates;
 		o->graph_runs = d->graph_runs;
+		o->graph_captures = d->graph_captures;
+		o->graph_replays = d->graph_replays;
 	}
 	s->nconnections = (uint32_t)r->n_connections;
 	for (size_t i = 0; i < r->n_connections; i++) {

@@ -97,12 +97,13 @@ static void stats_text(const pprpc_stats *s, const char *rank)
 		const pprpc_device_stats *d = &s->devices[i];
 
 		printf("device [%u] %s: free %.1f MiB, floor %.1f MiB, buffers %llu (%.1f MiB), queue depth %llu,\n"
-		       "           commands %llu, errors %llu, graph creates %llu, graph runs %llu\n",
+		       "           commands %llu, errors %llu, graph creates %llu, graph runs %llu (captures %llu, replays %llu)\n",
 		       d->info.index, d->info.name, d->info.free_bytes / MIB, d->info.floor_bytes / MIB,
 		       (unsigned long long)d->buffers, d->allocated_bytes / MIB,
 		       (unsigned long long)d->queue_depth, (unsigned long long)d->commands,
 		       (unsigned long long)d->errors, (unsigned long long)d->graph_creates,
-		       (unsigned long long)d->graph_runs);
+		       (unsigned long long)d->graph_runs, (unsigned long long)d->graph_captures,
+		       (unsigned long long)d->graph_replays);
 	}
 	for (uint32_t i = 0; i < s->nconnections; i++) {
 		const pprpc_conn_stats *k = &s->connections[i];

@@ -461,6 +461,7 @@ typedef struct pprpc_device_stats {
 	pprpc_device_info info;
 	uint64_t buffers, allocated_bytes, queue_depth, commands, errors;
 	uint64_t graph_creates, graph_runs;
+	uint64_t graph_captures, graph_replays;  /* CUDA graphs: captured, replayed */
 } pprpc_device_stats;
 
 typedef struct pprpc_conn_stats {
