@@ -62,6 +62,8 @@ static const char usage[] =
 	"  --cluster FILE         the ranks of a cluster file (NAME HOST:PORT DEVICES per line)\n"
 	"  --spawn-devices LIST   with --spawn: rank i serves device LIST[i] (e.g. cuda:0,cuda:1;\n"
 	"                         default cpu)\n"
+	"  --spawn-arg ARG        with --spawn: pass ARG to every daemon (repeatable, e.g.\n"
+	"                         --spawn-arg --cuda-graphs=0)\n"
 	"  --spawn N              start N local pprpcd (--threads 1, OPENBLAS_NUM_THREADS=1\n"
 	"                         unless set) and stop them after\n"
 	"  --ubatches M           micro-batches (default 8)\n"
@@ -715,7 +717,8 @@ int main(int argc, char **argv)
 	struct result res[MAX_TOKENS];
 	char addrs[MAX_RANKS][64], toks[MAX_TOKENS][64], binbuf[4096], err[512];
 	const char *ranks = NULL, *tokens = "2048,4096,8192", *mode = "both", *json = NULL, *trace = NULL;
-	const char *cluster = NULL, *spawn_devices = NULL;
+	const char *cluster = NULL, *spawn_devices = NULL, *spawn_args[16];
+	int nspawn_args = 0;
 	char spawn_dev[MAX_RANKS][64];
 	char cluster_ranks[4096] = "";
 	int nspawn = 0, nranks = 0, ntok, nres = 0, ret = 1, parity;
@@ -748,6 +751,13 @@ int main(int argc, char **argv)
 			cluster = v;
 		else if (!strcmp(a, "--spawn-devices"))
 			spawn_devices = v;
+		else if (!strcmp(a, "--spawn-arg")) {
+			if (nspawn_args == 16) {
+				fprintf(stderr, "pp-fence-test: at most 16 --spawn-arg\n");
+				return 2;
+			}
+			spawn_args[nspawn_args++] = v;
+		}
 		else if (!strcmp(a, "--spawn"))
 			nspawn = atoi(v);
 		else if (!strcmp(a, "--ubatches"))
@@ -854,7 +864,11 @@ int main(int argc, char **argv)
 		setenv("OPENBLAS_NUM_THREADS", "1", 0);
 
 		for (; nranks < nspawn; nranks++) {
-			const char *extra[] = { "--threads", "1", "--devices", spawn_dev[nranks], NULL };
+			const char *extra[24] = { "--threads", "1", "--devices", spawn_dev[nranks] };
+
+			for (int k = 0; k < nspawn_args; k++)
+				extra[4 + k] = spawn_args[k];
+			extra[4 + nspawn_args] = NULL;
 
 			if (spawn_daemon(bin, extra, 30000, &sp[nranks], err, sizeof(err)) < 0) {
 				fprintf(stderr, "pp-fence-test: %s\n", err);
