@@ -217,7 +217,11 @@ static void xsend_pump(struct pprpcd *d, struct xsend *x)
 		n = x->ncaptured;
 		pthread_mutex_unlock(&d->xfer_lock);
 	}
-	while (x->nsent < n) {
+	/* A send that fails at once (the link is closing) runs chunk_written
+	 * inside reply_send_part, and that may free x: hold it until the loop
+	 * is done, and send nothing more once the transfer failed. */
+	x->writes_inflight++;
+	while (x->nsent < n && !x->failed) {
 		Pprpc__PullChunk pc = PPRPC__PULL_CHUNK__INIT;
 		struct xchunk *ch = &x->chunks[x->nsent];
 		struct chunk_write *w = malloc(sizeof(*w));
@@ -237,6 +241,7 @@ static void xsend_pump(struct pprpcd *d, struct xsend *x)
 		reply_send_part(x->puller, MSG_PULL, x->pull_req, x->nsent < x->nchunks, &pc.base,
 				staging_ptr(&d->staging, ch->slot), ch->len, chunk_written, w);
 	}
+	x->writes_inflight--;
 	xsend_maybe_free(d, x);
 }
 

@@ -21,8 +21,8 @@ static inline void st_bf16(char *p, float v) { *(uint16_t *)p = bf16_encode(v); 
 	{                                                                            \
 		char *d = dst;                                                       \
 		const char *s = src;                                                 \
-		for (int64_t i = 0; i < n; i++, d += dnb, s += snb)                  \
-			st_##D(d, ld_##S(s));                                        \
+		for (int64_t i = 0; i < n; i++)                                      \
+			st_##D(d + (uint64_t)i * dnb, ld_##S(s + (uint64_t)i * snb)); \
 	}
 CVT(f32, f16)
 CVT(f32, bf16)
@@ -44,8 +44,8 @@ CVT(bf16, f16)
 				memcpy(d, s, (size_t)n * sizeof(T));                 \
 			return;                                                      \
 		}                                                                    \
-		for (int64_t i = 0; i < n; i++, d += dnb, s += snb)                  \
-			*(T *)d = *(const T *)s;                                     \
+		for (int64_t i = 0; i < n; i++)                                      \
+			*(T *)(d + (uint64_t)i * dnb) = *(const T *)(s + (uint64_t)i * snb); \
 	}
 COPY(copy32, uint32_t)
 COPY(copy16, uint16_t)
