@@ -118,11 +118,14 @@ static int proj_heads(pprpc_graph_builder *gb, int w, int h, int64_t ne0, int64_
 	return y < 0 ? y : reshape(gb, y, ne0, ne1, gb->t[y].t.ne[1]);
 }
 
-/* x + (heads [a, b, n_tok] flattened) Wo, into dst. */
-static int out_residual(pprpc_graph_builder *gb, int x, int wo, int heads, int dst, int *out)
+/* x + a Wo into dst; a is [in, n_tok] or heads [d, h, n_tok] with d * h = in
+ * (Wo's input width), flattened for the projection. */
+static int out_residual(pprpc_graph_builder *gb, int x, int wo, int a, int dst, int *out)
 {
-	const pprpc_tensor *t = &gb->t[heads].t;
-	int flat = reshape(gb, heads, t->ne[0] * t->ne[1], t->ne[2], 1);
+	const pprpc_tensor *t = &gb->t[a].t;
+	const int64_t in = gb->t[wo].t.ne[0];
+	const int64_t n_tok = gb->t[x].t.ne[1];
+	int flat = t->ne[0] == in && t->ne[1] == n_tok ? a : reshape(gb, a, in, n_tok, 1);
 	int y = flat < 0 ? flat : pprpc_gb_mul_mat(gb, wo, flat, -1);
 	int r = y < 0 ? y : pprpc_gb_add(gb, x, y, dst);
 
