@@ -90,11 +90,13 @@ static int reshape(pprpc_graph_builder *gb, int src, int64_t ne0, int64_t ne1, i
 {
 	struct kern_tensor k = { .dtype = gb->t[src].t.dtype };
 	const uint64_t es = kern_dtype(k.dtype)->type_size;
+	int64_t n01, n;
 
 	memcpy(k.ne, gb->t[src].t.ne, sizeof(k.ne));
 	memcpy(k.nb, gb->t[src].t.nb, sizeof(k.nb));
-	if (kern_dtype(k.dtype)->blck != 1 || !kern_tensor_is_contiguous(&k) ||
-	    kern_tensor_nelements(&k) != ne0 * ne1 * ne2)
+	if (ne0 < 1 || ne1 < 1 || ne2 < 1 || __builtin_mul_overflow(ne0, ne1, &n01) ||
+	    __builtin_mul_overflow(n01, ne2, &n) || kern_dtype(k.dtype)->blck != 1 ||
+	    !kern_tensor_is_contiguous(&k) || kern_tensor_nelements(&k) != n)
 		return failf(gb, PPRPC_ESHAPE,
 			     "cannot view tensor %d [%lld, %lld, %lld, %lld] as [%lld, %lld, %lld]", src,
 			     (long long)k.ne[0], (long long)k.ne[1], (long long)k.ne[2],
@@ -125,7 +127,8 @@ static int out_residual(pprpc_graph_builder *gb, int x, int wo, int a, int dst, 
 	const pprpc_tensor *t = &gb->t[a].t;
 	const int64_t in = gb->t[wo].t.ne[0];
 	const int64_t n_tok = gb->t[x].t.ne[1];
-	int flat = t->ne[0] == in && t->ne[1] == n_tok ? a : reshape(gb, a, in, n_tok, 1);
+	int flat = t->ne[0] == in && t->ne[1] == n_tok && t->ne[2] == 1 && t->ne[3] == 1
+			   ? a : reshape(gb, a, in, n_tok, 1);
 	int y = flat < 0 ? flat : pprpc_gb_mul_mat(gb, wo, flat, -1);
 	int r = y < 0 ? y : pprpc_gb_add(gb, x, y, dst);
 
