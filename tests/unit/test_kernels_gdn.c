@@ -441,11 +441,60 @@ static struct kern_tensor token_slice(const struct kern_tensor *t, int64_t t0, i
 	return s;
 }
 
-/* Running T tokens in pieces, each call's state part feeding the next call's
- * state source, gives exactly the one-call result: T1 + T2, and token by
- * token (decode).  A property of the serial form (i[2] = 1): the chunked
- * one's chunk boundaries move with the split (test_kernels_gdn_chunked.c
- * checks it to tolerance). */
+/* Run c's T tokens in ncalls pieces [cuts[i], cuts[i+1]), each call's state
+ * part feeding the next call's state source, and expect exactly the
+ * one-call result (o and final state).  A property of the serial form
+ * (i[2] = 1): the chunked one's chunk boundaries move with the split
+ * (test_kernels_gdn_chunked.c checks it to tolerance). */
+static void check_split(const struct gdn_case *c, const int64_t *cuts, int ncalls)
+{
+	const int64_t n_o = c->dv * c->hv * c->T * c->B, n_s = c->dk * c->dv * c->hv * c->B;
+	const int64_t s_ne[4] = { c->dk, c->dv, c->hv, c->B };
+	struct pprpc_op_params p = gdn_params(c);
+
+	p.i[2] = 1;  /* serial */
+	struct kern_tensor whole = mk_packed(packed_len(c)), prev = { 0 };
+	struct kern_tensor state_view;
+	struct gdn_in in;
+	float *o_parts = malloc((size_t)n_o * sizeof(float));
+
+	assert_non_null(o_parts);
+	assert_int_equal(cuts[0], 0);
+	assert_int_equal(cuts[ncalls], c->T);
+	make_inputs(c, &in);
+	assert_int_equal(run_gdn(1, &p, in.src, &whole), 0);
+
+	state_view = in.src[5];
+	for (int call = 0; call < ncalls; call++) {
+		int64_t t0 = cuts[call], nt = cuts[call + 1] - t0;
+		int64_t pn_o = c->dv * c->hv * nt * c->B;
+		struct kern_tensor src[6], dst = mk_packed(pn_o + n_s);
+
+		for (int s = 0; s < 5; s++)
+			src[s] = token_slice(&in.src[s], t0, nt);
+		src[5] = state_view;
+		assert_int_equal(run_gdn(call % 2 ? N_THREADS : 1, &p, src, &dst), 0);
+		/* Scatter this call's o into [d_v, H_v, T, B]. */
+		for (int64_t b = 0; b < c->B; b++)
+			memcpy(o_parts + (b * c->T + t0) * c->hv * c->dv,
+			       (float *)dst.data + b * nt * c->hv * c->dv,
+			       (size_t)(nt * c->hv * c->dv) * sizeof(float));
+		/* The next call reads this call's state part. */
+		assert_int_equal(kern_tensor_init_contig(&state_view, PPRPC_F32, s_ne), 0);
+		state_view.data = (float *)dst.data + pn_o;
+		free(prev.data);
+		prev = dst;
+	}
+	expect_same_bits(whole.data, o_parts, n_o, "split: o");
+	expect_same_bits((float *)whole.data + n_o, state_view.data, n_s, "split: final state");
+	free(prev.data);
+	free(o_parts);
+	free(whole.data);
+	in_free(&in);
+}
+
+/* Running T tokens in pieces gives exactly the one-call result: T1 + T2,
+ * and token by token (decode). */
 static void test_gdn_split_state(void **state)
 {
 	(void)state;
@@ -458,54 +507,46 @@ static void test_gdn_split_state(void **state)
 					      .seed = 500 + 10 * (uint64_t)kda + (uint64_t)mode };
 			/* mode 0: 31 + 33 tokens; mode 1: 8 one-token calls
 			 * then the rest. */
-			const int64_t cuts0[] = { 0, 31, 64 };
-			const int64_t cuts1[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 64 };
-			const int64_t *cuts = mode ? cuts1 : cuts0;
-			const int ncalls = mode ? 9 : 2;
-			const int64_t n_o = c.dv * c.hv * c.T * c.B, n_s = c.dk * c.dv * c.hv * c.B;
-			struct pprpc_op_params p = gdn_params(&c);
-			struct kern_tensor whole = mk_packed(packed_len(&c)), prev = { 0 };
+			static const int64_t cuts0[] = { 0, 31, 64 };
+			static const int64_t cuts1[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 64 };
 
-			p.i[2] = 1;  /* serial */
-			struct kern_tensor state_view;
-			struct gdn_in in;
-			float *o_parts = malloc((size_t)n_o * sizeof(float));
-
-			assert_non_null(o_parts);
-			make_inputs(&c, &in);
-			assert_int_equal(run_gdn(1, &p, in.src, &whole), 0);
-
-			state_view = in.src[5];
-			for (int call = 0; call < ncalls; call++) {
-				int64_t t0 = cuts[call], nt = cuts[call + 1] - t0;
-				int64_t pn_o = c.dv * c.hv * nt * c.B;
-				struct kern_tensor src[6], dst = mk_packed(pn_o + n_s);
-				const int64_t s_ne[4] = { c.dk, c.dv, c.hv, c.B };
-
-				for (int s = 0; s < 5; s++)
-					src[s] = token_slice(&in.src[s], t0, nt);
-				src[5] = state_view;
-				assert_int_equal(run_gdn(call % 2 ? N_THREADS : 1, &p, src, &dst), 0);
-				/* Scatter this call's o into [d_v, H_v, T, B]. */
-				for (int64_t b = 0; b < c.B; b++)
-					memcpy(o_parts + (b * c.T + t0) * c.hv * c.dv,
-					       (float *)dst.data + b * nt * c.hv * c.dv,
-					       (size_t)(nt * c.hv * c.dv) * sizeof(float));
-				/* The next call reads this call's state part. */
-				assert_int_equal(kern_tensor_init_contig(&state_view, PPRPC_F32, s_ne), 0);
-				state_view.data = (float *)dst.data + pn_o;
-				free(prev.data);
-				prev = dst;
-			}
-			expect_same_bits(whole.data, o_parts, n_o, "split: o");
-			expect_same_bits((float *)whole.data + n_o, state_view.data, n_s,
-					 "split: final state");
-			free(prev.data);
-			free(o_parts);
-			free(whole.data);
-			in_free(&in);
+			check_split(&c, mode ? cuts1 : cuts0, mode ? 9 : 2);
 		}
 	}
+}
+
+/* Long sequences (prefill lengths): T = 512 and 2048 against the float64
+ * reference with the same per-element bound (errors must not grow with T
+ * beyond it), including a decay-free run, the hardest case for growth; and
+ * 2048 tokens as four 512-token calls with the state carried, bit-identical
+ * to one call.  Few heads keep the run time near a second. */
+static void test_gdn_long(void **state)
+{
+	static const struct gdn_case cases[] = {
+		{ .dk = 128, .dv = 128, .hk = 1, .hv = 2, .T = 512, .B = 1, .kda = false, .l2 = true,
+		  .layout = LAYOUT_FUSED, .scale = 0.088388f, .gmin = -0.1f, .nthreads = N_THREADS,
+		  .seed = 5120 },
+		{ .dk = 128, .dv = 64, .hk = 1, .hv = 2, .T = 512, .B = 1, .kda = true, .l2 = true,
+		  .layout = LAYOUT_STRIDED, .scale = 0.088388f, .gmin = -0.5f, .nthreads = 1,
+		  .seed = 5121 },
+		{ .dk = 64, .dv = 64, .hk = 1, .hv = 1, .T = 2048, .B = 1, .kda = false, .l2 = true,
+		  .layout = LAYOUT_CONTIG, .scale = 0.125f, .gmin = -0.05f, .nthreads = 1,
+		  .seed = 20480 },
+		{ .dk = 64, .dv = 32, .hk = 1, .hv = 2, .T = 2048, .B = 1, .kda = true, .l2 = true,
+		  .layout = LAYOUT_FUSED, .scale = 0.125f, .gmin = -0.2f, .nthreads = N_THREADS,
+		  .seed = 20481 },
+		{ .dk = 128, .dv = 32, .hk = 1, .hv = 1, .T = 2048, .B = 1, .kda = true, .l2 = true,
+		  .layout = LAYOUT_CONTIG, .scale = 0.088388f, .gmin = 0.0f, .nthreads = 1,
+		  .seed = 20482 },
+	};
+	static const int64_t cuts[] = { 0, 512, 1024, 1536, 2048 };
+	struct gdn_case split = cases[3];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		check_case(&cases[i]);
+	split.seed = 20483;
+	check_split(&split, cuts, 4);
 }
 
 /* Splitting items over threads changes nothing: bit-identical results. */
@@ -977,6 +1018,7 @@ int main(void)
 		cmocka_unit_test(test_gdn_matrix),
 		cmocka_unit_test(test_gdn_no_decay),
 		cmocka_unit_test(test_gdn_split_state),
+		cmocka_unit_test(test_gdn_long),
 		cmocka_unit_test(test_gdn_threads_identical),
 		cmocka_unit_test(test_gdn_gate_clamp),
 		cmocka_unit_test(test_gdn_builder),
