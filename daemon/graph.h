@@ -42,6 +42,7 @@ struct graph {
 	struct gnode *nodes;
 	void *arena;
 	uint64_t arena_size;
+	uint64_t footprint;       /* arena, page-rounded: charged to the owner */
 	struct graph *next, *prev;  /* owner's list */
 };
 

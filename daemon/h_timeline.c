@@ -44,8 +44,11 @@ void h_timeline_create(struct conn *c, struct request *r)
 	}
 	rc = timeline_create(c->d, c, dev, m->initial, &t);
 	if (rc < 0) {
-		reply_error(c, r->hdr.type, r->hdr.req_id, rc,
-			    rc == PPRPC_ELIMIT ? "too many timelines" : "out of memory");
+		if (rc == PPRPC_ELIMIT)
+			snprintf(err, sizeof(err), "daemon timeline limit (%u) reached", c->d->opts.max_timelines);
+		else
+			snprintf(err, sizeof(err), "out of memory");
+		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
 		return;
 	}
 	rep.timeline = t->handle;
