@@ -83,8 +83,7 @@ static int challenge(struct conn *c, const struct request *r)
 	c->auth_nonce_ms = uv_now(c->d->loop);
 	c->auth_challenges++;
 	e.code = PPRPC_EAUTH;
-	e.message = "authentication required: this daemon needs proof of the shared key "
-		    "(client: auth_key / auth_key_file / PPRPC_AUTH_KEY_FILE)";
+	e.message = "authentication required: this daemon needs proof of the shared key";
 	e.command = r->hdr.req_id;
 	e.command_type = r->hdr.type;
 	e.auth_challenge.data = c->auth_nonce;
