@@ -249,6 +249,7 @@ static void flow(struct conn *c)
 		return;
 	if (!c->paused && (n > high || c->staged_bytes > HIGH_STAGED)) {
 		c->paused = 1;
+		LOG(c->d, LOG_DEBUG_, "conn %" PRIu64 ": paused (%" PRIu64 " in flight)", c->id, n);
 		transport_pause(c->t);
 	} else if (c->paused && n <= high / 2 && c->staged_bytes <= HIGH_STAGED / 2) {
 		c->paused = 0;
