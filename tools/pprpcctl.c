@@ -14,7 +14,8 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: pprpcctl status|stats --rank HOST:PORT [--timeout-ms N]\n");
+	fprintf(f, "usage: pprpcctl status|stats --rank HOST:PORT [--timeout-ms N] [--auth-key-file FILE]\n"
+		   "  --auth-key-file FILE  shared key of a daemon run with auth-key-file (default $PPRPC_AUTH_KEY_FILE)\n");
 }
 
 static int status(pprpc_client *c, const char *rank)
@@ -102,6 +103,8 @@ int main(int argc, char **argv)
 			rank = argv[++i];
 		} else if (strcmp(argv[i], "--timeout-ms") == 0 && i + 1 < argc) {
 			opts.connect_timeout_ms = opts.io_timeout_ms = atoi(argv[++i]);
+		} else if (strcmp(argv[i], "--auth-key-file") == 0 && i + 1 < argc) {
+			opts.auth_key_file = argv[++i];  /* default: $PPRPC_AUTH_KEY_FILE */
 		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			usage(stdout);
 			return 0;
