@@ -88,7 +88,7 @@ static int challenge(struct conn *c, const struct request *r)
 	e.command_type = r->hdr.type;
 	e.auth_challenge.data = c->auth_nonce;
 	e.auth_challenge.len = AUTH_NONCE_LEN;
-	reply_error_msg(c, r->hdr.type, r->hdr.req_id, &e);
+	reply_challenge(c, r->hdr.type, r->hdr.req_id, &e);
 	return 1;
 }
 

@@ -109,6 +109,12 @@ void reply_error_msg(struct conn *c, uint16_t type, uint64_t req_id, const Pprpc
 	send_frame(c, type, FRAME_F_ERROR, req_id, &e->base, NULL, 0, NULL, NULL);
 }
 
+void reply_challenge(struct conn *c, uint16_t type, uint64_t req_id, const Pprpc__ErrorReply *e)
+{
+	/* Part of the handshake, not a failed request: not counted. */
+	send_frame(c, type, FRAME_F_ERROR, req_id, &e->base, NULL, 0, NULL, NULL);
+}
+
 void reply_ok(struct conn *c, uint16_t type, uint64_t req_id)
 {
 	Pprpc__Empty e = PPRPC__EMPTY__INIT;
