@@ -261,6 +261,7 @@ static void add_lwait(struct conn *c, struct request *r, struct timeline *t, uin
 		      uint32_t timeout_ms)
 {
 	struct lwait *lw = calloc(1, sizeof(*lw));
+	struct tl_waiter *w;
 
 	if (!lw) {
 		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ENOMEM, "out of memory");
@@ -279,9 +280,13 @@ static void add_lwait(struct conn *c, struct request *r, struct timeline *t, uin
 	}
 	lw->next = c->lwaits;
 	c->lwaits = lw;
-	lw->w = timeline_add_waiter(c->d, t, value, lwait_fired, lw);
-	/* Fired at once (already reached) or still waiting with a deadline. */
-	if (lw->w && timeout_ms)
+	w = timeline_add_waiter(c->d, t, value, lwait_fired, lw);
+	/* NULL: it fired at once (already reached) and lw may be freed
+	 * already — touch it only while it still waits. */
+	if (!w)
+		return;
+	lw->w = w;
+	if (timeout_ms)
 		uv_timer_start(&lw->timer, lwait_timeout, timeout_ms, 0);
 }
 

@@ -156,8 +156,11 @@ static void assert_serves(const struct tdaemon *d, const char *keyfile)
 	char err[512];
 	int rc = try_connect(d, keyfile, &c, err, sizeof(err));
 
-	if (rc)
+	if (rc) {
 		fprintf(stderr, "connect: %s\n", err);
+		tdaemon_dump_log((struct tdaemon *)da);
+		tdaemon_dump_log((struct tdaemon *)db);
+	}
 	assert_int_equal(rc, 0);
 	assert_works(c);
 	pprpc_close(c);
@@ -484,8 +487,15 @@ static int cross_rank_wait(const struct tdaemon *da, const char *ka, const struc
 	char err[512];
 	int rc;
 
-	assert_int_equal(try_connect(da, ka, &ca, err, sizeof(err)), 0);
-	assert_int_equal(try_connect(db, kb, &cb, err, sizeof(err)), 0);
+	rc = try_connect(da, ka, &ca, err, sizeof(err));
+	if (rc == 0)
+		rc = try_connect(db, kb, &cb, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "connect: %s\n", err);
+		tdaemon_dump_log((struct tdaemon *)da);
+		tdaemon_dump_log((struct tdaemon *)db);
+	}
+	assert_int_equal(rc, 0);
 	assert_int_equal(pprpc_timeline_create(ca, 0, 0, &t), 0);
 	assert_int_equal(pprpc_wait(cb, 0, da->addr, t, 1), 0);
 	assert_int_equal(pprpc_signal(ca, t, 1), 0);
@@ -508,7 +518,12 @@ static void test_peers(void **state)
 	(void)state;
 	start(&a, k1);
 	start(&b, k1);
-	assert_int_equal(cross_rank_wait(&a, k1, &b, k1, why, sizeof(why)), 0);
+	if (cross_rank_wait(&a, k1, &b, k1, why, sizeof(why)) != 0) {
+		fprintf(stderr, "cross-rank wait with the shared key failed: %s\n", why);
+		tdaemon_dump_log(&a);
+		tdaemon_dump_log(&b);
+		fail();
+	}
 	stop(&b);
 
 	/* Another key on b: a refuses b's peer link; the WAIT fails, fast. */
