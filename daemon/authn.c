@@ -11,6 +11,8 @@
 #include "pprpc_types.h"
 #include "transport/addr.h"
 
+_Static_assert(sizeof(((struct conn *)0)->auth_nonce) == AUTH_NONCE_LEN, "conn.h: auth_nonce size");
+
 enum authn_listen authn_listen_policy(const struct sockaddr *sa, int has_key, int insecure)
 {
 	if (has_key || addr_is_loopback(sa))

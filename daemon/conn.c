@@ -77,11 +77,11 @@ static int on_header(void *ctx, const struct frame_hdr *h)
 			 AUTHN_MAX_HELLO_META);
 		return PPRPC_EPROTO;
 	}
-	if (c->queued_cmds + c->unsent_replies >= c->d->opts.max_conn_inflight) {
+	if (c->queued_cmds + c->waits + c->unsent_replies >= c->d->opts.max_conn_inflight) {
 		snprintf(r->errmsg, sizeof(r->errmsg),
 			 "connection in-flight limit (%u) reached: %" PRIu64 " commands queued, %" PRIu64
-			 " replies unsent (read your replies); closing",
-			 c->d->opts.max_conn_inflight, c->queued_cmds, c->unsent_replies);
+			 " waits pending, %" PRIu64 " replies unsent; closing",
+			 c->d->opts.max_conn_inflight, c->queued_cmds, c->waits, c->unsent_replies);
 		return PPRPC_ELIMIT;
 	}
 	r->h = dispatch_lookup(h->type);
@@ -240,7 +240,7 @@ void conn_accept(struct pprpcd *d, struct transport_conn *t)
 /* Pause reading above the high-water marks, resume below half of them. */
 static void flow(struct conn *c)
 {
-	uint64_t n = c->queued_cmds + c->unsent_replies;
+	uint64_t n = c->queued_cmds + c->waits + c->unsent_replies;
 	uint64_t high = c->d->opts.max_conn_inflight / 2;
 
 	if (high > HIGH_CMDS)

@@ -66,6 +66,7 @@ struct conn {
 	uint64_t queued_cmds;
 	uint64_t staged_bytes;
 	uint64_t unsent_replies;    /* replies queued on the transport (reply.c) */
+	uint64_t waits;             /* HOST_WAITs / SUBSCRIBEs not yet answered (h_timeline.c) */
 	int paused;
 	/* authentication (authn.c): the outstanding challenge of this connection */
 	uint8_t auth_nonce[32];
@@ -93,8 +94,8 @@ void conn_unqueue(struct conn *c, uint64_t staged);
 void conn_reply_queued(struct conn *c);
 void conn_reply_sent(struct conn *c);
 
-/* Limits (daemon options max_conn_*).  The in-flight limit (queued commands
- * plus unsent replies) is checked as each frame arrives; reading pauses at
+/* Limits (daemon options max_conn_*).  The in-flight limit (queued commands,
+ * pending host waits and subscriptions, unsent replies) is checked as each frame arrives; reading pauses at
  * half of it (at most 4096), so only a client that keeps writing into a
  * paused connection's already-read data can reach it — it is then answered
  * PPRPC_ELIMIT and closed, since refusing with more replies would grow

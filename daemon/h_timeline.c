@@ -206,6 +206,7 @@ static void lwait_unlink(struct lwait *lw)
 	for (struct lwait **pp = &lw->c->lwaits; *pp; pp = &(*pp)->next)
 		if (*pp == lw) {
 			*pp = lw->next;
+			lw->c->waits--;
 			return;
 		}
 }
@@ -280,6 +281,7 @@ static void add_lwait(struct conn *c, struct request *r, struct timeline *t, uin
 	}
 	lw->next = c->lwaits;
 	c->lwaits = lw;
+	c->waits++;  /* in flight until answered (conn.h limits) */
 	w = timeline_add_waiter(c->d, t, value, lwait_fired, lw);
 	/* NULL: it fired at once (already reached) and lw may be freed
 	 * already — touch it only while it still waits. */
@@ -316,6 +318,6 @@ void conn_cancel_lwaits(struct conn *c)
 		if (lw->w)
 			timeline_cancel_waiter(lw->t, lw->w, PPRPC_ECANCELED);
 		else
-			c->lwaits = lw->next;
+			lwait_unlink(lw);
 	}
 }

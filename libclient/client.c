@@ -9,6 +9,8 @@
 #include "proto/meta.h"
 #include "proto/msgtype.h"
 
+_Static_assert(sizeof(((struct pending *)0)->challenge) == AUTH_NONCE_LEN, "client.h: challenge size");
+
 static void copy_str(char *dst, size_t len, const char *src)
 {
 	snprintf(dst, len, "%s", src ? src : "");

@@ -158,8 +158,7 @@ static void assert_serves(const struct tdaemon *d, const char *keyfile)
 
 	if (rc) {
 		fprintf(stderr, "connect: %s\n", err);
-		tdaemon_dump_log((struct tdaemon *)da);
-		tdaemon_dump_log((struct tdaemon *)db);
+		tdaemon_dump_log(d);
 	}
 	assert_int_equal(rc, 0);
 	assert_works(c);

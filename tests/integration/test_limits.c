@@ -250,6 +250,37 @@ static void test_inflight(void **state)
 	assert_true(found);
 	close(fd);
 	assert_serves(d);
+
+	/* Host waits that are never released count as well. */
+	{
+		Pprpc__HostWait hw = PPRPC__HOST_WAIT__INIT;
+
+		fd = traw_connect(d);
+		assert_true(fd >= 0);
+		assert_int_equal(wire_hello(fd), 0);
+		assert_int_equal(wire_call(fd, MSG_TIMELINE_CREATE, 2, &tc.base, NULL, 0, &r), 0);
+		assert_int_equal(wire_reply_unpack(&r, &pprpc__timeline_create_reply__descriptor, &m), 0);
+		hw.timeline = ((Pprpc__TimelineCreateReply *)m)->timeline;
+		hw.value = 1;
+		meta_free(m);
+		wire_reply_free(&r);
+		mlen = meta_pack(&hw.base, meta);
+		for (off = 0; off + FRAME_HDR_SIZE + mlen <= sizeof(frames) && off < 100 * (FRAME_HDR_SIZE + mlen);
+		     off += FRAME_HDR_SIZE + mlen) {
+			wire_hdr(frames + off, PPRPC_PROTO_VERSION, MSG_HOST_WAIT, 0, (uint32_t)mlen, 0, 10 + off);
+			memcpy(frames + off + FRAME_HDR_SIZE, meta, mlen);
+		}
+		assert_int_equal(wire_send_all(fd, frames, off, WIRE_TIMEOUT_MS), 0);
+		found = 0;
+		while (wire_read_reply(fd, &r, WIRE_TIMEOUT_MS) == 0) {
+			if (r.is_error && r.code == PPRPC_ELIMIT && strstr(r.msg, "64 waits pending"))
+				found = 1;
+			wire_reply_free(&r);
+		}
+		assert_true(found);
+		close(fd);
+		assert_serves(d);
+	}
 }
 
 /* A meta larger than max-meta-kib: a frame error (PPRPC_ETOOBIG) naming the
