@@ -15,12 +15,20 @@ int buffer_alloc(struct pprpcd *d, struct conn *c, struct device *dev, uint64_t 
 		 struct dbuf **ret_b, char *err, size_t errlen)
 {
 	struct dbuf *b;
+	uint64_t fp;
 	int rc;
 
 	if (size == 0) {
 		snprintf(err, errlen, "buffer size must be > 0");
 		return PPRPC_EINVAL;
 	}
+	if (c->nbuffers >= d->opts.max_conn_buffers) {
+		snprintf(err, errlen, "connection buffer limit (%u) reached", d->opts.max_conn_buffers);
+		return PPRPC_ELIMIT;
+	}
+	rc = conn_charge_check(c, size, &fp, err, errlen);
+	if (rc < 0)
+		return rc;
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		return PPRPC_ENOMEM;
@@ -29,12 +37,16 @@ int buffer_alloc(struct pprpcd *d, struct conn *c, struct device *dev, uint64_t 
 		goto fail;
 	rc = htab_insert(&d->buffers, b, &b->handle);
 	if (rc < 0) {
-		snprintf(err, errlen, "too many buffers (limit %u)", d->buffers.max);
+		if (rc == PPRPC_ELIMIT)
+			snprintf(err, errlen, "daemon buffer limit (%u) reached", d->buffers.max);
+		else
+			snprintf(err, errlen, "out of memory");
 		device_free(dev, b->ptr, size);
 		goto fail;
 	}
 	b->dev = dev;
 	b->size = size;
+	b->footprint = fp;
 	b->refs = 1;
 	b->owner = c;
 	conn_add_buffer(c, b);

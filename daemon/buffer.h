@@ -23,6 +23,7 @@ struct dbuf {
 	struct conn *owner;
 	uint8_t *ptr;
 	uint64_t size;
+	uint64_t footprint;    /* size rounded to the page: charged to the owner */
 	int refs;
 	struct dbuf *next, *prev;  /* owner's list */
 };

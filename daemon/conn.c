@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "daemon/authn.h"
 #include "daemon/buffer.h"
 #include "daemon/dispatch.h"
 #include "daemon/graph.h"
@@ -66,6 +68,21 @@ static int on_header(void *ctx, const struct frame_hdr *h)
 		snprintf(r->errmsg, sizeof(r->errmsg), "HELLO must be the first message (got %s)",
 			 msg_type_name(h->type));
 		return PPRPC_EPROTO;
+	}
+	/* Before a keyed daemon knows who talks, it reads no bulk and decodes
+	 * no large metas. */
+	if (!c->hello_done && c->d->auth_key_len && (h->bulk_len || h->meta_len > AUTHN_MAX_HELLO_META)) {
+		snprintf(r->errmsg, sizeof(r->errmsg),
+			 "before authentication a HELLO carries no bulk and at most %u bytes of meta",
+			 AUTHN_MAX_HELLO_META);
+		return PPRPC_EPROTO;
+	}
+	if (c->queued_cmds + c->waits + c->unsent_replies >= c->d->opts.max_conn_inflight) {
+		snprintf(r->errmsg, sizeof(r->errmsg),
+			 "connection in-flight limit (%u) reached: %" PRIu64 " commands queued, %" PRIu64
+			 " waits pending, %" PRIu64 " replies unsent; closing",
+			 c->d->opts.max_conn_inflight, c->queued_cmds, c->waits, c->unsent_replies);
+		return PPRPC_ELIMIT;
 	}
 	r->h = dispatch_lookup(h->type);
 	if (!r->h)
@@ -129,14 +146,15 @@ static void on_reader_error(void *ctx, int code, uint64_t req_id)
 		return;
 	c->d->stats.protocol_errors++;
 	frame_hdr_peek(transport_reader(c->t)->hdr_buf, &raw);
-	if (r->errmsg[0] && code == PPRPC_EPROTO && !r->err)
+	if (r->errmsg[0] && (code == PPRPC_EPROTO || code == PPRPC_ELIMIT) && !r->err)
 		snprintf(msg, sizeof(msg), "%s", r->errmsg);
 	else if (code == PPRPC_EVERSION)
 		snprintf(msg, sizeof(msg), "protocol version %u is not supported (this daemon speaks %u)",
 			 raw.version, PPRPC_PROTO_VERSION);
 	else if (code == PPRPC_ETOOBIG)
 		snprintf(msg, sizeof(msg),
-			 "frame too large: meta %u bytes (max %u), bulk %" PRIu64 " bytes (max %" PRIu64 ")",
+			 "frame too large: meta %u bytes (max-meta-kib limit %u), bulk %" PRIu64
+			 " bytes (max-bulk-mib limit %" PRIu64 ")",
 			 raw.meta_len, transport_reader(c->t)->lim.max_meta, raw.bulk_len,
 			 transport_reader(c->t)->lim.max_bulk);
 	else
@@ -219,24 +237,66 @@ void conn_accept(struct pprpcd *d, struct transport_conn *t)
 #define HIGH_CMDS 4096
 #define HIGH_STAGED (256ull << 20)
 
+/* Pause reading above the high-water marks, resume below half of them. */
+static void flow(struct conn *c)
+{
+	uint64_t n = c->queued_cmds + c->waits + c->unsent_replies;
+	uint64_t high = c->d->opts.max_conn_inflight / 2;
+
+	if (high > HIGH_CMDS)
+		high = HIGH_CMDS;
+	if (!c->t)
+		return;
+	if (!c->paused && (n > high || c->staged_bytes > HIGH_STAGED)) {
+		c->paused = 1;
+		LOG(c->d, LOG_DEBUG_, "conn %" PRIu64 ": paused (%" PRIu64 " in flight)", c->id, n);
+		transport_pause(c->t);
+	} else if (c->paused && n <= high / 2 && c->staged_bytes <= HIGH_STAGED / 2) {
+		c->paused = 0;
+		transport_resume(c->t);
+	}
+}
+
 void conn_enqueue(struct conn *c, uint64_t staged)
 {
 	c->queued_cmds++;
 	c->staged_bytes += staged;
-	if (!c->paused && c->t && (c->queued_cmds > HIGH_CMDS || c->staged_bytes > HIGH_STAGED)) {
-		c->paused = 1;
-		transport_pause(c->t);
-	}
+	flow(c);
 }
 
 void conn_unqueue(struct conn *c, uint64_t staged)
 {
 	c->queued_cmds--;
 	c->staged_bytes -= staged;
-	if (c->paused && c->t && c->queued_cmds <= HIGH_CMDS / 2 && c->staged_bytes <= HIGH_STAGED / 2) {
-		c->paused = 0;
-		transport_resume(c->t);
+	flow(c);
+}
+
+void conn_reply_queued(struct conn *c)
+{
+	c->unsent_replies++;
+	flow(c);
+}
+
+void conn_reply_sent(struct conn *c)
+{
+	c->unsent_replies--;
+	flow(c);
+}
+
+int conn_charge_check(const struct conn *c, uint64_t size, uint64_t *ret_footprint, char *err,
+		      size_t errlen)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), max = c->d->opts.max_conn_bytes;
+	uint64_t fp = size > UINT64_MAX - (page - 1) ? UINT64_MAX : (size + page - 1) / page * page;
+
+	if (max && (fp > max || c->charged > max - fp)) {
+		snprintf(err, errlen,
+			 "connection memory limit (%" PRIu64 " MiB) reached: %" PRIu64 " bytes held, %" PRIu64
+			 " more requested (page-rounded)", max >> 20, c->charged, fp);
+		return PPRPC_ELIMIT;
 	}
+	*ret_footprint = fp;
+	return 0;
 }
 
 void conn_ref(struct conn *c)
@@ -281,6 +341,7 @@ void conn_add_buffer(struct conn *c, struct dbuf *b)
 	LIST_ADD(c->bufs, b);
 	c->nbuffers++;
 	c->allocated += b->size;
+	c->charged += b->footprint;
 }
 
 void conn_remove_buffer(struct conn *c, struct dbuf *b)
@@ -288,16 +349,21 @@ void conn_remove_buffer(struct conn *c, struct dbuf *b)
 	LIST_DEL(c->bufs, b);
 	c->nbuffers--;
 	c->allocated -= b->size;
+	c->charged -= b->footprint;
 }
 
 void conn_add_graph(struct conn *c, struct graph *g)
 {
 	LIST_ADD(c->graphs, g);
+	c->ngraphs++;
+	c->charged += g->footprint;
 }
 
 void conn_remove_graph(struct conn *c, struct graph *g)
 {
 	LIST_DEL(c->graphs, g);
+	c->ngraphs--;
+	c->charged -= g->footprint;
 }
 
 void conn_add_timeline(struct conn *c, struct timeline *t)

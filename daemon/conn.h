@@ -57,13 +57,22 @@ struct conn {
 	struct lwait *lwaits;       /* host waits and peers' subscriptions */
 	uint64_t nbuffers;
 	uint64_t allocated;
+	uint64_t ngraphs;
+	uint64_t charged;           /* page-rounded device memory held (buffers, arenas) */
 	uint64_t requests;
 	uint64_t errors;
 	struct stream streams[PPRPCD_CONN_MAX_DEVICES];
 	/* back-pressure: queued commands and staging bytes in flight */
 	uint64_t queued_cmds;
 	uint64_t staged_bytes;
+	uint64_t unsent_replies;    /* replies queued on the transport (reply.c) */
+	uint64_t waits;             /* HOST_WAITs / SUBSCRIBEs not yet answered (h_timeline.c) */
 	int paused;
+	/* authentication (authn.c): the outstanding challenge of this connection */
+	uint8_t auth_nonce[32];
+	uint64_t auth_nonce_ms;     /* loop time it was issued */
+	int auth_pending;           /* a challenge is outstanding (one answer allowed) */
+	int auth_challenges;        /* issued on this connection */
 	struct conn *next, *prev;
 };
 
@@ -80,6 +89,22 @@ void conn_close(struct conn *c);
  * without bound. */
 void conn_enqueue(struct conn *c, uint64_t staged);
 void conn_unqueue(struct conn *c, uint64_t staged);
+/* Replies count as in flight until written: a client that sends requests
+ * but never reads its replies is paused too (reply.c calls these). */
+void conn_reply_queued(struct conn *c);
+void conn_reply_sent(struct conn *c);
+
+/* Limits (daemon options max_conn_*).  The in-flight limit (queued commands,
+ * pending host waits and subscriptions, unsent replies) is checked as each frame arrives; reading pauses at
+ * half of it (at most 4096), so only a client that keeps writing into a
+ * paused connection's already-read data can reach it — it is then answered
+ * PPRPC_ELIMIT and closed, since refusing with more replies would grow
+ * memory again.  Device memory is charged page-rounded (what an allocation
+ * really costs); buffer_alloc and graph_create check before allocating.
+ * Returns 0 with the page-rounded footprint of size, or PPRPC_ELIMIT with a
+ * message naming the limit. */
+int conn_charge_check(const struct conn *c, uint64_t size, uint64_t *ret_footprint, char *err,
+		      size_t errlen);
 
 void conn_add_buffer(struct conn *c, struct dbuf *b);
 void conn_remove_buffer(struct conn *c, struct dbuf *b);

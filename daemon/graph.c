@@ -273,6 +273,11 @@ int graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GraphCreate *m,
 	struct graph *g;
 	int rc;
 
+	if (m->n_nodes > d->opts.max_graph_nodes) {
+		snprintf(err, errlen, "graph node limit (%u) exceeded: the graph has %zu nodes",
+			 d->opts.max_graph_nodes, m->n_nodes);
+		return PPRPC_ELIMIT;
+	}
 	if (m->n_nodes == 0 || m->n_nodes > PPRPC_MAX_GRAPH_NODES ||
 	    m->n_tensors > PPRPC_MAX_GRAPH_TENSORS) {
 		snprintf(err, errlen, "a graph needs 1..%d nodes and at most %d tensors (got %zu, %zu)",
@@ -307,6 +312,9 @@ int graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GraphCreate *m,
 	if (rc < 0)
 		goto fail;
 	if (g->arena_size) {
+		rc = conn_charge_check(c, g->arena_size, &g->footprint, err, errlen);
+		if (rc < 0)
+			goto fail;
 		rc = device_alloc(g->dev, g->arena_size, &g->arena, err, errlen);
 		if (rc < 0)
 			goto fail;

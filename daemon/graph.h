@@ -43,6 +43,7 @@ struct graph {
 	void *arena;
 	uint64_t arena_size;
 	void *dev_priv;           /* the backend's per-graph state (a CUDA graph) */
+	uint64_t footprint;       /* arena, page-rounded: charged to the owner */
 	struct graph *next, *prev;  /* owner's list */
 };
 

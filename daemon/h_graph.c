@@ -20,6 +20,11 @@ void h_graph_create(struct conn *c, struct request *r)
 	char err[256] = "";
 	int rc;
 
+	if (c->ngraphs >= c->d->opts.max_conn_graphs) {
+		snprintf(err, sizeof(err), "connection graph limit (%u) reached", c->d->opts.max_conn_graphs);
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ELIMIT, err);
+		return;
+	}
 	rc = graph_create(c->d, c, m, &g, err, sizeof(err));
 	if (rc < 0) {
 		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
@@ -27,7 +32,10 @@ void h_graph_create(struct conn *c, struct request *r)
 	}
 	rc = htab_insert(&c->d->graphs, g, &g->handle);
 	if (rc < 0) {
-		snprintf(err, sizeof(err), "too many graphs (limit %u)", c->d->graphs.max);
+		if (rc == PPRPC_ELIMIT)
+			snprintf(err, sizeof(err), "daemon graph limit (%u) reached", c->d->graphs.max);
+		else
+			snprintf(err, sizeof(err), "out of memory");
 		graph_unref(g);
 		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
 		return;

@@ -1,7 +1,9 @@
-/* daemon/h_hello.c — HELLO: version check, capabilities, devices. */
+/* daemon/h_hello.c — HELLO: version check, authentication (authn.c),
+ * capabilities, devices. */
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "daemon/authn.h"
 #include "daemon/conn.h"
 #include "daemon/device.h"
 #include "daemon/dispatch.h"
@@ -16,6 +18,7 @@ void h_hello(struct conn *c, struct request *r)
 	Pprpc__HelloReply rep = PPRPC__HELLO_REPLY__INIT;
 	Pprpc__Capabilities caps = PPRPC__CAPABILITIES__INIT;
 	struct devinfo_set set;
+	uint8_t proof[AUTH_PROOF_LEN];
 	char msg[160];
 
 	if (c->hello_done) {
@@ -28,6 +31,12 @@ void h_hello(struct conn *c, struct request *r)
 		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EVERSION, msg);
 		conn_close(c);
 		return;
+	}
+	if (c->d->auth_key_len) {
+		if (authn_hello(c, r, m, proof) != 0)
+			return; /* challenged, or refused and closing */
+		rep.auth_proof.data = proof;
+		rep.auth_proof.len = sizeof(proof);
 	}
 	c->hello_done = 1;
 	c->role = m->role;

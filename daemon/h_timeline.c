@@ -44,8 +44,11 @@ void h_timeline_create(struct conn *c, struct request *r)
 	}
 	rc = timeline_create(c->d, c, dev, m->initial, &t);
 	if (rc < 0) {
-		reply_error(c, r->hdr.type, r->hdr.req_id, rc,
-			    rc == PPRPC_ELIMIT ? "too many timelines" : "out of memory");
+		if (rc == PPRPC_ELIMIT)
+			snprintf(err, sizeof(err), "daemon timeline limit (%u) reached", c->d->opts.max_timelines);
+		else
+			snprintf(err, sizeof(err), "out of memory");
+		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
 		return;
 	}
 	rep.timeline = t->handle;
@@ -203,6 +206,7 @@ static void lwait_unlink(struct lwait *lw)
 	for (struct lwait **pp = &lw->c->lwaits; *pp; pp = &(*pp)->next)
 		if (*pp == lw) {
 			*pp = lw->next;
+			lw->c->waits--;
 			return;
 		}
 }
@@ -277,9 +281,10 @@ static void add_lwait(struct conn *c, struct request *r, struct timeline *t, uin
 	}
 	lw->next = c->lwaits;
 	c->lwaits = lw;
+	c->waits++;  /* in flight until answered (conn.h limits) */
 	w = timeline_add_waiter(c->d, t, value, lwait_fired, lw);
-	/* NULL: lwait_fired already ran (value reached, or out of memory) and
-	 * lw may be freed (at once when it has no timer): touch it no more. */
+	/* NULL: it fired at once (already reached) and lw may be freed
+	 * already — touch it only while it still waits. */
 	if (!w)
 		return;
 	lw->w = w;
@@ -313,6 +318,6 @@ void conn_cancel_lwaits(struct conn *c)
 		if (lw->w)
 			timeline_cancel_waiter(lw->t, lw->w, PPRPC_ECANCELED);
 		else
-			c->lwaits = lw->next;
+			lwait_unlink(lw);
 	}
 }

@@ -34,6 +34,11 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->max_buffers = 65536;
 	o->max_graphs = 4096;
 	o->max_timelines = 65536;
+	o->max_conn_buffers = 16384;
+	o->max_conn_bytes = 0;
+	o->max_conn_graphs = 1024;
+	o->max_conn_inflight = 65536;
+	o->max_graph_nodes = PPRPC_MAX_GRAPH_NODES;
 	o->staging_bytes = 256 * MIB;
 	o->drain_ms = 10000;
 	o->xfer_timeout_ms = 30000;
@@ -87,6 +92,60 @@ STR_SETTER(set_listen, listen)
 STR_SETTER(set_port_file, port_file)
 STR_SETTER(set_devices, devices)
 STR_SETTER(set_metrics_listen, metrics_listen)
+STR_SETTER(set_auth_key_file, auth_key_file)
+
+static int set_insecure_listen(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	uint64_t x;
+	int rc = parse_u64(v, 0, 1, &x, err, errlen);
+
+	if (rc == 0)
+		o->insecure_listen = (int)x;
+	return rc;
+}
+
+static void set_insecure_listen_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%d", o->insecure_listen);
+}
+
+#define U32_SETTER(fn, field, lo, hi)                                                      \
+	static int fn(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)      \
+	{                                                                                  \
+		uint64_t x;                                                                \
+		int rc = parse_u64(v, lo, hi, &x, err, errlen);                            \
+		if (rc == 0)                                                               \
+			o->field = (uint32_t)x;                                            \
+		return rc;                                                                 \
+	}                                                                                  \
+	static void fn##_show(const struct pprpcd_opts *o, char *buf, size_t len)          \
+	{                                                                                  \
+		snprintf(buf, len, "%u", o->field);                                        \
+	}
+
+/* The global tables hold at most 2^24 handles (handles.h generation bits). */
+U32_SETTER(set_max_buffers, max_buffers, 1, 1u << 24)
+U32_SETTER(set_max_graphs, max_graphs, 1, 1u << 24)
+U32_SETTER(set_max_timelines, max_timelines, 1, 1u << 24)
+U32_SETTER(set_max_conn_buffers, max_conn_buffers, 1, 1u << 24)
+U32_SETTER(set_max_conn_graphs, max_conn_graphs, 1, 1u << 24)
+U32_SETTER(set_max_conn_inflight, max_conn_inflight, 2, 1u << 24)
+U32_SETTER(set_max_graph_nodes, max_graph_nodes, 1, PPRPC_MAX_GRAPH_NODES)
+
+static int set_max_meta(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	uint64_t x;
+	int rc = parse_u64(v, 1, PPRPC_MAX_META / 1024, &x, err, errlen);
+
+	if (rc == 0)
+		o->max_meta = (uint32_t)(x * 1024);
+	return rc;
+}
+
+static void set_max_meta_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%u", o->max_meta / 1024);
+}
 
 static int set_threads(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
 {
@@ -120,6 +179,7 @@ static void set_threads_show(const struct pprpcd_opts *o, char *buf, size_t len)
 MIB_SETTER(set_floor, memory_floor, 0, UINT64_MAX / MIB)
 MIB_SETTER(set_max_bulk, max_bulk, 1, 1ull << 20)
 MIB_SETTER(set_staging, staging_bytes, 1, 1ull << 20)
+MIB_SETTER(set_max_conn_mib, max_conn_bytes, 0, 1ull << 30)
 
 static int set_drain(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
 {
@@ -212,6 +272,17 @@ static const struct optdef defs[] = {
 	{ "threads", "N", "CPU device threads (0 = all cores)", set_threads, set_threads_show },
 	{ "memory-floor-mib", "N", "refuse allocations leaving less than N MiB free", set_floor, set_floor_show },
 	{ "max-bulk-mib", "N", "largest tensor payload in one message", set_max_bulk, set_max_bulk_show },
+	{ "max-meta-kib", "N", "largest control message (meta) in one frame, KiB (max 1024)", set_max_meta, set_max_meta_show },
+	{ "max-buffers", "N", "buffers in the whole daemon", set_max_buffers, set_max_buffers_show },
+	{ "max-graphs", "N", "graphs in the whole daemon", set_max_graphs, set_max_graphs_show },
+	{ "max-timelines", "N", "timelines in the whole daemon", set_max_timelines, set_max_timelines_show },
+	{ "max-conn-buffers", "N", "buffers one connection may hold", set_max_conn_buffers, set_max_conn_buffers_show },
+	{ "max-conn-mib", "N", "device memory one connection may hold, page-rounded (0 = only the floor)", set_max_conn_mib, set_max_conn_mib_show },
+	{ "max-conn-graphs", "N", "graphs one connection may hold", set_max_conn_graphs, set_max_conn_graphs_show },
+	{ "max-conn-inflight", "N", "queued commands + unsent replies of one connection (reading pauses at half)", set_max_conn_inflight, set_max_conn_inflight_show },
+	{ "max-graph-nodes", "N", "nodes in one graph (max 65536)", set_max_graph_nodes, set_max_graph_nodes_show },
+	{ "auth-key-file", "FILE", "shared key (>= 32 bytes, mode 600): clients and peers must prove it (HMAC)", set_auth_key_file, set_auth_key_file_show },
+	{ "insecure-listen", "0|1", "allow a non-loopback --listen without auth-key-file", set_insecure_listen, set_insecure_listen_show },
 	{ "staging-mib", "N", "SEND staging ring; a SEND stalls only when it is full", set_staging, set_staging_show },
 	{ "cpu-affinity", "SPEC", "pin threads: loop=CPUS,device=CPUS (e.g. loop=0,device=1-3)", set_affinity, set_affinity_show },
 	{ "drain-ms", "N", "on SIGTERM, let queued work finish for up to N ms", set_drain, set_drain_show },

@@ -2,12 +2,14 @@
 #include "daemon/peer.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "daemon/pprpcd.h"
 #include "pprpc_types.h"
+#include "proto/auth.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
 #include "transport/addr.h"
@@ -23,11 +25,14 @@ struct preq {
 	int sent;
 	uint8_t *frame;           /* header + meta, until sent */
 	size_t frame_len;
-	const struct preq_ops *ops;  /* NULL for the link's own HELLO */
+	const struct preq_ops *ops;
 	void *arg;
 };
 
-enum peer_state { PEER_CONNECTING, PEER_UP, PEER_DEAD };
+/* A link says HELLO (authenticating with the daemon's own key when it has
+ * one, proto/auth.h) before any queued request leaves: requests pipelined
+ * behind an unanswered challenge would be refused as "before HELLO". */
+enum peer_state { PEER_CONNECTING, PEER_HELLO, PEER_UP, PEER_DEAD };
 
 struct peer {
 	struct pprpcd *d;
@@ -40,6 +45,13 @@ struct peer {
 	uint64_t last_rx_ms;         /* loop time of the last frame (or of link up) */
 	int ping_out;                /* a keepalive PING is outstanding */
 	struct peer *next;
+	/* HELLO exchange */
+	int hello_code;              /* the last HELLO reply: 0 or an error code */
+	char hello_err[200];
+	int has_challenge, challenged, proof_ok;
+	uint8_t sn[AUTH_NONCE_LEN], cn[AUTH_NONCE_LEN];
+	int fail_code;               /* why the link is being closed (0 = lost) */
+	char fail_why[240];
 };
 
 static void peer_remove(struct pprpcd *d, struct peer *p)
@@ -58,7 +70,7 @@ static void preq_free(struct preq *q)
 }
 
 /* The link is gone: every request on it fails, so nothing waits forever. */
-static void peer_fail(struct peer *p, const char *why)
+static void peer_fail(struct peer *p, int code, const char *why)
 {
 	struct pprpcd *d = p->d;
 
@@ -72,7 +84,7 @@ static void peer_fail(struct peer *p, const char *why)
 
 		p->reqs = q->next;
 		if (q->ops)
-			q->ops->fail(q->arg, PPRPC_ECONN, why);
+			q->ops->fail(q->arg, code, why);
 		preq_free(q);
 	}
 }
@@ -156,10 +168,9 @@ static int on_meta(void *ctx, const struct frame_hdr *h, const uint8_t *meta, si
 		meta_free(m);
 		if (h->bulk_len)
 			return PPRPC_EPROTO;
-		LOG(p->d, LOG_NOTICE_, "peer %s: %s refused: %s", p->rank, msg_type_name(h->type), msg);
+		if (h->type != MSG_HELLO) /* a challenge is normal; hello_done logs failures */
+			LOG(p->d, LOG_NOTICE_, "peer %s: %s refused: %s", p->rank, msg_type_name(h->type), msg);
 	}
-	if (!q->ops)  /* HELLO */
-		return code < 0 ? code : 0;
 	rc = q->ops->meta(q->arg, code, msg, h, meta, len, bulk_dst);
 	if (rc == 0 && h->bulk_len && !*bulk_dst)
 		rc = PPRPC_EPROTO; /* a peer reply's bulk always has a home */
@@ -175,8 +186,7 @@ static int on_frame(void *ctx, const struct frame_hdr *h)
 	p->cur = NULL;
 	if (!more)
 		*pp = q->next;
-	if (q->ops)
-		q->ops->done(q->arg, h, more);
+	q->ops->done(q->arg, h, more);
 	if (!more)
 		preq_free(q);
 	return 0;
@@ -196,7 +206,7 @@ static void on_close(void *ctx, int status)
 	struct peer *p = ctx;
 
 	(void)status;
-	peer_fail(p, "connection closed");
+	peer_fail(p, p->fail_code ? p->fail_code : PPRPC_ECONN, p->fail_why[0] ? p->fail_why : "connection closed");
 	free(p);
 }
 
@@ -218,7 +228,7 @@ static void on_connect(void *ctx, struct transport_conn *t, int status, const ch
 	struct frame_limits lim = { .max_meta = PPRPC_MAX_META, .max_bulk = PEER_MAX_BULK };
 
 	if (status < 0) {
-		peer_fail(p, err ? err : "connect failed");
+		peer_fail(p, PPRPC_ECONN, err ? err : "connect failed");
 		free(p);
 		return;
 	}
@@ -233,19 +243,157 @@ static void on_connect(void *ctx, struct transport_conn *t, int status, const ch
 		transport_close(t);
 		return;
 	}
+	p->state = PEER_HELLO;
+	/* p->reqs starts with the HELLO; the rest waits for its answer. */
+	if (send_req(p, p->reqs) < 0)
+		transport_close(t);
+}
+
+/* ---- the link's HELLO ------------------------------------------------------------ */
+
+static void link_refuse(struct peer *p, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void link_refuse(struct peer *p, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	p->fail_code = code;
+	va_start(ap, fmt);
+	vsnprintf(p->fail_why, sizeof(p->fail_why), fmt, ap);
+	va_end(ap);
+	LOG(p->d, LOG_ERR_, "peer %s: %s", p->rank, p->fail_why);
+	transport_close(p->t);
+}
+
+static int hello_meta(void *arg, int code, const char *errmsg, const struct frame_hdr *h,
+		      const uint8_t *meta, size_t len, void **bulk_dst)
+{
+	struct peer *p = arg;
+	struct pprpcd *d = p->d;
+	ProtobufCMessage *m = NULL;
+	uint8_t want[AUTH_PROOF_LEN];
+
+	(void)h;
+	(void)bulk_dst;
+	p->hello_code = code;
+	p->has_challenge = 0;
+	p->proof_ok = 0;
+	snprintf(p->hello_err, sizeof(p->hello_err), "%s", errmsg ? errmsg : "");
+	if (code < 0) {
+		if (meta_unpack(&pprpc__error_reply__descriptor, meta, len, &m) < 0)
+			return PPRPC_EPROTO;
+		const Pprpc__ErrorReply *e = (const Pprpc__ErrorReply *)m;
+
+		if (code == PPRPC_EAUTH && e->auth_challenge.len == AUTH_NONCE_LEN) {
+			memcpy(p->sn, e->auth_challenge.data, AUTH_NONCE_LEN);
+			p->has_challenge = 1;
+		}
+		meta_free(m);
+		return 0;
+	}
+	if (meta_unpack(&pprpc__hello_reply__descriptor, meta, len, &m) < 0)
+		return PPRPC_EPROTO;
+	const Pprpc__HelloReply *rep = (const Pprpc__HelloReply *)m;
+
+	if (d->auth_key_len && p->challenged && rep->auth_proof.len == AUTH_PROOF_LEN &&
+	    auth_server_proof(d->auth_key, d->auth_key_len, p->cn, p->sn, want) == 0)
+		p->proof_ok = auth_equal(want, rep->auth_proof.data, AUTH_PROOF_LEN);
+	auth_wipe(want, sizeof(want));
+	meta_free(m);
+	return 0;
+}
+
+static void hello_done(void *arg, const struct frame_hdr *h, int more);
+
+static void hello_fail(void *arg, int code, const char *why)
+{
+	(void)arg;
+	(void)code;
+	(void)why; /* the link's own failure: peer_fail reports it to the others */
+}
+
+static const struct preq_ops hello_ops = { .meta = hello_meta, .done = hello_done, .fail = hello_fail };
+
+static struct preq *make_hello(struct peer *p, const uint8_t *proof)
+{
+	Pprpc__Hello hello = PPRPC__HELLO__INIT;
+	struct preq *q;
+
+	hello.proto_version = PPRPC_PROTO_VERSION;
+	hello.role = PPRPC__ROLE__ROLE_PEER;
+	hello.client_name = "pprpcd-peer";
+	if (proof) {
+		hello.client_nonce.data = p->cn;
+		hello.client_nonce.len = AUTH_NONCE_LEN;
+		hello.server_nonce.data = p->sn;
+		hello.server_nonce.len = AUTH_NONCE_LEN;
+		hello.auth_proof.data = (uint8_t *)proof;
+		hello.auth_proof.len = AUTH_PROOF_LEN;
+	}
+	q = make_req(p, MSG_HELLO, &hello.base);
+	if (q) {
+		q->ops = &hello_ops;
+		q->arg = p;
+	}
+	return q;
+}
+
+/* Answer a challenge (the answer goes first on the link), refuse a daemon
+ * that cannot prove the key, or open the link for the queued requests. */
+static void hello_done(void *arg, const struct frame_hdr *h, int more)
+{
+	struct peer *p = arg;
+	struct pprpcd *d = p->d;
+	uint8_t proof[AUTH_PROOF_LEN];
+	struct preq *q;
+
+	(void)h;
+	(void)more;
+	if (p->state != PEER_HELLO)
+		return;
+	if (p->hello_code == PPRPC_EAUTH && p->has_challenge && !p->challenged) {
+		if (!d->auth_key_len) {
+			link_refuse(p, PPRPC_EAUTH, "rank requires authentication and this daemon has no auth-key-file");
+			return;
+		}
+		p->challenged = 1;
+		if (auth_random(p->cn, AUTH_NONCE_LEN) < 0 ||
+		    auth_client_proof(d->auth_key, d->auth_key_len, p->sn, p->cn, PPRPC__ROLE__ROLE_PEER,
+				      "pprpcd-peer", proof) < 0 ||
+		    !(q = make_hello(p, proof))) {
+			auth_wipe(proof, sizeof(proof));
+			link_refuse(p, PPRPC_EINTERNAL, "cannot answer the rank's authentication challenge");
+			return;
+		}
+		auth_wipe(proof, sizeof(proof));
+		q->next = p->reqs;
+		p->reqs = q;
+		if (send_req(p, q) < 0)
+			transport_close(p->t);
+		return;
+	}
+	if (p->hello_code < 0) {
+		link_refuse(p, p->hello_code, "rank refused HELLO: %s", p->hello_err);
+		return;
+	}
+	if (d->auth_key_len && !p->proof_ok) {
+		link_refuse(p, PPRPC_EAUTH, "authentication failed: the rank %s",
+			    p->challenged ? "could not prove the shared key (another key?)"
+					  : "asked for no authentication (it has no auth-key-file)");
+		return;
+	}
 	p->state = PEER_UP;
-	p->last_rx_ms = uv_now(p->d->loop);
-	LOG(p->d, LOG_INFO_, "peer %s: link up", p->rank);
-	for (struct preq *q = p->reqs; q; q = q->next)
+	p->last_rx_ms = uv_now(d->loop);
+	LOG(d, LOG_INFO_, "peer %s: link up%s", p->rank, d->auth_key_len ? " (authenticated)" : "");
+	for (q = p->reqs; q; q = q->next)
 		if (!q->sent && send_req(p, q) < 0) {
-			transport_close(t);
+			transport_close(p->t);
 			return;
 		}
 }
 
 static struct peer *peer_get(struct pprpcd *d, const char *rank, char *err, size_t errlen)
 {
-	Pprpc__Hello hello = PPRPC__HELLO__INIT;
 	struct peer *p;
 	char host[256];
 	uint16_t port;
@@ -267,10 +415,7 @@ static struct peer *peer_get(struct pprpcd *d, const char *rank, char *err, size
 		goto oom;
 	p->d = d;
 	snprintf(p->rank, sizeof(p->rank), "%s", rank);
-	hello.proto_version = PPRPC_PROTO_VERSION;
-	hello.role = PPRPC__ROLE__ROLE_PEER;
-	hello.client_name = "pprpcd-peer";
-	q = make_req(p, MSG_HELLO, &hello.base);
+	q = make_hello(p, NULL);
 	if (!q) {
 		free(p);
 		goto oom;
@@ -373,7 +518,7 @@ void peer_keepalive(struct pprpcd *d, uint64_t now_ms)
 
 			snprintf(why, sizeof(why), "no answer for %llu ms (keepalive timeout)", (unsigned long long)quiet);
 			transport_close(p->t);
-			peer_fail(p, why);
+			peer_fail(p, PPRPC_ECONN, why);
 		} else if (quiet >= timeout / 3 && !p->ping_out) {
 			Pprpc__Empty e = PPRPC__EMPTY__INIT;
 			struct preq *q = make_req(p, MSG_PING, &e.base), **tail;
@@ -397,10 +542,10 @@ void peer_close_all(struct pprpcd *d)
 	while (d->peers) {
 		struct peer *p = d->peers;
 
-		if (p->state == PEER_UP)
+		if (p->state == PEER_UP || p->state == PEER_HELLO)
 			transport_close(p->t);
 		/* Still connecting: on_connect sees DEAD and cleans up. */
-		peer_fail(p, "shutting down");
+		peer_fail(p, PPRPC_ECONN, "shutting down");
 	}
 	while (d->mirrors) {
 		struct rtl *m = d->mirrors;

@@ -1,7 +1,9 @@
 /*
  * daemon/peer.h — links to other ranks.
  *
- * A link is opened on first use (role peer) and carries requests this
+ * A link is opened on first use (role peer), says HELLO — authenticating
+ * with the daemon's own key when it has one (proto/auth.h; all ranks share
+ * the key) and refusing a rank that cannot prove it — and carries requests this
  * daemon makes of another rank: SUBSCRIBE (a remote timeline wait) and PULL
  * (the bytes of a stage-boundary transfer).  Requests made before the link
  * is up are queued and sent once it is.  Replies are matched by id; a PULL

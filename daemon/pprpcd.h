@@ -37,6 +37,14 @@ struct pprpcd_opts {
 	uint32_t max_buffers;      /* per daemon */
 	uint32_t max_graphs;
 	uint32_t max_timelines;
+	/* Per connection (0 for max_conn_bytes = no cap but the memory floor). */
+	uint32_t max_conn_buffers;
+	uint64_t max_conn_bytes;   /* device memory footprint, page-rounded */
+	uint32_t max_conn_graphs;
+	uint32_t max_conn_inflight; /* queued commands + unsent replies */
+	uint32_t max_graph_nodes;  /* <= PPRPC_MAX_GRAPH_NODES */
+	char auth_key_file[4096];  /* "" = no authentication */
+	int insecure_listen;       /* allow a non-loopback listen address without a key */
 	uint64_t staging_bytes;    /* SEND staging ring */
 	uint32_t drain_ms;         /* SIGTERM: how long queued work may finish */
 	uint64_t xfer_timeout_ms;  /* a transfer half without its partner fails after this */
@@ -95,6 +103,9 @@ struct pprpcd {
 	char unavail[PPRPCD_MAX_DEVICES][256];  /* configured devices that cannot run, and why */
 	uint32_t nunavail;
 	int stopping;
+	/* Shared key (proto/auth.h); auth_key_len 0 = no authentication. */
+	uint8_t auth_key[4096];
+	size_t auth_key_len;
 };
 
 #define LOG(d, lvl, ...) log_msg(&(d)->log, (lvl), __VA_ARGS__)

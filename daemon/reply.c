@@ -10,6 +10,7 @@
 #include "proto/meta.h"
 
 struct reply_buf {
+	struct conn *c;       /* outlives the write: the transport closes after its writes */
 	transport_send_cb done;
 	void *arg;
 	uint8_t bytes[];      /* header + meta */
@@ -21,6 +22,7 @@ static void reply_sent(void *arg, int status)
 
 	if (rb->done)
 		rb->done(rb->arg, status);
+	conn_reply_sent(rb->c);
 	free(rb);
 }
 
@@ -50,6 +52,7 @@ static int send_frame(struct conn *c, uint16_t type, uint32_t flags, uint64_t re
 		rc = PPRPC_ENOMEM;
 		goto fail;
 	}
+	rb->c = c;
 	rb->done = done;
 	rb->arg = arg;
 	frame_hdr_encode(&h, rb->bytes);
@@ -64,6 +67,7 @@ static int send_frame(struct conn *c, uint16_t type, uint32_t flags, uint64_t re
 		free(rb);
 		goto fail;
 	}
+	conn_reply_queued(c);
 	return 0;
 fail:
 	if (done)
@@ -102,6 +106,12 @@ void reply_error_msg(struct conn *c, uint16_t type, uint64_t req_id, const Pprpc
 {
 	c->errors++;
 	c->d->stats.request_errors++;
+	send_frame(c, type, FRAME_F_ERROR, req_id, &e->base, NULL, 0, NULL, NULL);
+}
+
+void reply_challenge(struct conn *c, uint16_t type, uint64_t req_id, const Pprpc__ErrorReply *e)
+{
+	/* Part of the handshake, not a failed request: not counted. */
 	send_frame(c, type, FRAME_F_ERROR, req_id, &e->base, NULL, 0, NULL, NULL);
 }
 

@@ -29,4 +29,7 @@ void reply_error_msg(struct conn *c, uint16_t type, uint64_t req_id, const Pprpc
 /* An empty success reply. */
 void reply_ok(struct conn *c, uint16_t type, uint64_t req_id);
 
+/* An authentication challenge (an error reply that is no failure). */
+void reply_challenge(struct conn *c, uint16_t type, uint64_t req_id, const Pprpc__ErrorReply *e);
+
 #endif

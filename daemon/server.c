@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "daemon/affinity.h"
+#include "daemon/authn.h"
 #include "daemon/conn.h"
 #include "daemon/device.h"
 #include "daemon/pprpcd.h"
@@ -230,6 +231,10 @@ int pprpcd_start(struct pprpcd *d)
 		LOG(d, LOG_ERR_, "--listen: cannot parse '%s' (expected HOST:PORT)", d->opts.listen);
 		return PPRPC_EINVAL;
 	}
+	/* Before the devices: a daemon that may not listen stops at once. */
+	rc = authn_start(d, host, port);
+	if (rc < 0)
+		return rc;
 	rc = open_devices(d);
 	if (rc < 0)
 		return rc;
@@ -335,4 +340,5 @@ void pprpcd_fini(struct pprpcd *d)
 	htab_fini(&d->graphs);
 	timeline_sys_fini(d);
 	xfer_fini(d);
+	authn_fini(d);
 }

@@ -152,6 +152,7 @@ int timeline_wait_cell(struct pprpcd *d, const struct tl_cell *cell, uint64_t va
 		snprintf(err, errlen, "WAIT for value %" PRIu64 " failed: %s%s%.150s", value,
 			 rc == PPRPC_ECANCELED || rc == PPRPC_EHANDLE ? "the timeline does not exist (destroyed or never created)"
 			 : rc == PPRPC_ECONN ? "its rank is unreachable or went away"
+			 : rc == PPRPC_EAUTH ? "authentication failed on the link to its rank (another key, or none?)"
 					     : "its rank refused the subscription",
 			 cell->why[0] ? ": " : "", cell->why);
 	} else {

@@ -5,28 +5,95 @@
 #include <unistd.h>
 
 #include "libclient/client.h"
+#include "proto/auth.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
+
+_Static_assert(sizeof(((struct pending *)0)->challenge) == AUTH_NONCE_LEN, "client.h: challenge size");
 
 static void copy_str(char *dst, size_t len, const char *src)
 {
 	snprintf(dst, len, "%s", src ? src : "");
 }
 
-static int hello(pprpc_client *c, const char *name)
+/* One HELLO exchange; *ret_rep gets the reply (free with meta_free).  On an
+ * error reply p->err, p->has_challenge and p->challenge tell why. */
+static int hello_call(pprpc_client *c, const Pprpc__Hello *req, struct pending *p, ProtobufCMessage **ret_rep)
+{
+	int rc;
+
+	memset(p, 0, sizeof(*p));
+	p->rep_desc = &pprpc__hello_reply__descriptor;
+	rc = rpc_send(c, MSG_HELLO, 0, &req->base, NULL, 0, p);
+	if (rc == 0)
+		rc = rpc_wait(c, p);
+	if (!p->done) {
+		snprintf(p->err, sizeof(p->err), "%.255s", c->err);
+		return rc < 0 ? rc : PPRPC_EINTERNAL;
+	}
+	if (p->rc < 0) {
+		meta_free(p->rep);
+		return p->rc;
+	}
+	*ret_rep = p->rep;
+	return 0;
+}
+
+/* HELLO, answering the daemon's challenge when it has a key and checking
+ * its proof when we have one (the exchange is described in proto/auth.h). */
+static int hello(pprpc_client *c, const char *name, const uint8_t *key, size_t key_len)
 {
 	Pprpc__Hello req = PPRPC__HELLO__INIT;
 	ProtobufCMessage *m = NULL;
 	const Pprpc__HelloReply *rep;
-	int rc;
+	struct pending p;
+	uint8_t sn[AUTH_NONCE_LEN], cn[AUTH_NONCE_LEN], proof[AUTH_PROOF_LEN], want[AUTH_PROOF_LEN];
+	int rc, challenged = 0, ok;
 
 	req.proto_version = PPRPC_PROTO_VERSION;
 	req.role = PPRPC__ROLE__ROLE_CLIENT;
 	req.client_name = (char *)(name ? name : "");
-	rc = rpc_call(c, MSG_HELLO, &req.base, NULL, 0, &pprpc__hello_reply__descriptor, &m, NULL, 0);
+	rc = hello_call(c, &req, &p, &m);
+	if (rc == PPRPC_EAUTH && p.has_challenge) {
+		if (!key)
+			return client_fail(c, rc, "%s; no key was given (pprpc_connect_opts auth_key or "
+					   "auth_key_file, or PPRPC_AUTH_KEY_FILE)", p.err);
+		challenged = 1;
+		memcpy(sn, p.challenge, sizeof(sn));
+		if (auth_random(cn, sizeof(cn)) < 0 ||
+		    auth_client_proof(key, key_len, sn, cn, (uint32_t)req.role, req.client_name, proof) < 0)
+			return client_fail(c, PPRPC_EINTERNAL, "cannot compute the authentication proof");
+		req.client_nonce.data = cn;
+		req.client_nonce.len = sizeof(cn);
+		req.server_nonce.data = sn;
+		req.server_nonce.len = sizeof(sn);
+		req.auth_proof.data = proof;
+		req.auth_proof.len = sizeof(proof);
+		rc = hello_call(c, &req, &p, &m);
+	}
 	if (rc < 0)
-		return rc;
+		return client_fail(c, rc, "%s", p.err);
 	rep = (const Pprpc__HelloReply *)m;
+	if (key) {
+		/* A daemon that does not ask cannot prove anything: refuse it
+		 * rather than talk to an impostor (or a daemon set up without
+		 * the key by mistake). */
+		if (!challenged) {
+			meta_free(m);
+			return client_fail(c, PPRPC_EAUTH, "authentication failed: the daemon did not ask for "
+					   "authentication, so it cannot prove it holds the key (it runs without "
+					   "auth-key-file?)");
+		}
+		ok = rep->auth_proof.len == AUTH_PROOF_LEN &&
+		     auth_server_proof(key, key_len, cn, sn, want) == 0 &&
+		     auth_equal(want, rep->auth_proof.data, AUTH_PROOF_LEN);
+		auth_wipe(want, sizeof(want));
+		if (!ok) {
+			meta_free(m);
+			return client_fail(c, PPRPC_EAUTH, "authentication failed: the daemon's proof does not "
+					   "match (it does not hold this key)");
+		}
+	}
 	if (rep->proto_version != PPRPC_PROTO_VERSION) {
 		meta_free(m);
 		return client_fail(c, PPRPC_EVERSION, "daemon speaks protocol %u, this library %u",
@@ -63,15 +130,35 @@ static int hello(pprpc_client *c, const char *name)
 
 PPRPC_API int pprpc_connect(const char *addr, const pprpc_connect_opts *opts, pprpc_client **out)
 {
-	pprpc_client *c;
+	pprpc_client *c = NULL;
+	uint8_t key[AUTH_KEY_MAX];
+	size_t key_len = 0;
+	const char *key_file = opts && opts->auth_key_file ? opts->auth_key_file : getenv("PPRPC_AUTH_KEY_FILE");
 	char err[768];
 	int rc, tmo = opts && opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms : 5000;
 
 	if (!out)
 		return PPRPC_EINVAL;
+	if (opts && opts->auth_key) {
+		if (opts->auth_key_len < AUTH_KEY_MIN || opts->auth_key_len > AUTH_KEY_MAX) {
+			snprintf(err, sizeof(err), "auth_key has %zu bytes; %d..%d are needed", opts->auth_key_len,
+				 AUTH_KEY_MIN, AUTH_KEY_MAX);
+			rc = PPRPC_EINVAL;
+			goto fail;
+		}
+		memcpy(key, opts->auth_key, opts->auth_key_len);
+		key_len = opts->auth_key_len;
+	} else if (key_file && *key_file) {
+		rc = auth_key_load(key_file, key, sizeof(key), &key_len, err, sizeof(err));
+		if (rc < 0)
+			goto fail;
+	}
 	c = calloc(1, sizeof(*c));
-	if (!c)
-		return PPRPC_ENOMEM;
+	if (!c) {
+		rc = PPRPC_ENOMEM;
+		snprintf(err, sizeof(err), "out of memory");
+		goto fail;
+	}
 	c->fd = -1;
 	rc = sock_connect(addr, tmo, &c->fd, err, sizeof(err));
 	if (rc < 0)
@@ -84,15 +171,17 @@ PPRPC_API int pprpc_connect(const char *addr, const pprpc_connect_opts *opts, pp
 	/* HELLO is bounded by the connect timeout: a port that accepts but never
 	 * answers (not a pprpcd) must not hang the caller. */
 	c->io_timeout_ms = tmo;
-	rc = hello(c, opts ? opts->client_name : NULL);
+	rc = hello(c, opts ? opts->client_name : NULL, key_len ? key : NULL, key_len);
 	if (rc < 0) {
 		snprintf(err, sizeof(err), "HELLO to %s failed: %s", addr, c->err);
 		goto fail;
 	}
 	c->io_timeout_ms = opts ? opts->io_timeout_ms : 0;
+	auth_wipe(key, sizeof(key));
 	*out = c;
 	return 0;
 fail:
+	auth_wipe(key, sizeof(key));
 	/* The caller has no client to ask for the reason: it goes to err_buf. */
 	if (opts && opts->err_buf && opts->err_len)
 		snprintf(opts->err_buf, opts->err_len, "%s", err);

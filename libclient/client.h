@@ -28,6 +28,8 @@ struct pending {
 	void *bulk;                                  /* reply bulk goes here */
 	uint64_t bulk_len;                           /* expected reply bulk size */
 	int async;                                   /* heap-allocated; freed on completion */
+	int has_challenge;                           /* error reply carried an auth challenge */
+	uint8_t challenge[32];
 	char err[256];
 };
 

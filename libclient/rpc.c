@@ -127,6 +127,10 @@ static int on_meta(void *ctx, const struct frame_hdr *h, const uint8_t *meta, si
 		e = (const Pprpc__ErrorReply *)m;
 		p->rc = e->code < 0 && e->code > -PPRPC_E_COUNT_ ? e->code : PPRPC_EPROTO;
 		snprintf(p->err, sizeof(p->err), "%s", e->message ? e->message : "");
+		if (e->auth_challenge.len == sizeof(p->challenge)) {
+			memcpy(p->challenge, e->auth_challenge.data, sizeof(p->challenge));
+			p->has_challenge = 1;
+		}
 		meta_free(m);
 		return 0; /* a bulk on an error reply is discarded */
 	}
@@ -324,6 +328,7 @@ int rpc_send(pprpc_client *c, uint16_t type, uint32_t flags, const ProtobufCMess
 		p->done = 0;
 		p->rc = 0;
 		p->rep = NULL;
+		p->has_challenge = 0;
 		p->err[0] = '\0';
 		p->next = NULL;
 		if (c->pend_tail)

@@ -7,6 +7,7 @@ pkgs=(
 	build-essential pkg-config
 	libuv1-dev
 	libprotobuf-c-dev protobuf-c-compiler
+	libssl-dev                 # libcrypto: HMAC-SHA256 and nonces for authentication
 	libibverbs-dev librdmacm-dev
 	libopenblas-dev
 	libsystemd-dev

@@ -101,7 +101,7 @@ int main(int argc, char **argv)
 	struct spawned sp[MAX_RANKS];
 	struct stage st[MAX_RANKS];
 	char addrs[MAX_RANKS][64], binbuf[4096], err[512];
-	const char *ranks = NULL, *bin;
+	const char *ranks = NULL, *bin, *key_file = NULL;
 	int nspawn = 2, nranks = 0, D = 256, T = 64, ret = 1;
 	uint64_t seed = 1;
 	const float scale = 0.05f;
@@ -117,8 +117,10 @@ int main(int argc, char **argv)
 			T = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
 			seed = strtoull(argv[++i], NULL, 10);
+		else if (!strcmp(argv[i], "--auth-key-file") && i + 1 < argc)
+			key_file = argv[++i];
 		else {
-			fprintf(stderr, "usage: pprpc-demo [--spawn N | --ranks HOST:PORT,...] [--width D] [--tokens T] [--seed S]\n");
+			fprintf(stderr, "usage: pprpc-demo [--spawn N | --ranks HOST:PORT,...] [--width D] [--tokens T] [--seed S] [--auth-key-file FILE]\n");
 			return strcmp(argv[i], "--help") ? 2 : 0;
 		}
 	}
@@ -126,6 +128,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "pprpc-demo: --width 1..8192, --tokens 1..65536, --spawn 1..%d\n", MAX_RANKS);
 		return 2;
 	}
+	/* The library reads the key from the environment; spawned daemons
+	 * get the same key. */
+	if (key_file)
+		setenv("PPRPC_AUTH_KEY_FILE", key_file, 1);
+	key_file = getenv("PPRPC_AUTH_KEY_FILE");
 	memset(sp, 0, sizeof(sp));
 	memset(st, 0, sizeof(st));
 	if (ranks) {
@@ -137,7 +144,8 @@ int main(int argc, char **argv)
 	} else {
 		bin = spawn_default_bin(argv[0], binbuf, sizeof(binbuf));
 		for (; nranks < nspawn; nranks++) {
-			static const char *const extra[] = { "--threads", "1", NULL };
+			const char *const extra[] = { "--threads", "1", key_file && *key_file ? "--auth-key-file" : NULL,
+						      key_file, NULL };
 
 			if (spawn_daemon(bin, extra, 10000, &sp[nranks], err, sizeof(err)) < 0) {
 				fprintf(stderr, "pprpc-demo: %s\n", err);

@@ -13,7 +13,9 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: pprpcctl status|stats (--rank HOST:PORT | --cluster FILE) [--json] [--timeout-ms N]\n");
+	fprintf(f, "usage: pprpcctl status|stats (--rank HOST:PORT | --cluster FILE) [--json] [--timeout-ms N]\n"
+		   "                [--auth-key-file FILE]\n"
+		   "  --auth-key-file FILE  shared key of a daemon run with auth-key-file (default $PPRPC_AUTH_KEY_FILE)\n");
 }
 
 /* JSON strings here come from the daemon: escape them. */
@@ -235,6 +237,8 @@ int main(int argc, char **argv)
 				fprintf(stderr, "pprpcctl: --timeout-ms must be > 0\n");
 				return 2;
 			}
+		} else if (strcmp(argv[i], "--auth-key-file") == 0 && i + 1 < argc) {
+			opts.auth_key_file = argv[++i];  /* default: $PPRPC_AUTH_KEY_FILE */
 		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			usage(stdout);
 			return 0;

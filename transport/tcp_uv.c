@@ -34,6 +34,7 @@ struct tcp_conn {
 	uint8_t *inbuf;
 	int reading;          /* uv_read_start active */
 	int paused;           /* owner asked for back-pressure */
+	int failed;           /* the frame reader failed (reported to the owner) */
 	int close_status;
 	unsigned pending_writes;
 	size_t queued_bytes;
@@ -119,9 +120,13 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	else
 		rc = transport_advance(&c->base, (size_t)nread);
 	/* A broken stream cannot be resynchronised: read nothing more from
-	 * this peer; the owner answers (if it can) and closes. */
-	if (rc < 0 && c->reading) {
-		uv_read_stop(s);
+	 * this peer; the owner answers (if it can) and closes.  Reported even
+	 * when the owner paused reading while this read was being parsed (a
+	 * limit hit after back-pressure set in), and only once. */
+	if (rc < 0 && !c->failed) {
+		c->failed = 1;
+		if (c->reading)
+			uv_read_stop(s);
 		c->reading = 0;
 		c->base.owner->on_reader_error(c->base.owner_ctx, rc, c->base.reader.error_req_id);
 	}

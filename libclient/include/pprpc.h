@@ -76,6 +76,16 @@ typedef struct pprpc_connect_opts {
 	int io_timeout_ms;         /* per reply; 0 = wait forever */
 	char *err_buf;             /* if set, pprpc_connect writes the reason of a failure here */
 	size_t err_len;
+	/* Shared key, for daemons started with auth-key-file (HMAC-SHA256
+	 * challenge at HELLO; the key never travels).  auth_key (auth_key_len
+	 * bytes, 32..4096) wins over auth_key_file (a file of >= 32 bytes with no
+	 * permissions for group or others, one trailing newline ignored), which
+	 * wins over the environment variable PPRPC_AUTH_KEY_FILE.  With a key,
+	 * pprpc_connect also refuses a daemon that does not prove it holds the
+	 * same key.  The caller keeps ownership; the library keeps no copy. */
+	const char *auth_key_file;
+	const void *auth_key;
+	size_t auth_key_len;
 } pprpc_connect_opts;
 
 /* ---- library -------------------------------------------------------------- */
@@ -87,9 +97,13 @@ PPRPC_API const char *pprpc_strerror(int err);
 
 /* ---- connection ------------------------------------------------------------- */
 
-/* Connect to "HOST:PORT" (IPv6 as "[::1]:PORT") and exchange HELLO.  opts may
- * be NULL.  Errors: PPRPC_EINVAL (bad address), PPRPC_ECONN (unreachable),
- * PPRPC_ETIMEDOUT, PPRPC_EVERSION (daemon speaks another protocol). */
+/* Connect to "HOST:PORT" (IPv6 as "[::1]:PORT") and exchange HELLO
+ * (authenticating both ways when a key is given, see pprpc_connect_opts).
+ * opts may be NULL.  Errors: PPRPC_EINVAL (bad address, unusable key or key
+ * file), PPRPC_EIO (key file unreadable), PPRPC_ECONN (unreachable),
+ * PPRPC_ETIMEDOUT, PPRPC_EVERSION (daemon speaks another protocol),
+ * PPRPC_EAUTH (the daemon refused our key or needs one we lack, or it could
+ * not prove the key). */
 PPRPC_API int pprpc_connect(const char *addr, const pprpc_connect_opts *opts, pprpc_client **out);
 /* Close the connection; the daemon frees this client's buffers and graphs.
  * NULL is accepted. */

@@ -98,7 +98,7 @@ static struct fz *fz_get(void)
 	htab_init(&d->graphs, HK_GRAPH, d->opts.max_graphs);
 	timeline_sys_init(d);
 	FZ_CHECK(xfer_init(d) == 0);
-	if (device_open(d->loop, "cpu", 0, 0, 1, &d->dev[0], err, sizeof(err)) < 0) {
+	if (device_open(d->loop, "cpu", 0, 0, 1, 0, &d->dev[0], err, sizeof(err)) < 0) {
 		fprintf(stderr, "fuzz: device_open: %s\n", err);
 		abort();
 	}

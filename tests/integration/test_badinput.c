@@ -48,7 +48,10 @@
 
 static int group_setup(void **state)
 {
-	static const char *const extra[] = { "--max-bulk-mib", "64", "--threads", "2", NULL };
+	/* Per-connection limits as high as the daemon's: the limit tests
+	 * below exercise the global tables (test_limits.c the others). */
+	static const char *const extra[] = { "--max-bulk-mib", "64", "--threads", "2", "--max-conn-buffers", "65536",
+					     "--max-conn-graphs", "4096", NULL };
 	struct tdaemon *d = calloc(1, sizeof(*d));
 
 	if (!d || tdaemon_start(d, extra) < 0) {
