@@ -49,13 +49,26 @@ BLAS_LIBS := $(shell $(PKG_CONFIG) --libs openblas 2>/dev/null || echo -lopenbla
 endif
 CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka)
 
+# RDMA (rdmacm + ibverbs) is optional: without it the daemon is TCP-only
+# and says so (transport/rdma_none.c).  RDMA=0 forces it off.
+RDMA ?= $(shell $(PKG_CONFIG) --exists libibverbs librdmacm && echo 1 || echo 0)
+ifeq ($(RDMA),1)
+RDMA_LIBS := $(shell $(PKG_CONFIG) --libs libibverbs librdmacm)
+RDMA_SKIP := transport/rdma_none.c
+RDMA_INFO := libibverbs $(shell $(PKG_CONFIG) --modversion libibverbs), librdmacm $(shell $(PKG_CONFIG) --modversion librdmacm)
+else
+RDMA_LIBS :=
+RDMA_SKIP := transport/rdma_verbs.c
+RDMA_INFO := no (libibverbs-dev/librdmacm-dev not found): TCP only
+endif
+
 # ---- sources ------------------------------------------------------------
 PROTO      := proto/pprpc.proto
 PROTO_C    := $(G)/proto/pprpc.pb-c.c
 PROTO_H    := $(G)/proto/pprpc.pb-c.h
 
 PROTO_SRCS     := $(filter-out proto/fuzz_%.c,$(wildcard proto/*.c))
-TRANSPORT_SRCS := $(wildcard transport/*.c)
+TRANSPORT_SRCS := $(filter-out $(RDMA_SKIP),$(wildcard transport/*.c))
 KERNEL_SRCS    := $(wildcard kernels/*.c)
 KERNEL_CPU_SRCS := $(wildcard kernels/cpu/*.c)
 CLIENT_SRCS    := $(wildcard libclient/*.c)
@@ -89,7 +102,7 @@ FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES)
 
 info:
-	@echo "pprpc build: libuv $$($(PKG_CONFIG) --modversion libuv), protobuf-c $$($(PKG_CONFIG) --modversion libprotobuf-c), openblas: $(if $(BLAS_LIBS),yes,no), static deps: $(STATIC)$(if $(SANITIZE), sanitize=$(SANITIZE))"
+	@echo "pprpc build: libuv $$($(PKG_CONFIG) --modversion libuv), protobuf-c $$($(PKG_CONFIG) --modversion libprotobuf-c), openblas: $(if $(BLAS_LIBS),yes,no), rdma: $(RDMA_INFO), static deps: $(STATIC)$(if $(SANITIZE), sanitize=$(SANITIZE))"
 
 # ---- generated protobuf-c code -------------------------------------------
 $(PROTO_C) $(PROTO_H): $(PROTO)
@@ -116,7 +129,7 @@ $(L)/libpprpc.so: $(LIBPPRPC_OBJS)
 
 $(B)/pprpcd: $(O)/daemon/main.o $(DAEMON_OBJS) $(PROTO_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS) $(KERNEL_CPU_OBJS)
 	@mkdir -p $(B)
-	$(CC) $(LDFLAGS) -o $@ $^ $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) $(RDMA_LIBS) -lm
 
 $(B)/%: $(O)/tools/%.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(B)
@@ -132,7 +145,7 @@ $(B)/bench-%: $(O)/bench/%.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 TEST_LINK := $(DAEMON_OBJS) $(CLIENT_OBJS) $(PROTO_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS) $(KERNEL_CPU_OBJS)
 $(T)/test_%: $(O)/tests/unit/test_%.o $(TEST_LINK)
 	@mkdir -p $(T)
-	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) $(RDMA_LIBS) -lm
 
 # Integration tests may compute local references with the CPU kernels.
 $(T)/test_%: $(O)/tests/integration/test_%.o $(O)/tests/integration/harness.o $(TOOL_COMMON_OBJS) $(KERNEL_CPU_OBJS) $(L)/libpprpc.a
@@ -143,14 +156,14 @@ $(T)/test_%: $(O)/tests/integration/test_%.o $(O)/tests/integration/harness.o $(
 # compiler; runs over the saved corpus in `make test`) and with libFuzzer.
 $(T)/replay_%: tests/fuzz/%.c tests/fuzz/replay_main.c $(TEST_LINK) | $(PROTO_H)
 	@mkdir -p $(T)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/fuzz/$*.c tests/fuzz/replay_main.c $(TEST_LINK) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/fuzz/$*.c tests/fuzz/replay_main.c $(TEST_LINK) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) $(RDMA_LIBS) -lm
 
 FUZZ_CC ?= clang
 FUZZ_LINK_SRCS := $(DAEMON_SRCS) $(PROTO_SRCS) $(TRANSPORT_SRCS) $(KERNEL_SRCS) $(KERNEL_CPU_SRCS) $(PROTO_C)
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK_SRCS)
 	@mkdir -p $(BUILD)/fuzz
 	$(FUZZ_CC) $(CPPFLAGS) -std=gnu11 -g -O1 -pthread -fsanitize=fuzzer,address,undefined -o $@ $< \
-		$(FUZZ_LINK_SRCS) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) -lm
+		$(FUZZ_LINK_SRCS) $(UV_LIBS) $(PBC_LIBS) $(BLAS_LIBS) $(RDMA_LIBS) -lm
 
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done

@@ -46,6 +46,13 @@ struct preq_ops {
  * or a negative code with a reason (then no callback runs). */
 int peer_request(struct pprpcd *d, const char *rank, uint16_t type, const ProtobufCMessage *m,
 		 const struct preq_ops *ops, void *arg, char *err, size_t errlen);
+/* For STATS: the links, their rank and transport (NULL while connecting). */
+struct peer *peer_first(struct pprpcd *d);
+struct peer *peer_next(struct peer *p);
+const char *peer_rank(const struct peer *p);
+struct transport_conn *peer_transport(struct peer *p);
+/* "rdma" or "tcp": what the link to rank runs on now. */
+const char *peer_path(struct pprpcd *d, const char *rank);
 /* Shutdown: close every link (outstanding requests fail). */
 void peer_close_all(struct pprpcd *d);
 
