@@ -94,6 +94,11 @@ struct rdma_conn {
 	int close_status;
 	int owner_told;           /* on_close may run */
 	int polls_open;
+	/* Send callbacks and frame delivery never run inside the owner's own
+	 * call (transport_send / _start / _resume / _close): like libuv's
+	 * write callbacks they come from the loop, via this idle handle. */
+	uv_idle_t defer;
+	int defer_made;
 	/* active side */
 	rdma_connect_cb ccb;
 	void *cctx;
@@ -244,11 +249,15 @@ static void teardown(struct rdma_conn *c)
 	if (c->id && (c->state == RS_UP))
 		rdma_disconnect(c->id);
 	c->state = RS_DEAD;
-	if (c->ring_ok) {
+	/* Queued sends fail; their callbacks run in conn_free, before on_close. */
+	if (c->ring_ok)
 		rdma_ring_fail(&c->ring, c->close_status ? c->close_status : PPRPC_ECLOSED);
-		rdma_ring_run_done(&c->ring);
-	}
 	c->polls_open = 0;
+	if (c->defer_made) {
+		c->polls_open++;
+		uv_close((uv_handle_t *)&c->defer, poll_closed);
+		c->defer_made = 0;
+	}
 	if (c->cm_poll_on) {
 		c->polls_open++;
 		uv_close((uv_handle_t *)&c->cm_poll, poll_closed);
@@ -323,6 +332,14 @@ static int post_msg(struct rdma_conn *c, const struct rdma_tx_msg *m)
 /* Deliver what arrived (unless paused), post what can go, run callbacks;
  * again until nothing changes.  Re-entrant calls (a callback sends) just
  * ask for another round. */
+static void on_defer(uv_idle_t *h);
+
+static void defer(struct rdma_conn *c)
+{
+	if (c->defer_made && c->state != RS_DEAD)
+		uv_idle_start(&c->defer, on_defer);
+}
+
 static void pump(struct rdma_conn *c)
 {
 	struct rdma_tx_msg m;
@@ -378,6 +395,32 @@ static void pump(struct rdma_conn *c)
 	} while (c->pump_again);
 out:
 	c->in_pump = 0;
+}
+
+/* Post what the ring allows, without running any callback (for
+ * transport_send: its latency should not wait for the next loop turn). */
+static void post_now(struct rdma_conn *c)
+{
+	struct rdma_tx_msg m;
+	int rc;
+
+	if (c->state != RS_UP)
+		return;
+	while ((rc = rdma_ring_next(&c->ring, &m)) == 1)
+		if (post_msg(c, &m) < 0) {
+			rdma_ring_fail(&c->ring, PPRPC_EIO);
+			break;
+		}
+}
+
+static void on_defer(uv_idle_t *h)
+{
+	struct rdma_conn *c = h->data;
+
+	uv_idle_stop(h);
+	pump(c);
+	if (c->state != RS_DEAD && c->wc_error)
+		close_with(c, c->wc_error);
 }
 
 static void on_wc(struct rdma_conn *c, const struct ibv_wc *wc)
@@ -446,7 +489,7 @@ static int r_start(struct transport_conn *bc)
 
 	c->reading = 1;
 	c->owner_told = 1;
-	pump(c);
+	defer(c);
 	return 0;
 }
 
@@ -462,7 +505,12 @@ static int r_send(struct transport_conn *bc, const struct iovec *iov, int iovcnt
 	if (rc < 0)
 		return rc;
 	c->base.stats.frames_out++;
-	pump(c);
+	if (c->in_pump) {
+		c->pump_again = 1;  /* called from one of our callbacks: the running pump posts it */
+		return 0;
+	}
+	post_now(c);
+	defer(c);
 	return 0;
 }
 
@@ -477,7 +525,7 @@ static int r_resume(struct transport_conn *bc)
 	struct rdma_conn *c = (struct rdma_conn *)bc;
 
 	c->paused = 0;
-	pump(c);
+	defer(c);
 	return 0;
 }
 
@@ -494,7 +542,7 @@ static void r_close(struct transport_conn *bc)
 	}
 	c->base.closing = 1;
 	c->draining = 1;
-	pump(c);  /* closes at once when nothing is queued */
+	defer(c);  /* the pump closes once nothing is queued */
 }
 
 static size_t r_send_queue(const struct transport_conn *bc)
@@ -693,6 +741,10 @@ static int go_up(struct rdma_conn *c, char *why, size_t whylen)
 	snprintf(c->info.ladder_why, sizeof(c->info.ladder_why), "%s", c->ladder_why);
 	addr_format(rdma_get_peer_addr(c->id), c->base.peer, sizeof(c->base.peer));
 	c->state = RS_UP;
+	/* The peer may have sent before we saw ESTABLISHED (the passive side
+	 * in particular): those completions raised their CQ event while the
+	 * ring did not exist yet, and no new event will come for them. */
+	drain_cq(c);
 	return 0;
 }
 
@@ -803,6 +855,9 @@ static struct rdma_conn *conn_new(struct rdma_ctx *x)
 		return NULL;
 	c->x = x;
 	c->base.ops = &rdma_ops;
+	uv_idle_init(x->loop, &c->defer);
+	c->defer.data = c;
+	c->defer_made = 1;
 	snprintf(c->info.kind, sizeof(c->info.kind), "rdma");
 	c->info.gid_index = -1;
 	return c;
