@@ -229,7 +229,15 @@ void conn_accept(struct pprpcd *d, struct transport_conn *t)
 		d->conns->prev = c;
 	d->conns = c;
 	d->stats.connections_total++;
-	LOG(d, LOG_INFO_, "conn %" PRIu64 " from %s", c->id, c->name);
+	{
+		char how[400];
+
+		/* RDMA activation is logged where it happens (notice level);
+		 * plain TCP clients only at info. */
+		transport_describe(t, how, sizeof(how));
+		LOG(d, strcmp(transport_name(t), "tcp") ? LOG_NOTICE_ : LOG_INFO_, "conn %" PRIu64 " from %s over %s",
+		    c->id, c->name, how);
+	}
 	if (transport_start(t, &owner_ops, c, &lim) < 0)
 		transport_close(t);
 }

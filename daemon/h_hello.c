@@ -46,8 +46,8 @@ void h_hello(struct conn *c, struct request *r)
 	/* Advertise only what this daemon really provides. */
 	caps.async = 1;   /* queued commands, sticky errors, FENCE */
 	caps.events = 1;  /* timelines: SIGNAL / WAIT (local and cross-rank) */
-	caps.p2p = 1;     /* SEND/RECV daemon to daemon (TCP peer links) */
-	caps.rdma = 0;
+	caps.p2p = 1;     /* SEND/RECV daemon to daemon (peer links) */
+	caps.rdma = c->d->rdma_listener != NULL;  /* an rdmacm listener is up on a device */
 	rep.proto_version = PPRPC_PROTO_VERSION;
 	rep.daemon_version = PPRPCD_VERSION;
 	rep.caps = &caps;

@@ -4,6 +4,7 @@
 #include "daemon/conn.h"
 #include "daemon/device.h"
 #include "daemon/devinfo.h"
+#include "daemon/peer.h"
 #include "daemon/dispatch.h"
 #include "daemon/pprpcd.h"
 #include "daemon/queue.h"
@@ -17,6 +18,28 @@ static uint64_t now_ms(uv_loop_t *loop)
 	return uv_now(loop);
 }
 
+/* Transport facts of one connection; strings point into *ti. */
+static void fill_transport(Pprpc__ConnStats *cs, struct transport_conn *t, struct transport_info *ti)
+{
+	const struct transport_stats *ts = transport_stats(t);
+
+	transport_get_info(t, ti);
+	cs->transport = ti->kind;
+	cs->bytes_in = ts->bytes_in;
+	cs->bytes_out = ts->bytes_out;
+	cs->frames_in = ts->frames_in;
+	cs->frames_out = ts->frames_out;
+	cs->rdma_device = ti->device;
+	cs->gid_index = ti->gid_index;
+	cs->mtu = ti->mtu;
+	cs->rdma_chunk = ti->chunk;
+	cs->rdma_tx_depth = ti->tx_depth;
+	cs->rdma_rx_depth = ti->rx_depth;
+	cs->memlock_step = ti->ladder;
+	cs->memlock_why = ti->ladder_why;
+	cs->fallback_reason = ti->fallback;
+}
+
 void h_stats(struct conn *c, struct request *r)
 {
 	struct pprpcd *d = c->d;
@@ -24,6 +47,10 @@ void h_stats(struct conn *c, struct request *r)
 	Pprpc__DeviceStats ds[PPRPCD_MAX_DEVICES], *dsp[PPRPCD_MAX_DEVICES];
 	Pprpc__ConnStats *cs = NULL, **csp = NULL;
 	Pprpc__BoundaryStats *bs = NULL, **bsp = NULL;
+	Pprpc__ConnStats *ls = NULL, **lsp = NULL;
+	struct transport_info *ti = NULL, *lti = NULL;
+	size_t nlinks = 0;
+	struct peer *pl;
 	size_t nb = 0;
 	struct bstat *b;
 	struct devinfo_set set;
@@ -51,29 +78,34 @@ void h_stats(struct conn *c, struct request *r)
 		nconn++;
 	for (b = d->bstats; b; b = b->next)
 		nb++;
+	for (pl = peer_first(d); pl; pl = peer_next(pl))
+		if (peer_transport(pl))
+			nlinks++;
+	ls = calloc(nlinks ? nlinks : 1, sizeof(*ls));
+	lsp = calloc(nlinks ? nlinks : 1, sizeof(*lsp));
+	lti = calloc(nlinks ? nlinks : 1, sizeof(*lti));
+	ti = calloc(nconn ? nconn : 1, sizeof(*ti));
 	cs = calloc(nconn ? nconn : 1, sizeof(*cs));
 	csp = calloc(nconn ? nconn : 1, sizeof(*csp));
 	bs = calloc(nb ? nb : 1, sizeof(*bs));
 	bsp = calloc(nb ? nb : 1, sizeof(*bsp));
-	if (!cs || !csp || !bs || !bsp) {
+	if (!cs || !csp || !bs || !bsp || !ls || !lsp || !lti || !ti) {
 		free(cs);
 		free(csp);
 		free(bs);
 		free(bsp);
+		free(ls);
+		free(lsp);
+		free(lti);
+		free(ti);
 		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ENOMEM, "out of memory");
 		return;
 	}
 	for (it = d->conns; it; it = it->next, i++) {
-		const struct transport_stats *ts = transport_stats(it->t);
-
 		pprpc__conn_stats__init(&cs[i]);
 		cs[i].peer = it->name;
-		cs[i].transport = (char *)transport_name(it->t);
+		fill_transport(&cs[i], it->t, &ti[i]);
 		cs[i].role = it->role ? "peer" : "client";
-		cs[i].bytes_in = ts->bytes_in;
-		cs[i].bytes_out = ts->bytes_out;
-		cs[i].frames_in = ts->frames_in;
-		cs[i].frames_out = ts->frames_out;
 		cs[i].errors = it->errors;
 		cs[i].buffers = it->nbuffers;
 		cs[i].allocated_bytes = it->allocated;
@@ -84,13 +116,27 @@ void h_stats(struct conn *c, struct request *r)
 		pprpc__boundary_stats__init(&bs[i]);
 		bs[i].peer = b->peer;
 		bs[i].direction = b->dir;
-		bs[i].path = "p2p-tcp";
+		bs[i].path = b->path[0] ? b->path : "p2p-tcp";
 		bs[i].transfers = b->transfers;
 		bs[i].bytes = b->bytes;
 		bs[i].time_us = b->time_us;
 		bs[i].errors = b->errors;
 		bsp[i] = &bs[i];
 	}
+	i = 0;
+	for (pl = peer_first(d); pl; pl = peer_next(pl)) {
+		if (!peer_transport(pl))
+			continue;
+		pprpc__conn_stats__init(&ls[i]);
+		ls[i].peer = (char *)peer_rank(pl);
+		ls[i].role = "link";
+		fill_transport(&ls[i], peer_transport(pl), &lti[i]);
+		lsp[i] = &ls[i];
+		i++;
+	}
+	rep.n_links = nlinks;
+	rep.links = lsp;
+	rep.rdma_status = d->rdma_status;
 	rep.n_boundaries = nb;
 	rep.boundaries = bsp;
 	rep.staging_bytes = d->staging.bytes;
@@ -110,4 +156,8 @@ void h_stats(struct conn *c, struct request *r)
 	free(csp);
 	free(bs);
 	free(bsp);
+	free(ls);
+	free(lsp);
+	free(lti);
+	free(ti);
 }

@@ -19,6 +19,7 @@
 #include "daemon/pprpcd.h"
 #include "pprpc_types.h"
 #include "transport/addr.h"
+#include "transport/rdma_ring.h"
 
 #define MIB (1024ull * 1024ull)
 
@@ -45,6 +46,10 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->peer_timeout_ms = 15000;
 	o->cuda_graphs = 1;
 	o->log_level = LOG_NOTICE_;
+	o->transport = PPRPCD_TRANSPORT_AUTO;
+	o->rdma_chunk = 512u << 10;
+	o->rdma_tx_depth = 8;
+	o->rdma_rx_depth = 32;
 }
 
 /* ---- value parsers ------------------------------------------------------------ */
@@ -265,6 +270,89 @@ static void set_affinity_show(const struct pprpcd_opts *o, char *buf, size_t len
 	affinity_format(&o->affinity, buf, len);
 }
 
+static const char *const transport_names[] = { "auto", "tcp", "rdma" };
+
+static int set_transport(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	for (int i = 0; i < 3; i++)
+		if (!strcmp(v, transport_names[i])) {
+			o->transport = i;
+			return 0;
+		}
+	snprintf(err, errlen, "unknown transport '%s' (auto, tcp, rdma)", v);
+	return PPRPC_EINVAL;
+}
+
+static void set_transport_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", transport_names[o->transport]);
+}
+
+/* Bytes, with an optional k/K or m/M suffix (binary). */
+static int set_rdma_chunk(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	char num[32];
+	size_t n = strlen(v);
+	uint64_t x, mul = 1;
+	int rc;
+
+	if (n == 0 || n >= sizeof(num)) {
+		snprintf(err, errlen, "'%s' is not a size", v);
+		return PPRPC_EINVAL;
+	}
+	memcpy(num, v, n + 1);
+	if (num[n - 1] == 'k' || num[n - 1] == 'K')
+		mul = 1024;
+	else if (num[n - 1] == 'm' || num[n - 1] == 'M')
+		mul = 1024 * 1024;
+	if (mul > 1)
+		num[n - 1] = '\0';
+	rc = parse_u64(num, 1, RDMA_CHUNK_MAX, &x, err, errlen);
+	if (rc == 0 && (x * mul < RDMA_CHUNK_MIN || x * mul > RDMA_CHUNK_MAX || (x * mul) % 4096)) {
+		snprintf(err, errlen, "'%s' is not a multiple of 4 KiB in %u KiB..%u MiB", v, RDMA_CHUNK_MIN >> 10,
+			 RDMA_CHUNK_MAX >> 20);
+		rc = PPRPC_EINVAL;
+	}
+	if (rc == 0)
+		o->rdma_chunk = (uint32_t)(x * mul);
+	return rc;
+}
+
+static void set_rdma_chunk_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%uK", o->rdma_chunk >> 10);
+}
+
+static int set_rdma_tx(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	uint64_t x;
+	int rc = parse_u64(v, 1, RDMA_TX_DEPTH_MAX, &x, err, errlen);
+
+	if (rc == 0)
+		o->rdma_tx_depth = (uint32_t)x;
+	return rc;
+}
+
+static void set_rdma_tx_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%u", o->rdma_tx_depth);
+}
+
+static int set_rdma_rx(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	uint64_t x;
+	int rc = parse_u64(v, 24, RDMA_RX_DEPTH_MAX, &x, err, errlen);
+
+	if (rc == 0)
+		o->rdma_rx_depth = (uint32_t)x;
+	return rc;
+}
+
+static void set_rdma_rx_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%u", o->rdma_rx_depth);
+}
+
 static const struct optdef defs[] = {
 	{ "listen", "HOST:PORT", "address to serve (port 0 = ephemeral; IPv6 as [::1]:PORT)", set_listen, set_listen_show },
 	{ "port-file", "FILE", "write the bound port to FILE once listening", set_port_file, set_port_file_show },
@@ -289,6 +377,10 @@ static const struct optdef defs[] = {
 	{ "transfer-timeout-ms", "N", "a SEND or RECV whose partner does not come fails after N ms (0 = never)", set_xfer_timeout, set_xfer_timeout_show },
 	{ "peer-timeout-ms", "N", "drop a peer link silent for N ms while we wait on it (0 = never)", set_peer_timeout, set_peer_timeout_show },
 	{ "cuda-graphs", "0|1", "capture each graph as a CUDA graph on its first run and replay it (default 1)", set_cuda_graphs, set_cuda_graphs_show },
+	{ "transport", "MODE", "peer links and listener: auto (RDMA if it works, else TCP), tcp, rdma (required)", set_transport, set_transport_show },
+	{ "rdma-chunk", "BYTES", "RDMA ring slot size, k/m suffix allowed (env PPRPC_RDMA_CHUNK; 512K)", set_rdma_chunk, set_rdma_chunk_show },
+	{ "rdma-tx-depth", "N", "RDMA sends in flight per connection (env PPRPC_RDMA_TX_DEPTH; 8)", set_rdma_tx, set_rdma_tx_show },
+	{ "rdma-rx-depth", "N", "RDMA receives posted per connection, >= 24 (env PPRPC_RDMA_RX_DEPTH; 32)", set_rdma_rx, set_rdma_rx_show },
 	{ "metrics-listen", "HOST:PORT", "serve Prometheus text metrics over HTTP here", set_metrics_listen, set_metrics_listen_show },
 	{ "log-level", "LEVEL", "err, warning, notice, info, debug", set_log, set_log_show },
 };
@@ -471,6 +563,33 @@ int pprpcd_opts_validate(const struct pprpcd_opts *o, char *err, size_t errlen)
 	return 0;
 }
 
+static const struct {
+	const char *env, *key;
+} env_map[] = {
+	{ "PPRPC_RDMA_CHUNK", "rdma-chunk" },
+	{ "PPRPC_RDMA_TX_DEPTH", "rdma-tx-depth" },
+	{ "PPRPC_RDMA_RX_DEPTH", "rdma-rx-depth" },
+	{ "PPRPC_TRANSPORT", "transport" },
+};
+
+int pprpcd_opts_env(struct pprpcd_opts *o, char *err, size_t errlen)
+{
+	char why[300];
+
+	for (size_t i = 0; i < sizeof(env_map) / sizeof(env_map[0]); i++) {
+		const char *v = getenv(env_map[i].env);
+		const struct optdef *def = find(env_map[i].key, strlen(env_map[i].key));
+
+		if (!v || !*v)
+			continue;
+		if (def->set(o, v, why, sizeof(why)) < 0) {
+			snprintf(err, errlen, "environment %s: %s", env_map[i].env, why);
+			return PPRPC_EINVAL;
+		}
+	}
+	return 0;
+}
+
 /* ---- the command line ----------------------------------------------------------------- */
 
 int pprpcd_opts_parse(struct pprpcd_opts *o, int argc, char **argv)
@@ -505,6 +624,11 @@ int pprpcd_opts_parse(struct pprpcd_opts *o, int argc, char **argv)
 		return rc;
 	}
 	snprintf(o->config_path, sizeof(o->config_path), "%s", config ? config : PPRPCD_DEFAULT_CONFIG);
+	/* The environment overrides the file; flags override both. */
+	if (pprpcd_opts_env(o, err, sizeof(err)) < 0) {
+		fprintf(stderr, "pprpcd: %s\n", err);
+		return PPRPC_EINVAL;
+	}
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = NULL;
 		const struct optdef *def;

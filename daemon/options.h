@@ -37,6 +37,8 @@ int pprpcd_config_parse(struct pprpcd_opts *o, const char *path, const char *tex
 /* Read and parse a file; a missing file is fine unless must_exist. */
 int pprpcd_config_load(struct pprpcd_opts *o, const char *path, int must_exist, char *err, size_t errlen);
 void pprpcd_config_print(const struct pprpcd_opts *o, FILE *f);
+/* Apply PPRPC_RDMA_CHUNK / _TX_DEPTH / _RX_DEPTH and PPRPC_TRANSPORT. */
+int pprpcd_opts_env(struct pprpcd_opts *o, char *err, size_t errlen);
 /* Cross-field and vocabulary checks (addresses parse, devices known). */
 int pprpcd_opts_validate(const struct pprpcd_opts *o, char *err, size_t errlen);
 

@@ -13,6 +13,7 @@
 #include "proto/meta.h"
 #include "proto/msgtype.h"
 #include "transport/addr.h"
+#include "transport/rdma.h"
 #include "transport/tcp_uv.h"
 
 /* Largest reply bulk a link accepts (one PULL chunk). */
@@ -44,6 +45,9 @@ struct peer {
 	struct preq *cur;            /* reply being received */
 	uint64_t last_rx_ms;         /* loop time of the last frame (or of link up) */
 	int ping_out;                /* a keepalive PING is outstanding */
+	char host[256];
+	uint16_t port;
+	char fallback[200];          /* why the link is TCP although RDMA was tried */
 	struct peer *next;
 	/* HELLO exchange */
 	int hello_code;              /* the last HELLO reply: 0 or an error code */
@@ -384,12 +388,62 @@ static void hello_done(void *arg, const struct frame_hdr *h, int more)
 	}
 	p->state = PEER_UP;
 	p->last_rx_ms = uv_now(d->loop);
-	LOG(d, LOG_INFO_, "peer %s: link up%s", p->rank, d->auth_key_len ? " (authenticated)" : "");
+	if (p->fallback[0])
+		transport_set_fallback(p->t, p->fallback);
+	{
+		char how[400];
+
+		transport_describe(p->t, how, sizeof(how));
+		LOG(d, LOG_NOTICE_, "peer %s: link up over %s%s", p->rank, how,
+		    d->auth_key_len ? " (authenticated)" : "");
+	}
 	for (q = p->reqs; q; q = q->next)
 		if (!q->sent && send_req(p, q) < 0) {
 			transport_close(p->t);
 			return;
 		}
+}
+
+/* RDMA did not come up: auto goes on over TCP, saying why; rdma fails. */
+static void on_rdma_connect(void *ctx, struct transport_conn *t, int status, const char *err)
+{
+	struct peer *p = ctx;
+	struct pprpcd *d = p->d;
+
+	if (status == 0 || p->state == PEER_DEAD || d->opts.transport == PPRPCD_TRANSPORT_RDMA) {
+		on_connect(p, t, status, err);
+		return;
+	}
+	snprintf(p->fallback, sizeof(p->fallback), "%s", err ? err : "RDMA connect failed");
+	LOG(d, LOG_NOTICE_, "peer %s: RDMA not used (%s); connecting over TCP", p->rank, p->fallback);
+	if (tcp_connect(d->loop, p->host, p->port, on_connect, p) < 0)
+		on_connect(p, NULL, PPRPC_ECONN, "cannot connect over TCP");
+}
+
+/* Start the link: RDMA first unless transport = tcp. */
+static int link_connect(struct peer *p, char *err, size_t errlen)
+{
+	struct pprpcd *d = p->d;
+	char why[256];
+
+	if (d->opts.transport != PPRPCD_TRANSPORT_TCP) {
+		if (d->rdma && rdma_transport_connect(d->rdma, p->host, p->port, on_rdma_connect, p, why,
+						      sizeof(why)) == 0)
+			return 0;
+		if (!d->rdma)
+			snprintf(why, sizeof(why), "%.200s", d->rdma_status);
+		if (d->opts.transport == PPRPCD_TRANSPORT_RDMA) {
+			snprintf(err, errlen, "RDMA link to %s impossible: %s", p->rank, why);
+			return PPRPC_EUNSUPP;
+		}
+		snprintf(p->fallback, sizeof(p->fallback), "%.190s", why);
+		LOG(d, LOG_NOTICE_, "peer %s: RDMA not used (%s); connecting over TCP", p->rank, why);
+	}
+	if (tcp_connect(d->loop, p->host, p->port, on_connect, p) < 0) {
+		snprintf(err, errlen, "cannot connect to rank %s", p->rank);
+		return PPRPC_ECONN;
+	}
+	return 0;
 }
 
 static struct peer *peer_get(struct pprpcd *d, const char *rank, char *err, size_t errlen)
@@ -415,14 +469,15 @@ static struct peer *peer_get(struct pprpcd *d, const char *rank, char *err, size
 		goto oom;
 	p->d = d;
 	snprintf(p->rank, sizeof(p->rank), "%s", rank);
+	snprintf(p->host, sizeof(p->host), "%s", host);
+	p->port = port;
 	q = make_hello(p, NULL);
 	if (!q) {
 		free(p);
 		goto oom;
 	}
 	p->reqs = q;  /* HELLO stays first on the link */
-	if (tcp_connect(d->loop, host, port, on_connect, p) < 0) {
-		snprintf(err, errlen, "cannot connect to rank %s", rank);
+	if (link_connect(p, err, errlen) < 0) {
 		preq_free(q);
 		free(p);
 		return NULL;
@@ -535,6 +590,34 @@ void peer_keepalive(struct pprpcd *d, uint64_t now_ms)
 				transport_close(p->t);
 		}
 	}
+}
+
+struct peer *peer_first(struct pprpcd *d)
+{
+	return d->peers;
+}
+
+struct peer *peer_next(struct peer *p)
+{
+	return p->next;
+}
+
+const char *peer_rank(const struct peer *p)
+{
+	return p->rank;
+}
+
+struct transport_conn *peer_transport(struct peer *p)
+{
+	return p->state == PEER_UP ? p->t : NULL;
+}
+
+const char *peer_path(struct pprpcd *d, const char *rank)
+{
+	for (struct peer *p = d->peers; p; p = p->next)
+		if (!strcmp(p->rank, rank) && p->state == PEER_UP)
+			return transport_name(p->t);
+	return "tcp";
 }
 
 void peer_close_all(struct pprpcd *d)

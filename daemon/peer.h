@@ -51,6 +51,13 @@ int peer_request(struct pprpcd *d, const char *rank, uint16_t type, const Protob
 /* Periodic: ping quiet links that have requests outstanding, drop those
  * silent past peer_timeout_ms (their requests fail). */
 void peer_keepalive(struct pprpcd *d, uint64_t now_ms);
+/* For STATS: the links, their rank and transport (NULL while connecting). */
+struct peer *peer_first(struct pprpcd *d);
+struct peer *peer_next(struct peer *p);
+const char *peer_rank(const struct peer *p);
+struct transport_conn *peer_transport(struct peer *p);
+/* "rdma" or "tcp": what the link to rank runs on now. */
+const char *peer_path(struct pprpcd *d, const char *rank);
 /* Shutdown: close every link (outstanding requests fail). */
 void peer_close_all(struct pprpcd *d);
 

@@ -25,6 +25,10 @@ struct peer;
 struct rtl;
 struct xsend;
 struct bstat;
+struct rdma_ctx;
+struct rdma_listener;
+
+enum { PPRPCD_TRANSPORT_AUTO, PPRPCD_TRANSPORT_TCP, PPRPCD_TRANSPORT_RDMA };
 
 struct pprpcd_opts {
 	char listen[300];          /* HOST:PORT */
@@ -51,6 +55,10 @@ struct pprpcd_opts {
 	uint64_t peer_timeout_ms;
 	int cuda_graphs;           /* capture CUDA graphs on first run, replay after */  /* a peer link silent this long with requests outstanding is dropped */
 	char metrics_listen[300];  /* Prometheus endpoint, "" = off */
+	int transport;             /* PPRPCD_TRANSPORT_*: peer links and the listener */
+	uint32_t rdma_chunk;       /* RDMA ring geometry (rdma_ring.h) */
+	uint32_t rdma_tx_depth;
+	uint32_t rdma_rx_depth;
 	struct cpu_affinity affinity;
 	char config_path[4096];
 	int log_level;
@@ -68,6 +76,9 @@ struct pprpcd {
 	struct pprpcd_opts opts;
 	struct log_cfg log;
 	struct tcp_listener *listener;
+	struct rdma_ctx *rdma;             /* NULL when RDMA is off or unavailable */
+	struct rdma_listener *rdma_listener;
+	char rdma_status[256];             /* why RDMA is not used, or the device serving it */
 	uint16_t port;
 	struct device *dev[PPRPCD_MAX_DEVICES];
 	uint32_t ndev;

@@ -30,6 +30,7 @@
 #include "daemon/xfer.h"
 #include "pprpc_types.h"
 #include "transport/addr.h"
+#include "transport/rdma.h"
 #include "transport/tcp_uv.h"
 
 struct device *pprpcd_device(struct pprpcd *d, uint32_t index)
@@ -40,6 +41,41 @@ struct device *pprpcd_device(struct pprpcd *d, uint32_t index)
 static void on_accept(void *ctx, struct transport_conn *t)
 {
 	conn_accept(ctx, t);
+}
+
+/* RDMA next to TCP: peer links prefer it; the listener takes rdmacm
+ * connections on the same port number.  auto degrades to TCP with the
+ * reason; rdma makes failure fatal. */
+static int start_rdma(struct pprpcd *d, const char *host)
+{
+	struct rdma_geom g = { d->opts.rdma_chunk, d->opts.rdma_tx_depth, d->opts.rdma_rx_depth };
+	char err[256], budget[80];
+	int required = d->opts.transport == PPRPCD_TRANSPORT_RDMA;
+	int rc;
+
+	if (d->opts.transport == PPRPCD_TRANSPORT_TCP) {
+		snprintf(d->rdma_status, sizeof(d->rdma_status), "transport = tcp");
+		return 0;
+	}
+	rc = rdma_ctx_new(d->loop, &g, &d->rdma, err, sizeof(err));
+	if (rc == 0)
+		rc = rdma_transport_listen(d->rdma, host, d->port, on_accept, d, &d->rdma_listener, err, sizeof(err));
+	if (rc < 0) {
+		snprintf(d->rdma_status, sizeof(d->rdma_status), "%s", err);
+		if (required) {
+			LOG(d, LOG_ERR_, "--transport rdma: RDMA unavailable: %s", err);
+			return rc;
+		}
+		/* Without a listener, outbound links may still use RDMA (the
+		 * device is chosen per destination), so the context stays. */
+		LOG(d, LOG_NOTICE_, "RDMA listener not started (%s); peers reach this daemon over TCP", err);
+		return 0;
+	}
+	rdma_memlock_budget(budget, sizeof(budget));
+	snprintf(d->rdma_status, sizeof(d->rdma_status), "listening on device %.200s", err);
+	LOG(d, LOG_NOTICE_, "RDMA: rdmacm listening on %s:%u, device %s; ring %ux%u KiB, %u receives; memlock %s",
+	    host, d->port, err, g.tx_depth, g.chunk >> 10, g.rx_depth, budget);
+	return 0;
 }
 
 static int open_devices(struct pprpcd *d)
@@ -151,6 +187,8 @@ static void begin_drain(struct pprpcd *d)
 	notify_send("STOPPING=1");
 	tcp_listener_close(d->listener);
 	d->listener = NULL;
+	rdma_listener_close(d->rdma_listener);
+	d->rdma_listener = NULL;
 	d->drain_deadline = uv_now(d->loop) + d->opts.drain_ms;
 	/* Check often while draining. */
 	uv_timer_start(&d->tick, on_tick, 0, 20);
@@ -256,6 +294,9 @@ int pprpcd_start(struct pprpcd *d)
 		LOG(d, LOG_ERR_, "%s", err);
 		return rc;
 	}
+	rc = start_rdma(d, host);
+	if (rc < 0)
+		return rc;
 	if (d->opts.port_file[0] && (rc = write_port_file(d)) < 0)
 		return rc;
 	LOG(d, LOG_NOTICE_, "pprpcd %s listening on %s:%u with %u device(s)", PPRPCD_VERSION, host,
@@ -316,6 +357,8 @@ void pprpcd_stop(struct pprpcd *d)
 	d->stopping = 1;
 	tcp_listener_close(d->listener);
 	d->listener = NULL;
+	rdma_listener_close(d->rdma_listener);
+	d->rdma_listener = NULL;
 	for (c = d->conns; c; c = next) {
 		next = c->next;
 		conn_close(c);
@@ -341,4 +384,6 @@ void pprpcd_fini(struct pprpcd *d)
 	timeline_sys_fini(d);
 	xfer_fini(d);
 	authn_fini(d);
+	rdma_ctx_free(d->rdma);
+	d->rdma = NULL;
 }

@@ -96,13 +96,14 @@ static struct bstat *bstat_get(struct pprpcd *d, const char *peer, const char *d
 	return b;
 }
 
-static void bstat_add(struct pprpcd *d, const char *peer, const char *dir, uint64_t bytes, uint64_t t0,
-		      int failed)
+static void bstat_add(struct pprpcd *d, const char *peer, const char *dir, const char *link, uint64_t bytes,
+		      uint64_t t0, int failed)
 {
 	struct bstat *b = bstat_get(d, peer, dir);
 
 	if (!b)
 		return;
+	snprintf(b->path, sizeof(b->path), "p2p-%s", link);
 	if (failed) {
 		b->errors++;
 		return;
@@ -173,7 +174,8 @@ static void xsend_maybe_free(struct pprpcd *d, struct xsend *x)
 	if (x->puller && x->failed && !finished)
 		reply_error(x->puller, MSG_PULL, x->pull_req, x->status ? x->status : PPRPC_ECANCELED,
 			    "the source side of the transfer failed or was cancelled");
-	bstat_add(d, x->peer[0] ? x->peer : "?", "send", x->size, x->t0_us, !finished);
+	bstat_add(d, x->peer[0] ? x->peer : "?", "send",
+		  x->puller && x->puller->t ? transport_name(x->puller->t) : "tcp", x->size, x->t0_us, !finished);
 	for (uint32_t i = 0; i < x->nchunks; i++)
 		if (x->chunks[i].state == CH_CAPTURED)
 			staging_put(&d->staging, x->chunks[i].slot);
@@ -559,7 +561,7 @@ static void recv_release(struct qreq *qr)
 	struct recv_cmd *rc = (struct recv_cmd *)qr;
 	struct xrecv *xr = rc->xr;
 
-	bstat_add(qr->c->d, xr->peer, "recv", xr->size, xr->t0_us, qr->q.status < 0);
+	bstat_add(qr->c->d, xr->peer, "recv", peer_path(qr->c->d, xr->peer), xr->size, xr->t0_us, qr->q.status < 0);
 	buffer_unref(rc->b);
 	xrecv_unref(xr);
 }

@@ -40,6 +40,7 @@ struct bstat {
 	struct bstat *next;
 	char peer[64];
 	char dir[8];            /* "send" | "recv" */
+	char path[16];          /* "p2p-tcp" | "p2p-rdma": the link of the last transfer */
 	uint64_t transfers, bytes, time_us, errors;
 };
 

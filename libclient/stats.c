@@ -19,6 +19,31 @@ static void dev_from_wire(pprpc_device_info *o, const Pprpc__DeviceInfo *di)
 	o->floor_bytes = di->floor_bytes;
 }
 
+#define STR(dst, src) snprintf((dst), sizeof(dst), "%s", (src) ? (src) : "")
+
+static void conn_from_wire(pprpc_conn_stats *o, const Pprpc__ConnStats *k)
+{
+	STR(o->peer, k->peer);
+	STR(o->transport, k->transport);
+	STR(o->role, k->role);
+	o->bytes_in = k->bytes_in;
+	o->bytes_out = k->bytes_out;
+	o->frames_in = k->frames_in;
+	o->frames_out = k->frames_out;
+	o->errors = k->errors;
+	o->buffers = k->buffers;
+	o->allocated_bytes = k->allocated_bytes;
+	STR(o->rdma_device, k->rdma_device);
+	o->gid_index = k->gid_index;
+	o->mtu = k->mtu;
+	o->rdma_chunk = k->rdma_chunk;
+	o->rdma_tx_depth = k->rdma_tx_depth;
+	o->rdma_rx_depth = k->rdma_rx_depth;
+	STR(o->memlock_step, k->memlock_step);
+	STR(o->memlock_why, k->memlock_why);
+	STR(o->fallback_reason, k->fallback_reason);
+}
+
 PPRPC_API int pprpc_stats_get(pprpc_client *c, pprpc_stats **out)
 {
 	Pprpc__Stats req = PPRPC__STATS__INIT;
@@ -36,8 +61,9 @@ PPRPC_API int pprpc_stats_get(pprpc_client *c, pprpc_stats **out)
 		s->devices = calloc(r->n_devices ? r->n_devices : 1, sizeof(*s->devices));
 		s->connections = calloc(r->n_connections ? r->n_connections : 1, sizeof(*s->connections));
 		s->boundaries = calloc(r->n_boundaries ? r->n_boundaries : 1, sizeof(*s->boundaries));
+		s->links = calloc(r->n_links ? r->n_links : 1, sizeof(*s->links));
 	}
-	if (!s || !s->devices || !s->connections || !s->boundaries) {
+	if (!s || !s->devices || !s->connections || !s->boundaries || !s->links) {
 		pprpc_stats_free(s);
 		meta_free(m);
 		return client_fail(c, PPRPC_ENOMEM, "out of memory");
@@ -62,20 +88,12 @@ PPRPC_API int pprpc_stats_get(pprpc_client *c, pprpc_stats **out)
 	}
 	s->nconnections = (uint32_t)r->n_connections;
 	for (size_t i = 0; i < r->n_connections; i++) {
-		const Pprpc__ConnStats *k = r->connections[i];
-		pprpc_conn_stats *o = &s->connections[i];
-
-		snprintf(o->peer, sizeof(o->peer), "%s", k->peer ? k->peer : "");
-		snprintf(o->transport, sizeof(o->transport), "%s", k->transport ? k->transport : "");
-		snprintf(o->role, sizeof(o->role), "%s", k->role ? k->role : "");
-		o->bytes_in = k->bytes_in;
-		o->bytes_out = k->bytes_out;
-		o->frames_in = k->frames_in;
-		o->frames_out = k->frames_out;
-		o->errors = k->errors;
-		o->buffers = k->buffers;
-		o->allocated_bytes = k->allocated_bytes;
+		conn_from_wire(&s->connections[i], r->connections[i]);
 	}
+	s->nlinks = (uint32_t)r->n_links;
+	for (size_t i = 0; i < r->n_links; i++)
+		conn_from_wire(&s->links[i], r->links[i]);
+	snprintf(s->rdma_status, sizeof(s->rdma_status), "%s", r->rdma_status ? r->rdma_status : "");
 	s->nboundaries = (uint32_t)r->n_boundaries;
 	for (size_t i = 0; i < r->n_boundaries; i++) {
 		const Pprpc__BoundaryStats *b = r->boundaries[i];
@@ -107,5 +125,6 @@ PPRPC_API void pprpc_stats_free(pprpc_stats *s)
 	free(s->devices);
 	free(s->connections);
 	free(s->boundaries);
+	free(s->links);
 	free(s);
 }

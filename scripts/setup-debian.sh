@@ -13,6 +13,10 @@ pkgs=(
 	libsystemd-dev
 	libcmocka-dev
 	clang libclang-rt-14-dev   # libFuzzer targets and sanitizers
+	# make test-rdma: a QEMU guest with Soft-RoCE (tests/vm/); the guest kernel
+	# itself is downloaded (not installed) by tests/vm/run.sh
+	qemu-system-x86 busybox-static cpio kmod iproute2
+	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
 )
 
 missing=()

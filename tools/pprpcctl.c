@@ -88,6 +88,17 @@ static void status_json(pprpc_client *c, const char *rank)
 	printf("]}");
 }
 
+/* The transport facts of one connection or link (RDMA activation). */
+static void transport_text(const pprpc_conn_stats *k)
+{
+	if (!strcmp(k->transport, "rdma"))
+		printf("     transport=rdma device=%s gid_index=%d mtu=%u ring=%ux%uKiB rx_depth=%u memlock=%s%s%s\n",
+		       k->rdma_device, k->gid_index, k->mtu, k->rdma_tx_depth, k->rdma_chunk >> 10, k->rdma_rx_depth,
+		       k->memlock_step, k->memlock_why[0] ? " why=" : "", k->memlock_why);
+	else if (k->fallback_reason[0])
+		printf("     transport=%s fallback=\"%s\"\n", k->transport, k->fallback_reason);
+}
+
 static void stats_text(const pprpc_stats *s, const char *rank)
 {
 	printf("rank %s: pprpcd %s, up %.1f s\n", rank, s->daemon_version, s->uptime_ms / 1000.0);
@@ -115,7 +126,17 @@ static void stats_text(const pprpc_stats *s, const char *rank)
 		       (unsigned long long)k->frames_in, (unsigned long long)k->bytes_out,
 		       (unsigned long long)k->frames_out, (unsigned long long)k->errors,
 		       (unsigned long long)k->buffers, k->allocated_bytes / MIB);
+		transport_text(k);
 	}
+	for (uint32_t i = 0; i < s->nlinks; i++) {
+		const pprpc_conn_stats *k = &s->links[i];
+
+		printf("link %-40s %s in %llu B / %llu frames, out %llu B / %llu frames\n", k->peer, k->transport,
+		       (unsigned long long)k->bytes_in, (unsigned long long)k->frames_in,
+		       (unsigned long long)k->bytes_out, (unsigned long long)k->frames_out);
+		transport_text(k);
+	}
+	printf("rdma: %s\n", s->rdma_status[0] ? s->rdma_status : "-");
 	printf("staging ring: %.1f of %.1f MiB in use\n", s->staging_used / MIB, s->staging_bytes / MIB);
 	if (s->nboundaries)
 		printf("%-24s %-5s %-8s %10s %14s %12s %12s %7s\n", "boundary peer", "dir", "path", "transfers",
@@ -127,6 +148,19 @@ static void stats_text(const pprpc_stats *s, const char *rank)
 		       (unsigned long long)b->transfers, (unsigned long long)b->bytes, b->time_us / 1000.0,
 		       b->time_us ? b->bytes / MIB / (b->time_us / 1e6) : 0.0, (unsigned long long)b->errors);
 	}
+}
+
+static void transport_json(const pprpc_conn_stats *k)
+{
+	printf(", \"rdma_device\": ");
+	jstr(k->rdma_device);
+	printf(", \"gid_index\": %d, \"mtu\": %u, \"rdma_chunk\": %u, \"rdma_tx_depth\": %u, \"rdma_rx_depth\": %u,"
+	       " \"memlock_step\": ", k->gid_index, k->mtu, k->rdma_chunk, k->rdma_tx_depth, k->rdma_rx_depth);
+	jstr(k->memlock_step);
+	printf(", \"memlock_why\": ");
+	jstr(k->memlock_why);
+	printf(", \"fallback_reason\": ");
+	jstr(k->fallback_reason);
 }
 
 static void stats_json(const pprpc_stats *s, const char *rank)
@@ -165,9 +199,26 @@ static void stats_json(const pprpc_stats *s, const char *rank)
 		jstr(k->transport);
 		printf(", \"role\": ");
 		jstr(k->role);
-		printf(", \"bytes_in\": %llu, \"bytes_out\": %llu, \"errors\": %llu}", (unsigned long long)k->bytes_in,
+		printf(", \"bytes_in\": %llu, \"bytes_out\": %llu, \"errors\": %llu", (unsigned long long)k->bytes_in,
 		       (unsigned long long)k->bytes_out, (unsigned long long)k->errors);
+		transport_json(k);
+		printf("}");
 	}
+	printf("], \"links\": [");
+	for (uint32_t i = 0; i < s->nlinks; i++) {
+		const pprpc_conn_stats *k = &s->links[i];
+
+		printf("%s{\"peer\": ", i ? ", " : "");
+		jstr(k->peer);
+		printf(", \"transport\": ");
+		jstr(k->transport);
+		printf(", \"bytes_in\": %llu, \"bytes_out\": %llu", (unsigned long long)k->bytes_in,
+		       (unsigned long long)k->bytes_out);
+		transport_json(k);
+		printf("}");
+	}
+	printf("], \"rdma_status\": ");
+	jstr(s->rdma_status);
 	printf("], \"boundaries\": [");
 	for (uint32_t i = 0; i < s->nboundaries; i++) {
 		const pprpc_boundary_stats *b = &s->boundaries[i];

@@ -237,6 +237,7 @@ static const struct transport_ops tcp_ops = {
 	.resume = tcp_resume,
 	.close = tcp_close,
 	.send_queue = tcp_send_queue,
+	.info = transport_info_basic,
 };
 
 static void on_connection(uv_stream_t *server, int status)

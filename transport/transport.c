@@ -1,6 +1,9 @@
 /* transport/transport.c — vtable dispatch and shared accounting. */
 #include "transport/transport_impl.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #include "pprpc_types.h"
 
 int transport_unsupported(struct transport_conn *c)
@@ -52,4 +55,39 @@ int transport_advance(struct transport_conn *c, size_t n)
 const struct frame_reader *transport_reader(const struct transport_conn *c)
 {
 	return &c->reader;
+}
+
+void transport_info_basic(const struct transport_conn *c, struct transport_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	snprintf(out->kind, sizeof(out->kind), "%s", c->ops->name);
+	out->gid_index = -1;
+}
+
+void transport_get_info(const struct transport_conn *c, struct transport_info *out)
+{
+	/* optional: a transport without it is described by its name */
+	(c->ops->info ? c->ops->info : transport_info_basic)(c, out);
+	snprintf(out->fallback, sizeof(out->fallback), "%s", c->fallback);
+}
+
+void transport_set_fallback(struct transport_conn *c, const char *why)
+{
+	snprintf(c->fallback, sizeof(c->fallback), "%s", why ? why : "");
+}
+
+void transport_describe(const struct transport_conn *c, char *buf, size_t len)
+{
+	struct transport_info ti;
+
+	transport_get_info(c, &ti);
+	if (!strcmp(ti.kind, "rdma"))
+		snprintf(buf, len, "rdma device %s gid %d mtu %u ring %ux%u KiB rx %u (memlock step %s%s%s)",
+			 ti.device, ti.gid_index, ti.mtu, ti.tx_depth, ti.chunk >> 10, ti.rx_depth, ti.ladder,
+			 ti.ladder_why[0] ? ": " : "", ti.ladder_why);
+	else
+		snprintf(buf, len, "%s%s%s", ti.kind, ti.fallback[0] ? " (RDMA fallback: " : "",
+			 ti.fallback[0] ? ti.fallback : "");
+	if (ti.fallback[0] && strcmp(ti.kind, "rdma") && strlen(buf) + 2 < len)
+		strcat(buf, ")");
 }

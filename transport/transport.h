@@ -5,8 +5,8 @@
  * frame_reader (proto/frame_reader.h) whose callbacks belong to the owner of
  * the connection, and it reads bulk payloads straight into the memory the
  * owner named in on_meta.  Sending takes an iovec, so a reply's bulk goes out
- * from the tensor's own memory.  Implementations: tcp (libuv streams), and
- * later rdma.  The vtable is in transport_impl.h.
+ * from the tensor's own memory.  Implementations: tcp (libuv streams) and
+ * rdma (rdmacm + verbs, rdma.h).  The vtable is in transport_impl.h.
  */
 #ifndef PPRPC_TRANSPORT_H
 #define PPRPC_TRANSPORT_H
@@ -25,6 +25,19 @@ struct transport_stats {
 	uint64_t frames_in;
 	uint64_t frames_out;
 	uint64_t direct_bulk_bytes;  /* bulk bytes read straight into their destination */
+};
+
+/* What a connection really runs on — reported in logs and STATS, so RDMA
+ * activation is proven, not assumed. */
+struct transport_info {
+	char kind[8];          /* "tcp" | "rdma" */
+	char device[32];       /* RDMA device ("" for tcp) */
+	int gid_index;         /* source GID index, -1 for tcp */
+	uint32_t mtu;          /* RDMA path MTU in bytes, 0 for tcp */
+	uint32_t chunk, tx_depth, rx_depth;  /* ring geometry in use */
+	char ladder[24];       /* memlock ladder step taken ("" for tcp) */
+	char ladder_why[160];  /* why the ladder stepped down ("" at the requested step) */
+	char fallback[200];    /* why this is TCP although RDMA was tried ("" if not) */
 };
 
 /* Callbacks of the connection's owner. */
@@ -58,6 +71,11 @@ void transport_close(struct transport_conn *c);
 const struct transport_stats *transport_stats(struct transport_conn *c);
 const char *transport_name(const struct transport_conn *c);
 const char *transport_peer(const struct transport_conn *c);
+void transport_get_info(const struct transport_conn *c, struct transport_info *out);
+/* Record why this (TCP) connection is not RDMA. */
+void transport_set_fallback(struct transport_conn *c, const char *why);
+/* One line for logs: "rdma rxe0 gid 1 mtu 4096 ring 8x512 KiB rx 32 (requested)". */
+void transport_describe(const struct transport_conn *c, char *buf, size_t len);
 /* The frame reader (its raw header bytes and limits, for error reports). */
 const struct frame_reader *transport_reader(const struct transport_conn *c);
 /* Bytes queued for sending and not yet written. */

@@ -18,6 +18,7 @@ struct transport_ops {
 	int (*resume)(struct transport_conn *c);  /* optional */
 	void (*close)(struct transport_conn *c);
 	size_t (*send_queue)(const struct transport_conn *c);
+	void (*info)(const struct transport_conn *c, struct transport_info *out); /* optional */
 };
 
 /* The part every implementation embeds first. */
@@ -28,10 +29,13 @@ struct transport_conn {
 	struct frame_reader reader;
 	struct transport_stats stats;
 	char peer[64];
+	char fallback[200];   /* transport_set_fallback */
 	int closing;
 };
 
 int transport_unsupported(struct transport_conn *c);
+/* Default info: the kind is the vtable's name, nothing else known. */
+void transport_info_basic(const struct transport_conn *c, struct transport_info *out);
 
 /* For implementations: feed received bytes / direct bulk to the reader,
  * counting them. */

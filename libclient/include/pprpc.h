@@ -609,12 +609,20 @@ typedef struct pprpc_conn_stats {
 	char role[16];
 	uint64_t bytes_in, bytes_out, frames_in, frames_out, errors;
 	uint64_t buffers, allocated_bytes;
+	/* What the connection really runs on. */
+	char rdma_device[32];    /* "" for tcp */
+	int32_t gid_index;       /* -1 for tcp */
+	uint32_t mtu;            /* RDMA path MTU (bytes) */
+	uint32_t rdma_chunk, rdma_tx_depth, rdma_rx_depth;  /* ring geometry in use */
+	char memlock_step[24];   /* requested | smaller-depth | single-256k-chunk */
+	char memlock_why[160];
+	char fallback_reason[200]; /* why TCP although RDMA was tried ("" if not) */
 } pprpc_conn_stats;
 
 typedef struct pprpc_boundary_stats {
 	char peer[64];           /* the other rank */
 	char direction[8];       /* "send" | "recv" */
-	char path[16];           /* "p2p-tcp" */
+	char path[16];           /* "p2p-tcp" | "p2p-rdma" */
 	uint64_t transfers, bytes, time_us, errors;
 } pprpc_boundary_stats;
 
@@ -629,6 +637,9 @@ typedef struct pprpc_stats {
 	uint32_t nboundaries;
 	pprpc_boundary_stats *boundaries;
 	uint64_t staging_bytes, staging_used;
+	uint32_t nlinks;                 /* the daemon's outbound peer links */
+	pprpc_conn_stats *links;
+	char rdma_status[256];           /* RDMA listener device, or why none */
 } pprpc_stats;
 
 /* Fetch the daemon's statistics; free with pprpc_stats_free. */

@@ -11,6 +11,7 @@
 
 #include "daemon/options.h"
 #include "daemon/pprpcd.h"
+#include "pprpc_types.h"
 
 #define MIB (1024ull * 1024ull)
 
@@ -168,6 +169,47 @@ static void test_print_roundtrip(void **state)
 	free(text);
 }
 
+/* Transport and RDMA ring settings: file, environment (over the file), ranges. */
+static void test_rdma_settings(void **state)
+{
+	struct pprpcd_opts o;
+	char err[256] = "";
+
+	(void)state;
+	assert_int_equal(parse(&o, "", err, sizeof(err)), 0);
+	assert_int_equal(o.transport, PPRPCD_TRANSPORT_AUTO);
+	assert_int_equal(o.rdma_chunk, 512u << 10);
+	assert_int_equal(o.rdma_tx_depth, 8);
+	assert_int_equal(o.rdma_rx_depth, 32);
+	assert_int_equal(parse(&o, "transport = rdma\nrdma_chunk = 1M\nrdma-tx-depth = 16\nrdma_rx_depth = 64\n", err,
+			       sizeof(err)), 0);
+	assert_int_equal(o.transport, PPRPCD_TRANSPORT_RDMA);
+	assert_int_equal(o.rdma_chunk, 1u << 20);
+	assert_int_equal(o.rdma_tx_depth, 16);
+	assert_int_equal(o.rdma_rx_depth, 64);
+	assert_int_equal(parse(&o, "rdma_chunk = 262144\n", err, sizeof(err)), 0);
+	assert_int_equal(o.rdma_chunk, 256u << 10);
+	assert_int_equal(parse(&o, "transport = infiniband\n", err, sizeof(err)), PPRPC_EINVAL);
+	assert_non_null(strstr(err, "auto, tcp, rdma"));
+	assert_int_equal(parse(&o, "rdma_chunk = 1000\n", err, sizeof(err)), PPRPC_EINVAL);
+	assert_int_equal(parse(&o, "rdma_chunk = 128M\n", err, sizeof(err)), PPRPC_EINVAL);
+	assert_int_equal(parse(&o, "rdma_rx_depth = 23\n", err, sizeof(err)), PPRPC_EINVAL);
+	assert_int_equal(parse(&o, "rdma_tx_depth = 0\n", err, sizeof(err)), PPRPC_EINVAL);
+	/* The environment overrides the file. */
+	assert_int_equal(parse(&o, "rdma_tx_depth = 4\n", err, sizeof(err)), 0);
+	setenv("PPRPC_RDMA_TX_DEPTH", "2", 1);
+	setenv("PPRPC_RDMA_CHUNK", "64K", 1);
+	assert_int_equal(pprpcd_opts_env(&o, err, sizeof(err)), 0);
+	assert_int_equal(o.rdma_tx_depth, 2);
+	assert_int_equal(o.rdma_chunk, 64u << 10);
+	setenv("PPRPC_RDMA_RX_DEPTH", "8", 1);
+	assert_int_equal(pprpcd_opts_env(&o, err, sizeof(err)), PPRPC_EINVAL);
+	assert_non_null(strstr(err, "PPRPC_RDMA_RX_DEPTH"));
+	unsetenv("PPRPC_RDMA_TX_DEPTH");
+	unsetenv("PPRPC_RDMA_CHUNK");
+	unsetenv("PPRPC_RDMA_RX_DEPTH");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -177,6 +219,7 @@ int main(void)
 		cmocka_unit_test(test_affinity_roundtrip),
 		cmocka_unit_test(test_validate),
 		cmocka_unit_test(test_print_roundtrip),
+		cmocka_unit_test(test_rdma_settings),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
