@@ -132,6 +132,13 @@ struct wait_cmd {
 	uint64_t value;
 };
 
+static int wait_ready(struct qcmd *q)
+{
+	struct wait_cmd *wc = (struct wait_cmd *)q;
+
+	return timeline_cell_ready(wc->qr.c->d, wc->cell, wc->value);
+}
+
 static int wait_exec(struct qcmd *q)
 {
 	struct wait_cmd *wc = (struct wait_cmd *)q;
@@ -185,6 +192,7 @@ void h_wait(struct conn *c, struct request *r)
 		wc->cell = &wc->t->cell;
 	}
 	wc->qr.release = wait_release;
+	wc->qr.q.ready = wait_ready;
 	qreq_push(&wc->qr, c, r, dev, wait_exec);
 }
 

@@ -134,6 +134,9 @@ void pprpcd_fini(struct pprpcd *d);
 /* A connection finished closing (lets shutdown complete). */
 void pprpcd_conn_gone(struct pprpcd *d);
 
+/* Wake every device worker to re-check commands that were not ready. */
+void pprpcd_kick_queues(struct pprpcd *d);
+
 /* Device by wire index, NULL if out of range. */
 struct device *pprpcd_device(struct pprpcd *d, uint32_t index);
 

@@ -19,6 +19,9 @@ struct queue {
 	struct qcmd *head, *tail;        /* waiting to execute */
 	struct qcmd *done_head, *done_tail;
 	int stop;
+	uint64_t scan;     /* worker: pick() generation */
+	uint64_t kicks;    /* bumped by every push and kick (under lock) */
+	uint64_t kicks_seen;
 	uint64_t pushed;   /* loop thread */
 	uint64_t completed; /* loop thread */
 	char name[16];
@@ -41,6 +44,8 @@ static void execute(struct qcmd *c)
 		return;
 	}
 	c->status = c->exec ? c->exec(c) : 0;
+	if (c->status == QCMD_AGAIN)
+		return;
 	if (c->fence && s && s->err) {
 		c->status = s->err;
 		c->fail_cmd = s->err_cmd;
@@ -56,6 +61,41 @@ static void execute(struct qcmd *c)
 	}
 }
 
+/* Can c run now?  Commands a stream will skip or cancel always can. */
+static int runnable(struct qcmd *c)
+{
+	struct stream *s = c->stream;
+
+	if (!c->ready || (s && (atomic_load(&s->canceled) || (s->err && !c->fence))))
+		return 1;
+	return c->ready(c);
+}
+
+/* The first command, in arrival order, that is the oldest of its stream
+ * and can run.  A stream whose oldest command cannot run is passed over
+ * entirely (its later commands wait behind it).  Under q->lock. */
+static struct qcmd *pick(struct queue *q, struct qcmd **ret_prev)
+{
+	struct qcmd *c, *prev = NULL;
+
+	q->scan++;
+	for (c = q->head; c; prev = c, c = c->next) {
+		struct stream *s = c->stream;
+
+		if (s && s->blocked_scan == q->scan)
+			continue;
+		if (runnable(c)) {
+			*ret_prev = prev;
+			return c;
+		}
+		if (s)
+			s->blocked_scan = q->scan;
+		else
+			break; /* no stream: device-wide order */
+	}
+	return NULL;
+}
+
 static void *worker(void *arg)
 {
 	struct queue *q = arg;
@@ -63,21 +103,30 @@ static void *worker(void *arg)
 	pthread_setname_np(pthread_self(), q->name);
 	pthread_mutex_lock(&q->lock);
 	for (;;) {
-		struct qcmd *c;
+		struct qcmd *c, *prev = NULL;
 
-		while (!q->head && !q->stop)
-			pthread_cond_wait(&q->cond, &q->lock);
-		if (!q->head)
-			break;
-		c = q->head;
-		q->head = c->next;
-		if (!q->head)
-			q->tail = NULL;
+		c = pick(q, &prev);
+		if (!c) {
+			if (!q->head && q->stop)
+				break;
+			q->kicks_seen = q->kicks;
+			while (q->kicks == q->kicks_seen && !(q->stop && !q->head))
+				pthread_cond_wait(&q->cond, &q->lock);
+			continue;
+		}
 		pthread_mutex_unlock(&q->lock);
 
 		execute(c);
 
 		pthread_mutex_lock(&q->lock);
+		if (c->status == QCMD_AGAIN)
+			continue; /* stays in place, behind its readiness */
+		if (prev)
+			prev->next = c->next;
+		else
+			q->head = c->next;
+		if (q->tail == c)
+			q->tail = prev;
 		c->next = NULL;
 		if (q->done_tail)
 			q->done_tail->next = c;
@@ -143,6 +192,15 @@ void queue_push(struct queue *q, struct qcmd *c)
 	else
 		q->head = c;
 	q->tail = c;
+	q->kicks++;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+}
+
+void queue_kick(struct queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	q->kicks++;
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 }
@@ -168,6 +226,7 @@ void queue_destroy(struct queue *q)
 		return;
 	pthread_mutex_lock(&q->lock);
 	q->stop = 1;
+	q->kicks++;
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 	pthread_join(q->thread, NULL);

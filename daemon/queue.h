@@ -1,10 +1,20 @@
 /*
- * daemon/queue.h — a device's in-order command queue.
+ * daemon/queue.h — a device's command queue.
  *
  * One worker thread owns the device's execution (memcached-style: work
  * reaches it through a locked list plus a condition variable).  Completed
  * commands go back to the event loop through uv_async_send; the loop drains
  * every completed command on each wake-up, because async sends coalesce.
+ *
+ * Order is kept per stream (one connection on one device), not across the
+ * whole device: commands of different connections arrive on different
+ * sockets, in no defined order, so a device-wide order would let one
+ * connection's WAIT sit in front of the SIGNAL of another connection that
+ * it waits for — a deadlock.  A command that cannot run yet (a WAIT whose
+ * value is not reached, a RECV with no new bytes) says so through ready();
+ * the worker then runs other streams' commands and sleeps only when no
+ * stream can move.  Whoever makes a command ready (a SIGNAL, a peer's
+ * notification, arriving bytes, a cancellation) kicks the queue.
  */
 #ifndef PPRPC_DAEMON_QUEUE_H
 #define PPRPC_DAEMON_QUEUE_H
@@ -17,8 +27,12 @@ struct stream;
 struct qcmd {
 	struct qcmd *next;
 	/* Runs on the worker thread; returns 0 or a negative code and may fill
-	 * err.  NULL for a pure marker. */
+	 * err, or QCMD_AGAIN after partial progress (it is run again when
+	 * ready).  NULL for a pure marker. */
 	int (*exec)(struct qcmd *c);
+	/* optional, worker thread, under the queue lock: can exec make
+	 * progress now?  NULL = always. */
+	int (*ready)(struct qcmd *c);
 	/* Runs on the loop thread after exec, with status set. */
 	void (*done)(struct qcmd *c);
 	struct stream *stream;   /* sticky-error scope; NULL: none */
@@ -32,6 +46,8 @@ struct qcmd {
 	char err[256];
 };
 
+#define QCMD_AGAIN 1
+
 struct queue;
 
 int queue_create(uv_loop_t *loop, const char *name, struct queue **ret_q);
@@ -41,6 +57,8 @@ void queue_push(struct queue *q, struct qcmd *c);
 uint64_t queue_depth(const struct queue *q);
 uint64_t queue_completed(const struct queue *q);
 pthread_t queue_thread(const struct queue *q);
+/* Something a waiting command depends on changed: re-check (any thread). */
+void queue_kick(struct queue *q);
 /* Stop the worker after it finished what is queued; join it, run the
  * remaining completions and close the async handle. */
 void queue_destroy(struct queue *q);

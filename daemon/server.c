@@ -33,6 +33,13 @@
 #include "transport/rdma.h"
 #include "transport/tcp_uv.h"
 
+void pprpcd_kick_queues(struct pprpcd *d)
+{
+	for (uint32_t i = 0; i < d->ndev; i++)
+		if (d->dev[i] && d->dev[i]->q)
+			queue_kick(d->dev[i]->q);
+}
+
 struct device *pprpcd_device(struct pprpcd *d, uint32_t index)
 {
 	return index < d->ndev ? d->dev[index] : NULL;

@@ -26,6 +26,7 @@ struct stream {
 	uint16_t err_type;
 	uint64_t inflight;
 	atomic_int canceled;
+	uint64_t blocked_scan;   /* worker: scan in which this stream's head was not ready */
 };
 
 /* Nothing of this stream is queued or failed: a command may take a fast

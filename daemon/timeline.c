@@ -86,8 +86,8 @@ void timeline_cell_set(struct pprpcd *d, struct tl_cell *cell, uint64_t value, i
 		cell->value = value;
 	if (error && !cell->error)
 		cell->error = error;
-	pthread_cond_broadcast(&d->tl_cond);
 	pthread_mutex_unlock(&d->tl_lock);
+	pprpcd_kick_queues(d);
 }
 
 void timeline_cell_fail(struct pprpcd *d, struct tl_cell *cell, int error, const char *why)
@@ -97,8 +97,8 @@ void timeline_cell_fail(struct pprpcd *d, struct tl_cell *cell, int error, const
 		cell->error = error;
 		snprintf(cell->why, sizeof(cell->why), "%s", why ? why : "");
 	}
-	pthread_cond_broadcast(&d->tl_cond);
 	pthread_mutex_unlock(&d->tl_lock);
+	pprpcd_kick_queues(d);
 }
 
 void timeline_retire(struct pprpcd *d, struct timeline *t)
@@ -130,10 +130,22 @@ int timeline_signal(struct pprpcd *d, struct timeline *t, uint64_t value, char *
 			 value, t->cell.value);
 	} else {
 		t->cell.value = value;
-		pthread_cond_broadcast(&d->tl_cond);
 	}
 	pthread_mutex_unlock(&d->tl_lock);
+	/* WAITs on this value may be ready now, on any device's queue. */
+	if (rc == 0)
+		pprpcd_kick_queues(d);
 	return rc;
+}
+
+int timeline_cell_ready(struct pprpcd *d, const struct tl_cell *cell, uint64_t value)
+{
+	int ready;
+
+	pthread_mutex_lock(&d->tl_lock);
+	ready = cell->value >= value || cell->error || atomic_load(&d->stopping_workers);
+	pthread_mutex_unlock(&d->tl_lock);
+	return ready;
 }
 
 int timeline_wait_cell(struct pprpcd *d, const struct tl_cell *cell, uint64_t value,
@@ -141,10 +153,10 @@ int timeline_wait_cell(struct pprpcd *d, const struct tl_cell *cell, uint64_t va
 {
 	int rc = 0;
 
+	/* Run only once ready (the queue does not block on it); a cancelled
+	 * stream never runs it at all. */
+	(void)s;
 	pthread_mutex_lock(&d->tl_lock);
-	while (cell->value < value && !cell->error && !atomic_load(&s->canceled) &&
-	       !atomic_load(&d->stopping_workers))
-		pthread_cond_wait(&d->tl_cond, &d->tl_lock);
 	if (cell->value >= value) {
 		rc = 0;
 	} else if (cell->error) {
@@ -165,9 +177,7 @@ int timeline_wait_cell(struct pprpcd *d, const struct tl_cell *cell, uint64_t va
 
 void timeline_wake_all(struct pprpcd *d)
 {
-	pthread_mutex_lock(&d->tl_lock);
-	pthread_cond_broadcast(&d->tl_cond);
-	pthread_mutex_unlock(&d->tl_lock);
+	pprpcd_kick_queues(d);
 }
 
 void timeline_notify(struct pprpcd *d, struct timeline *t)

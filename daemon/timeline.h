@@ -58,8 +58,10 @@ uint64_t timeline_value(struct pprpcd *d, const struct tl_cell *cell);
 
 /* Worker side.  SIGNAL: value must exceed the current one. */
 int timeline_signal(struct pprpcd *d, struct timeline *t, uint64_t value, char *err, size_t errlen);
-/* Block the calling worker until cell >= value; fails on the cell's error,
- * the stream's cancellation or shutdown. */
+/* Can a WAIT for value proceed (reached, failed, or shutting down)? */
+int timeline_cell_ready(struct pprpcd *d, const struct tl_cell *cell, uint64_t value);
+/* The WAIT itself, once ready: 0 when cell >= value, else the cell's error
+ * (or PPRPC_ECANCELED at shutdown), with a reason. */
 int timeline_wait_cell(struct pprpcd *d, const struct tl_cell *cell, uint64_t value,
 		       const struct stream *s, char *err, size_t errlen);
 /* Wake every blocked worker (cancel, shutdown, a remote value changed). */

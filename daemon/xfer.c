@@ -434,8 +434,8 @@ static void xrecv_fail(struct xrecv *xr, int code, const char *why)
 		xr->error = code;
 		snprintf(xr->errmsg, sizeof(xr->errmsg), "%.250s", why);
 	}
-	pthread_cond_broadcast(&d->xfer_cond);
 	pthread_mutex_unlock(&d->xfer_lock);
+	pprpcd_kick_queues(d);
 }
 
 static int pull_meta(void *arg, int code, const char *errmsg, const struct frame_hdr *h,
@@ -484,8 +484,8 @@ static void pull_done(void *arg, const struct frame_hdr *h, int more)
 		xr->expect_off += xr->cur_len;
 		pthread_mutex_lock(&d->xfer_lock);
 		xr->arrived = xr->expect_off;
-		pthread_cond_broadcast(&d->xfer_cond);
 		pthread_mutex_unlock(&d->xfer_lock);
+		pprpcd_kick_queues(d);
 		if (!more && xr->expect_off != xr->size)
 			xrecv_fail(xr, PPRPC_EPROTO, "the source ended the transfer early");
 	}
@@ -510,50 +510,73 @@ struct recv_cmd {
 	struct xrecv *xr;
 	struct dbuf *b;
 	uint64_t offset;
+	uint64_t copied;        /* worker: bytes in the region so far */
+	int started;
 };
 
-/* Worker: copy chunks into the region as they arrive. */
+/* Worker, under the queue lock: is there something to do?  The first time
+ * always (to claim the region for direct landing), then when new bytes
+ * arrived or the transfer ended. */
+static int recv_ready(struct qcmd *q)
+{
+	struct recv_cmd *rc = (struct recv_cmd *)q;
+	struct xrecv *xr = rc->xr;
+	struct pprpcd *d = rc->qr.c->d;
+	int ready;
+
+	if (!rc->started)
+		return 1;
+	pthread_mutex_lock(&d->xfer_lock);
+	ready = xr->arrived > rc->copied || xr->error || atomic_load(&d->stopping_workers);
+	pthread_mutex_unlock(&d->xfer_lock);
+	return ready;
+}
+
+/* Worker: copy what arrived into the region, and come back (QCMD_AGAIN)
+ * while bytes are still on their way — the device serves other streams
+ * meanwhile; this stream's later commands stay behind the RECV. */
 static int recv_exec(struct qcmd *q)
 {
 	struct recv_cmd *rc = (struct recv_cmd *)q;
 	struct xrecv *xr = rc->xr;
 	struct pprpcd *d = rc->qr.c->d;
 	uint8_t *dst = rc->b->ptr + rc->offset;
-	uint64_t copied = 0, direct_from;
+	uint64_t avail, direct_from;
+	int err;
 
-	/* Chunks may land straight in host-addressable memory only. */
-	if (device_host_visible(rc->b->dev)) {
-		pthread_mutex_lock(&d->xfer_lock);
-		xr->dst = dst;
-		pthread_mutex_unlock(&d->xfer_lock);
+	/* Chunks may land straight in host-addressable memory only; from now
+	 * on the region belongs to this RECV (its stream waits behind it). */
+	if (!rc->started) {
+		rc->started = 1;
+		if (device_host_visible(rc->b->dev)) {
+			pthread_mutex_lock(&d->xfer_lock);
+			xr->dst = dst;
+			pthread_mutex_unlock(&d->xfer_lock);
+		}
 	}
-	while (copied < xr->size) {
-		uint64_t avail;
-		int err;
-
-		pthread_mutex_lock(&d->xfer_lock);
-		while (xr->arrived == copied && !xr->error && !atomic_load(&q->stream->canceled) &&
-		       !atomic_load(&d->stopping_workers))
-			pthread_cond_wait(&d->xfer_cond, &d->xfer_lock);
-		avail = xr->arrived;
-		err = xr->error;
-		direct_from = xr->direct_from;
-		pthread_mutex_unlock(&d->xfer_lock);
-		if (err) {
-			snprintf(q->err, sizeof(q->err), "RECV of transfer %" PRIu64 " failed: %.200s", xr->id, xr->errmsg);
-			return err;
-		}
-		if (avail == copied) {
-			snprintf(q->err, sizeof(q->err), "RECV cancelled");
-			return PPRPC_ECANCELED;
-		}
+	pthread_mutex_lock(&d->xfer_lock);
+	avail = xr->arrived;
+	err = xr->error;
+	direct_from = xr->direct_from;
+	pthread_mutex_unlock(&d->xfer_lock);
+	if (err) {
+		snprintf(q->err, sizeof(q->err), "RECV of transfer %" PRIu64 " failed: %.200s", xr->id, xr->errmsg);
+		return err;
+	}
+	if (avail > rc->copied) {
 		/* Chunks that arrived before RECV executed wait in the stage. */
-		if (copied < direct_from)
-			device_upload(rc->b->dev, dst + copied, xr->stage + copied,
-				    (avail < direct_from ? avail : direct_from) - copied);
-		copied = avail;
+		if (rc->copied < direct_from)
+			device_upload(rc->b->dev, dst + rc->copied, xr->stage + rc->copied,
+				      (avail < direct_from ? avail : direct_from) - rc->copied);
+		rc->copied = avail;
 	}
-	return 0;
+	if (rc->copied == xr->size)
+		return 0;
+	if (atomic_load(&d->stopping_workers)) {
+		snprintf(q->err, sizeof(q->err), "RECV cancelled: shutting down");
+		return PPRPC_ECANCELED;
+	}
+	return QCMD_AGAIN;
 }
 
 static void recv_release(struct qreq *qr)
@@ -616,6 +639,7 @@ void h_recv(struct conn *c, struct request *r)
 	buffer_ref(b);  /* the transfer's */
 	rc->qr.staged = m->size;
 	rc->qr.release = recv_release;
+	rc->qr.q.ready = recv_ready;
 	qreq_push(&rc->qr, c, r, b->dev, recv_exec);
 	return;
 refuse:
@@ -681,9 +705,7 @@ void xfer_wake(struct pprpcd *d)
 	if (!d->xfer_ready)
 		return;
 	staging_wake(&d->staging);
-	pthread_mutex_lock(&d->xfer_lock);
-	pthread_cond_broadcast(&d->xfer_cond);
-	pthread_mutex_unlock(&d->xfer_lock);
+	pprpcd_kick_queues(d);
 }
 
 /* A transfer whose other half never came: a PULL waiting for a SEND, or a

@@ -248,6 +248,39 @@ static void test_unmatched(void **state)
 	pprpc_buffer_free(p->cb, bb);
 }
 
+/* Two connections on one daemon share its device: a RECV queued before the
+ * SEND it needs (the other connection's) must not hold the device — the
+ * worker runs the other stream meanwhile.  (A device-wide order would
+ * deadlock here.)  Same for a WAIT on a timeline the other signals later. */
+static void test_shared_device(void **state)
+{
+	struct pair *p = *state;
+	pprpc_client *c2 = connect_ok(&p->a);
+	pprpc_buffer b1, b2;
+	pprpc_timeline t;
+	uint8_t src[4096], dst[4096];
+
+	fill(src, sizeof(src), 99);
+	assert_int_equal(pprpc_buffer_alloc(p->ca, 0, sizeof(src), &b1), 0);
+	assert_int_equal(pprpc_buffer_alloc(c2, 0, sizeof(src), &b2), 0);
+	assert_int_equal(pprpc_tensor_set(p->ca, b1, 0, src, sizeof(src)), 0);
+	assert_int_equal(pprpc_recv_async(c2, b2, 0, sizeof(src), 9100, p->a.addr), 0);
+	assert_int_equal(pprpc_probe_rank(c2, p->a.addr, 2000), 0); /* RECV queued first */
+	assert_int_equal(pprpc_send_async(p->ca, b1, 0, sizeof(src), 9100, p->a.addr), 0);
+	assert_int_equal(pprpc_synchronize(c2, 0), 0);
+	assert_int_equal(pprpc_synchronize(p->ca, 0), 0);
+	assert_int_equal(pprpc_tensor_get(c2, b2, 0, dst, sizeof(dst)), 0);
+	assert_memory_equal(src, dst, sizeof(src));
+	/* WAIT (connection 2) queued before the SIGNAL (connection 1). */
+	assert_int_equal(pprpc_timeline_create(p->ca, 0, 0, &t), 0);
+	assert_int_equal(pprpc_wait(c2, 0, NULL, t, 1), 0);
+	assert_int_equal(pprpc_timeline_host_wait(c2, t, 0, 1000), 0);
+	assert_int_equal(pprpc_signal(p->ca, t, 1), 0);
+	assert_int_equal(pprpc_synchronize(c2, 0), 0);
+	pprpc_buffer_free(p->ca, b1);
+	pprpc_close(c2);
+}
+
 /* The source daemon dies while the destination waits: error, not a hang. */
 static void test_source_dies(void **state)
 {
@@ -275,6 +308,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_stats_and_probe),
 		cmocka_unit_test(test_unmatched),
+		cmocka_unit_test(test_shared_device),
 		cmocka_unit_test(test_source_dies),
 	};
 

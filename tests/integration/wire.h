@@ -143,7 +143,9 @@ static int wire_wait_closed(int fd, int timeout_ms, uint64_t *ret_discarded)
 		if (k == 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) {
 			if (ret_discarded)
 				*ret_discarded = total;
-			return k == 0 ? 0 : -errno;
+			/* A reset is a close too: the daemon closed with our
+			 * unread bytes in its socket, and the kernel said so. */
+			return k == 0 || errno == ECONNRESET ? 0 : -errno;
 		}
 		if (errno == EAGAIN || errno == EWOULDBLOCK) {
 			int w = wire_wait(fd, POLLIN, deadline);
