@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "pprpc_types.h"
 
@@ -13,6 +15,19 @@ void htab_init(struct handle_table *t, enum handle_kind kind, uint32_t max)
 	memset(t, 0, sizeof(*t));
 	t->kind = (uint8_t)kind;
 	t->max = max;
+	/* Generations start at a random value per daemon start, so a handle
+	 * kept by a client across a daemon restart is refused (with odds of
+	 * 1 in 2^24 against) instead of naming the new daemon's object in the
+	 * same slot. */
+	if (getrandom(&t->gen_seed, sizeof(t->gen_seed), GRND_NONBLOCK) != (ssize_t)sizeof(t->gen_seed)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		t->gen_seed = (uint32_t)ts.tv_nsec ^ (uint32_t)ts.tv_sec * 2654435761u;
+	}
+	t->gen_seed &= GEN_MASK;
+	if (!t->gen_seed)
+		t->gen_seed = 1;
 }
 
 void htab_fini(struct handle_table *t)
@@ -47,7 +62,7 @@ static int grow(struct handle_table *t)
 	t->next_free = nf;
 	for (uint32_t i = t->cap; i < (uint32_t)ncap; i++) {
 		t->obj[i] = NULL;
-		t->gen[i] = 1;
+		t->gen[i] = t->gen_seed;
 		t->next_free[i] = t->free_head;
 		t->free_head = i + 1;
 	}

@@ -23,6 +23,7 @@ struct handle_table {
 	uint32_t *gen;
 	uint32_t *next_free; /* free list through unused slots */
 	uint32_t free_head;  /* index + 1, 0 = empty */
+	uint32_t gen_seed;   /* first generation of every slot (random per start) */
 };
 
 void htab_init(struct handle_table *t, enum handle_kind kind, uint32_t max);

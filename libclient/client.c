@@ -128,31 +128,81 @@ static int hello(pprpc_client *c, const char *name, const uint8_t *key, size_t k
 	return 0;
 }
 
+/* The key from opts (raw bytes or a file) or from PPRPC_AUTH_KEY_FILE;
+ * *key_len = 0 when there is none.  The file name used is kept in c so a
+ * reconnect can read it again (raw keys are the caller's: never copied). */
+static int load_key(pprpc_client *c, const pprpc_connect_opts *opts, uint8_t *key, size_t *key_len, char *err,
+		    size_t errlen)
+{
+	const char *key_file = opts && opts->auth_key_file ? opts->auth_key_file : getenv("PPRPC_AUTH_KEY_FILE");
+
+	*key_len = 0;
+	if (opts && opts->auth_key) {
+		if (opts->auth_key_len < AUTH_KEY_MIN || opts->auth_key_len > AUTH_KEY_MAX) {
+			snprintf(err, errlen, "auth_key has %zu bytes; %d..%d are needed", opts->auth_key_len,
+				 AUTH_KEY_MIN, AUTH_KEY_MAX);
+			return PPRPC_EINVAL;
+		}
+		memcpy(key, opts->auth_key, opts->auth_key_len);
+		*key_len = opts->auth_key_len;
+		return 0;
+	}
+	if (!opts && c->key_file[0])
+		key_file = c->key_file;
+	if (!key_file || !*key_file)
+		return 0;
+	if (strlen(key_file) >= sizeof(c->key_file)) {
+		snprintf(err, errlen, "auth key file name too long");
+		return PPRPC_EINVAL;
+	}
+	if (key_file != c->key_file)
+		snprintf(c->key_file, sizeof(c->key_file), "%s", key_file);
+	return auth_key_load(key_file, key, AUTH_KEY_MAX, key_len, err, errlen);
+}
+
+/* Connect c (no socket yet) to c->addr and say HELLO. */
+static int open_session(pprpc_client *c, const uint8_t *key, size_t key_len, char *err, size_t errlen)
+{
+	int rc;
+
+	c->fd = -1;
+	rc = sock_connect(c->addr, c->connect_timeout_ms, &c->fd, err, errlen);
+	if (rc < 0)
+		return rc;
+	rc = rpc_init(c);
+	if (rc < 0) {
+		snprintf(err, errlen, "out of memory");
+		return rc;
+	}
+	/* HELLO is bounded by the connect timeout: a port that accepts but never
+	 * answers (not a pprpcd) must not hang the caller. */
+	c->io_timeout_ms = c->connect_timeout_ms;
+	rc = hello(c, c->name, key_len ? key : NULL, key_len);
+	if (rc < 0) {
+		snprintf(err, errlen, "HELLO to %.200s failed: %.500s", c->addr, c->err);
+		return rc;
+	}
+	c->io_timeout_ms = c->user_io_timeout_ms;
+	return 0;
+}
+
+static void set_params(pprpc_client *c, const pprpc_connect_opts *opts)
+{
+	c->connect_timeout_ms = opts && opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms : 5000;
+	c->user_io_timeout_ms = opts ? opts->io_timeout_ms : 0;
+	copy_str(c->name, sizeof(c->name), opts ? opts->client_name : NULL);
+}
+
 PPRPC_API int pprpc_connect(const char *addr, const pprpc_connect_opts *opts, pprpc_client **out)
 {
 	pprpc_client *c = NULL;
 	uint8_t key[AUTH_KEY_MAX];
 	size_t key_len = 0;
-	const char *key_file = opts && opts->auth_key_file ? opts->auth_key_file : getenv("PPRPC_AUTH_KEY_FILE");
 	char err[768];
-	int rc, tmo = opts && opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms : 5000;
+	int rc;
 
-	if (!out)
+	if (!out || !addr)
 		return PPRPC_EINVAL;
-	if (opts && opts->auth_key) {
-		if (opts->auth_key_len < AUTH_KEY_MIN || opts->auth_key_len > AUTH_KEY_MAX) {
-			snprintf(err, sizeof(err), "auth_key has %zu bytes; %d..%d are needed", opts->auth_key_len,
-				 AUTH_KEY_MIN, AUTH_KEY_MAX);
-			rc = PPRPC_EINVAL;
-			goto fail;
-		}
-		memcpy(key, opts->auth_key, opts->auth_key_len);
-		key_len = opts->auth_key_len;
-	} else if (key_file && *key_file) {
-		rc = auth_key_load(key_file, key, sizeof(key), &key_len, err, sizeof(err));
-		if (rc < 0)
-			goto fail;
-	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		rc = PPRPC_ENOMEM;
@@ -160,23 +210,19 @@ PPRPC_API int pprpc_connect(const char *addr, const pprpc_connect_opts *opts, pp
 		goto fail;
 	}
 	c->fd = -1;
-	rc = sock_connect(addr, tmo, &c->fd, err, sizeof(err));
+	if (strlen(addr) >= sizeof(c->addr)) {
+		rc = PPRPC_EINVAL;
+		snprintf(err, sizeof(err), "address too long");
+		goto fail;
+	}
+	snprintf(c->addr, sizeof(c->addr), "%s", addr);
+	set_params(c, opts);
+	rc = load_key(c, opts, key, &key_len, err, sizeof(err));
 	if (rc < 0)
 		goto fail;
-	rc = rpc_init(c);
-	if (rc < 0) {
-		snprintf(err, sizeof(err), "out of memory");
+	rc = open_session(c, key, key_len, err, sizeof(err));
+	if (rc < 0)
 		goto fail;
-	}
-	/* HELLO is bounded by the connect timeout: a port that accepts but never
-	 * answers (not a pprpcd) must not hang the caller. */
-	c->io_timeout_ms = tmo;
-	rc = hello(c, opts ? opts->client_name : NULL, key_len ? key : NULL, key_len);
-	if (rc < 0) {
-		snprintf(err, sizeof(err), "HELLO to %s failed: %s", addr, c->err);
-		goto fail;
-	}
-	c->io_timeout_ms = opts ? opts->io_timeout_ms : 0;
 	auth_wipe(key, sizeof(key));
 	*out = c;
 	return 0;
@@ -189,11 +235,52 @@ fail:
 	return rc;
 }
 
+PPRPC_API int pprpc_reconnect(pprpc_client *c, const pprpc_connect_opts *opts)
+{
+	uint8_t key[AUTH_KEY_MAX];
+	size_t key_len = 0;
+	char err[768];
+	int rc;
+
+	if (!c)
+		return PPRPC_EINVAL;
+	/* Everything in flight on the old session is lost with it: complete it
+	 * with PPRPC_ECLOSED so no waiter is left hanging. */
+	if (c->inbuf)
+		rpc_fini(c);
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	c->broken = 0;
+	c->cur = NULL;
+	c->async_outstanding = 0;
+	c->async_err = 0;
+	c->async_errmsg[0] = '\0';
+	if (opts)
+		set_params(c, opts);
+	rc = load_key(c, opts, key, &key_len, err, sizeof(err));
+	if (rc == 0)
+		rc = open_session(c, key, key_len, err, sizeof(err));
+	auth_wipe(key, sizeof(key));
+	if (rc < 0) {
+		/* Leave c usable for another attempt, refusing calls meanwhile. */
+		if (c->inbuf)
+			rpc_fini(c);
+		if (c->fd >= 0)
+			close(c->fd);
+		c->fd = -1;
+		c->broken = 1;
+		return client_fail(c, rc, "reconnect to %.200s failed: %.280s", c->addr, err);
+	}
+	return 0;
+}
+
 PPRPC_API void pprpc_close(pprpc_client *c)
 {
 	if (!c)
 		return;
-	rpc_fini(c);
+	if (c->inbuf)
+		rpc_fini(c);
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c);

@@ -54,6 +54,12 @@ struct pprpc_client {
 	uint64_t max_bulk;
 	uint32_t ndev;
 	pprpc_device_info dev[CLIENT_MAX_DEVICES];
+	/* What pprpc_reconnect needs to open the session again. */
+	char addr[256];
+	char name[128];
+	char key_file[4096];
+	int connect_timeout_ms;
+	int user_io_timeout_ms;
 };
 
 /* Record a failure message on c; returns code (for tail calls). */

@@ -108,6 +108,15 @@ PPRPC_API int pprpc_connect(const char *addr, const pprpc_connect_opts *opts, pp
 /* Close the connection; the daemon frees this client's buffers and graphs.
  * NULL is accepted. */
 PPRPC_API void pprpc_close(pprpc_client *c);
+/* Open a new session to the same address, after the daemon restarted or the
+ * connection broke (calls then fail with PPRPC_ECLOSED / PPRPC_ECONN).  A
+ * session is the daemon's state for this client: buffers, graphs, fences
+ * and timeline values of the old one are gone, so handles obtained before
+ * are invalid and must be allocated again; requests still in flight are
+ * completed with PPRPC_ECLOSED.  opts NULL reuses the name, timeouts and
+ * key file given to pprpc_connect (a raw auth_key is never kept: pass opts
+ * again).  On failure c stays closed (calls fail) and may be retried. */
+PPRPC_API int pprpc_reconnect(pprpc_client *c, const pprpc_connect_opts *opts);
 /* Message describing the last failure on c ("" if none).  Owned by c, valid
  * until the next call on c. */
 PPRPC_API const char *pprpc_last_error(const pprpc_client *c);

@@ -2,7 +2,8 @@
  * Integration: faults end in clear errors within a bound, never a hang —
  * a stopped (SIGSTOP) rank detected by peer keepalive, a rank killed in the
  * middle of a transfer, a rank killed while a pipeline runs (the other rank
- * keeps serving), a client vanishing with work queued.
+ * keeps serving), a client vanishing with work queued, a daemon restarted
+ * under a client (pprpc_reconnect opens a new session).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -255,6 +256,59 @@ static void test_client_vanishes(void **state)
 	assert_int_equal(tdaemon_stop(&d), 0);
 }
 
+/* The daemon is killed (as by a crash; systemd restarts it) and comes back
+ * on the same port: calls on the old session fail with a reason, a
+ * reconnect while it is down fails and leaves the client retryable, and
+ * once it is back pprpc_reconnect opens a new session in which old handles
+ * are refused and new ones work. */
+static void test_reconnect_after_restart(void **state)
+{
+	struct tdaemon d;
+	pprpc_client *c;
+	pprpc_buffer old, nb;
+	char listen[64];
+	const char *const same_port[] = { "--listen", listen, NULL };
+	float in[256], out[256];
+	int rc;
+
+	(void)state;
+	for (int i = 0; i < 256; i++)
+		in[i] = (float)i * 0.5f;
+	assert_int_equal(tdaemon_start(&d, NULL), 0);
+	c = connect_ok(&d);
+	assert_int_equal(pprpc_buffer_alloc(c, 0, sizeof(in), &old), 0);
+	assert_int_equal(pprpc_tensor_set(c, old, 0, in, sizeof(in)), 0);
+	/* Queued work in flight when the daemon dies completes with an error. */
+	assert_int_equal(pprpc_tensor_set_async(c, old, 0, in, sizeof(in)), 0);
+	snprintf(listen, sizeof(listen), "127.0.0.1:%u", d.port);
+	kill(d.pid, SIGKILL);
+	tdaemon_stop(&d);
+	rc = pprpc_tensor_get(c, old, 0, out, sizeof(out));
+	assert_true(rc == PPRPC_ECLOSED || rc == PPRPC_ECONN || rc == PPRPC_EIO);
+	assert_true(strlen(pprpc_last_error(c)) > 0);
+	/* Down: the reconnect fails and says why; calls keep failing. */
+	rc = pprpc_reconnect(c, NULL);
+	assert_int_equal(rc, PPRPC_ECONN);
+	assert_non_null(strstr(pprpc_last_error(c), "reconnect"));
+	assert_true(pprpc_tensor_get(c, old, 0, out, sizeof(out)) < 0);
+	/* Back on the same port. */
+	assert_int_equal(tdaemon_start(&d, same_port), 0);
+	assert_int_equal(pprpc_reconnect(c, NULL), 0);
+	assert_true(pprpc_device_count(c) >= 1);
+	/* The old session's handle names nothing in the new daemon. */
+	assert_int_equal(pprpc_tensor_get(c, old, 0, out, sizeof(out)), PPRPC_EHANDLE);
+	assert_int_equal(pprpc_buffer_alloc(c, 0, sizeof(in), &nb), 0);
+	assert_int_equal(pprpc_tensor_set(c, nb, 0, in, sizeof(in)), 0);
+	assert_int_equal(pprpc_tensor_get(c, nb, 0, out, sizeof(out)), 0);
+	assert_memory_equal(in, out, sizeof(in));
+	/* A reconnect to a live daemon replaces the session: the daemon frees
+	 * the old one's buffers. */
+	assert_int_equal(pprpc_reconnect(c, NULL), 0);
+	assert_int_equal(pprpc_tensor_get(c, nb, 0, out, sizeof(out)), PPRPC_EHANDLE);
+	pprpc_close(c);
+	assert_int_equal(tdaemon_stop(&d), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -262,6 +316,7 @@ int main(void)
 		cmocka_unit_test(test_source_killed_mid_transfer),
 		cmocka_unit_test(test_rank_killed_mid_pipeline),
 		cmocka_unit_test(test_client_vanishes),
+		cmocka_unit_test(test_reconnect_after_restart),
 	};
 
 	return cmocka_run_group_tests_name("integration_faults", tests, NULL, NULL);

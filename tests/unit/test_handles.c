@@ -117,6 +117,7 @@ static void test_wrong_kind(void **state)
 	(void)state;
 	htab_init(&bufs, HK_BUFFER, 10);
 	htab_init(&graphs, HK_GRAPH, 10);
+	graphs.gen_seed = bufs.gen_seed;
 	assert_int_equal(htab_insert(&bufs, &objs[0], &hb), 0);
 	assert_int_equal(htab_insert(&graphs, &objs[1], &hg), 0);
 	/* same slot and generation, different kind */
@@ -130,6 +131,25 @@ static void test_wrong_kind(void **state)
 	assert_null(htab_get(&bufs, hb & 0x00ffffffffffffffull));
 	htab_fini(&bufs);
 	htab_fini(&graphs);
+}
+
+/* Two daemon starts (two tables) hand out different first handles, so a
+ * handle kept across a restart is refused by the new daemon. */
+static void test_restart_changes_generation(void **state)
+{
+	struct handle_table a, b;
+	uint64_t ha, hb;
+
+	(void)state;
+	htab_init(&a, HK_BUFFER, 10);
+	htab_init(&b, HK_BUFFER, 10);
+	assert_int_equal(htab_insert(&a, &objs[0], &ha), 0);
+	assert_int_equal(htab_insert(&b, &objs[0], &hb), 0);
+	assert_true(ha != hb); /* 1 in 2^24 that the random seeds agree */
+	assert_null(htab_get(&b, ha));
+	assert_int_not_equal((ha >> 32) & 0xffffff, 0);
+	htab_fini(&a);
+	htab_fini(&b);
 }
 
 static void test_zero_and_out_of_range(void **state)
@@ -238,6 +258,7 @@ int main(void)
 		cmocka_unit_test(test_slot_reuse_many_generations),
 		cmocka_unit_test(test_generation_wraps_not_zero),
 		cmocka_unit_test(test_wrong_kind),
+		cmocka_unit_test(test_restart_changes_generation),
 		cmocka_unit_test(test_zero_and_out_of_range),
 		cmocka_unit_test(test_limit),
 		cmocka_unit_test(test_ret_handle_untouched_on_failure),
