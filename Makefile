@@ -143,7 +143,7 @@ FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(T)/replay_%,$(FUZZ_SRCS))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 
-.PHONY: all test unit integration fuzz-replay fuzz clean info run test-install soak test-rdma
+.PHONY: all test unit integration fuzz-replay fuzz clean info run test-install soak soak-asan test-rdma
 # Keep intermediate objects (test and tool objects) between runs.
 .SECONDARY:
 all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES)
@@ -236,10 +236,21 @@ test-install: all
 soak: all $(T)/test_soak
 	SOAK_ITERS=$${SOAK_ITERS:-10000} PPRPCD=$(B)/pprpcd $(T)/test_soak
 
+# The short soak again with daemon, library and test under AddressSanitizer
+# and UBSan (LeakSanitizer checks every daemon at exit): part of make test.
+ASAN_BUILD := $(BUILD)/asan
+soak-asan:
+	@$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) SANITIZE=address,undefined CUDA=0 \
+		$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_soak $(ASAN_BUILD)/tests/test_faults >/dev/null
+	@echo "== soak and faults under ASan+UBSan"
+	@SOAK_ITERS=$${SOAK_ITERS:-100} PPRPCD=$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_soak
+	@PPRPCD=$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_faults
+
 test: all
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory fuzz-replay
 	@$(MAKE) --no-print-directory integration
+	@$(MAKE) --no-print-directory soak-asan
 	@$(MAKE) --no-print-directory test-install
 	@echo "make test: all suites passed"
 

@@ -673,6 +673,18 @@ int xfer_init(struct pprpcd *d)
 
 void xfer_fini(struct pprpcd *d)
 {
+	/* Sources nobody pulled before shutdown (the destination never asked,
+	 * or its link died first): the device threads are joined, nothing else
+	 * can reach them now. */
+	while (d->xsends) {
+		struct xsend *x = d->xsends;
+
+		d->xsends = x->next;
+		if (x->puller)
+			conn_unref(x->puller);
+		free(x->chunks);
+		free(x);
+	}
 	while (d->bstats) {
 		struct bstat *b = d->bstats;
 
