@@ -1229,6 +1229,7 @@ int main(int argc, char **argv)
 	const char *spawn_devices = NULL, *spawn_args[16], *prompt_file = NULL, *sweep = NULL;
 	int nspawn_args = 0, nspawn = 0, nranks = 0, ret = 1, splitv[MAX_RANKS], sweepv[MAX_SWEEP];
 	int nsweep = 0, all_ok = 1, nrun_ub = 0;
+	char skipped[MAX_SWEEP][200];
 	FILE *json = NULL;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -1433,10 +1434,12 @@ int main(int argc, char **argv)
 			if (pprpc_device_get(x->st[s].c, 0, &di) < 0)
 				continue;
 			if (di.free_bytes < di.floor_bytes || need > di.free_bytes - di.floor_bytes) {
-				printf("ubatch %d: skipped: rank %d needs %.1f MiB, has %.1f MiB free above its %.1f MiB "
-				       "floor\n", sweepv[i], s, need / 1048576.0,
-				       di.free_bytes > di.floor_bytes ? (di.free_bytes - di.floor_bytes) / 1048576.0 : 0.0,
-				       di.floor_bytes / 1048576.0);
+				snprintf(skipped[i], sizeof(skipped[i]),
+					 "rank %d needs %.1f MiB, has %.1f MiB free above its %.1f MiB floor", s,
+					 need / 1048576.0,
+					 di.free_bytes > di.floor_bytes ? (di.free_bytes - di.floor_bytes) / 1048576.0 : 0.0,
+					 di.floor_bytes / 1048576.0);
+				printf("ubatch %d: skipped: %s\n", sweepv[i], skipped[i]);
 				fits = 0;
 				break;
 			}
@@ -1469,6 +1472,11 @@ int main(int argc, char **argv)
 		nrun_ub++;
 	}
 	if (json) {
+		fprintf(json, "],\"skipped\":[");
+		for (int i = 0, n = 0; i < nsweep; i++)
+			if (sweepv[i] < 0)
+				fprintf(json, "%s{\"ubatch\":%d,\"reason\":\"%s\"}", n++ ? "," : "", -sweepv[i],
+					skipped[i]);
 		fprintf(json, "],\"ok\":%s}\n", all_ok && nrun_ub ? "true" : "false");
 		if (fclose(json))
 			all_ok = 0;
