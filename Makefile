@@ -143,7 +143,7 @@ FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(T)/replay_%,$(FUZZ_SRCS))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 
-.PHONY: all test unit integration fuzz-replay fuzz clean info run test-install soak soak-asan test-rdma
+.PHONY: all test unit integration fuzz-replay fuzz clean info run test-install soak soak-asan test-rdma run-fence
 # Keep intermediate objects (test and tool objects) between runs.
 .SECONDARY:
 all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES)
@@ -318,6 +318,9 @@ install: all
 # The main job (README): start two local daemons, run micro-batches through
 # them sequentially and pipelined, check parity and sentinels, report speedup.
 run: all
+	$(B)/pprpc-bench --spawn 2
+
+run-fence: all
 	$(B)/pp-fence-test --spawn 2 --ubatches 8
 
 clean:

@@ -53,7 +53,7 @@ static const char usage[] =
 	"prompt in ubatches plus a greedy decode, in paired seq/pp runs (alternating\n"
 	"order).  Reports prompt tok/s, TTFT, decode tok/s, the output token hash (must\n"
 	"match between modes), memory, RPC errors, graph reuse, stage boundaries, and\n"
-	"the geometric-mean pp/seq prompt-throughput ratio with a bootstrap 95%% CI.\n"
+	"the geometric-mean pp/seq prompt-throughput ratio with a bootstrap 95% CI.\n"
 	"Exit 0 when every run produced the same tokens and no RPC failed; 1 otherwise;\n"
 	"2 for bad usage.\n"
 	"\n"
@@ -73,6 +73,10 @@ static const char usage[] =
 	"  --prompt-tokens N      deterministic prompt of N ids (default 256)\n"
 	"  --prompt-file FILE     prompt ids (integers, whitespace or comma separated)\n"
 	"  --ubatch N             prefill ubatch (default 64)\n"
+	"  --batch N              logical batch (as llama_decode's n_batch): pp pipelines\n"
+	"                         the ubatches of one batch and synchronizes between\n"
+	"                         batches; rounded down to whole ubatches (default: the\n"
+	"                         whole prompt)\n"
 	"  --ubatch-sweep LIST    run the benchmark for each ubatch of LIST, skipping those\n"
 	"                         whose buffers would cross a rank's memory floor\n"
 	"  --gen N                generated tokens (default 8)\n"
@@ -102,6 +106,7 @@ struct wdesc {
 
 struct cfg {
 	int E, H, D, F, L, ratio, V, wtype, P, ub, gen, pairs;
+	int batch;               /* logical batch in tokens; 0 = the whole prompt */
 	uint64_t seed;
 	int n_ctx;
 	int32_t *prompt;
@@ -650,18 +655,18 @@ static int prefill_seq(struct ctx *x)
 	return 0;
 }
 
-/* The whole prefill queued at once; with tracing, completion times come
+/* Ubatches [u0, u1) queued at once; with tracing, completion times come
  * from polling each stage's timeline (a SIGNAL after each RUN). */
-static int prefill_pp(struct ctx *x)
+static int prefill_pp_batch(struct ctx *x, int u0, int u1)
 {
 	double issue = now_s();
 	uint64_t base[MAX_RANKS];
+	int nu = u1 - u0, rc;
 	double *done = NULL;
-	int rc;
 
 	for (int s = 0; s < x->S; s++)
 		base[s] = x->st[s].tl_val;
-	for (int u = 0; u < x->nub; u++) {
+	for (int u = u0; u < u1; u++) {
 		int np, nt;
 
 		step_shape(x, u, &np, &nt);
@@ -677,21 +682,21 @@ static int prefill_pp(struct ctx *x)
 				return rc;
 		}
 	}
-	if (x->trace_on && (done = calloc((size_t)x->S * x->nub, sizeof(double)))) {
-		int seen[MAX_RANKS] = { 0 }, left = x->S * x->nub;
+	if (x->trace_on && (done = calloc((size_t)x->S * nu, sizeof(double)))) {
+		int seen[MAX_RANKS] = { 0 }, left = x->S * nu;
 
 		while (left > 0) {
 			for (int s = 0; s < x->S; s++) {
 				uint64_t v;
 
-				if (seen[s] == x->nub)
+				if (seen[s] == nu)
 					continue;
 				if ((rc = pprpc_timeline_query(x->st[s].c, x->st[s].tl, &v)) < 0) {
 					free(done);
 					return rpc_fail(x, s, "timeline_query", rc);
 				}
-				while (seen[s] < x->nub && v >= base[s] + (uint64_t)seen[s] + 1) {
-					done[s * x->nub + seen[s]++] = now_s();
+				while (seen[s] < nu && v >= base[s] + (uint64_t)seen[s] + 1) {
+					done[s * nu + seen[s]++] = now_s();
 					left--;
 				}
 			}
@@ -704,18 +709,36 @@ static int prefill_pp(struct ctx *x)
 		/* A slice starts when the stage's previous ubatch and its input
 		 * (the previous stage's same ubatch) were both done. */
 		for (int s = 0; s < x->S; s++)
-			for (int u = 0; u < x->nub; u++) {
+			for (int k = 0; k < nu; k++) {
 				double a = issue;
 
-				if (u > 0 && done[s * x->nub + u - 1] > a)
-					a = done[s * x->nub + u - 1];
-				if (s > 0 && done[(s - 1) * x->nub + u] > a)
-					a = done[(s - 1) * x->nub + u];
-				add_slice(x, 1, s, u, a, done[s * x->nub + u]);
+				if (k > 0 && done[s * nu + k - 1] > a)
+					a = done[s * nu + k - 1];
+				if (s > 0 && done[(s - 1) * nu + k] > a)
+					a = done[(s - 1) * nu + k];
+				add_slice(x, 1, s, u0 + k, a, done[s * nu + k]);
 			}
 		free(done);
 	}
 	return sync_all(x);
+}
+
+/* The prefill in logical batches: within a batch the ubatches pipeline
+ * over the stages; between batches every stage synchronizes (a new
+ * llama_decode call in llama.cpp terms). */
+static int prefill_pp(struct ctx *x)
+{
+	int per = x->m.batch > 0 ? x->m.batch / x->m.ub : x->nub;
+
+	if (per < 1)
+		per = 1;
+	for (int u0 = 0; u0 < x->nub; u0 += per) {
+		int rc = prefill_pp_batch(x, u0, u0 + per < x->nub ? u0 + per : x->nub);
+
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }
 
 /* One token: decode step i (0-based) feeds tok at position P + i. */
@@ -1295,6 +1318,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--prompt-tokens")) m->P = atoi(v);
 		else if (!strcmp(a, "--prompt-file")) prompt_file = v;
 		else if (!strcmp(a, "--ubatch")) m->ub = atoi(v);
+		else if (!strcmp(a, "--batch")) m->batch = atoi(v);
 		else if (!strcmp(a, "--ubatch-sweep")) sweep = v;
 		else if (!strcmp(a, "--gen")) m->gen = atoi(v);
 		else if (!strcmp(a, "--pairs")) m->pairs = atoi(v);
@@ -1315,7 +1339,7 @@ int main(int argc, char **argv)
 	}
 	if (m->E < 1 || m->E > 65536 || m->H < 1 || m->D < 2 || m->D % 2 || m->L < 1 || m->L > MAX_LAYERS ||
 	    m->ratio < 0 || m->V < 2 || m->F < 1 || m->ub < 1 || m->gen < 1 || m->pairs < 1 ||
-	    m->pairs > MAX_PAIRS || m->P < 1) {
+	    m->pairs > MAX_PAIRS || m->P < 1 || m->batch < 0) {
 		fprintf(stderr, "pprpc-bench: bad model or run sizes (see --help; --pairs 1..%d, --gen >= 1, "
 				"--head-dim even)\n", MAX_PAIRS);
 		return 2;
@@ -1483,7 +1507,12 @@ int main(int argc, char **argv)
 			continue;
 		m->ub = sweepv[i];
 		x->nsl = 0;
-		printf("\n== ubatch %d\n", m->ub);
+		if (m->batch > 0 && m->batch / m->ub < (m->P + m->ub - 1) / m->ub)
+			printf("\n== ubatch %d, logical batch %d tokens (%d ubatches)\n", m->ub,
+			       (m->batch / m->ub > 0 ? m->batch / m->ub : 1) * m->ub,
+			       m->batch / m->ub > 0 ? m->batch / m->ub : 1);
+		else
+			printf("\n== ubatch %d, logical batch = the whole prompt\n", m->ub);
 		if (!bench_ubatch(x, json, nrun_ub == 0))
 			all_ok = 0;
 		nrun_ub++;

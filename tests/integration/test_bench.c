@@ -4,7 +4,7 @@
  * exit status, that seq and pp produced the same greedy tokens (equal
  * hashes in the JSON), that the split does not change the tokens (1 rank vs
  * 3 ranks), the trace and SVG outputs, a --ubatch-sweep candidate skipped
- * for the memory floor, and bad usage (exit 2).
+ * for the memory floor, logical batches (--batch), and bad usage (exit 2).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -147,6 +147,10 @@ static void test_split_invariant(void **state)
 	bench_ok("--spawn 1 " TINY " --wtype q8_0", h1);
 	bench_ok("--spawn 3 --split 1,2,1 " TINY " --wtype q8_0", h3);
 	assert_string_equal(h1, h3);
+	/* Logical batches of 2 ubatches (32 tokens: 2 batches) with tracing:
+	 * synchronizing between batches changes nothing computed. */
+	bench_ok("--spawn 2 " TINY " --wtype q8_0 --batch 32 --trace /dev/null", h3);
+	assert_string_equal(h1, h3);
 }
 
 static void test_usage(void **state)
@@ -155,6 +159,7 @@ static void test_usage(void **state)
 	assert_int_equal(run_bench("--spawn 3 --split 1,1 " TINY, NULL), 2);
 	assert_int_equal(run_bench("--spawn 2 " TINY " --wtype q4", NULL), 2);
 	assert_int_equal(run_bench(TINY, NULL), 2);
+	assert_int_equal(run_bench("--spawn 2 " TINY " --batch -1", NULL), 2);
 }
 
 int main(void)
