@@ -65,6 +65,7 @@
 
 #include "pprpc.h"
 #include "tools/common/spawn.h"
+#include "tools/common/measure.h"
 
 #define ECHO_REQ 48
 #define ECHO_REP 40
@@ -82,32 +83,6 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Sorts v in place. */
-static double median_sorting(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(double), cmp_double);
-	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* Nearest-rank percentile of a sorted array. */
-static double pct_sorted(const double *v, int n, double p)
-{
-	int k = (int)ceil(p / 100.0 * n);
-
-	if (k < 1)
-		k = 1;
-	if (k > n)
-		k = n;
-	return v[k - 1];
 }
 
 static int set_nonblock(int fd, int on)

@@ -37,6 +37,7 @@
 #include "kernels/tensor.h"
 #include "pprpc.h"
 #include "tools/common/spawn.h"
+#include "tools/common/measure.h"
 
 #define MAX_RUNS 1000
 
@@ -128,30 +129,7 @@ static const struct bench_case CASES[] = {
 
 #define NCASES ((int)(sizeof(CASES) / sizeof(CASES[0])))
 
-/* ---- helpers ---------------------------------------------------------------------------------- */
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* Sorts v. */
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(double), cmp_double);
-	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static uint64_t fnv1a(const void *p, size_t n)
 {
 	const uint8_t *b = p;
@@ -162,7 +140,7 @@ static uint64_t fnv1a(const void *p, size_t n)
 	return h;
 }
 
-static uint64_t splitmix64(uint64_t *s)
+static uint64_t rng_next(uint64_t *s)
 {
 	uint64_t x = (*s += 0x9e3779b97f4a7c15ull);
 
@@ -173,7 +151,7 @@ static uint64_t splitmix64(uint64_t *s)
 
 static double unif(uint64_t *s)
 {
-	return (double)(splitmix64(s) >> 11) / (double)(1ull << 53);
+	return (double)(rng_next(s) >> 11) / (double)(1ull << 53);
 }
 
 /* The seeded bytes of one source (malloc'd, *ret_size bytes). */
@@ -253,7 +231,7 @@ static int time_runs(struct ctx *x, pprpc_graph g, struct result *r)
 	qsort(t, (size_t)n, sizeof(double), cmp_double);
 	r->min_s = t[0];
 	r->max_s = t[n - 1];
-	r->med_s = median(t, n);
+	r->med_s = median_sorting(t, n);
 	return 0;
 }
 

@@ -29,14 +29,7 @@
 #include <time.h>
 
 #include "pprpc.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "tools/common/measure.h"
 
 static uint64_t fnv(const uint8_t *p, uint64_t n)
 {

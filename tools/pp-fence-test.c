@@ -41,6 +41,7 @@
 #include "kernels/tensor.h"
 #include "pprpc.h"
 #include "tools/common/spawn.h"
+#include "tools/common/measure.h"
 
 #define MAX_RANKS 16
 #define MAX_TOKENS 16
@@ -127,14 +128,6 @@ struct ctx {
 	int pp_seen;
 	uint64_t *pp_issue, *pp_done;   /* [s * M + m] */
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static uint64_t fnv1a(const void *p, size_t n)
 {
@@ -559,21 +552,6 @@ struct result {
 	int rpc_errors, sentinel_failures, parity_ok;
 };
 
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	if (n <= 0)
-		return 0;
-	qsort(v, (size_t)n, sizeof(double), cmp_d);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static int write_json(const char *path, const struct ctx *x, const struct result *res, int nres, int parity)
 {
 	FILE *f = fopen(path, "w");
@@ -674,8 +652,8 @@ static int run_tokens(struct ctx *x, int T, struct result *res)
 	}
 	if (rc < 0)
 		ok = 0;
-	res->seq_s = median(seq_t, nseq);
-	res->pp_s = median(pp_t, npp);
+	res->seq_s = median_sorting(seq_t, nseq);
+	res->pp_s = median_sorting(pp_t, npp);
 	res->speedup = res->pp_s > 0 ? res->seq_s / res->pp_s : 0;
 	res->ideal = (double)x->S * x->M / (x->S + x->M - 1);
 	res->eff = res->ideal > 0 ? res->speedup / res->ideal : 0;

@@ -37,6 +37,7 @@
 #include "kernels/tensor.h"
 #include "pprpc.h"
 #include "tools/common/spawn.h"
+#include "tools/common/measure.h"
 
 #define MAX_RANKS 16
 #define MAX_PAIRS 64
@@ -172,14 +173,6 @@ struct ctx {
 	double t0;
 	const char *mode_name;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static uint64_t mix(uint64_t x)
 {
@@ -865,24 +858,6 @@ static void acc_stats(struct ctx *x, struct mode_acc *a, const struct snap *befo
 	}
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(const double *v, int n)
-{
-	double t[MAX_PAIRS];
-
-	if (n <= 0)
-		return 0;
-	memcpy(t, v, sizeof(double) * n);
-	qsort(t, (size_t)n, sizeof(double), cmp_d);
-	return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 /* Geometric mean of the pair ratios and a percentile bootstrap 95% CI
  * (1000 resamples, fixed-seed RNG). */
 static void ratio_ci(const double *pp, const double *seq, int k, double *gm, double *lo, double *hi)
@@ -907,7 +882,7 @@ static void ratio_ci(const double *pp, const double *seq, int k, double *gm, dou
 		}
 		bs[b] = exp(s / k);
 	}
-	qsort(bs, 1000, sizeof(double), cmp_d);
+	qsort(bs, 1000, sizeof(double), cmp_double);
 	*lo = bs[24];
 	*hi = bs[974];
 }

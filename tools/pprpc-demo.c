@@ -17,6 +17,7 @@
 #include "kernels/tensor.h"
 #include "pprpc.h"
 #include "tools/common/spawn.h"
+#include "tools/common/measure.h"
 
 #define MAX_RANKS 8
 
@@ -26,14 +27,6 @@ struct stage {
 	pprpc_graph g;
 	uint64_t arena;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static uint64_t fnv1a(const void *p, size_t n)
 {
