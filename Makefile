@@ -10,7 +10,13 @@
 #
 # Optional parts are detected, not assumed; the build says what it found.
 
-BUILD    ?= build
+# A sanitizer build gets its own tree (make does not track flags, so the
+# plain objects must never be reused): SANITIZE=address,undefined builds in
+# build/address-undefined unless BUILD is given.
+comma := ,
+ifeq ($(origin BUILD),undefined)
+BUILD := $(if $(SANITIZE),build/$(subst $(comma),-,$(SANITIZE)),build)
+endif
 CC       ?= cc
 PROTOC_C ?= protoc-c
 PKG_CONFIG ?= pkg-config
@@ -230,7 +236,7 @@ fuzz-replay: $(FUZZ_REPLAY)
 	@set -e; for t in $(FUZZ_REPLAY); do n=$${t##*/replay_}; echo "== $$t tests/fuzz/corpus/$$n"; $$t tests/fuzz/corpus/$$n; done
 
 test-install: all
-	@tests/install/run.sh
+	@SANITIZE="$(SANITIZE)" tests/install/run.sh
 
 # The long soak (make test runs 150 iterations of the same test).
 soak: all $(T)/test_soak
@@ -238,7 +244,7 @@ soak: all $(T)/test_soak
 
 # The short soak again with daemon, library and test under AddressSanitizer
 # and UBSan (LeakSanitizer checks every daemon at exit): part of make test.
-ASAN_BUILD := $(BUILD)/asan
+ASAN_BUILD := $(if $(findstring address,$(SANITIZE)),$(BUILD),$(BUILD)/asan)
 soak-asan:
 	@$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) SANITIZE=address,undefined CUDA=0 \
 		$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_soak $(ASAN_BUILD)/tests/test_faults >/dev/null

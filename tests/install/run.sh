@@ -22,14 +22,15 @@ for f in bin/pprpcd bin/pprpcctl bin/pp-fence-test lib/libpprpc.so.1.0.0 lib/lib
 done
 readelf -d "$p/lib/libpprpc.so.1.0.0" | grep -q 'SONAME.*\[libpprpc.so.1\]' && ok "soname libpprpc.so.1" || bad "soname"
 
-# A consumer built the documented way.
+# A consumer built the documented way (with the library's sanitizers when
+# the tree was built with SANITIZE=...: the ASan runtime must come first).
 cat >"$dest/hello.c" <<'C'
 #include <stdio.h>
 #include <pprpc.h>
 int main(void) { printf("%s\n", pprpc_version_string()); return 0; }
 C
 flags=$(PKG_CONFIG_PATH="$p/lib/pkgconfig" pkg-config --define-variable=prefix="$p" --cflags --libs pprpc) &&
-	cc -o "$dest/hello" "$dest/hello.c" $flags && out=$(LD_LIBRARY_PATH="$p/lib" "$dest/hello") &&
+	cc ${SANITIZE:+-fsanitize=$SANITIZE} -o "$dest/hello" "$dest/hello.c" $flags && out=$(LD_LIBRARY_PATH="$p/lib" "$dest/hello") &&
 	[ "$out" = "0.1.0" ] && ok "pkg-config consumer prints $out" || bad "pkg-config consumer"
 # The header alone compiles as C++ too.
 if command -v g++ >/dev/null; then
