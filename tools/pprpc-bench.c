@@ -25,6 +25,7 @@
  * the same in both modes: one token at a time.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1233,6 +1234,22 @@ static int bench_ubatch(struct ctx *x, FILE *json, int first_json)
 	return ok;
 }
 
+/* A whole int option value; anything else is a usage error, not 0. */
+static int int_arg(const char *opt, const char *v, int *out)
+{
+	char *e;
+	long x;
+
+	errno = 0;
+	x = strtol(v, &e, 10);
+	if (errno || e == v || *e || x < INT_MIN || x > INT_MAX) {
+		fprintf(stderr, "pprpc-bench: %s needs an integer, got '%s'\n", opt, v);
+		return -1;
+	}
+	*out = (int)x;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct ctx X;
@@ -1264,7 +1281,10 @@ int main(int argc, char **argv)
 		}
 		i++;
 		if (!strcmp(a, "--ranks")) ranks = v;
-		else if (!strcmp(a, "--spawn")) nspawn = atoi(v);
+		else if (!strcmp(a, "--spawn")) {
+			if (int_arg(a, v, &nspawn) < 0)
+				return 2;
+		}
 		else if (!strcmp(a, "--spawn-devices")) spawn_devices = v;
 		else if (!strcmp(a, "--spawn-arg")) {
 			if (nspawn_args == 16) {
@@ -1273,13 +1293,34 @@ int main(int argc, char **argv)
 			}
 			spawn_args[nspawn_args++] = v;
 		}
-		else if (!strcmp(a, "--d-model")) m->E = atoi(v);
-		else if (!strcmp(a, "--heads")) m->H = atoi(v);
-		else if (!strcmp(a, "--head-dim")) m->D = atoi(v);
-		else if (!strcmp(a, "--ff")) m->F = atoi(v);
-		else if (!strcmp(a, "--layers")) m->L = atoi(v);
-		else if (!strcmp(a, "--kda-ratio")) m->ratio = atoi(v);
-		else if (!strcmp(a, "--vocab")) m->V = atoi(v);
+		else if (!strcmp(a, "--d-model")) {
+			if (int_arg(a, v, &m->E) < 0)
+				return 2;
+		}
+		else if (!strcmp(a, "--heads")) {
+			if (int_arg(a, v, &m->H) < 0)
+				return 2;
+		}
+		else if (!strcmp(a, "--head-dim")) {
+			if (int_arg(a, v, &m->D) < 0)
+				return 2;
+		}
+		else if (!strcmp(a, "--ff")) {
+			if (int_arg(a, v, &m->F) < 0)
+				return 2;
+		}
+		else if (!strcmp(a, "--layers")) {
+			if (int_arg(a, v, &m->L) < 0)
+				return 2;
+		}
+		else if (!strcmp(a, "--kda-ratio")) {
+			if (int_arg(a, v, &m->ratio) < 0)
+				return 2;
+		}
+		else if (!strcmp(a, "--vocab")) {
+			if (int_arg(a, v, &m->V) < 0)
+				return 2;
+		}
 		else if (!strcmp(a, "--wtype")) {
 			if (!strcmp(v, "f16")) m->wtype = WT_F16;
 			else if (!strcmp(v, "bf16")) m->wtype = WT_BF16;
@@ -1290,14 +1331,38 @@ int main(int argc, char **argv)
 			}
 		}
 		else if (!strcmp(a, "--split")) split = v;
-		else if (!strcmp(a, "--prompt-tokens")) m->P = atoi(v);
+		else if (!strcmp(a, "--prompt-tokens")) {
+			if (int_arg(a, v, &m->P) < 0)
+				return 2;
+		}
 		else if (!strcmp(a, "--prompt-file")) prompt_file = v;
-		else if (!strcmp(a, "--ubatch")) m->ub = atoi(v);
-		else if (!strcmp(a, "--batch")) m->batch = atoi(v);
+		else if (!strcmp(a, "--ubatch")) {
+			if (int_arg(a, v, &m->ub) < 0)
+				return 2;
+		}
+		else if (!strcmp(a, "--batch")) {
+			if (int_arg(a, v, &m->batch) < 0)
+				return 2;
+		}
 		else if (!strcmp(a, "--ubatch-sweep")) sweep = v;
-		else if (!strcmp(a, "--gen")) m->gen = atoi(v);
-		else if (!strcmp(a, "--pairs")) m->pairs = atoi(v);
-		else if (!strcmp(a, "--seed")) m->seed = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--gen")) {
+			if (int_arg(a, v, &m->gen) < 0)
+				return 2;
+		}
+		else if (!strcmp(a, "--pairs")) {
+			if (int_arg(a, v, &m->pairs) < 0)
+				return 2;
+		}
+		else if (!strcmp(a, "--seed")) {
+			char *e;
+
+			errno = 0;
+			m->seed = strtoull(v, &e, 10);
+			if (errno || e == v || *e || *v == '-') {
+				fprintf(stderr, "pprpc-bench: --seed needs an unsigned integer, got '%s'\n", v);
+				return 2;
+			}
+		}
 		else if (!strcmp(a, "--json")) json_path = v;
 		else if (!strcmp(a, "--trace")) trace = v;
 		else if (!strcmp(a, "--svg")) svg = v;

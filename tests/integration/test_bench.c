@@ -160,6 +160,8 @@ static void test_usage(void **state)
 	assert_int_equal(run_bench("--spawn 2 " TINY " --wtype q4", NULL), 2);
 	assert_int_equal(run_bench(TINY, NULL), 2);
 	assert_int_equal(run_bench("--spawn 2 " TINY " --batch -1", NULL), 2);
+	assert_int_equal(run_bench("--spawn 2 " TINY " --batch 32x", NULL), 2);
+	assert_int_equal(run_bench("--spawn two " TINY, NULL), 2);
 }
 
 int main(void)
