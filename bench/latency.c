@@ -65,6 +65,7 @@
 
 #include "pprpc.h"
 #include "tools/common/spawn.h"
+#include "tools/common/loopback.h"
 #include "tools/common/measure.h"
 
 #define ECHO_REQ 48
@@ -92,13 +93,6 @@ static int set_nonblock(int fd, int on)
 	if (fl < 0)
 		return -1;
 	return fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
-}
-
-static void set_nodelay(int fd)
-{
-	int one = 1;
-
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 /* ---- CPU placement -------------------------------------------------------------------- */
@@ -159,8 +153,7 @@ static void pick_cpus(int cpu[2])
 enum echo_io { ECHO_BLOCKING, ECHO_POLL };
 
 struct peer {
-	pid_t pid;
-	int fd;
+	struct loopback_peer lp;
 	enum echo_io io;
 };
 
@@ -261,68 +254,22 @@ static void peer_serve_poll(int fd)
 	}
 }
 
-static int peer_start(struct peer *p)
+static void serve_echo(int fd, void *arg)
 {
-	struct sockaddr_in sa;
-	socklen_t sl = sizeof(sa);
-	int lfd, fd;
-
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (lfd < 0)
-		return -1;
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 1) < 0 ||
-	    getsockname(lfd, (struct sockaddr *)&sa, &sl) < 0) {
-		close(lfd);
-		return -1;
-	}
-	p->pid = fork();
-	if (p->pid < 0) {
-		close(lfd);
-		return -1;
-	}
-	if (p->pid == 0) {
-		int cfd = accept(lfd, NULL, NULL);
-
-		if (cfd < 0)
-			_exit(2);
-		close(lfd);
-		set_nodelay(cfd);
-		if (p->io == ECHO_POLL)
-			peer_serve_poll(cfd);
-		peer_serve_blocking(cfd);
-	}
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		if (fd >= 0)
-			close(fd);
-		close(lfd);
-		kill(p->pid, SIGTERM);
-		waitpid(p->pid, NULL, 0);
-		return -1;
-	}
-	close(lfd);
-	set_nodelay(fd);
-	if (p->io == ECHO_POLL && set_nonblock(fd, 1) < 0) {
-		close(fd);
-		kill(p->pid, SIGTERM);
-		waitpid(p->pid, NULL, 0);
-		return -1;
-	}
-	p->fd = fd;
-	return 0;
+	if (*(const enum echo_io *)arg == ECHO_POLL)
+		peer_serve_poll(fd);
+	peer_serve_blocking(fd);
 }
 
-static void peer_stop(struct peer *p)
+static int peer_start(struct peer *p)
 {
-	if (p->fd >= 0)
-		close(p->fd); /* the peer exits on EOF */
-	p->fd = -1;
-	if (p->pid > 0)
-		waitpid(p->pid, NULL, 0);
-	p->pid = 0;
+	if (loopback_peer_start(&p->lp, serve_echo, &p->io) < 0)
+		return -1;
+	if (p->io == ECHO_POLL && set_nonblock(p->lp.fd, 1) < 0) {
+		loopback_peer_stop(&p->lp);
+		return -1;
+	}
+	return 0;
 }
 
 /* libpprpc's pattern: writev, then poll + recv until EAGAIN until the reply
@@ -430,10 +377,10 @@ static int run_echo(struct ctx *x, double *us, int n)
 		memset(rep, 0xee, sizeof(rep));
 		t0 = now_ns();
 		if (x->peer.io == ECHO_POLL)
-			rc = echo_poll_rt(x->peer.fd, msg, rep);
+			rc = echo_poll_rt(x->peer.lp.fd, msg, rep);
 		else
-			rc = send_exact(x->peer.fd, msg, ECHO_REQ) < 0 ||
-			     recv_exact(x->peer.fd, rep, ECHO_REP) < 0 ? -1 : 0;
+			rc = send_exact(x->peer.lp.fd, msg, ECHO_REQ) < 0 ||
+			     recv_exact(x->peer.lp.fd, rep, ECHO_REP) < 0 ? -1 : 0;
 		t1 = now_ns();
 		if (rc < 0) {
 			fprintf(stderr, "bench-latency: echo peer failed\n");
@@ -533,7 +480,7 @@ static int place(struct ctx *x, const struct spawned *d, int pl, const int cpu[2
 	int nd = 0, ns, np;
 
 	ns = pin_process(0, cpu[0]);
-	np = pin_process(x->peer.pid, server_cpu);
+	np = pin_process(x->peer.lp.pid, server_cpu);
 	if (d && d->pid > 0)
 		nd = pin_process(d->pid, server_cpu);
 	if (ns < 0 || np < 0 || nd < 0) {
@@ -822,7 +769,7 @@ int main(int argc, char **argv)
 	const char *rank = NULL, *bin = NULL, *json = NULL;
 	char binbuf[4096];
 	struct spawned d = { 0 };
-	struct ctx x = { .iters = 2000, .blocks = 7, .peer = { .fd = -1 } };
+	struct ctx x = { .iters = 2000, .blocks = 7, .peer = { .lp = { .fd = -1 } } };
 	int enabled[CMD_COUNT] = { 1, 1, 1 }, want_pl[PL_COUNT] = { 1, 1 };
 	int opt, ret = 2, parity_ok = 1, target_met = 1, target_known = 0, cpu[2];
 	float got[4] = { 0 };
@@ -989,7 +936,7 @@ out:
 	pprpc_close(x.c);
 	if (d.pid > 0 || d.dir[0])
 		spawn_stop(&d, 0);
-	peer_stop(&x.peer);
+	loopback_peer_stop(&x.peer.lp);
 	for (int pl = 0; pl < PL_COUNT; pl++) {
 		for (int c = 0; c < CMD_COUNT; c++) {
 			free(res[pl][c].cand.us);

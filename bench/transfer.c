@@ -55,6 +55,7 @@
 
 #include "pprpc.h"
 #include "tools/common/spawn.h"
+#include "tools/common/loopback.h"
 #include "tools/common/measure.h"
 
 #define MIB ((uint64_t)1 << 20)
@@ -118,13 +119,6 @@ static int read_all(int fd, void *buf, size_t len)
 	return 0;
 }
 
-static void set_nodelay(int fd)
-{
-	int one = 1;
-
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
 /* ---- the baseline peer ------------------------------------------------------------------- */
 
 enum { PEER_PUSH = 1, PEER_PULL, PEER_FILL, PEER_HASH };
@@ -134,11 +128,6 @@ struct peer_cmd {
 	uint32_t pad;
 	uint64_t len;
 	uint64_t seed; /* PEER_FILL: 0 = zeros */
-};
-
-struct peer {
-	pid_t pid;
-	int fd;
 };
 
 static void peer_serve(int fd, size_t cap)
@@ -183,65 +172,12 @@ static void peer_serve(int fd, size_t cap)
 	_exit(0);
 }
 
-/* A loopback listener, a forked peer that accepts one connection, and our
- * end of that connection. */
-static int peer_start(struct peer *p, size_t cap)
+static void serve_baseline(int fd, void *arg)
 {
-	struct sockaddr_in sa;
-	socklen_t sl = sizeof(sa);
-	int lfd, fd;
-
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (lfd < 0)
-		return -1;
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 1) < 0 ||
-	    getsockname(lfd, (struct sockaddr *)&sa, &sl) < 0) {
-		close(lfd);
-		return -1;
-	}
-	p->pid = fork();
-	if (p->pid < 0) {
-		close(lfd);
-		return -1;
-	}
-	if (p->pid == 0) {
-		int cfd = accept(lfd, NULL, NULL);
-
-		if (cfd < 0)
-			_exit(2);
-		close(lfd);
-		set_nodelay(cfd);
-		peer_serve(cfd, cap);
-	}
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		if (fd >= 0)
-			close(fd);
-		close(lfd);
-		kill(p->pid, SIGTERM);
-		waitpid(p->pid, NULL, 0);
-		return -1;
-	}
-	close(lfd);
-	set_nodelay(fd);
-	p->fd = fd;
-	return 0;
+	peer_serve(fd, *(const size_t *)arg);
 }
 
-static void peer_stop(struct peer *p)
-{
-	if (p->fd >= 0)
-		close(p->fd); /* the peer exits on EOF */
-	p->fd = -1;
-	if (p->pid > 0)
-		waitpid(p->pid, NULL, 0);
-	p->pid = 0;
-}
-
-static int peer_simple(struct peer *p, uint32_t op, uint64_t len, uint64_t seed, void *reply,
+static int peer_simple(struct loopback_peer *p, uint32_t op, uint64_t len, uint64_t seed, void *reply,
 		       size_t rlen)
 {
 	struct peer_cmd cmd = { .op = op, .len = len, .seed = seed };
@@ -252,7 +188,7 @@ static int peer_simple(struct peer *p, uint32_t op, uint64_t len, uint64_t seed,
 }
 
 /* Timed: header + len bytes in one writev, then wait for the 1-byte ack. */
-static int peer_push(struct peer *p, const void *src, uint64_t len, double *secs)
+static int peer_push(struct loopback_peer *p, const void *src, uint64_t len, double *secs)
 {
 	struct peer_cmd cmd = { .op = PEER_PUSH, .len = len };
 	struct iovec iov[2] = { { &cmd, sizeof(cmd) }, { (void *)src, (size_t)len } };
@@ -266,7 +202,7 @@ static int peer_push(struct peer *p, const void *src, uint64_t len, double *secs
 }
 
 /* Timed: header out, len bytes back into dst. */
-static int peer_pull(struct peer *p, void *dst, uint64_t len, double *secs)
+static int peer_pull(struct loopback_peer *p, void *dst, uint64_t len, double *secs)
 {
 	struct peer_cmd cmd = { .op = PEER_PULL, .len = len };
 	double t0 = now_s();
@@ -308,7 +244,7 @@ struct result {
 
 struct ctx {
 	pprpc_client *c;
-	struct peer peer;
+	struct loopback_peer peer;
 	uint8_t *src, *dst;
 	int reps;
 };
@@ -622,7 +558,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	/* The peer is forked first, before our buffers exist. */
-	if (peer_start(&x.peer, (size_t)max_size) < 0) {
+	if (loopback_peer_start(&x.peer, serve_baseline, &(size_t){ (size_t)max_size }) < 0) {
 		fprintf(stderr, "bench-transfer: cannot start the baseline peer: %s\n", strerror(errno));
 		return 2;
 	}
@@ -675,7 +611,7 @@ out:
 	pprpc_close(x.c);
 	if (d.pid > 0 || d.dir[0])
 		spawn_stop(&d, 0);
-	peer_stop(&x.peer);
+	loopback_peer_stop(&x.peer);
 	if (x.src)
 		munmap(x.src, (size_t)max_size);
 	if (x.dst)
