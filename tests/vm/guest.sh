@@ -18,6 +18,15 @@ check() { # name rc [detail]
 }
 up() { cut -d' ' -f1 /proc/uptime; }
 
+# 10.0.0.1 is not loopback, so the daemons insist on a shared key, as on a
+# real cluster network: each daemon gets --auth-key-file, and every client
+# (bench-rdma, pprpcctl) finds it through PPRPC_AUTH_KEY_FILE.  The ladder's
+# daemons run as `user`, so the key file is that user's, mode 600.
+KEY=/tmp/pprpc.key
+head -c 32 /dev/urandom > $KEY 2>/dev/null || printf 'pprpc-guest-key-%016d' 0 > $KEY
+chown 1000:1000 $KEY && chmod 600 $KEY
+export PPRPC_AUTH_KEY_FILE=$KEY
+
 ulimit -l unlimited
 ip link set lo up
 # (loading the dummy module may already have created dummy0)
@@ -43,7 +52,7 @@ check unit_test_rdma_ring $? "$(grep -E 'PASSED|FAILED' /tmp/unit.log | head -1)
 # limit when MEMLOCK_KIB is given); waits for its port file.
 start() {
 	rm -f /tmp/$1.port
-	cmd="pprpcd --listen $IP:$2 --port-file /tmp/$1.port --memory-floor-mib 0 --staging-mib 64 --threads 1 --transport $3 --log-level info"
+	cmd="pprpcd --listen $IP:$2 --port-file /tmp/$1.port --memory-floor-mib 0 --staging-mib 64 --threads 1 --transport $3 --log-level info --auth-key-file $KEY"
 	if [ -n "$4" ]; then
 		su user -c "ulimit -l $4; exec /opt/pprpc/$cmd" > /tmp/$1.log 2>&1 &
 	else
