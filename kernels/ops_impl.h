@@ -29,6 +29,22 @@ struct kern_op_desc {
 /* NULL for an op without a descriptor (out of range or PPRPC_OP_NONE). */
 const struct kern_op_desc *kern_op_desc(int op);
 
+/* f32, f16 or bf16. */
+static inline bool kern_is_float(int dtype)
+{
+	return dtype == PPRPC_F32 || dtype == PPRPC_F16 || dtype == PPRPC_BF16;
+}
+
+static inline const char *kern_dt_name(int dtype)
+{
+	return kern_dtype(dtype)->name;
+}
+
+/* *out = the contiguous tensor of dtype and ne; a size that overflows is an
+ * error naming the op. */
+int kern_out_contig(struct kern_tensor *out, int dtype, const int64_t ne[PPRPC_MAX_DIMS], const char *name,
+		    char *err, size_t errlen);
+
 /* Format a reason into err (when given) and return code. */
 int kern_errf(char *err, size_t errlen, int code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));

@@ -4,18 +4,8 @@
  */
 #include "kernels/ops_impl.h"
 
-static bool is_float(int dtype)
-{
-	return dtype == PPRPC_F32 || dtype == PPRPC_F16 || dtype == PPRPC_BF16;
-}
-
-static const char *dt_name(int dtype)
-{
-	return kern_dtype(dtype)->name;
-}
-
-static int out_contig(struct kern_tensor *out, int dtype, const int64_t ne[PPRPC_MAX_DIMS],
-		      const char *name, char *err, size_t errlen)
+int kern_out_contig(struct kern_tensor *out, int dtype, const int64_t ne[PPRPC_MAX_DIMS], const char *name,
+		    char *err, size_t errlen)
 {
 	int rc = kern_tensor_init_contig(out, dtype, ne);
 
@@ -33,16 +23,16 @@ int kern_infer_binary(const char *name, const struct pprpc_op_params *p,
 	(void)p;
 	if (a->dtype != PPRPC_F32)
 		return kern_errf(err, errlen, PPRPC_ETYPE, "%s: src0 is %s, must be f32",
-				 name, dt_name(a->dtype));
-	if (!is_float(b->dtype))
+				 name, kern_dt_name(a->dtype));
+	if (!kern_is_float(b->dtype))
 		return kern_errf(err, errlen, PPRPC_ETYPE,
-				 "%s: src1 is %s, must be f32, f16 or bf16", name, dt_name(b->dtype));
+				 "%s: src1 is %s, must be f32, f16 or bf16", name, kern_dt_name(b->dtype));
 	for (int i = 0; i < PPRPC_MAX_DIMS; i++)
 		if (a->ne[i] % b->ne[i] != 0)
 			return kern_errf(err, errlen, PPRPC_ESHAPE,
 					 "%s: src0.ne[%d]=%lld is not a multiple of src1.ne[%d]=%lld",
 					 name, i, (long long)a->ne[i], i, (long long)b->ne[i]);
-	return out_contig(out, PPRPC_F32, a->ne, name, err, errlen);
+	return kern_out_contig(out, PPRPC_F32, a->ne, name, err, errlen);
 }
 
 int kern_infer_scale(const char *name, const struct pprpc_op_params *p,
@@ -52,8 +42,8 @@ int kern_infer_scale(const char *name, const struct pprpc_op_params *p,
 	(void)p;
 	if (src[0]->dtype != PPRPC_F32)
 		return kern_errf(err, errlen, PPRPC_ETYPE, "%s: src0 is %s, must be f32",
-				 name, dt_name(src[0]->dtype));
-	return out_contig(out, PPRPC_F32, src[0]->ne, name, err, errlen);
+				 name, kern_dt_name(src[0]->dtype));
+	return kern_out_contig(out, PPRPC_F32, src[0]->ne, name, err, errlen);
 }
 
 int kern_infer_cpy(const char *name, const struct pprpc_op_params *p,
@@ -62,17 +52,17 @@ int kern_infer_cpy(const char *name, const struct pprpc_op_params *p,
 {
 	int to = p ? p->i[0] : PPRPC_F32;
 
-	if (!is_float(src[0]->dtype))
+	if (!kern_is_float(src[0]->dtype))
 		return kern_errf(err, errlen, PPRPC_ETYPE,
 				 "%s: src0 is %s, must be f32, f16 or bf16",
-				 name, dt_name(src[0]->dtype));
+				 name, kern_dt_name(src[0]->dtype));
 	if (to < 0 || to >= PPRPC_DTYPE_COUNT)
 		return kern_errf(err, errlen, PPRPC_EINVAL, "%s: i[0]=%d is not a dtype",
 				 name, to);
-	if (!is_float(to))
+	if (!kern_is_float(to))
 		return kern_errf(err, errlen, PPRPC_ETYPE,
-				 "%s: dst dtype %s, must be f32, f16 or bf16", name, dt_name(to));
-	return out_contig(out, to, src[0]->ne, name, err, errlen);
+				 "%s: dst dtype %s, must be f32, f16 or bf16", name, kern_dt_name(to));
+	return kern_out_contig(out, to, src[0]->ne, name, err, errlen);
 }
 
 int kern_infer_mul_mat(const char *name, const struct pprpc_op_params *p,
@@ -83,13 +73,13 @@ int kern_infer_mul_mat(const char *name, const struct pprpc_op_params *p,
 	int64_t ne[PPRPC_MAX_DIMS];
 
 	(void)p;
-	if (!is_float(w->dtype) && w->dtype != PPRPC_Q8_0)
+	if (!kern_is_float(w->dtype) && w->dtype != PPRPC_Q8_0)
 		return kern_errf(err, errlen, PPRPC_ETYPE,
 				 "%s: src0 is %s, must be f32, f16, bf16 or q8_0", name,
-				 dt_name(w->dtype));
+				 kern_dt_name(w->dtype));
 	if (x->dtype != PPRPC_F32)
 		return kern_errf(err, errlen, PPRPC_ETYPE, "%s: src1 is %s, must be f32",
-				 name, dt_name(x->dtype));
+				 name, kern_dt_name(x->dtype));
 	if (w->ne[0] != x->ne[0])
 		return kern_errf(err, errlen, PPRPC_ESHAPE, "%s: src0.ne[0]=%lld != src1.ne[0]=%lld",
 				 name, (long long)w->ne[0], (long long)x->ne[0]);
@@ -102,5 +92,5 @@ int kern_infer_mul_mat(const char *name, const struct pprpc_op_params *p,
 	ne[1] = x->ne[1];
 	ne[2] = x->ne[2];
 	ne[3] = x->ne[3];
-	return out_contig(out, PPRPC_F32, ne, name, err, errlen);
+	return kern_out_contig(out, PPRPC_F32, ne, name, err, errlen);
 }

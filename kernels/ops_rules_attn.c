@@ -7,21 +7,6 @@
 
 #include <math.h>
 
-static const char *dt_name(int dtype)
-{
-	return kern_dtype(dtype)->name;
-}
-
-static int out_contig(struct kern_tensor *out, const int64_t ne[PPRPC_MAX_DIMS],
-		      const char *name, char *err, size_t errlen)
-{
-	int rc = kern_tensor_init_contig(out, PPRPC_F32, ne);
-
-	if (rc < 0)
-		return kern_errf(err, errlen, rc, "%s: dst size overflows", name);
-	return 0;
-}
-
 int kern_infer_rope(const char *name, const struct pprpc_op_params *p,
 		    const struct kern_tensor *const *src,
 		    struct kern_tensor *out, char *err, size_t errlen)
@@ -32,10 +17,10 @@ int kern_infer_rope(const char *name, const struct pprpc_op_params *p,
 
 	if (x->dtype != PPRPC_F32)
 		return kern_errf(err, errlen, PPRPC_ETYPE, "%s: src0 is %s, must be f32",
-				 name, dt_name(x->dtype));
+				 name, kern_dt_name(x->dtype));
 	if (pos->dtype != PPRPC_I32)
 		return kern_errf(err, errlen, PPRPC_ETYPE, "%s: src1 is %s, must be i32",
-				 name, dt_name(pos->dtype));
+				 name, kern_dt_name(pos->dtype));
 	if (mode != PPRPC_ROPE_NORMAL && mode != PPRPC_ROPE_NEOX)
 		return kern_errf(err, errlen, PPRPC_EINVAL,
 				 "%s: mode i[0]=%d, must be 0 (normal) or 2 (neox)",
@@ -62,7 +47,7 @@ int kern_infer_rope(const char *name, const struct pprpc_op_params *p,
 				 "%s: src1 is [%lld,%lld,%lld,%lld], must be [%lld] (one position per token)",
 				 name, (long long)pos->ne[0], (long long)pos->ne[1],
 				 (long long)pos->ne[2], (long long)pos->ne[3], (long long)x->ne[2]);
-	return out_contig(out, x->ne, name, err, errlen);
+	return kern_out_contig(out, PPRPC_F32, x->ne, name, err, errlen);
 }
 
 int kern_infer_attention(const char *name, const struct pprpc_op_params *p,
@@ -77,13 +62,13 @@ int kern_infer_attention(const char *name, const struct pprpc_op_params *p,
 
 	if (q->dtype != PPRPC_F32)
 		return kern_errf(err, errlen, PPRPC_ETYPE, "%s: q is %s, must be f32",
-				 name, dt_name(q->dtype));
+				 name, kern_dt_name(q->dtype));
 	if (k->dtype != PPRPC_F32 && k->dtype != PPRPC_F16)
 		return kern_errf(err, errlen, PPRPC_ETYPE, "%s: k is %s, must be f32 or f16",
-				 name, dt_name(k->dtype));
+				 name, kern_dt_name(k->dtype));
 	if (v->dtype != k->dtype)
 		return kern_errf(err, errlen, PPRPC_ETYPE, "%s: v is %s, k is %s: must match",
-				 name, dt_name(v->dtype), dt_name(k->dtype));
+				 name, kern_dt_name(v->dtype), kern_dt_name(k->dtype));
 	if (!isfinite(scale) || scale <= 0.0f)
 		return kern_errf(err, errlen, PPRPC_EINVAL,
 				 "%s: scale f[0]=%g, must be finite and > 0", name, scale);
@@ -113,5 +98,5 @@ int kern_infer_attention(const char *name, const struct pprpc_op_params *p,
 		return kern_errf(err, errlen, PPRPC_ESHAPE,
 				 "%s: n_past %d + n_q %lld exceeds n_kv %lld", name, (int)n_past,
 				 (long long)n_q, (long long)n_kv);
-	return out_contig(out, q->ne, name, err, errlen);
+	return kern_out_contig(out, PPRPC_F32, q->ne, name, err, errlen);
 }

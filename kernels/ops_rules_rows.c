@@ -10,26 +10,6 @@
 
 #include <stdint.h>
 
-static bool is_float(int dtype)
-{
-	return dtype == PPRPC_F32 || dtype == PPRPC_F16 || dtype == PPRPC_BF16;
-}
-
-static const char *dt_name(int dtype)
-{
-	return kern_dtype(dtype)->name;
-}
-
-static int out_contig(struct kern_tensor *out, int dtype, const int64_t ne[PPRPC_MAX_DIMS],
-		      const char *name, char *err, size_t errlen)
-{
-	int rc = kern_tensor_init_contig(out, dtype, ne);
-
-	if (rc < 0)
-		return kern_errf(err, errlen, rc, "%s: dst size overflows", name);
-	return 0;
-}
-
 /* A batch dimension of one operand either matches the other's or is 1
  * (used for every slice). */
 static bool match_or_one(int64_t have, int64_t want)
@@ -45,13 +25,13 @@ int kern_infer_get_rows(const char *name, const struct pprpc_op_params *p,
 	int64_t ne[PPRPC_MAX_DIMS];
 
 	(void)p;
-	if (!is_float(tab->dtype) && tab->dtype != PPRPC_Q8_0)
+	if (!kern_is_float(tab->dtype) && tab->dtype != PPRPC_Q8_0)
 		return kern_errf(err, errlen, PPRPC_ETYPE,
 				 "%s: src0 is %s, must be f32, f16, bf16 or q8_0", name,
-				 dt_name(tab->dtype));
+				 kern_dt_name(tab->dtype));
 	if (ids->dtype != PPRPC_I32)
 		return kern_errf(err, errlen, PPRPC_ETYPE, "%s: src1 is %s, must be i32", name,
-				 dt_name(ids->dtype));
+				 kern_dt_name(ids->dtype));
 	if (ids->ne[3] != 1)
 		return kern_errf(err, errlen, PPRPC_ESHAPE, "%s: src1.ne[3]=%lld, must be 1", name,
 				 (long long)ids->ne[3]);
@@ -64,7 +44,7 @@ int kern_infer_get_rows(const char *name, const struct pprpc_op_params *p,
 	ne[1] = ids->ne[0];
 	ne[2] = ids->ne[1];
 	ne[3] = ids->ne[2];
-	return out_contig(out, PPRPC_F32, ne, name, err, errlen);
+	return kern_out_contig(out, PPRPC_F32, ne, name, err, errlen);
 }
 
 int kern_infer_set_rows(const char *name, const struct pprpc_op_params *p,
@@ -78,15 +58,15 @@ int kern_infer_set_rows(const char *name, const struct pprpc_op_params *p,
 
 	if (val->dtype != PPRPC_F32)
 		return kern_errf(err, errlen, PPRPC_ETYPE, "%s: src0 is %s, must be f32", name,
-				 dt_name(val->dtype));
+				 kern_dt_name(val->dtype));
 	if (ids->dtype != PPRPC_I32)
 		return kern_errf(err, errlen, PPRPC_ETYPE, "%s: src1 is %s, must be i32", name,
-				 dt_name(ids->dtype));
+				 kern_dt_name(ids->dtype));
 	if (rows < 1)
 		return kern_errf(err, errlen, PPRPC_EINVAL,
 				 "%s: i[0]=%lld, must be the table's row count (>= 1)", name,
 				 (long long)rows);
-	if (to < 0 || to >= PPRPC_DTYPE_COUNT || !is_float(to))
+	if (to < 0 || to >= PPRPC_DTYPE_COUNT || !kern_is_float(to))
 		return kern_errf(err, errlen, PPRPC_ETYPE,
 				 "%s: i[1]=%d, the table dtype must be f32, f16 or bf16", name, to);
 	if (ids->ne[0] != val->ne[1] || ids->ne[3] != 1 || !match_or_one(ids->ne[1], val->ne[2]) ||
@@ -100,7 +80,7 @@ int kern_infer_set_rows(const char *name, const struct pprpc_op_params *p,
 	ne[1] = rows;
 	ne[2] = val->ne[2];
 	ne[3] = val->ne[3];
-	return out_contig(out, to, ne, name, err, errlen);
+	return kern_out_contig(out, to, ne, name, err, errlen);
 }
 
 int kern_infer_concat(const char *name, const struct pprpc_op_params *p,
@@ -114,12 +94,12 @@ int kern_infer_concat(const char *name, const struct pprpc_op_params *p,
 	if (dim < 0 || dim >= PPRPC_MAX_DIMS)
 		return kern_errf(err, errlen, PPRPC_EINVAL, "%s: i[0]=%d is not a dimension",
 				 name, dim);
-	if (!is_float(a->dtype))
+	if (!kern_is_float(a->dtype))
 		return kern_errf(err, errlen, PPRPC_ETYPE,
-				 "%s: src0 is %s, must be f32, f16 or bf16", name, dt_name(a->dtype));
+				 "%s: src0 is %s, must be f32, f16 or bf16", name, kern_dt_name(a->dtype));
 	if (b->dtype != a->dtype)
 		return kern_errf(err, errlen, PPRPC_ETYPE, "%s: src1 is %s, src0 is %s", name,
-				 dt_name(b->dtype), dt_name(a->dtype));
+				 kern_dt_name(b->dtype), kern_dt_name(a->dtype));
 	for (int i = 0; i < PPRPC_MAX_DIMS; i++) {
 		if (i != dim && a->ne[i] != b->ne[i])
 			return kern_errf(err, errlen, PPRPC_ESHAPE,
@@ -130,5 +110,5 @@ int kern_infer_concat(const char *name, const struct pprpc_op_params *p,
 	/* Each is <= KERN_MAX_ELEMENTS (2^34): the sum cannot overflow, and
 	 * out_contig bounds the total. */
 	ne[dim] = a->ne[dim] + b->ne[dim];
-	return out_contig(out, a->dtype, ne, name, err, errlen);
+	return kern_out_contig(out, a->dtype, ne, name, err, errlen);
 }

@@ -9,27 +9,12 @@
 #include <math.h>
 #include <stdint.h>
 
-static const char *dt_name(int dtype)
-{
-	return kern_dtype(dtype)->name;
-}
-
-static int out_contig(struct kern_tensor *out, int dtype, const int64_t ne[PPRPC_MAX_DIMS],
-		      const char *name, char *err, size_t errlen)
-{
-	int rc = kern_tensor_init_contig(out, dtype, ne);
-
-	if (rc < 0)
-		return kern_errf(err, errlen, rc, "%s: dst size overflows", name);
-	return 0;
-}
-
 static int need_f32(const char *name, const struct kern_tensor *t, int i, char *err,
 		    size_t errlen)
 {
 	if (t->dtype != PPRPC_F32)
 		return kern_errf(err, errlen, PPRPC_ETYPE, "%s: src%d is %s, must be f32", name, i,
-				 dt_name(t->dtype));
+				 kern_dt_name(t->dtype));
 	return 0;
 }
 
@@ -42,7 +27,7 @@ int kern_infer_unary(const char *name, const struct pprpc_op_params *p,
 	(void)p;
 	if (rc < 0)
 		return rc;
-	return out_contig(out, PPRPC_F32, src[0]->ne, name, err, errlen);
+	return kern_out_contig(out, PPRPC_F32, src[0]->ne, name, err, errlen);
 }
 
 int kern_infer_swiglu(const char *name, const struct pprpc_op_params *p,
@@ -61,7 +46,7 @@ int kern_infer_swiglu(const char *name, const struct pprpc_op_params *p,
 			return kern_errf(err, errlen, PPRPC_ESHAPE,
 					 "%s: src0.ne[%d]=%lld != src1.ne[%d]=%lld", name, i,
 					 (long long)src[0]->ne[i], i, (long long)src[1]->ne[i]);
-	return out_contig(out, PPRPC_F32, src[0]->ne, name, err, errlen);
+	return kern_out_contig(out, PPRPC_F32, src[0]->ne, name, err, errlen);
 }
 
 int kern_infer_norm(const char *name, const struct pprpc_op_params *p,
@@ -111,5 +96,5 @@ int kern_infer_argmax(const char *name, const struct pprpc_op_params *p,
 		return kern_errf(err, errlen, PPRPC_ETOOBIG,
 				 "%s: src0.ne[0]=%lld does not fit an i32 index", name,
 				 (long long)a->ne[0]);
-	return out_contig(out, PPRPC_I32, ne, name, err, errlen);
+	return kern_out_contig(out, PPRPC_I32, ne, name, err, errlen);
 }
