@@ -157,40 +157,6 @@ struct peer {
 	enum echo_io io;
 };
 
-static int recv_exact(int fd, void *buf, size_t len)
-{
-	char *p = buf;
-
-	while (len > 0) {
-		ssize_t n = recv(fd, p, len, 0);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int send_exact(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len > 0) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Blocking echo: read a request, answer with its first ECHO_REP bytes. */
 static void peer_serve_blocking(int fd)
 {

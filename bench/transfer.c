@@ -63,23 +63,6 @@
 #define MAX_REPS 1000
 #define PATTERN_SEED 0x9e3779b97f4a7c15ull
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static int writev_all(int fd, struct iovec *iov, int iovcnt)
 {
 	while (iovcnt > 0) {
@@ -98,23 +81,6 @@ static int writev_all(int fd, struct iovec *iov, int iovcnt)
 			iov->iov_base = (char *)iov->iov_base + n;
 			iov->iov_len -= (size_t)n;
 		}
-	}
-	return 0;
-}
-
-static int read_all(int fd, void *buf, size_t len)
-{
-	char *p = buf;
-
-	while (len > 0) {
-		ssize_t n = recv(fd, p, len, 0);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
 	}
 	return 0;
 }
@@ -138,16 +104,16 @@ static void peer_serve(int fd, size_t cap)
 
 	if (!buf)
 		_exit(3);
-	while (read_all(fd, &cmd, sizeof(cmd)) == 0) {
+	while (recv_exact(fd, &cmd, sizeof(cmd)) == 0) {
 		if (cmd.len > cap)
 			_exit(4);
 		switch (cmd.op) {
 		case PEER_PUSH:
-			if (read_all(fd, buf, cmd.len) < 0 || write_all(fd, &ack, 1) < 0)
+			if (recv_exact(fd, buf, cmd.len) < 0 || send_exact(fd, &ack, 1) < 0)
 				_exit(5);
 			break;
 		case PEER_PULL:
-			if (write_all(fd, buf, cmd.len) < 0)
+			if (send_exact(fd, buf, cmd.len) < 0)
 				_exit(5);
 			break;
 		case PEER_FILL:
@@ -155,13 +121,13 @@ static void peer_serve(int fd, size_t cap)
 				fill_pattern(buf, cmd.len, cmd.seed);
 			else
 				memset(buf, 0, cmd.len);
-			if (write_all(fd, &ack, 1) < 0)
+			if (send_exact(fd, &ack, 1) < 0)
 				_exit(5);
 			break;
 		case PEER_HASH: {
 			uint64_t h = hash64(buf, cmd.len);
 
-			if (write_all(fd, &h, sizeof(h)) < 0)
+			if (send_exact(fd, &h, sizeof(h)) < 0)
 				_exit(5);
 			break;
 		}
@@ -182,7 +148,7 @@ static int peer_simple(struct loopback_peer *p, uint32_t op, uint64_t len, uint6
 {
 	struct peer_cmd cmd = { .op = op, .len = len, .seed = seed };
 
-	if (write_all(p->fd, &cmd, sizeof(cmd)) < 0 || read_all(p->fd, reply, rlen) < 0)
+	if (send_exact(p->fd, &cmd, sizeof(cmd)) < 0 || recv_exact(p->fd, reply, rlen) < 0)
 		return -1;
 	return 0;
 }
@@ -195,7 +161,7 @@ static int peer_push(struct loopback_peer *p, const void *src, uint64_t len, dou
 	uint8_t ack;
 	double t0 = now_s();
 
-	if (writev_all(p->fd, iov, 2) < 0 || read_all(p->fd, &ack, 1) < 0)
+	if (writev_all(p->fd, iov, 2) < 0 || recv_exact(p->fd, &ack, 1) < 0)
 		return -1;
 	*secs = now_s() - t0;
 	return 0;
@@ -207,7 +173,7 @@ static int peer_pull(struct loopback_peer *p, void *dst, uint64_t len, double *s
 	struct peer_cmd cmd = { .op = PEER_PULL, .len = len };
 	double t0 = now_s();
 
-	if (write_all(p->fd, &cmd, sizeof(cmd)) < 0 || read_all(p->fd, dst, (size_t)len) < 0)
+	if (send_exact(p->fd, &cmd, sizeof(cmd)) < 0 || recv_exact(p->fd, dst, (size_t)len) < 0)
 		return -1;
 	*secs = now_s() - t0;
 	return 0;

@@ -7,6 +7,7 @@
 #ifndef PPRPC_TOOLS_LOOPBACK_H
 #define PPRPC_TOOLS_LOOPBACK_H
 
+#include <stddef.h>
 #include <sys/types.h>
 
 struct loopback_peer {
@@ -21,5 +22,9 @@ int loopback_peer_start(struct loopback_peer *p, void (*serve)(int fd, void *arg
 /* Close our end (the peer exits on EOF) and reap it. */
 void loopback_peer_stop(struct loopback_peer *p);
 void set_nodelay(int fd);
+/* Blocking socket I/O of exactly len bytes (EINTR retried; no SIGPIPE).
+ * 0, or -1 on error or EOF. */
+int recv_exact(int fd, void *buf, size_t len);
+int send_exact(int fd, const void *buf, size_t len);
 
 #endif
