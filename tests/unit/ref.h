@@ -8,6 +8,7 @@
 #ifndef PPRPC_TESTS_REF_H
 #define PPRPC_TESTS_REF_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +125,21 @@ static inline void ref_fill(const struct kern_tensor *t, uint64_t seed)
 	for (int64_t l = 0; l < n; l++) {
 		ref_unravel(t->ne, l, i);
 		ref_set(t, i[0], i[1], i[2], i[3], ref_rand(&seed));
+	}
+}
+
+/* Mark every element "not written": NaN, or INT32_MAX for i32, so an
+ * element a kernel forgets to write is caught by the comparison. */
+static inline void ref_poison(const struct kern_tensor *t)
+{
+	int64_t n = kern_tensor_nelements(t), i[4];
+
+	for (int64_t l = 0; l < n; l++) {
+		ref_unravel(t->ne, l, i);
+		if (t->dtype == PPRPC_I32)
+			*(int32_t *)ref_ptr(t, i[0], i[1], i[2], i[3]) = INT32_MAX;
+		else
+			ref_set(t, i[0], i[1], i[2], i[3], NAN);
 	}
 }
 

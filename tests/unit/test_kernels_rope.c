@@ -45,14 +45,9 @@ static struct kern_tensor mk(int dtype, int64_t a, int64_t b, int64_t c, int64_t
 static struct kern_tensor mk_dst(const int64_t ne[4])
 {
 	struct kern_tensor t;
-	int64_t n, i[4];
 
 	assert_int_equal(ref_alloc(&t, PPRPC_F32, ne, NULL, 1, 0), 0);
-	n = kern_tensor_nelements(&t);
-	for (int64_t l = 0; l < n; l++) {
-		ref_unravel(t.ne, l, i);
-		ref_set(&t, i[0], i[1], i[2], i[3], NAN);
-	}
+	ref_poison(&t);
 	return t;
 }
 
