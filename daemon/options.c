@@ -45,6 +45,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->xfer_timeout_ms = 30000;
 	o->peer_timeout_ms = 15000;
 	o->cuda_graphs = 1;
+	o->send_in_place = 1;
 	o->log_level = LOG_NOTICE_;
 	o->transport = PPRPCD_TRANSPORT_AUTO;
 	o->rdma_chunk = 512u << 10;
@@ -99,20 +100,24 @@ STR_SETTER(set_devices, devices)
 STR_SETTER(set_metrics_listen, metrics_listen)
 STR_SETTER(set_auth_key_file, auth_key_file)
 
-static int set_insecure_listen(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
-{
-	uint64_t x;
-	int rc = parse_u64(v, 0, 1, &x, err, errlen);
+/* A 0|1 switch stored in an int field. */
+#define FLAG_SETTER(fn, field)                                                             \
+	static int fn(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)      \
+	{                                                                                  \
+		uint64_t x;                                                                \
+		int rc = parse_u64(v, 0, 1, &x, err, errlen);                              \
+		if (rc == 0)                                                               \
+			o->field = (int)x;                                                 \
+		return rc;                                                                 \
+	}                                                                                  \
+	static void fn##_show(const struct pprpcd_opts *o, char *buf, size_t len)          \
+	{                                                                                  \
+		snprintf(buf, len, "%d", o->field);                                        \
+	}
 
-	if (rc == 0)
-		o->insecure_listen = (int)x;
-	return rc;
-}
-
-static void set_insecure_listen_show(const struct pprpcd_opts *o, char *buf, size_t len)
-{
-	snprintf(buf, len, "%d", o->insecure_listen);
-}
+FLAG_SETTER(set_insecure_listen, insecure_listen)
+FLAG_SETTER(set_cuda_graphs, cuda_graphs)
+FLAG_SETTER(set_send_in_place, send_in_place)
 
 #define U32_SETTER(fn, field, lo, hi)                                                      \
 	static int fn(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)      \
@@ -219,21 +224,6 @@ static int set_peer_timeout(struct pprpcd_opts *o, const char *v, char *err, siz
 static void set_peer_timeout_show(const struct pprpcd_opts *o, char *buf, size_t len)
 {
 	snprintf(buf, len, "%llu", (unsigned long long)o->peer_timeout_ms);
-}
-
-static int set_cuda_graphs(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
-{
-	uint64_t x;
-	int rc = parse_u64(v, 0, 1, &x, err, errlen);
-
-	if (rc == 0)
-		o->cuda_graphs = (int)x;
-	return rc;
-}
-
-static void set_cuda_graphs_show(const struct pprpcd_opts *o, char *buf, size_t len)
-{
-	snprintf(buf, len, "%d", o->cuda_graphs);
 }
 
 static int set_log(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
@@ -374,6 +364,7 @@ static const struct optdef defs[] = {
 	{ "staging-mib", "N", "SEND staging ring; a SEND stalls only when it is full", set_staging, set_staging_show },
 	{ "cpu-affinity", "SPEC", "pin threads: loop=CPUS,device=CPUS (e.g. loop=0,device=1-3)", set_affinity, set_affinity_show },
 	{ "drain-ms", "N", "on SIGTERM, let queued work finish for up to N ms", set_drain, set_drain_show },
+	{ "send-in-place", "0|1", "a SEND last in its stream streams from the tensor itself while the destination pulls (default 1)", set_send_in_place, set_send_in_place_show },
 	{ "transfer-timeout-ms", "N", "a SEND or RECV whose partner does not come fails after N ms (0 = never)", set_xfer_timeout, set_xfer_timeout_show },
 	{ "peer-timeout-ms", "N", "drop a peer link silent for N ms while we wait on it (0 = never)", set_peer_timeout, set_peer_timeout_show },
 	{ "cuda-graphs", "0|1", "capture each graph as a CUDA graph on its first run and replay it (default 1)", set_cuda_graphs, set_cuda_graphs_show },

@@ -52,8 +52,9 @@ struct pprpcd_opts {
 	uint64_t staging_bytes;    /* SEND staging ring */
 	uint32_t drain_ms;         /* SIGTERM: how long queued work may finish */
 	uint64_t xfer_timeout_ms;  /* a transfer half without its partner fails after this */
-	uint64_t peer_timeout_ms;
-	int cuda_graphs;           /* capture CUDA graphs on first run, replay after */  /* a peer link silent this long with requests outstanding is dropped */
+	uint64_t peer_timeout_ms;  /* a peer link silent this long with requests outstanding is dropped */
+	int cuda_graphs;           /* capture CUDA graphs on first run, replay after */
+	int send_in_place;         /* a SEND with nothing behind it streams from the tensor (xfer.c) */
 	char metrics_listen[300];  /* Prometheus endpoint, "" = off */
 	int transport;             /* PPRPCD_TRANSPORT_*: peer links and the listener */
 	uint32_t rdma_chunk;       /* RDMA ring geometry (rdma_ring.h) */

@@ -18,14 +18,21 @@
 #include "daemon/staging.h"
 #include "daemon/stream.h"
 #include "pprpc_types.h"
+#include "proto/errtext.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
 
 enum { CH_EMPTY, CH_CAPTURED, CH_SENT };
 
+/* In-place chunks a SEND may have published and not yet seen written: the
+ * wait for them is all that stands between a newly queued command and the
+ * tensor (two slots keep a loopback socket busy while one is written). */
+#define INPLACE_WINDOW 2
+
 struct xchunk {
-	int slot;
+	int slot;              /* staging slot, or -1: in place (src) */
 	int state;             /* CH_* ; CAPTURED is published under xfer_lock */
+	const uint8_t *src;    /* in place: the bytes in the source tensor */
 	uint64_t off, len;
 };
 
@@ -46,6 +53,13 @@ struct xsend {
 	uint32_t writes_inflight;
 	struct conn *puller;    /* the peer connection pulling it (ref held) */
 	uint64_t pull_req;
+	/* In place (see send_exec).  Under xfer_lock: */
+	int pulling;            /* a puller is attached */
+	int abort;              /* failed: the SEND stops waiting */
+	uint32_t inplace_open;  /* in-place chunks published, not yet written */
+	/* Loop: */
+	uint32_t inplace_wire;  /* in-place chunks handed to the link, not yet written */
+	struct dbuf *src_b;     /* the SEND's tensor, held while in-place bytes are on the wire */
 	char peer[64];
 	uint64_t t0_us;
 	uint64_t born_ms;       /* loop time of creation, for expiry */
@@ -161,6 +175,29 @@ static void xsend_unlink(struct pprpcd *d, struct xsend *x)
 		}
 }
 
+/* The transfer failed: nothing more is sent, and a SEND waiting for its
+ * in-place chunks stops waiting (loop thread). */
+static void xsend_mark_failed(struct pprpcd *d, struct xsend *x, int status)
+{
+	x->failed = 1;
+	if (status && !x->status)
+		x->status = status;
+	pthread_mutex_lock(&d->xfer_lock);
+	x->abort = 1;
+	pthread_mutex_unlock(&d->xfer_lock);
+	pprpcd_kick_queues(d);
+}
+
+/* The tensor may change once the SEND completed and no in-place chunk is
+ * still being written from it. */
+static void xsend_release_src(struct xsend *x)
+{
+	if (x->src_b && x->exec_done && !x->inplace_wire) {
+		buffer_unref(x->src_b);
+		x->src_b = NULL;
+	}
+}
+
 /* Free once nothing can touch it: the SEND command finished, and either
  * every chunk was written or the transfer failed and no write is pending. */
 static void xsend_maybe_free(struct pprpcd *d, struct xsend *x)
@@ -177,8 +214,9 @@ static void xsend_maybe_free(struct pprpcd *d, struct xsend *x)
 	bstat_add(d, x->peer[0] ? x->peer : "?", "send",
 		  x->puller && x->puller->t ? transport_name(x->puller->t) : "tcp", x->size, x->t0_us, !finished);
 	for (uint32_t i = 0; i < x->nchunks; i++)
-		if (x->chunks[i].state == CH_CAPTURED)
+		if (x->chunks[i].state == CH_CAPTURED && x->chunks[i].slot >= 0)
 			staging_put(&d->staging, x->chunks[i].slot);
+	xsend_release_src(x);
 	xsend_unlink(d, x);
 	if (x->puller)
 		conn_unref(x->puller);
@@ -198,13 +236,22 @@ static void chunk_written(void *arg, int status)
 	struct xsend *x = w->x;
 	struct xchunk *ch = &x->chunks[w->i];
 
-	staging_put(&w->d->staging, ch->slot);
+	if (ch->slot >= 0) {
+		staging_put(&w->d->staging, ch->slot);
+	} else {
+		x->inplace_wire--;
+		pthread_mutex_lock(&w->d->xfer_lock);
+		x->inplace_open--;
+		pthread_mutex_unlock(&w->d->xfer_lock);
+		pprpcd_kick_queues(w->d);
+		xsend_release_src(x);
+	}
 	ch->state = CH_SENT;
 	x->writes_inflight--;
 	if (status == 0)
 		x->nwritten++;
 	else
-		x->failed = 1;
+		xsend_mark_failed(w->d, x, 0);
 	xsend_maybe_free(w->d, x);
 	free(w);
 }
@@ -229,7 +276,7 @@ static void xsend_pump(struct pprpcd *d, struct xsend *x)
 		struct chunk_write *w = malloc(sizeof(*w));
 
 		if (!w) {
-			x->failed = 1;
+			xsend_mark_failed(d, x, PPRPC_ENOMEM);
 			break;
 		}
 		w->d = d;
@@ -239,9 +286,11 @@ static void xsend_pump(struct pprpcd *d, struct xsend *x)
 		pc.size = ch->len;
 		x->nsent++;
 		x->writes_inflight++;
+		if (ch->slot < 0)
+			x->inplace_wire++;
 		/* reply_send_part calls chunk_written even if it cannot send. */
 		reply_send_part(x->puller, MSG_PULL, x->pull_req, x->nsent < x->nchunks, &pc.base,
-				staging_ptr(&d->staging, ch->slot), ch->len, chunk_written, w);
+				ch->slot >= 0 ? staging_ptr(&d->staging, ch->slot) : ch->src, ch->len, chunk_written, w);
 	}
 	x->writes_inflight--;
 	xsend_maybe_free(d, x);
@@ -263,17 +312,110 @@ struct send_cmd {
 	struct xsend *x;
 	struct dbuf *b;
 	uint64_t offset;
+	uint32_t next;          /* worker: the next chunk to publish */
+	int in_place;           /* may stream from the tensor (host-visible, enabled) */
+	int behind;             /* worker: a later command of this stream is queued */
 };
 
-/* Worker: capture chunk by chunk, publishing each one at once. */
+/* Is a later command of q's stream queued?  Under the queue lock. */
+static int stream_has_later(const struct qcmd *q)
+{
+	if (!q->stream)
+		return 1;
+	for (const struct qcmd *c = q->next; c; c = c->next)
+		if (c->stream == q->stream)
+			return 1;
+	return 0;
+}
+
+/* Worker, under the queue lock. */
+static int send_ready(struct qcmd *q)
+{
+	struct send_cmd *sc = (struct send_cmd *)q;
+	struct pprpcd *d = sc->qr.c->d;
+	struct xsend *x = sc->x;
+	int ready;
+
+	sc->behind = stream_has_later(q);
+	if (sc->behind || atomic_load(&d->stopping_workers))
+		return 1;
+	pthread_mutex_lock(&d->xfer_lock);
+	if (x->abort)
+		ready = 1;
+	else if (sc->next < x->nchunks)
+		ready = !sc->in_place || (x->pulling && x->inplace_open < INPLACE_WINDOW);
+	else
+		ready = x->inplace_open == 0;
+	pthread_mutex_unlock(&d->xfer_lock);
+	return ready;
+}
+
+/* Publish chunk i to the loop's pump (which sends what is published, in
+ * order); src is the tensor's bytes in place, or NULL with a staging slot. */
+static void send_publish(struct pprpcd *d, struct xsend *x, uint32_t i, int slot, const uint8_t *src)
+{
+	struct xchunk *ch = &x->chunks[i];
+
+	pthread_mutex_lock(&d->xfer_lock);
+	ch->slot = slot;
+	ch->src = src;
+	ch->state = CH_CAPTURED;
+	x->ncaptured++;
+	if (src)
+		x->inplace_open++;
+	pthread_mutex_unlock(&d->xfer_lock);
+	uv_async_send(&d->xfer_async);
+}
+
+/* Worker.  A SEND must leave the stream only once its bytes are safe from
+ * what comes after it.  Captured into staging, they are safe at once: that
+ * is the rule whenever a later command of the stream is queued (the stream
+ * moves on without waiting for the wire).  While the SEND is the last
+ * command of its stream and the destination is pulling, nothing can touch
+ * the tensor yet, so chunks stream straight from it (no capture copy, up to
+ * INPLACE_WINDOW on the wire); the moment a later command arrives, the rest
+ * is captured, and the SEND completes once its in-place chunks are written.
+ * A FENCE is such a command too, so synchronizing never waits for the
+ * destination.  Device memory the host cannot read is always captured. */
 static int send_exec(struct qcmd *q)
 {
 	struct send_cmd *sc = (struct send_cmd *)q;
 	struct pprpcd *d = sc->qr.c->d;
 	struct xsend *x = sc->x;
+	const uint8_t *src = sc->b->ptr + sc->offset;
 
-	for (uint32_t i = 0; i < x->nchunks; i++) {
-		struct xchunk *ch = &x->chunks[i];
+	for (;;) {
+		int abort, pulling;
+		uint32_t open;
+
+		if (atomic_load(&q->stream->canceled) || atomic_load(&d->stopping_workers)) {
+			snprintf(q->err, sizeof(q->err), "SEND cancelled");
+			return PPRPC_ECANCELED;
+		}
+		pthread_mutex_lock(&d->xfer_lock);
+		abort = x->abort;
+		pulling = x->pulling;
+		open = x->inplace_open;
+		pthread_mutex_unlock(&d->xfer_lock);
+		if (abort) {
+			int st = x->status ? x->status : PPRPC_ECANCELED;
+
+			snprintf(q->err, sizeof(q->err), "SEND of transfer %" PRIu64 " failed: %s", x->id,
+				 st == PPRPC_ETIMEDOUT ? "the destination did not pull it within the transfer timeout"
+				 : st == PPRPC_ECLOSED ? "the destination's link closed"
+						       : pprpc_err_text(st));
+			return st;
+		}
+		if (sc->next == x->nchunks)
+			return open ? QCMD_AGAIN : 0;
+		if (sc->in_place && !sc->behind) {
+			if (!pulling || open >= INPLACE_WINDOW)
+				return QCMD_AGAIN;
+			send_publish(d, x, sc->next, -1, src + x->chunks[sc->next].off);
+			sc->next++;
+			continue;
+		}
+		struct xchunk *ch = &x->chunks[sc->next];
 		int slot = staging_get(&d->staging, &q->stream->canceled, &d->stopping_workers);
 		int rc;
 
@@ -281,20 +423,14 @@ static int send_exec(struct qcmd *q)
 			snprintf(q->err, sizeof(q->err), "SEND cancelled while waiting for staging space");
 			return PPRPC_ECANCELED;
 		}
-		rc = device_download(sc->b->dev, staging_ptr(&d->staging, slot), sc->b->ptr + sc->offset + ch->off,
-				     ch->len);
-		pthread_mutex_lock(&d->xfer_lock);
-		ch->slot = slot;
-		ch->state = CH_CAPTURED;
-		x->ncaptured++;
-		pthread_mutex_unlock(&d->xfer_lock);
-		uv_async_send(&d->xfer_async);
+		rc = device_download(sc->b->dev, staging_ptr(&d->staging, slot), src + ch->off, ch->len);
+		send_publish(d, x, sc->next, slot, NULL);
 		if (rc < 0) {
-			snprintf(q->err, sizeof(q->err), "SEND: capturing chunk %u failed", i);
+			snprintf(q->err, sizeof(q->err), "SEND: capturing chunk %u failed", sc->next);
 			return rc;
 		}
+		sc->next++;
 	}
-	return 0;
 }
 
 static void send_release(struct qreq *qr)
@@ -304,11 +440,11 @@ static void send_release(struct qreq *qr)
 	struct pprpcd *d = qr->c->d;
 
 	x->exec_done = 1;
-	if (qr->q.status < 0) {
-		x->failed = 1;
-		x->status = qr->q.status;
-	}
-	buffer_unref(sc->b);
+	if (qr->q.status < 0 && !x->failed)
+		xsend_mark_failed(d, x, qr->q.status);
+	/* The buffer reference passes to the transfer (xsend_release_src). */
+	x->src_b = sc->b;
+	xsend_release_src(x);
 	xsend_pump(d, x);
 }
 
@@ -373,8 +509,10 @@ void h_send(struct conn *c, struct request *r)
 	sc->x = x;
 	sc->b = b;
 	sc->offset = m->offset;
+	sc->in_place = d->opts.send_in_place && device_host_visible(b->dev);
 	buffer_ref(b);
 	sc->qr.release = send_release;
+	sc->qr.q.ready = send_ready;
 	qreq_push(&sc->qr, c, r, b->dev, send_exec);
 }
 
@@ -392,8 +530,7 @@ void h_pull(struct conn *c, struct request *r)
 		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EINVAL, err);
 		/* A SEND nobody can receive must not hold staging slots. */
 		if (x && !x->puller && x->have_send) {
-			x->failed = 1;
-			x->status = PPRPC_EINVAL;
+			xsend_mark_failed(d, x, PPRPC_EINVAL);
 			xsend_maybe_free(d, x);
 		}
 		return;
@@ -409,6 +546,10 @@ void h_pull(struct conn *c, struct request *r)
 	x->puller = c;
 	x->pull_req = r->hdr.req_id;
 	conn_ref(c);
+	pthread_mutex_lock(&d->xfer_lock);
+	x->pulling = 1;
+	pthread_mutex_unlock(&d->xfer_lock);
+	pprpcd_kick_queues(d);
 	xsend_pump(d, x);
 }
 
@@ -741,14 +882,15 @@ void xfer_expire(struct pprpcd *d, uint64_t now_ms)
 			reply_error(x->puller, MSG_PULL, x->pull_req, PPRPC_ETIMEDOUT, msg);
 			conn_unref(x->puller);
 			x->puller = NULL;
-			x->failed = 1;
+			xsend_mark_failed(d, x, PPRPC_ETIMEDOUT);
 			LOG(d, LOG_NOTICE_, "%s", msg);
 			xsend_maybe_free(d, x);
-		} else if (x->have_send && !x->puller && x->exec_done) {
+		} else if (x->have_send && !x->puller) {
+			/* Captured: the slots are freed.  Still waiting to stream
+			 * in place: the SEND fails with the reason. */
 			LOG(d, LOG_NOTICE_, "transfer %" PRIu64 " to %s was not pulled within %" PRIu64 " ms; dropped",
 			    x->id, x->peer, limit);
-			x->failed = 1;
-			x->status = PPRPC_ETIMEDOUT;
+			xsend_mark_failed(d, x, PPRPC_ETIMEDOUT);
 			xsend_maybe_free(d, x);
 		}
 	}
@@ -762,7 +904,7 @@ void xfer_conn_closed(struct pprpcd *d, struct conn *c)
 		next = x->next;
 		if (x->puller == c) {
 			/* The destination went away: nothing more can be delivered. */
-			x->failed = 1;
+			xsend_mark_failed(d, x, PPRPC_ECLOSED);
 			conn_unref(c);
 			x->puller = NULL;
 			xsend_maybe_free(d, x);

@@ -3,7 +3,11 @@
  *
  * SEND(region, id, dst rank) on the source queue captures the region into
  * staging slots, chunk by chunk, when the queue reaches it, and the queue
- * moves on (it stalls only when the staging ring is full).  RECV(region, id,
+ * moves on (it stalls only when the staging ring is full).  A SEND that is
+ * the last command of its stream while the destination pulls skips the
+ * capture copy and streams from the tensor in place, keeping the stream
+ * until those bytes are written; a later command makes it capture the rest
+ * (send_exec in xfer.c).  RECV(region, id,
  * src rank) on the destination makes the destination daemon PULL the
  * transfer from the source over its peer link; the source streams each
  * chunk as soon as it is captured (chunk i+1 is captured while chunk i is on

@@ -19,6 +19,7 @@
 
 #include "pprpc.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/wire.h"
 
 #define MIB (1024ull * 1024ull)
 
@@ -75,6 +76,10 @@ static void fill(uint8_t *x, size_t n, uint32_t seed)
 	}
 }
 
+/* overwrite: 0 never, 1 right behind the SEND, or N > 1: N microseconds
+ * later, while a SEND that was last in its stream streams from the tensor
+ * in place (the overwrite must wait for the bytes on the wire and have the
+ * rest captured). */
 static void transfer(struct pair *p, size_t n, uint64_t id, int recv_first, int overwrite)
 {
 	uint8_t *src = malloc(n), *dst = malloc(n), *junk = malloc(n);
@@ -92,6 +97,8 @@ static void transfer(struct pair *p, size_t n, uint64_t id, int recv_first, int 
 		assert_int_equal(pprpc_recv_async(p->cb, bb, 0, n, id, p->a.addr), 0);
 	assert_int_equal(pprpc_send_async(p->ca, ba, 0, n, id, p->b.addr), 0);
 	/* The SEND captured the bytes: overwriting the source now is safe. */
+	if (overwrite > 1)
+		usleep((useconds_t)overwrite);
 	if (overwrite)
 		assert_int_equal(pprpc_tensor_set_async(p->ca, ba, 0, junk, n), 0);
 	if (!recv_first)
@@ -117,6 +124,115 @@ static void test_sizes(void **state)
 		transfer(p, sizes[i], id++, 1, 0);
 		transfer(p, sizes[i], id++, 0, 1);
 	}
+}
+
+/* The destination pulls before the SEND runs, and nothing follows the SEND
+ * on its stream: the bytes stream from the tensor in place.  An overwrite
+ * queued mid-stream must still leave the destination with the old bytes. */
+static void test_in_place_overwrite(void **state)
+{
+	struct pair *p = *state;
+	static const int delays_us[] = { 200, 2000, 10000 };
+	uint64_t id = 1000;
+
+	for (size_t i = 0; i < sizeof(delays_us) / sizeof(delays_us[0]); i++) {
+		transfer(p, 64 * MIB, id++, 1, delays_us[i]);
+		transfer(p, 3 * MIB + 5, id++, 1, delays_us[i]);
+	}
+}
+
+/* The window of in-place chunks is what a later command waits for: here the
+ * puller is this test on a raw socket that does not read, so the SEND's
+ * last in-place chunks sit unwritten (the kernel buffers hold a few MiB)
+ * when an overwrite is queued behind it.  The rest of the transfer is
+ * captured into free staging slots, and the overwrite must still wait until
+ * the in-place chunks are written: every byte pulled is the old one. */
+static void test_in_place_slow_puller(void **state)
+{
+	struct pair *p = *state;
+	/* 24 chunks of the 512 KiB slots: more than the kernel buffers take,
+	 * while what is left after them fits the 16-slot ring. */
+	size_t n = 12 * MIB, got = 0;
+	uint8_t *src = malloc(n), *junk = malloc(n), *dst = calloc(1, n);
+	Pprpc__Pull pull = PPRPC__PULL__INIT;
+	int fd = traw_connect(&p->a), small = 32 * 1024, more = 1;
+	pprpc_buffer ba;
+
+	assert_non_null(src);
+	assert_non_null(junk);
+	assert_non_null(dst);
+	assert_true(fd >= 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	assert_int_equal(wire_hello(fd), 0);
+	fill(src, n, 3003);
+	memset(junk, 0xA5, n);
+	assert_int_equal(pprpc_buffer_alloc(p->ca, 0, n, &ba), 0);
+	assert_int_equal(pprpc_tensor_set(p->ca, ba, 0, src, n), 0);
+	pull.transfer_id = 3003;
+	pull.size = n;
+	assert_int_equal(wire_send_msg(fd, MSG_PULL, 1, &pull.base, NULL, 0), 0);
+	assert_int_equal(pprpc_send_async(p->ca, ba, 0, n, 3003, "127.0.0.1:9"), 0);
+	usleep(300 * 1000);
+	assert_int_equal(pprpc_tensor_set_async(p->ca, ba, 0, junk, n), 0);
+	usleep(200 * 1000);
+	while (more) {
+		struct wire_reply r;
+		ProtobufCMessage *m = NULL;
+		const Pprpc__PullChunk *pc;
+
+		assert_int_equal(wire_read_reply(fd, &r, WIRE_TIMEOUT_MS), 0);
+		assert_false(r.is_error);
+		assert_int_equal(wire_reply_unpack(&r, &pprpc__pull_chunk__descriptor, &m), 0);
+		pc = (const Pprpc__PullChunk *)m;
+		assert_int_equal(pc->offset, got);
+		assert_true(pc->size == r.h.bulk_len && pc->size <= n - got);
+		memcpy(dst + got, r.bulk, pc->size);
+		got += pc->size;
+		more = !!(r.h.flags & FRAME_F_MORE);
+		meta_free(m);
+		wire_reply_free(&r);
+	}
+	assert_int_equal(got, n);
+	assert_memory_equal(src, dst, n);
+	assert_int_equal(pprpc_synchronize(p->ca, 0), 0);
+	close(fd);
+	assert_int_equal(pprpc_buffer_free(p->ca, ba), 0);
+	free(src);
+	free(junk);
+	free(dst);
+}
+
+/* A SEND waiting to stream in place must not hold its stream: synchronizing
+ * the source before the destination asks completes at once (the FENCE
+ * behind it makes it capture), and the transfer still arrives intact. */
+static void test_sync_before_recv(void **state)
+{
+	struct pair *p = *state;
+	size_t n = 5 * MIB;
+	uint8_t *src = malloc(n), *dst = malloc(n);
+	pprpc_buffer ba, bb;
+	struct timespec t0, t1;
+
+	assert_non_null(src);
+	assert_non_null(dst);
+	fill(src, n, 77);
+	assert_int_equal(pprpc_buffer_alloc(p->ca, 0, n, &ba), 0);
+	assert_int_equal(pprpc_buffer_alloc(p->cb, 0, n, &bb), 0);
+	assert_int_equal(pprpc_tensor_set(p->ca, ba, 0, src, n), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(pprpc_send_async(p->ca, ba, 0, n, 2001, p->b.addr), 0);
+	assert_int_equal(pprpc_synchronize(p->ca, 0), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	/* well below the 1500 ms transfer timeout that would otherwise end it */
+	assert_true((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 1000);
+	assert_int_equal(pprpc_recv_async(p->cb, bb, 0, n, 2001, p->a.addr), 0);
+	assert_int_equal(pprpc_synchronize(p->cb, 0), 0);
+	assert_int_equal(pprpc_tensor_get(p->cb, bb, 0, dst, n), 0);
+	assert_memory_equal(src, dst, n);
+	assert_int_equal(pprpc_buffer_free(p->ca, ba), 0);
+	assert_int_equal(pprpc_buffer_free(p->cb, bb), 0);
+	free(src);
+	free(dst);
 }
 
 /* Many transfers queued at once through a 16-slot ring: SEND stalls while
@@ -228,7 +344,12 @@ static void test_unmatched(void **state)
 	assert_int_equal(pprpc_send_async(p->ca, ba, 0, 4096, 8001, p->b.addr), 0);
 	assert_int_equal(pprpc_synchronize(p->cb, 0), PPRPC_ETIMEDOUT);
 	assert_non_null(strstr(pprpc_last_error(p->cb), "no SEND with transfer id 8000"));
-	assert_int_equal(pprpc_synchronize(p->ca, 0), 0); /* the SEND itself captured fine */
+	/* Last in its stream, the SEND waited to stream in place; unpulled, it
+	 * fails with the reason, and the stream is usable after the FENCE. */
+	assert_int_equal(pprpc_synchronize(p->ca, 0), PPRPC_ETIMEDOUT);
+	assert_non_null(strstr(pprpc_last_error(p->ca), "did not pull it"));
+	assert_int_equal(pprpc_tensor_set(p->ca, ba, 0, "x", 1), 0);
+	assert_int_equal(pprpc_synchronize(p->ca, 0), 0);
 	assert_true(time(NULL) - t0 <= 8);
 	/* The unpulled SEND releases its slot once it expires. */
 	for (int i = 0; i < 100; i++) {
@@ -304,6 +425,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sizes),
+		cmocka_unit_test(test_in_place_overwrite),
+		cmocka_unit_test(test_in_place_slow_puller),
+		cmocka_unit_test(test_sync_before_recv),
 		cmocka_unit_test(test_ring_full),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_stats_and_probe),

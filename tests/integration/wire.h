@@ -32,7 +32,7 @@
 /* Largest reply bulk a test reads into memory (larger ones are discarded). */
 #define WIRE_MAX_KEEP_BULK (64ull << 20)
 
-static int64_t wire_now_ms(void)
+static inline int64_t wire_now_ms(void)
 {
 	struct timespec ts;
 
@@ -42,7 +42,7 @@ static int64_t wire_now_ms(void)
 
 /* Wait until fd is readable/writable or the deadline passes.  Returns 1
  * ready, 0 timed out, -errno. */
-static int wire_wait(int fd, short events, int64_t deadline)
+static inline int wire_wait(int fd, short events, int64_t deadline)
 {
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = events };
@@ -61,7 +61,7 @@ static int wire_wait(int fd, short events, int64_t deadline)
 
 /* Send all n bytes.  0, -ETIMEDOUT or -errno (EPIPE / ECONNRESET once the
  * daemon closed the connection). */
-static int wire_send_all(int fd, const void *data, size_t n, int timeout_ms)
+static inline int wire_send_all(int fd, const void *data, size_t n, int timeout_ms)
 {
 	const uint8_t *p = data;
 	int64_t deadline = wire_now_ms() + timeout_ms;
@@ -92,7 +92,7 @@ static int wire_send_all(int fd, const void *data, size_t n, int timeout_ms)
 
 /* Receive exactly n bytes.  Returns n, fewer when the peer closed first
  * (orderly EOF), -ETIMEDOUT or -errno (ECONNRESET). */
-static ssize_t wire_recv_all(int fd, void *data, size_t n, int timeout_ms)
+static inline ssize_t wire_recv_all(int fd, void *data, size_t n, int timeout_ms)
 {
 	uint8_t *p = data;
 	size_t got = 0;
@@ -127,7 +127,7 @@ static ssize_t wire_recv_all(int fd, void *data, size_t n, int timeout_ms)
  * for an orderly close (recv returned 0), -ECONNRESET for a reset,
  * -ETIMEDOUT if it stayed open; *ret_discarded (may be NULL) gets the
  * number of bytes that arrived before the close. */
-static int wire_wait_closed(int fd, int timeout_ms, uint64_t *ret_discarded)
+static inline int wire_wait_closed(int fd, int timeout_ms, uint64_t *ret_discarded)
 {
 	uint8_t sink[65536];
 	uint64_t total = 0;
@@ -161,7 +161,7 @@ static int wire_wait_closed(int fd, int timeout_ms, uint64_t *ret_discarded)
 
 /* Encode a header with arbitrary field values (frame_hdr_encode always
  * writes the right magic; wire_hdr_magic overrides it afterwards). */
-static void wire_hdr(uint8_t out[FRAME_HDR_SIZE], uint16_t version, uint16_t type, uint32_t flags,
+static inline void wire_hdr(uint8_t out[FRAME_HDR_SIZE], uint16_t version, uint16_t type, uint32_t flags,
 		     uint32_t meta_len, uint64_t bulk_len, uint64_t req_id)
 {
 	struct frame_hdr h = {
@@ -178,7 +178,7 @@ static void wire_hdr(uint8_t out[FRAME_HDR_SIZE], uint16_t version, uint16_t typ
 
 /* Send header + meta bytes + bulk bytes exactly as given (no consistency
  * between header and payload is enforced: that is the point). */
-static int wire_send_parts(int fd, const uint8_t hdr[FRAME_HDR_SIZE], const void *meta, size_t meta_len,
+static inline int wire_send_parts(int fd, const uint8_t hdr[FRAME_HDR_SIZE], const void *meta, size_t meta_len,
 			   const void *bulk, size_t bulk_len)
 {
 	int rc = wire_send_all(fd, hdr, FRAME_HDR_SIZE, WIRE_TIMEOUT_MS);
@@ -192,7 +192,7 @@ static int wire_send_parts(int fd, const uint8_t hdr[FRAME_HDR_SIZE], const void
 
 /* A well-formed request frame: version 1, bulk flag iff bulk_len, the
  * meta's encoding (m may be NULL for an empty meta). */
-static int wire_send_msg(int fd, uint16_t type, uint64_t req_id, const ProtobufCMessage *m,
+static inline int wire_send_msg(int fd, uint16_t type, uint64_t req_id, const ProtobufCMessage *m,
 			 const void *bulk, size_t bulk_len)
 {
 	uint8_t hdr[FRAME_HDR_SIZE];
@@ -212,7 +212,7 @@ static int wire_send_msg(int fd, uint16_t type, uint64_t req_id, const ProtobufC
 }
 
 /* A well-formed frame whose meta is the given raw bytes. */
-static int wire_send_rawmeta(int fd, uint16_t type, uint64_t req_id, const void *meta, size_t meta_len,
+static inline int wire_send_rawmeta(int fd, uint16_t type, uint64_t req_id, const void *meta, size_t meta_len,
 			     const void *bulk, size_t bulk_len)
 {
 	uint8_t hdr[FRAME_HDR_SIZE];
@@ -233,7 +233,7 @@ struct wire_reply {
 	char msg[256];        /* ErrorReply.message */
 };
 
-static void wire_reply_free(struct wire_reply *r)
+static inline void wire_reply_free(struct wire_reply *r)
 {
 	free(r->meta);
 	free(r->bulk);
@@ -244,7 +244,7 @@ static void wire_reply_free(struct wire_reply *r)
 /* Read one reply frame.  Returns 0, -ECONNRESET / -EPIPE when the
  * connection ended (0 bytes of a header: -EPIPE), -ETIMEDOUT, or -EPROTO
  * when what arrived is not a valid reply frame. */
-static int wire_read_reply(int fd, struct wire_reply *r, int timeout_ms)
+static inline int wire_read_reply(int fd, struct wire_reply *r, int timeout_ms)
 {
 	struct frame_limits lim = { .max_meta = PPRPC_MAX_META, .max_bulk = UINT64_MAX };
 	uint8_t hb[FRAME_HDR_SIZE];
@@ -305,14 +305,14 @@ static int wire_read_reply(int fd, struct wire_reply *r, int timeout_ms)
 }
 
 /* Decode a successful reply's meta as message type d (free with meta_free). */
-static int wire_reply_unpack(const struct wire_reply *r, const ProtobufCMessageDescriptor *d,
+static inline int wire_reply_unpack(const struct wire_reply *r, const ProtobufCMessageDescriptor *d,
 			     ProtobufCMessage **out)
 {
 	return meta_unpack(d, r->meta, r->h.meta_len, out);
 }
 
 /* Send a well-formed request and read its reply. */
-static int wire_call(int fd, uint16_t type, uint64_t req_id, const ProtobufCMessage *m, const void *bulk,
+static inline int wire_call(int fd, uint16_t type, uint64_t req_id, const ProtobufCMessage *m, const void *bulk,
 		     size_t bulk_len, struct wire_reply *r)
 {
 	int rc = wire_send_msg(fd, type, req_id, m, bulk, bulk_len);
@@ -327,7 +327,7 @@ static int wire_call(int fd, uint16_t type, uint64_t req_id, const ProtobufCMess
 /* HELLO with the given protocol version in the meta.  Returns 0 for a
  * successful HELLO reply, the ErrorReply code for an error reply, or a
  * negative errno-style value for a broken exchange. */
-static int wire_hello_version(int fd, uint32_t proto_version)
+static inline int wire_hello_version(int fd, uint32_t proto_version)
 {
 	Pprpc__Hello h = PPRPC__HELLO__INIT;
 	struct wire_reply r;
@@ -354,7 +354,7 @@ static int wire_hello_version(int fd, uint32_t proto_version)
 	return rc;
 }
 
-static int wire_hello(int fd)
+static inline int wire_hello(int fd)
 {
 	return wire_hello_version(fd, PPRPC_PROTO_VERSION);
 }
