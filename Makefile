@@ -278,7 +278,7 @@ fuzz: $(FUZZ_BINS)
 # program compares every op's CUDA result with the CPU kernels; without
 # a device it says so and exits 0.  It needs only the kernels and BLAS, so a
 # STATIC=1 build runs on the GPU machine as is.
-.PHONY: test-cuda-build test-cuda
+.PHONY: test-cuda-build test-cuda bench-cuda
 ifeq ($(CUDA_ON),1)
 $(O)/kernels/cuda/%.o: kernels/cuda/%.cu
 	@mkdir -p $(dir $@)
@@ -291,12 +291,19 @@ $(T)/test_cuda_ops: $(O)/tests/cuda/test_cuda_ops.o $(KERNEL_OBJS) $(KERNEL_CPU_
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(BLAS_LIBS) $(CUDA_LIBS) -lm
 
+# The GPU-to-GPU ceiling for bench-p2p --devices cuda:0,cuda:1 (bench/cuda/).
+$(B)/bench-peer-ceiling: bench/cuda/peer_ceiling.cu
+	@mkdir -p $(B)
+	$(NVCC) $(NVCCFLAGS) -cudart static -o $@ $<
+
+bench-cuda: info $(B)/bench-peer-ceiling
+
 test-cuda-build: info $(T)/test_cuda_ops
 
 test-cuda: test-cuda-build
 	$(T)/test_cuda_ops
 else
-test-cuda-build test-cuda:
+test-cuda-build test-cuda bench-cuda:
 	@echo "CUDA is not enabled (CUDA=$(CUDA), $(NVCC) not found): nothing to build" >&2; exit 1
 endif
 

@@ -643,6 +643,7 @@ static void usage(FILE *f)
 		"  --lat-iters N        round trips per path for the 4 KiB / 64 B latency (default 500; 0 = skip)\n"
 		"  --floor-mib N        spawned daemons' --memory-floor-mib (default 1024)\n"
 		"  --staging-mib N      spawned daemons' --staging-mib (default: the daemon's)\n"
+		"  --devices DEV,DEV    spawned daemons' devices, A then B (e.g. cuda:0,cuda:1: GPU to GPU)\n"
 		"  --json FILE          also write the results as JSON\n"
 		"  --help               this text\n"
 		"Exit status: 0 ok, 1 a parity check failed, 2 usage or setup error.\n");
@@ -738,6 +739,7 @@ int main(int argc, char **argv)
 		{ "pairs-large", required_argument, NULL, 'K' }, { "lat-iters", required_argument, NULL, 'n' },
 		{ "floor-mib", required_argument, NULL, 'f' },   { "staging-mib", required_argument, NULL, 'S' },
 		{ "json", required_argument, NULL, 'j' },        { "help", no_argument, NULL, 'h' },
+		{ "devices", required_argument, NULL, 'D' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct result res[MAX_SIZES];
@@ -745,7 +747,7 @@ int main(int argc, char **argv)
 	struct lat lat[2];
 	const char *ranks = NULL, *bin = NULL, *json = NULL;
 	char binbuf[4096], addr_a[128], addr_b[128], floor_s[24] = "1024", staging_s[24] = "";
-	char spawn_args[160];
+	char spawn_args[256], devs[2][32] = { "", "" };
 	uint64_t sizes[MAX_SIZES];
 	struct ctx x = { .pairs = 7, .pairs_large = 3, .lat_iters = 500 };
 	int nsizes = 0, opt, ret = 2, parity_ok = 1, done = 0, lat_done = 0, v;
@@ -761,6 +763,12 @@ int main(int argc, char **argv)
 		case 'r': ranks = optarg; break;
 		case 'p': bin = optarg; break;
 		case 'j': json = optarg; break;
+		case 'D':
+			if (parse_ranks(optarg, devs[0], devs[1], sizeof(devs[0])) < 0) {
+				fprintf(stderr, "bench-p2p: --devices: expected DEV,DEV (e.g. cuda:0,cuda:1)\n");
+				return 2;
+			}
+			break;
 		case 's':
 			if (parse_sizes(optarg, sizes, &nsizes) < 0) {
 				fprintf(stderr, "bench-p2p: --sizes: expected up to %d sizes like 4K,1M,1G (max 16G)\n",
@@ -816,14 +824,25 @@ int main(int argc, char **argv)
 		x.b.addr = addr_b;
 		spawn_args[0] = '\0';
 	} else {
-		const char *extra[] = { "--memory-floor-mib", floor_s, staging_s[0] ? "--staging-mib" : NULL,
-					staging_s, NULL };
 		struct rank *rs[2] = { &x.a, &x.b };
 		char err[512];
 
-		snprintf(spawn_args, sizeof(spawn_args), "spawned: --memory-floor-mib %s%s%s", floor_s,
-			 staging_s[0] ? " --staging-mib " : "", staging_s);
+		snprintf(spawn_args, sizeof(spawn_args), "spawned: --memory-floor-mib %s%s%s%s%s,%s", floor_s,
+			 staging_s[0] ? " --staging-mib " : "", staging_s, devs[0][0] ? "; devices " : "", devs[0],
+			 devs[1]);
 		for (int i = 0; i < 2; i++) {
+			const char *extra[7] = { "--memory-floor-mib", floor_s };
+			int k = 2;
+
+			if (staging_s[0]) {
+				extra[k++] = "--staging-mib";
+				extra[k++] = staging_s;
+			}
+			if (devs[i][0]) {
+				extra[k++] = "--devices";
+				extra[k++] = devs[i];
+			}
+			extra[k] = NULL;
 			if (spawn_daemon(bin, extra, 20000, &rs[i]->d, err, sizeof(err)) < 0) {
 				fprintf(stderr, "bench-p2p: %s\n", err);
 				spawn_dump_log(&rs[i]->d);

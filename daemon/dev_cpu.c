@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cblas.h>
@@ -109,6 +110,69 @@ static void cpu_destroy(struct device *d)
 	free(d);
 }
 
+/*
+ * Cross-memory attach between CPU-device daemons of one host (opt-in,
+ * cpu-ipc): the same boundary protocol as CUDA IPC, with the pool being
+ * ordinary memory of the source process, named by pid and address, and the
+ * destination reading it with one process_vm_readv (a single copy, as MPI
+ * libraries do within a node).  It needs ptrace-level access to the source
+ * (same user, and Yama ptrace_scope 0 or CAP_SYS_PTRACE), hence opt-in.
+ */
+struct cma_handle {
+	char magic[8];
+	uint64_t pid;
+	uint64_t addr;
+	uint64_t bytes;
+};
+
+static const char CMA_MAGIC[8] = "pprpcCMA";
+
+static int cpu_ipc_pool(struct device *d, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err,
+			size_t errlen)
+{
+	struct cma_handle h;
+
+	_Static_assert(sizeof(h) <= DEVICE_IPC_HANDLE, "fits an IPC handle");
+	if (cpu_alloc(d, bytes, ret_ptr) < 0) {
+		snprintf(err, errlen, "cannot map %llu bytes for the IPC pool", (unsigned long long)bytes);
+		return PPRPC_ENOMEM;
+	}
+	memcpy(h.magic, CMA_MAGIC, sizeof(h.magic));
+	h.pid = (uint64_t)getpid();
+	h.addr = (uint64_t)(uintptr_t)*ret_ptr;
+	h.bytes = bytes;
+	memset(handle, 0, DEVICE_IPC_HANDLE);
+	memcpy(handle, &h, sizeof(h));
+	return 0;
+}
+
+static int cpu_ipc_copy(struct device *d, void *dst, const uint8_t *handle, uint64_t off, uint64_t n, char *err,
+			size_t errlen)
+{
+	struct cma_handle h;
+	uint64_t done = 0;
+
+	(void)d;
+	memcpy(&h, handle, sizeof(h));
+	if (memcmp(h.magic, CMA_MAGIC, sizeof(h.magic)) || off > h.bytes || n > h.bytes - off) {
+		snprintf(err, errlen, "not a CPU IPC handle, or outside its pool");
+		return PPRPC_EPROTO;
+	}
+	while (done < n) {
+		struct iovec l = { (uint8_t *)dst + done, (size_t)(n - done) };
+		struct iovec r = { (void *)(uintptr_t)(h.addr + off + done), (size_t)(n - done) };
+		ssize_t k = process_vm_readv((pid_t)h.pid, &l, 1, &r, 1, 0);
+
+		if (k <= 0) {
+			snprintf(err, errlen, "process_vm_readv from pid %llu: %s", (unsigned long long)h.pid,
+				 k < 0 ? strerror(errno) : "no progress");
+			return PPRPC_EDEVICE;
+		}
+		done += (uint64_t)k;
+	}
+	return 0;
+}
+
 static const struct device_ops cpu_ops = {
 	.kind = "cpu",
 	.host_visible = true,
@@ -123,6 +187,29 @@ static const struct device_ops cpu_ops = {
 	.graph_release = device_graph_release_none,
 	.destroy = cpu_destroy,
 };
+
+static const struct device_ops cpu_cma_ops = {
+	.kind = "cpu",
+	.host_visible = true,
+	.mem_info = cpu_mem_info,
+	.alloc = cpu_alloc,
+	.free = cpu_free,
+	.fill = cpu_fill,
+	.copy = cpu_copy,
+	.upload = cpu_xfer,
+	.download = cpu_xfer,
+	.graph_run = cpu_graph_run,
+	.graph_release = device_graph_release_none,
+	.ipc_pool = cpu_ipc_pool,
+	.ipc_copy = cpu_ipc_copy,
+	.destroy = cpu_destroy,
+};
+
+void cpu_device_enable_ipc(struct device *d)
+{
+	if (d->ops == &cpu_ops)
+		d->ops = &cpu_cma_ops;
+}
 
 int cpu_device_create(struct device **ret_dev, int threads, char *err, size_t errlen)
 {

@@ -29,6 +29,16 @@
 #include "kernels/cuda/cuda_ops.h"
 
 #define WORKSPACE_BYTES (256u << 20)
+/* Other processes' GPU pools opened for IPC copies, kept open: a pool is
+ * long-lived (one per source daemon and GPU) and opening one costs about a
+ * millisecond.  A full table closes its least recently used entry. */
+#define IPC_OPEN_MAX 16
+
+struct ipc_open {
+	cudaIpcMemHandle_t h;
+	void *ptr;
+	uint64_t last_use;
+};
 
 struct cuda_dev {
 	struct device base;
@@ -37,6 +47,8 @@ struct cuda_dev {
 	struct kern_cuda_ctx kctx;
 	int32_t *status_host;      /* host view of kctx.status (mapped memory) */
 	int use_graphs;            /* capture graphs on first run, replay after */
+	struct ipc_open ipc[IPC_OPEN_MAX];  /* worker thread */
+	uint64_t ipc_clock;
 };
 
 static struct cuda_dev *cdev(struct device *d)
@@ -126,6 +138,83 @@ static int cuda_upload(struct device *d, void *dst, const void *src, uint64_t n)
 static int cuda_download(struct device *d, void *dst, const void *src, uint64_t n)
 {
 	return memcpy_kind(d, dst, src, n, cudaMemcpyDeviceToHost);
+}
+
+static int cuda_ipc_pool(struct device *d, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err,
+			 size_t errlen)
+{
+	cudaIpcMemHandle_t h;
+	cudaError_t e;
+	void *p = NULL;
+
+	_Static_assert(sizeof(h) == DEVICE_IPC_HANDLE, "an IPC handle is 64 bytes");
+	if (use(cdev(d)) < 0 || (e = cudaMalloc(&p, bytes)) != cudaSuccess ||
+	    (e = cudaIpcGetMemHandle(&h, p)) != cudaSuccess) {
+		e = cudaGetLastError();
+		snprintf(err, errlen, "%s: GPU staging for IPC: %s", d->name, cudaGetErrorString(e));
+		if (p)
+			cudaFree(p);
+		return PPRPC_EDEVICE;
+	}
+	memcpy(handle, &h, sizeof(h));
+	*ret_ptr = p;
+	return 0;
+}
+
+/* The pool behind handle, opened once (peer access enabled as needed). */
+static void *ipc_open(struct cuda_dev *c, const uint8_t *handle, char *err, size_t errlen)
+{
+	struct ipc_open *slot = &c->ipc[0];
+	cudaIpcMemHandle_t h;
+	cudaError_t e;
+
+	memcpy(&h, handle, sizeof(h));
+	for (int i = 0; i < IPC_OPEN_MAX; i++) {
+		if (c->ipc[i].ptr && !memcmp(&c->ipc[i].h, &h, sizeof(h))) {
+			c->ipc[i].last_use = ++c->ipc_clock;
+			return c->ipc[i].ptr;
+		}
+		if (!c->ipc[i].ptr || c->ipc[i].last_use < slot->last_use)
+			slot = &c->ipc[i];
+	}
+	if (slot->ptr) {
+		cudaIpcCloseMemHandle(slot->ptr);
+		slot->ptr = NULL;
+	}
+	e = cudaIpcOpenMemHandle(&slot->ptr, h, cudaIpcMemLazyEnablePeerAccess);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		slot->ptr = NULL;
+		snprintf(err, errlen, "%s: opening the source's GPU memory (cudaIpcOpenMemHandle): %s", c->base.name,
+			 cudaGetErrorString(e));
+		return NULL;
+	}
+	slot->h = h;
+	slot->last_use = ++c->ipc_clock;
+	return slot->ptr;
+}
+
+static int cuda_ipc_copy(struct device *d, void *dst, const uint8_t *handle, uint64_t off, uint64_t n, char *err,
+			 size_t errlen)
+{
+	struct cuda_dev *c = cdev(d);
+	uint8_t *src;
+	cudaError_t e;
+
+	if (use(c) < 0) {
+		snprintf(err, errlen, "%s: cannot make the device current", d->name);
+		return PPRPC_EDEVICE;
+	}
+	src = ipc_open(c, handle, err, errlen);
+	if (!src)
+		return PPRPC_EDEVICE;
+	/* Device to device: over NVLink when the GPUs have it. */
+	if ((e = cudaMemcpyAsync(dst, src + off, n, cudaMemcpyDeviceToDevice, c->stream)) != cudaSuccess) {
+		cudaGetLastError();
+		snprintf(err, errlen, "%s: IPC copy: %s", d->name, cudaGetErrorString(e));
+		return PPRPC_EDEVICE;
+	}
+	return wait_stream(c, err, errlen);
 }
 
 /* Enqueue every node of g on the stream (plain launches, or inside a
@@ -249,6 +338,9 @@ static void cuda_destroy(struct device *d)
 	struct cuda_dev *c = cdev(d);
 
 	if (use(c) == 0) {
+		for (int i = 0; i < IPC_OPEN_MAX; i++)
+			if (c->ipc[i].ptr)
+				cudaIpcCloseMemHandle(c->ipc[i].ptr);
 		if (c->kctx.blas)
 			kern_cuda_blas_destroy(c->kctx.blas);
 		if (c->kctx.workspace)
@@ -273,6 +365,8 @@ static const struct device_ops cuda_ops = {
 	.download = cuda_download,
 	.graph_run = cuda_graph_run,
 	.graph_release = cuda_graph_release,
+	.ipc_pool = cuda_ipc_pool,
+	.ipc_copy = cuda_ipc_copy,
 	.destroy = cuda_destroy,
 };
 

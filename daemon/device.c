@@ -7,6 +7,7 @@
 
 #include "daemon/device_impl.h"
 #include "daemon/queue.h"
+#include "daemon/staging.h"
 #include "pprpc_types.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -46,6 +47,13 @@ void device_close(struct device *d)
 	if (!d)
 		return;
 	queue_destroy(d->q);
+	if (d->ipc_staging) {
+		uint64_t bytes = d->ipc_staging->bytes;
+
+		staging_fini(d->ipc_staging);
+		free(d->ipc_staging);
+		d->ops->free(d, d->ipc_mem, bytes);
+	}
 	d->ops->destroy(d);
 }
 
@@ -93,6 +101,27 @@ int device_fill(struct device *d, void *dst, int value, uint64_t n) { return d->
 int device_copy(struct device *d, void *dst, const void *src, uint64_t n) { return d->ops->copy(d, dst, src, n); }
 int device_upload(struct device *d, void *dst, const void *src, uint64_t n) { return d->ops->upload(d, dst, src, n); }
 int device_download(struct device *d, void *dst, const void *src, uint64_t n) { return d->ops->download(d, dst, src, n); }
+
+bool device_has_ipc(const struct device *d) { return d->ops->ipc_pool && d->ops->ipc_copy; }
+
+int device_ipc_pool(struct device *d, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err, size_t errlen)
+{
+	if (!device_has_ipc(d)) {
+		snprintf(err, errlen, "%s: no CUDA IPC", d->name);
+		return PPRPC_EUNSUPP;
+	}
+	return d->ops->ipc_pool(d, bytes, ret_ptr, handle, err, errlen);
+}
+
+int device_ipc_copy(struct device *d, void *dst, const uint8_t *handle, uint64_t off, uint64_t n, char *err,
+		    size_t errlen)
+{
+	if (!device_has_ipc(d)) {
+		snprintf(err, errlen, "%s: no CUDA IPC", d->name);
+		return PPRPC_EUNSUPP;
+	}
+	return d->ops->ipc_copy(d, dst, handle, off, n, err, errlen);
+}
 
 int device_graph_run(struct device *d, struct graph *g, char *err, size_t errlen)
 {

@@ -12,6 +12,9 @@
 
 struct device_ops;
 struct queue;
+struct staging;
+
+#define DEVICE_IPC_HANDLE 64   /* bytes of a cudaIpcMemHandle_t */
 struct graph;
 
 struct device {
@@ -33,6 +36,13 @@ struct device {
 	uint64_t graph_runs;
 	uint64_t graph_captures;  /* CUDA graphs captured (worker thread; read loosely) */
 	uint64_t graph_replays;
+	/* GPU staging for CUDA IPC SENDs (xfer.c), made by the worker on first
+	 * use; ipc_state: 0 not yet, 1 ready, -1 failed (ipc_why). */
+	int ipc_state;
+	struct staging *ipc_staging;
+	void *ipc_mem;
+	uint8_t ipc_handle[DEVICE_IPC_HANDLE];
+	char ipc_why[160];
 };
 
 /* Create the device named by spec ("cpu").  Returns 0 or a negative code
@@ -50,6 +60,11 @@ int device_alloc(struct device *d, uint64_t size, void **ret_ptr, char *err, siz
 void device_free(struct device *d, void *ptr, uint64_t size);
 /* True when buffer memory is host-addressable (bulk can land in it). */
 bool device_host_visible(const struct device *d);
+/* CUDA IPC between processes of one host (device_impl.h: ipc_pool, ipc_copy). */
+bool device_has_ipc(const struct device *d);
+int device_ipc_pool(struct device *d, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err, size_t errlen);
+int device_ipc_copy(struct device *d, void *dst, const uint8_t *handle, uint64_t off, uint64_t n, char *err,
+		    size_t errlen);
 
 /* Worker-thread operations. */
 int device_fill(struct device *d, void *dst, int value, uint64_t n);

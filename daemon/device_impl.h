@@ -22,6 +22,13 @@ struct device_ops {
 	int (*graph_run)(struct device *d, struct graph *g, char *err, size_t errlen);
 	/* optional: drop per-graph backend state (g->dev_priv) */
 	void (*graph_release)(struct device *d, struct graph *g);
+	/* optional (CUDA IPC, both or neither): ipc_pool allocates device
+	 * memory other processes of this host may read and exports it
+	 * (handle: DEVICE_IPC_HANDLE bytes); ipc_copy copies n bytes at off
+	 * of another process's exported pool into dst, and waits for it. */
+	int (*ipc_pool)(struct device *d, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err, size_t errlen);
+	int (*ipc_copy)(struct device *d, void *dst, const uint8_t *handle, uint64_t off, uint64_t n, char *err,
+			size_t errlen);
 	void (*destroy)(struct device *d);
 };
 
@@ -29,6 +36,9 @@ void device_graph_release_none(struct device *d, struct graph *g);
 
 /* Backends. */
 int cpu_device_create(struct device **ret_dev, int threads, char *err, size_t errlen);
+/* Boundary transfers between CPU daemons of one host by cross-memory
+ * attach (the IPC ops; dev_cpu.c). */
+void cpu_device_enable_ipc(struct device *d);
 /* CUDA device `ordinal`; PPRPC_EUNSUPP in a build without CUDA, PPRPC_EDEVICE
  * (with the CUDA reason) when it cannot run here. */
 int cuda_device_create(struct device **ret_dev, int ordinal, int use_graphs, char *err, size_t errlen);

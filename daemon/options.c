@@ -118,6 +118,7 @@ STR_SETTER(set_auth_key_file, auth_key_file)
 FLAG_SETTER(set_insecure_listen, insecure_listen)
 FLAG_SETTER(set_cuda_graphs, cuda_graphs)
 FLAG_SETTER(set_send_in_place, send_in_place)
+FLAG_SETTER(set_cpu_ipc, cpu_ipc)
 
 #define U32_SETTER(fn, field, lo, hi)                                                      \
 	static int fn(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)      \
@@ -365,6 +366,7 @@ static const struct optdef defs[] = {
 	{ "cpu-affinity", "SPEC", "pin threads: loop=CPUS,device=CPUS (e.g. loop=0,device=1-3)", set_affinity, set_affinity_show },
 	{ "drain-ms", "N", "on SIGTERM, let queued work finish for up to N ms", set_drain, set_drain_show },
 	{ "send-in-place", "0|1", "a SEND last in its stream streams from the tensor itself while the destination pulls (default 1)", set_send_in_place, set_send_in_place_show },
+	{ "cpu-ipc", "0|1", "CPU-to-CPU boundaries with daemons of this host by process_vm_readv (needs ptrace access; default 0)", set_cpu_ipc, set_cpu_ipc_show },
 	{ "transfer-timeout-ms", "N", "a SEND or RECV whose partner does not come fails after N ms (0 = never)", set_xfer_timeout, set_xfer_timeout_show },
 	{ "peer-timeout-ms", "N", "drop a peer link silent for N ms while we wait on it (0 = never)", set_peer_timeout, set_peer_timeout_show },
 	{ "cuda-graphs", "0|1", "capture each graph as a CUDA graph on its first run and replay it (default 1)", set_cuda_graphs, set_cuda_graphs_show },

@@ -55,6 +55,7 @@ struct pprpcd_opts {
 	uint64_t peer_timeout_ms;  /* a peer link silent this long with requests outstanding is dropped */
 	int cuda_graphs;           /* capture CUDA graphs on first run, replay after */
 	int send_in_place;         /* a SEND with nothing behind it streams from the tensor (xfer.c) */
+	int cpu_ipc;               /* CPU boundaries between daemons of one host by cross-memory attach */
 	char metrics_listen[300];  /* Prometheus endpoint, "" = off */
 	int transport;             /* PPRPCD_TRANSPORT_*: peer links and the listener */
 	uint32_t rdma_chunk;       /* RDMA ring geometry (rdma_ring.h) */
@@ -96,6 +97,9 @@ struct pprpcd {
 	struct staging staging;
 	struct xsend *xsends;
 	struct bstat *bstats;
+	struct ipc_block *ipc_blocks;  /* ranks whose CUDA IPC failed (xfer.c) */
+	struct xrecv *ipc_progress;    /* xfer_lock: RECVs whose IPC copies advanced (xfer.c) */
+	char boot_id[40];              /* this host's, for CUDA IPC between daemons */
 	pthread_mutex_t xfer_lock; /* chunk capture / arrival progress */
 	pthread_cond_t xfer_cond;
 	uv_async_t xfer_async;     /* workers: "a chunk was captured" */

@@ -21,6 +21,7 @@
 #include "daemon/authn.h"
 #include "daemon/conn.h"
 #include "daemon/device.h"
+#include "daemon/device_impl.h"
 #include "daemon/pprpcd.h"
 #include "daemon/metrics.h"
 #include "daemon/notify.h"
@@ -111,6 +112,8 @@ static int open_devices(struct pprpcd *d)
 			LOG(d, LOG_ERR_, "device '%s': %s", tok, err);
 			return rc;
 		}
+		if (d->opts.cpu_ipc)
+			cpu_device_enable_ipc(d->dev[d->ndev]);
 		LOG(d, LOG_INFO_, "device %u: %s (%s)", d->ndev, d->dev[d->ndev]->name, d->dev[d->ndev]->desc);
 		d->ndev++;
 	}

@@ -7,25 +7,11 @@
 
 #include "pprpc_types.h"
 
-int staging_init(struct staging *s, uint64_t bytes, uint64_t slot_size)
+static int slots_init(struct staging *s)
 {
-	memset(s, 0, sizeof(*s));
-	if (slot_size == 0 || bytes / slot_size < 2 || bytes / slot_size > (1u << 20))
-		return PPRPC_EINVAL;
-	s->nslots = (uint32_t)(bytes / slot_size);
-	s->slot_size = slot_size;
-	s->bytes = (uint64_t)s->nslots * slot_size;
-	s->mem = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (s->mem == MAP_FAILED) {
-		s->mem = NULL;
-		return PPRPC_ENOMEM;
-	}
 	s->free_list = malloc(s->nslots * sizeof(*s->free_list));
-	if (!s->free_list) {
-		munmap(s->mem, s->bytes);
-		s->mem = NULL;
+	if (!s->free_list)
 		return PPRPC_ENOMEM;
-	}
 	for (uint32_t i = 0; i < s->nslots; i++)
 		s->free_list[i] = s->nslots - 1 - i;
 	s->nfree = s->nslots;
@@ -34,11 +20,57 @@ int staging_init(struct staging *s, uint64_t bytes, uint64_t slot_size)
 	return 0;
 }
 
+static int geometry(struct staging *s, uint64_t bytes, uint64_t slot_size)
+{
+	memset(s, 0, sizeof(*s));
+	if (slot_size == 0 || bytes / slot_size < 2 || bytes / slot_size > (1u << 20))
+		return PPRPC_EINVAL;
+	s->nslots = (uint32_t)(bytes / slot_size);
+	s->slot_size = slot_size;
+	s->bytes = (uint64_t)s->nslots * slot_size;
+	return 0;
+}
+
+int staging_init(struct staging *s, uint64_t bytes, uint64_t slot_size)
+{
+	int rc = geometry(s, bytes, slot_size);
+
+	if (rc < 0)
+		return rc;
+	s->mem = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (s->mem == MAP_FAILED) {
+		s->mem = NULL;
+		return PPRPC_ENOMEM;
+	}
+	if (slots_init(s) < 0) {
+		munmap(s->mem, s->bytes);
+		s->mem = NULL;
+		return PPRPC_ENOMEM;
+	}
+	return 0;
+}
+
+int staging_init_over(struct staging *s, void *mem, uint64_t bytes, uint64_t slot_size)
+{
+	int rc = geometry(s, bytes, slot_size);
+
+	if (rc < 0)
+		return rc;
+	s->mem = mem;
+	s->borrowed = 1;
+	if (slots_init(s) < 0) {
+		s->mem = NULL;
+		return PPRPC_ENOMEM;
+	}
+	return 0;
+}
+
 void staging_fini(struct staging *s)
 {
 	if (!s->mem)
 		return;
-	munmap(s->mem, s->bytes);
+	if (!s->borrowed)
+		munmap(s->mem, s->bytes);
 	free(s->free_list);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);

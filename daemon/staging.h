@@ -26,12 +26,16 @@ struct staging {
 	uint32_t nfree;
 	uint32_t *free_list;       /* stack of free slot indices */
 	uint64_t high_water;       /* most slots ever in use */
+	int borrowed;              /* mem belongs to the caller */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 };
 
 /* bytes total (>= 2 slots), slot_size the chunk of a transfer. */
 int staging_init(struct staging *s, uint64_t bytes, uint64_t slot_size);
+/* The same over memory the caller owns (a GPU pool): only the slots are
+ * managed here, and staging_ptr gives addresses in that memory. */
+int staging_init_over(struct staging *s, void *mem, uint64_t bytes, uint64_t slot_size);
 void staging_fini(struct staging *s);
 /* Take a slot, blocking while none is free; returns the slot index, or -1
  * when *cancel (checked under the lock) became true while waiting. */

@@ -31,6 +31,7 @@ enum { CH_EMPTY, CH_CAPTURED, CH_SENT };
 
 struct xchunk {
 	int slot;              /* staging slot, or -1: in place (src) */
+	int ipc;               /* the slot is in the device's GPU pool (CUDA IPC) */
 	int state;             /* CH_* ; CAPTURED is published under xfer_lock */
 	const uint8_t *src;    /* in place: the bytes in the source tensor */
 	uint64_t off, len;
@@ -55,11 +56,15 @@ struct xsend {
 	uint64_t pull_req;
 	/* In place (see send_exec).  Under xfer_lock: */
 	int pulling;            /* a puller is attached */
+	int ipc_req;            /* it is on this host and wants CUDA IPC */
+	int ipc;                /* chunks went by CUDA IPC (set with the first) */
 	int abort;              /* failed: the SEND stops waiting */
 	uint32_t inplace_open;  /* in-place chunks published, not yet written */
 	/* Loop: */
 	uint32_t inplace_wire;  /* in-place chunks handed to the link, not yet written */
 	struct dbuf *src_b;     /* the SEND's tensor, held while in-place bytes are on the wire */
+	struct device *ipc_dev; /* whose GPU pool holds the IPC chunks */
+	int ipc_released;       /* the destination copied them (PULL_RELEASE) */
 	char peer[64];
 	uint64_t t0_us;
 	uint64_t born_ms;       /* loop time of creation, for expiry */
@@ -83,6 +88,20 @@ struct xrecv {
 	int refs;               /* the PULL request + the RECV command */
 	char peer[64];
 	uint64_t t0_us;
+	/* CUDA IPC (see Pull in pprpc.proto) */
+	int ipc_asked;          /* the PULL named our host */
+	int cur_ipc;            /* loop: the reply being read is an IPC chunk or the close */
+	int finished;           /* loop: the RECV command completed */
+	int release_sent;       /* loop */
+	uint8_t ipc_handle[DEVICE_IPC_HANDLE];  /* xfer_lock, with: */
+	struct ichunk { uint64_t off, len, pool_off; } *ich;
+	uint32_t nich, cap_ich;
+	uint64_t ipc_avail;     /* bytes announced by IPC chunks */
+	char ipc_err[200];      /* the IPC copy failed (worker) */
+	uint64_t ipc_copied;    /* bytes copied (a prefix; worker) */
+	int progress_queued;    /* on d->ipc_progress */
+	struct xrecv *progress_next;
+	uint64_t released_upto; /* loop: the done of the last PullRelease */
 };
 
 static uint64_t now_us(void)
@@ -198,11 +217,22 @@ static void xsend_release_src(struct xsend *x)
 	}
 }
 
+/* GPU pool slots go back once the destination copied them (or the
+ * transfer is over). */
+static void xsend_put_ipc_slots(struct xsend *x)
+{
+	for (uint32_t i = 0; i < x->nchunks; i++)
+		if (x->chunks[i].ipc && x->chunks[i].slot >= 0) {
+			staging_put(x->ipc_dev->ipc_staging, x->chunks[i].slot);
+			x->chunks[i].slot = -1;
+		}
+}
+
 /* Free once nothing can touch it: the SEND command finished, and either
  * every chunk was written or the transfer failed and no write is pending. */
 static void xsend_maybe_free(struct pprpcd *d, struct xsend *x)
 {
-	int finished = x->nchunks && x->nwritten == x->nchunks;
+	int finished = x->nchunks && x->nwritten == x->nchunks && (!x->ipc || x->ipc_released);
 
 	if (!x->exec_done && x->have_send)
 		return;
@@ -212,7 +242,9 @@ static void xsend_maybe_free(struct pprpcd *d, struct xsend *x)
 		reply_error(x->puller, MSG_PULL, x->pull_req, x->status ? x->status : PPRPC_ECANCELED,
 			    "the source side of the transfer failed or was cancelled");
 	bstat_add(d, x->peer[0] ? x->peer : "?", "send",
-		  x->puller && x->puller->t ? transport_name(x->puller->t) : "tcp", x->size, x->t0_us, !finished);
+		  x->ipc ? "ipc" : x->puller && x->puller->t ? transport_name(x->puller->t) : "tcp", x->size,
+		  x->t0_us, !finished);
+	xsend_put_ipc_slots(x);
 	for (uint32_t i = 0; i < x->nchunks; i++)
 		if (x->chunks[i].state == CH_CAPTURED && x->chunks[i].slot >= 0)
 			staging_put(&d->staging, x->chunks[i].slot);
@@ -236,7 +268,9 @@ static void chunk_written(void *arg, int status)
 	struct xsend *x = w->x;
 	struct xchunk *ch = &x->chunks[w->i];
 
-	if (ch->slot >= 0) {
+	if (ch->ipc) {
+		/* the slot stays until the destination released it */
+	} else if (ch->slot >= 0) {
 		staging_put(&w->d->staging, ch->slot);
 	} else {
 		x->inplace_wire--;
@@ -274,6 +308,9 @@ static void xsend_pump(struct pprpcd *d, struct xsend *x)
 		Pprpc__PullChunk pc = PPRPC__PULL_CHUNK__INIT;
 		struct xchunk *ch = &x->chunks[x->nsent];
 		struct chunk_write *w = malloc(sizeof(*w));
+		const uint8_t *bytes;
+		uint64_t nbytes = ch->len;
+		int more;
 
 		if (!w) {
 			xsend_mark_failed(d, x, PPRPC_ENOMEM);
@@ -286,26 +323,44 @@ static void xsend_pump(struct pprpcd *d, struct xsend *x)
 		pc.size = ch->len;
 		x->nsent++;
 		x->writes_inflight++;
-		if (ch->slot < 0)
+		more = x->nsent < x->nchunks;
+		if (ch->ipc) {
+			/* No bytes on the link: where they are in our GPU pool.
+			 * The PULL stays open until the destination releases. */
+			pc.ipc_handle.data = x->ipc_dev->ipc_handle;
+			pc.ipc_handle.len = DEVICE_IPC_HANDLE;
+			pc.ipc_offset = (uint64_t)ch->slot * x->ipc_dev->ipc_staging->slot_size;
+			bytes = NULL;
+			nbytes = 0;
+			more = 1;
+		} else if (ch->slot >= 0) {
+			bytes = staging_ptr(&d->staging, ch->slot);
+		} else {
+			bytes = ch->src;
 			x->inplace_wire++;
+		}
 		/* reply_send_part calls chunk_written even if it cannot send. */
-		reply_send_part(x->puller, MSG_PULL, x->pull_req, x->nsent < x->nchunks, &pc.base,
-				ch->slot >= 0 ? staging_ptr(&d->staging, ch->slot) : ch->src, ch->len, chunk_written, w);
+		reply_send_part(x->puller, MSG_PULL, x->pull_req, more, &pc.base, bytes, nbytes, chunk_written, w);
 	}
 	x->writes_inflight--;
 	xsend_maybe_free(d, x);
 }
+
+static void ipc_progress_pump(struct pprpcd *d);
 
 static void on_xfer_async(uv_async_t *a)
 {
 	struct pprpcd *d = a->data;
 	struct xsend *x, *next;
 
+	ipc_progress_pump(d);
 	for (x = d->xsends; x; x = next) {
 		next = x->next;
 		xsend_pump(d, x);
 	}
 }
+
+enum send_mode { SM_UNDECIDED, SM_CAPTURE, SM_IN_PLACE, SM_IPC };
 
 struct send_cmd {
 	struct qreq qr;
@@ -314,6 +369,8 @@ struct send_cmd {
 	uint64_t offset;
 	uint32_t next;          /* worker: the next chunk to publish */
 	int in_place;           /* may stream from the tensor (host-visible, enabled) */
+	int ipc_ok;             /* may go by CUDA IPC (the device has it) */
+	int mode;               /* worker: enum send_mode */
 	int behind;             /* worker: a later command of this stream is queued */
 };
 
@@ -342,51 +399,99 @@ static int send_ready(struct qcmd *q)
 	pthread_mutex_lock(&d->xfer_lock);
 	if (x->abort)
 		ready = 1;
-	else if (sc->next < x->nchunks)
-		ready = !sc->in_place || (x->pulling && x->inplace_open < INPLACE_WINDOW);
-	else
+	else if (sc->next == x->nchunks)
 		ready = x->inplace_open == 0;
+	else if (sc->mode == SM_UNDECIDED)
+		ready = x->pulling || !(sc->in_place || sc->ipc_ok);
+	else if (sc->mode == SM_IN_PLACE)
+		ready = x->inplace_open < INPLACE_WINDOW;
+	else
+		ready = 1;
 	pthread_mutex_unlock(&d->xfer_lock);
 	return ready;
 }
 
 /* Publish chunk i to the loop's pump (which sends what is published, in
- * order); src is the tensor's bytes in place, or NULL with a staging slot. */
-static void send_publish(struct pprpcd *d, struct xsend *x, uint32_t i, int slot, const uint8_t *src)
+ * order): in a staging slot (host, or the GPU pool when ipc), or in place
+ * at src. */
+static void send_publish(struct pprpcd *d, struct xsend *x, uint32_t i, int slot, const uint8_t *src, int ipc)
 {
 	struct xchunk *ch = &x->chunks[i];
 
 	pthread_mutex_lock(&d->xfer_lock);
 	ch->slot = slot;
 	ch->src = src;
+	ch->ipc = ipc;
 	ch->state = CH_CAPTURED;
 	x->ncaptured++;
 	if (src)
 		x->inplace_open++;
+	if (ipc)
+		x->ipc = 1;
 	pthread_mutex_unlock(&d->xfer_lock);
 	uv_async_send(&d->xfer_async);
 }
 
+/* Worker: the device's GPU pool for IPC SENDs, made on first use (as large
+ * as the host staging ring).  0 when it can be used. */
+static int ipc_pool_ready(struct pprpcd *d, struct device *dev)
+{
+	uint64_t bytes = d->opts.staging_bytes, slot = 64ull << 20;
+	struct staging *s;
+	void *mem = NULL;
+
+	if (dev->ipc_state)
+		return dev->ipc_state > 0 ? 0 : -1;
+	while (slot > (1u << 20) && bytes / slot < 16)
+		slot /= 2;
+	s = calloc(1, sizeof(*s));
+	if (!s || device_ipc_pool(dev, bytes, &mem, dev->ipc_handle, dev->ipc_why, sizeof(dev->ipc_why)) < 0 ||
+	    staging_init_over(s, mem, bytes, slot) < 0) {
+		if (!dev->ipc_why[0])
+			snprintf(dev->ipc_why, sizeof(dev->ipc_why), "no memory for the GPU staging pool");
+		if (mem)
+			device_free(dev, mem, 0);
+		free(s);
+		dev->ipc_state = -1;
+		LOG(d, LOG_WARN_, "%s: IPC sends disabled: %s", dev->name, dev->ipc_why);
+		return -1;
+	}
+	dev->ipc_staging = s;
+	dev->ipc_mem = mem;
+	dev->ipc_state = 1;
+	LOG(d, LOG_INFO_, "%s: IPC staging pool: %u slots of %llu MiB", dev->name, s->nslots,
+	    (unsigned long long)(slot >> 20));
+	return 0;
+}
+
 /* Worker.  A SEND must leave the stream only once its bytes are safe from
- * what comes after it.  Captured into staging, they are safe at once: that
- * is the rule whenever a later command of the stream is queued (the stream
- * moves on without waiting for the wire).  While the SEND is the last
- * command of its stream and the destination is pulling, nothing can touch
- * the tensor yet, so chunks stream straight from it (no capture copy, up to
- * INPLACE_WINDOW on the wire); the moment a later command arrives, the rest
- * is captured, and the SEND completes once its in-place chunks are written.
- * A FENCE is such a command too, so synchronizing never waits for the
- * destination.  Device memory the host cannot read is always captured. */
+ * what comes after it.
+ *  - Captured into host staging, they are safe at once: the rule whenever a
+ *    later command of the stream is queued before the destination pulls
+ *    (the stream moves on without waiting for the wire).
+ *  - By CUDA IPC (the destination is a GPU on this host and asked for it):
+ *    captured into the GPU pool, device to device, which is as fast as it
+ *    gets; the destination copies from there and releases the slots.
+ *  - In place: while the SEND is the last command of its stream and the
+ *    destination is pulling, nothing can touch the tensor yet, so chunks
+ *    stream straight from it (no capture copy, up to INPLACE_WINDOW on the
+ *    wire); the moment a later command arrives, the rest is captured, and
+ *    the SEND completes once its in-place chunks are written.  A FENCE is
+ *    such a command too, so synchronizing never waits for the destination.
+ * Until the destination pulls, a SEND that could go in place or by IPC and
+ * has nothing behind it waits (to learn which). */
 static int send_exec(struct qcmd *q)
 {
 	struct send_cmd *sc = (struct send_cmd *)q;
 	struct pprpcd *d = sc->qr.c->d;
 	struct xsend *x = sc->x;
+	struct device *dev = sc->b->dev;
 	const uint8_t *src = sc->b->ptr + sc->offset;
 
 	for (;;) {
-		int abort, pulling;
+		int abort, pulling, ipc_req, slot, rc;
 		uint32_t open;
+		struct xchunk *ch;
 
 		if (atomic_load(&q->stream->canceled) || atomic_load(&d->stopping_workers)) {
 			snprintf(q->err, sizeof(q->err), "SEND cancelled");
@@ -395,6 +500,7 @@ static int send_exec(struct qcmd *q)
 		pthread_mutex_lock(&d->xfer_lock);
 		abort = x->abort;
 		pulling = x->pulling;
+		ipc_req = x->ipc_req;
 		open = x->inplace_open;
 		pthread_mutex_unlock(&d->xfer_lock);
 		if (abort) {
@@ -408,23 +514,40 @@ static int send_exec(struct qcmd *q)
 		}
 		if (sc->next == x->nchunks)
 			return open ? QCMD_AGAIN : 0;
-		if (sc->in_place && !sc->behind) {
-			if (!pulling || open >= INPLACE_WINDOW)
+		if (sc->mode == SM_UNDECIDED) {
+			if (pulling && ipc_req && sc->ipc_ok && ipc_pool_ready(d, dev) == 0)
+				sc->mode = SM_IPC;
+			else if (pulling && sc->in_place && !sc->behind)
+				sc->mode = SM_IN_PLACE;
+			else if (!pulling && (sc->in_place || sc->ipc_ok) && !sc->behind)
 				return QCMD_AGAIN;
-			send_publish(d, x, sc->next, -1, src + x->chunks[sc->next].off);
-			sc->next++;
+			else
+				sc->mode = SM_CAPTURE;
+		}
+		if (sc->mode == SM_IN_PLACE && sc->behind)
+			sc->mode = SM_CAPTURE;
+		ch = &x->chunks[sc->next];
+		if (sc->mode == SM_IN_PLACE) {
+			if (open >= INPLACE_WINDOW)
+				return QCMD_AGAIN;
+			send_publish(d, x, sc->next++, -1, src + ch->off, 0);
 			continue;
 		}
-		struct xchunk *ch = &x->chunks[sc->next];
-		int slot = staging_get(&d->staging, &q->stream->canceled, &d->stopping_workers);
-		int rc;
-
+		if (sc->mode == SM_IPC) {
+			x->ipc_dev = dev;
+			slot = staging_get(dev->ipc_staging, &q->stream->canceled, &d->stopping_workers);
+			if (slot >= 0)
+				rc = device_copy(dev, staging_ptr(dev->ipc_staging, slot), src + ch->off, ch->len);
+		} else {
+			slot = staging_get(&d->staging, &q->stream->canceled, &d->stopping_workers);
+			if (slot >= 0)
+				rc = device_download(dev, staging_ptr(&d->staging, slot), src + ch->off, ch->len);
+		}
 		if (slot < 0) {
 			snprintf(q->err, sizeof(q->err), "SEND cancelled while waiting for staging space");
 			return PPRPC_ECANCELED;
 		}
-		rc = device_download(sc->b->dev, staging_ptr(&d->staging, slot), src + ch->off, ch->len);
-		send_publish(d, x, sc->next, slot, NULL);
+		send_publish(d, x, sc->next, slot, NULL, sc->mode == SM_IPC);
 		if (rc < 0) {
 			snprintf(q->err, sizeof(q->err), "SEND: capturing chunk %u failed", sc->next);
 			return rc;
@@ -510,6 +633,7 @@ void h_send(struct conn *c, struct request *r)
 	sc->b = b;
 	sc->offset = m->offset;
 	sc->in_place = d->opts.send_in_place && device_host_visible(b->dev);
+	sc->ipc_ok = device_has_ipc(b->dev);
 	buffer_ref(b);
 	sc->qr.release = send_release;
 	sc->qr.q.ready = send_ready;
@@ -548,12 +672,150 @@ void h_pull(struct conn *c, struct request *r)
 	conn_ref(c);
 	pthread_mutex_lock(&d->xfer_lock);
 	x->pulling = 1;
+	x->ipc_req = m->ipc_host && d->boot_id[0] && !strcmp(m->ipc_host, d->boot_id);
 	pthread_mutex_unlock(&d->xfer_lock);
 	pprpcd_kick_queues(d);
 	xsend_pump(d, x);
 }
 
+/* The destination copied an IPC transfer out of our GPU pool (or could
+ * not: error).  The slots go back and the PULL ends. */
+void h_pull_release(struct conn *c, struct request *r)
+{
+	const Pprpc__PullRelease *m = (const Pprpc__PullRelease *)r->msg;
+	Pprpc__PullChunk close = PPRPC__PULL_CHUNK__INIT;
+	struct pprpcd *d = c->d;
+	struct xsend *x = xsend_find(d, m->transfer_id);
+	char err[160];
+
+	if (!x || x->puller != c || !x->ipc || x->ipc_released) {
+		snprintf(err, sizeof(err), "transfer %" PRIu64 ": no CUDA IPC transfer pulled over this link",
+			 m->transfer_id);
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EINVAL, err);
+		return;
+	}
+	reply_ok(c, r->hdr.type, r->hdr.req_id);
+	if (!(m->error && *m->error) && m->done < x->size) {
+		/* Progress: the slots of the copied prefix take the rest. */
+		for (uint32_t i = 0; i < x->nchunks; i++) {
+			struct xchunk *ch = &x->chunks[i];
+
+			if (ch->ipc && ch->slot >= 0 && ch->state == CH_SENT && ch->off + ch->len <= m->done) {
+				staging_put(x->ipc_dev->ipc_staging, ch->slot);
+				ch->slot = -1;
+			}
+		}
+		return;
+	}
+	if ((m->error && *m->error) || x->nwritten != x->nchunks) {
+		LOG(d, LOG_NOTICE_, "transfer %" PRIu64 " to %s over CUDA IPC failed at the destination: %s", x->id,
+		    x->peer, m->error && *m->error ? m->error : "released before every chunk was sent");
+		xsend_mark_failed(d, x, PPRPC_EDEVICE);
+		xsend_maybe_free(d, x);
+		return;
+	}
+	xsend_put_ipc_slots(x);
+	x->ipc_released = 1;
+	close.offset = x->size;
+	reply_send_part(x->puller, MSG_PULL, x->pull_req, 0, &close.base, NULL, 0, NULL, NULL);
+	xsend_maybe_free(d, x);
+}
+
 /* ---- destination side --------------------------------------------------------- */
+
+static void xrecv_release_ipc(struct xrecv *xr, const char *error, uint64_t done);
+
+/* Loop: progress releases for RECVs whose workers copied more.  A queued
+ * RECV is alive: recv_release takes it off the list before it can go. */
+static void ipc_progress_pump(struct pprpcd *d)
+{
+	for (;;) {
+		struct xrecv *xr;
+		uint64_t done;
+
+		pthread_mutex_lock(&d->xfer_lock);
+		xr = d->ipc_progress;
+		if (xr) {
+			d->ipc_progress = xr->progress_next;
+			xr->progress_queued = 0;
+			done = xr->ipc_copied;
+		}
+		pthread_mutex_unlock(&d->xfer_lock);
+		if (!xr)
+			return;
+		if (done > xr->released_upto && done < xr->size)
+			xrecv_release_ipc(xr, NULL, done);
+	}
+}
+
+/* A rank whose IPC copies failed: later transfers from it use the staging
+ * path (said once in the log, with the reason). */
+struct ipc_block {
+	struct ipc_block *next;
+	char rank[64];
+};
+
+static int ipc_blocked(struct pprpcd *d, const char *rank)
+{
+	for (struct ipc_block *b = d->ipc_blocks; b; b = b->next)
+		if (!strcmp(b->rank, rank))
+			return 1;
+	return 0;
+}
+
+static void ipc_block(struct pprpcd *d, const char *rank, const char *why)
+{
+	struct ipc_block *b;
+
+	if (ipc_blocked(d, rank) || !(b = calloc(1, sizeof(*b))))
+		return;
+	snprintf(b->rank, sizeof(b->rank), "%s", rank);
+	b->next = d->ipc_blocks;
+	d->ipc_blocks = b;
+	LOG(d, LOG_WARN_, "CUDA IPC from %s does not work (%s): its transfers use the staging path from now on",
+	    rank, why);
+}
+
+static int release_meta(void *arg, int code, const char *errmsg, const struct frame_hdr *h, const uint8_t *meta,
+			size_t len, void **bulk_dst)
+{
+	(void)arg, (void)code, (void)errmsg, (void)h, (void)meta, (void)len, (void)bulk_dst;
+	return 0;
+}
+
+static void release_done(void *arg, const struct frame_hdr *h, int more)
+{
+	(void)arg, (void)h, (void)more;
+}
+
+static void release_fail(void *arg, int code, const char *why)
+{
+	(void)arg, (void)code, (void)why;
+}
+
+/* The source's answer changes nothing here: the RECV is over. */
+static const struct preq_ops release_ops = { .meta = release_meta, .done = release_done, .fail = release_fail };
+
+/* Tell the source which of its GPU pool slots may be reused (loop): the
+ * copied prefix (done < size: progress), or all of them (final: done =
+ * size, or an error). */
+static void xrecv_release_ipc(struct xrecv *xr, const char *error, uint64_t done)
+{
+	Pprpc__PullRelease rel = PPRPC__PULL_RELEASE__INIT;
+	char err[160];
+
+	if (xr->release_sent)
+		return;
+	if (error || done == xr->size)
+		xr->release_sent = 1;
+	xr->released_upto = done;
+	rel.transfer_id = xr->id;
+	rel.done = done;
+	rel.error = (char *)(error ? error : "");
+	if (peer_request(xr->d, xr->peer, MSG_PULL_RELEASE, &rel.base, &release_ops, NULL, err, sizeof(err)) < 0)
+		LOG(xr->d, LOG_NOTICE_, "transfer %" PRIu64 ": cannot release the source's GPU staging: %s", xr->id,
+		    err);
+}
 
 static void xrecv_unref(struct xrecv *xr)
 {
@@ -563,6 +825,7 @@ static void xrecv_unref(struct xrecv *xr)
 	 * RECV command itself failed or was cancelled. */
 	buffer_unref(xr->b);
 	free(xr->stage);
+	free(xr->ich);
 	free(xr);
 }
 
@@ -577,6 +840,46 @@ static void xrecv_fail(struct xrecv *xr, int code, const char *why)
 	}
 	pthread_mutex_unlock(&d->xfer_lock);
 	pprpcd_kick_queues(d);
+}
+
+/* An IPC chunk (bytes in the source's GPU pool; nothing follows on the
+ * link) or, after them, the empty chunk at offset = size that ends the
+ * PULL.  Only when we asked for IPC, in order, one pool per transfer. */
+static int pull_meta_ipc(struct xrecv *xr, const struct frame_hdr *h, const Pprpc__PullChunk *pc)
+{
+	struct pprpcd *d = xr->d;
+	int rc = 0;
+
+	if (!xr->ipc_asked || h->bulk_len || pc->offset != xr->expect_off)
+		return PPRPC_EPROTO;
+	xr->cur_len = pc->size;
+	if (pc->size == 0)
+		return pc->offset == xr->size && !pc->ipc_handle.len ? 0 : PPRPC_EPROTO;
+	if (pc->ipc_handle.len != DEVICE_IPC_HANDLE || pc->size > xr->size - pc->offset)
+		return PPRPC_EPROTO;
+	pthread_mutex_lock(&d->xfer_lock);
+	if (xr->nich && memcmp(xr->ipc_handle, pc->ipc_handle.data, DEVICE_IPC_HANDLE)) {
+		rc = PPRPC_EPROTO;
+	} else if (xr->nich == xr->cap_ich) {
+		uint32_t cap = xr->cap_ich ? 2 * xr->cap_ich : 8;
+		struct ichunk *n = realloc(xr->ich, cap * sizeof(*n));
+
+		if (n) {
+			xr->ich = n;
+			xr->cap_ich = cap;
+		} else {
+			rc = PPRPC_ENOMEM;
+		}
+	}
+	if (rc == 0) {
+		memcpy(xr->ipc_handle, pc->ipc_handle.data, DEVICE_IPC_HANDLE);
+		xr->ich[xr->nich].off = pc->offset;
+		xr->ich[xr->nich].len = pc->size;
+		xr->ich[xr->nich].pool_off = pc->ipc_offset;
+		xr->nich++;
+	}
+	pthread_mutex_unlock(&d->xfer_lock);
+	return rc;
 }
 
 static int pull_meta(void *arg, int code, const char *errmsg, const struct frame_hdr *h,
@@ -597,6 +900,13 @@ static int pull_meta(void *arg, int code, const char *errmsg, const struct frame
 	if (meta_unpack(&pprpc__pull_chunk__descriptor, meta, len, &m) < 0)
 		return PPRPC_EPROTO;
 	pc = (const Pprpc__PullChunk *)m;
+	xr->cur_ipc = pc->ipc_handle.len > 0 || (pc->size == 0 && xr->nich);
+	if (xr->cur_ipc) {
+		int rc = pull_meta_ipc(xr, h, pc);
+
+		meta_free(m);
+		return rc;
+	}
 	/* Chunks come in order, contiguous, within the transfer. */
 	if (pc->offset != xr->expect_off || pc->size != h->bulk_len || pc->size == 0 ||
 	    pc->size > xr->size - pc->offset) {
@@ -624,9 +934,15 @@ static void pull_done(void *arg, const struct frame_hdr *h, int more)
 	if (xr->cur_code == 0) {
 		xr->expect_off += xr->cur_len;
 		pthread_mutex_lock(&d->xfer_lock);
-		xr->arrived = xr->expect_off;
+		if (xr->cur_ipc)
+			xr->ipc_avail = xr->expect_off;
+		else
+			xr->arrived = xr->expect_off;
 		pthread_mutex_unlock(&d->xfer_lock);
 		pprpcd_kick_queues(d);
+		/* IPC chunks after the RECV ended: nobody will copy them. */
+		if (xr->cur_ipc && xr->cur_len && xr->finished)
+			xrecv_release_ipc(xr, "the RECV ended before the transfer arrived", 0);
 		if (!more && xr->expect_off != xr->size)
 			xrecv_fail(xr, PPRPC_EPROTO, "the source ended the transfer early");
 	}
@@ -652,6 +968,7 @@ struct recv_cmd {
 	struct dbuf *b;
 	uint64_t offset;
 	uint64_t copied;        /* worker: bytes in the region so far */
+	uint32_t ich_done;      /* worker: IPC chunks copied */
 	int started;
 };
 
@@ -668,9 +985,60 @@ static int recv_ready(struct qcmd *q)
 	if (!rc->started)
 		return 1;
 	pthread_mutex_lock(&d->xfer_lock);
-	ready = xr->arrived > rc->copied || xr->error || atomic_load(&d->stopping_workers);
+	ready = xr->arrived > rc->copied || xr->ipc_avail > rc->copied || xr->error ||
+		atomic_load(&d->stopping_workers);
 	pthread_mutex_unlock(&d->xfer_lock);
 	return ready;
+}
+
+/* Worker: copy the IPC chunks announced so far, GPU to GPU, from the
+ * source's pool into the region.  A failure fails this RECV with the
+ * reason (and the rank's later transfers take the staging path). */
+static int recv_copy_ipc(struct recv_cmd *rc, uint8_t *dst)
+{
+	struct xrecv *xr = rc->xr;
+	struct pprpcd *d = rc->qr.c->d;
+	struct qcmd *q = &rc->qr.q;
+
+	for (;;) {
+		uint8_t handle[DEVICE_IPC_HANDLE];
+		struct ichunk ch;
+		char why[200] = "";
+		int st;
+
+		pthread_mutex_lock(&d->xfer_lock);
+		if (rc->ich_done == xr->nich) {
+			pthread_mutex_unlock(&d->xfer_lock);
+			return 0;
+		}
+		ch = xr->ich[rc->ich_done];
+		memcpy(handle, xr->ipc_handle, sizeof(handle));
+		pthread_mutex_unlock(&d->xfer_lock);
+		st = device_ipc_copy(rc->b->dev, dst + ch.off, handle, ch.pool_off, ch.len, why, sizeof(why));
+		if (st < 0) {
+			pthread_mutex_lock(&d->xfer_lock);
+			snprintf(xr->ipc_err, sizeof(xr->ipc_err), "%.199s", why);
+			pthread_mutex_unlock(&d->xfer_lock);
+			snprintf(q->err, sizeof(q->err), "RECV of transfer %" PRIu64 " from %.63s by CUDA IPC: %.150s",
+				 xr->id, xr->peer, why);
+			return st;
+		}
+		rc->ich_done++;
+		rc->copied += ch.len;
+		/* The source may be waiting for these slots (a transfer larger
+		 * than its pool): the loop tells it (ipc_progress_pump). */
+		if (rc->copied < xr->size) {
+			pthread_mutex_lock(&d->xfer_lock);
+			xr->ipc_copied = rc->copied;
+			if (!xr->progress_queued) {
+				xr->progress_queued = 1;
+				xr->progress_next = d->ipc_progress;
+				d->ipc_progress = xr;
+			}
+			pthread_mutex_unlock(&d->xfer_lock);
+			uv_async_send(&d->xfer_async);
+		}
+	}
 }
 
 /* Worker: copy what arrived into the region, and come back (QCMD_AGAIN)
@@ -704,6 +1072,9 @@ static int recv_exec(struct qcmd *q)
 		snprintf(q->err, sizeof(q->err), "RECV of transfer %" PRIu64 " failed: %.200s", xr->id, xr->errmsg);
 		return err;
 	}
+	err = recv_copy_ipc(rc, dst);
+	if (err < 0)
+		return err;
 	if (avail > rc->copied) {
 		/* Chunks that arrived before RECV executed wait in the stage. */
 		if (rc->copied < direct_from)
@@ -725,7 +1096,33 @@ static void recv_release(struct qreq *qr)
 	struct recv_cmd *rc = (struct recv_cmd *)qr;
 	struct xrecv *xr = rc->xr;
 
-	bstat_add(qr->c->d, xr->peer, "recv", peer_path(qr->c->d, xr->peer), xr->size, xr->t0_us, qr->q.status < 0);
+	struct pprpcd *d = qr->c->d;
+	uint32_t nich;
+	char ipc_err[200];
+
+	pthread_mutex_lock(&d->xfer_lock);
+	nich = xr->nich;
+	snprintf(ipc_err, sizeof(ipc_err), "%s", xr->ipc_err);
+	pthread_mutex_unlock(&d->xfer_lock);
+	xr->finished = 1;
+	pthread_mutex_lock(&d->xfer_lock);
+	if (xr->progress_queued) {
+		for (struct xrecv **pp = &d->ipc_progress; *pp; pp = &(*pp)->progress_next)
+			if (*pp == xr) {
+				*pp = xr->progress_next;
+				break;
+			}
+		xr->progress_queued = 0;
+	}
+	pthread_mutex_unlock(&d->xfer_lock);
+	if (nich) {
+		const char *why = ipc_err[0] ? ipc_err : qr->q.status < 0 ? "the RECV failed" : NULL;
+
+		xrecv_release_ipc(xr, why, why ? 0 : xr->size);
+		if (ipc_err[0])
+			ipc_block(d, xr->peer, ipc_err);
+	}
+	bstat_add(d, xr->peer, "recv", nich ? "ipc" : peer_path(d, xr->peer), xr->size, xr->t0_us, qr->q.status < 0);
 	buffer_unref(rc->b);
 	xrecv_unref(xr);
 }
@@ -766,6 +1163,11 @@ void h_recv(struct conn *c, struct request *r)
 	snprintf(xr->peer, sizeof(xr->peer), "%s", m->src_rank);
 	pull.transfer_id = m->transfer_id;
 	pull.size = m->size;
+	/* GPU to GPU on one host: ask for CUDA IPC (the source decides). */
+	if (device_has_ipc(b->dev) && d->boot_id[0] && !ipc_blocked(d, m->src_rank)) {
+		pull.ipc_host = d->boot_id;
+		xr->ipc_asked = 1;
+	}
 	xr->refs++; /* the PULL's */
 	code = peer_request(d, m->src_rank, MSG_PULL, &pull.base, &pull_ops, xr, err, sizeof(err));
 	if (code < 0) {
@@ -794,6 +1196,21 @@ refuse:
 
 /* ---- lifecycle ------------------------------------------------------------------- */
 
+/* Processes with the same boot id run on one host (one kernel instance):
+ * the precondition for CUDA IPC, which the copy itself then proves. */
+static void read_boot_id(struct pprpcd *d)
+{
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+
+	d->boot_id[0] = '\0';
+	if (!f)
+		return;
+	if (!fgets(d->boot_id, sizeof(d->boot_id), f))
+		d->boot_id[0] = '\0';
+	d->boot_id[strcspn(d->boot_id, "\n")] = '\0';
+	fclose(f);
+}
+
 int xfer_init(struct pprpcd *d)
 {
 	uint64_t bytes = d->opts.staging_bytes, slot = 4ull << 20;
@@ -804,6 +1221,7 @@ int xfer_init(struct pprpcd *d)
 	rc = staging_init(&d->staging, bytes, slot);
 	if (rc < 0)
 		return rc;
+	read_boot_id(d);
 	pthread_mutex_init(&d->xfer_lock, NULL);
 	pthread_cond_init(&d->xfer_cond, NULL);
 	uv_async_init(d->loop, &d->xfer_async, on_xfer_async);
@@ -830,6 +1248,12 @@ void xfer_fini(struct pprpcd *d)
 		struct bstat *b = d->bstats;
 
 		d->bstats = b->next;
+		free(b);
+	}
+	while (d->ipc_blocks) {
+		struct ipc_block *b = d->ipc_blocks;
+
+		d->ipc_blocks = b->next;
 		free(b);
 	}
 	if (!d->xfer_ready)

@@ -27,6 +27,7 @@ static const char *const names[MSG_TYPE_COUNT] = {
 	[MSG_PULL] = "PULL",
 	[MSG_PING] = "PING",
 	[MSG_PROBE] = "PROBE",
+	[MSG_PULL_RELEASE] = "PULL_RELEASE",
 };
 
 const char *msg_type_name(unsigned type)

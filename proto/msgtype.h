@@ -30,6 +30,7 @@ enum msg_type {
 	MSG_PULL = 22,           /* peer: stream a SEND's bytes (replies with MORE) */
 	MSG_PING = 23,           /* answered at once (link check) */
 	MSG_PROBE = 24,          /* client: can this daemon reach rank X? */
+	MSG_PULL_RELEASE = 25,   /* peer: GPU staging of an IPC transfer may be reused */
 	MSG_TYPE_COUNT
 };
 
