@@ -466,6 +466,22 @@ static const pprpc_boundary_stats *bstat_find(const pprpc_stats *s, const char *
 	return NULL;
 }
 
+/* B's receive boundary from peer: bytes and IPC copy time so far (zeros
+ * when STATS fails or there is none). */
+static void recv_copy_stats(struct rank *r, const char *peer, uint64_t *bytes, uint64_t *copy_us)
+{
+	pprpc_stats *s = NULL;
+
+	if (pprpc_stats_get(r->c, &s) < 0)
+		return;
+	for (uint32_t i = 0; i < s->nboundaries; i++)
+		if (!strcmp(s->boundaries[i].peer, peer) && !strcmp(s->boundaries[i].direction, "recv")) {
+			*bytes = s->boundaries[i].bytes;
+			*copy_us = s->boundaries[i].copy_us;
+		}
+	pprpc_stats_free(s);
+}
+
 /* Print rank r's boundaries now and what this run added; returns the
  * transfers this run added on (peer, dir), or -1 if STATS failed. */
 static int64_t print_bstats(struct rank *r, const char *name, const char *peer, const char *dir,
@@ -860,12 +876,21 @@ int main(int argc, char **argv)
 
 	print_header(&x, x.a.d.pid > 0, spawn_args);
 	for (int i = 0; i < nsizes; i++) {
+		uint64_t cb0 = 0, cu0 = 0, cb1 = 0, cu1 = 0;
+
 		memset(&res[i], 0, sizeof(res[i]));
 		res[i].size = sizes[i];
+		recv_copy_stats(&x.b, x.a.addr, &cb0, &cu0);
 		if (measure(&x, &res[i]) < 0)
 			goto out;
 		done++;
 		print_row(&res[i]);
+		/* IPC (GPU to GPU on one host): the copies' own throughput at B,
+		 * next to the end-to-end figure above (which adds the RPCs). */
+		recv_copy_stats(&x.b, x.a.addr, &cb1, &cu1);
+		if (cu1 > cu0)
+			printf("       | IPC copies at B: %.3f MiB in %.3f ms = %.1f GB/s\n", (double)(cb1 - cb0) / MIB,
+			       (double)(cu1 - cu0) * 1e-3, (double)(cb1 - cb0) / ((double)(cu1 - cu0) * 1e-6) / 1e9);
 		if (!res[i].skipped && !res[i].parity_ok) {
 			fprintf(stderr, "bench-p2p: PARITY FAILURE at %" PRIu64 " bytes: %s\n", res[i].size,
 				res[i].parity_msg);

@@ -173,6 +173,12 @@ static int cpu_ipc_copy(struct device *d, void *dst, const uint8_t *handle, uint
 	return 0;
 }
 
+static int cpu_ipc_wait(struct device *d, char *err, size_t errlen)
+{
+	(void)d, (void)err, (void)errlen;
+	return 0; /* process_vm_readv is done when it returns */
+}
+
 static const struct device_ops cpu_ops = {
 	.kind = "cpu",
 	.host_visible = true,
@@ -202,6 +208,7 @@ static const struct device_ops cpu_cma_ops = {
 	.graph_release = device_graph_release_none,
 	.ipc_pool = cpu_ipc_pool,
 	.ipc_copy = cpu_ipc_copy,
+	.ipc_wait = cpu_ipc_wait,
 	.destroy = cpu_destroy,
 };
 

@@ -214,7 +214,12 @@ static int cuda_ipc_copy(struct device *d, void *dst, const uint8_t *handle, uin
 		snprintf(err, errlen, "%s: IPC copy: %s", d->name, cudaGetErrorString(e));
 		return PPRPC_EDEVICE;
 	}
-	return wait_stream(c, err, errlen);
+	return 0;
+}
+
+static int cuda_ipc_wait(struct device *d, char *err, size_t errlen)
+{
+	return wait_stream(cdev(d), err, errlen);
 }
 
 /* Enqueue every node of g on the stream (plain launches, or inside a
@@ -367,6 +372,7 @@ static const struct device_ops cuda_ops = {
 	.graph_release = cuda_graph_release,
 	.ipc_pool = cuda_ipc_pool,
 	.ipc_copy = cuda_ipc_copy,
+	.ipc_wait = cuda_ipc_wait,
 	.destroy = cuda_destroy,
 };
 

@@ -102,7 +102,7 @@ int device_copy(struct device *d, void *dst, const void *src, uint64_t n) { retu
 int device_upload(struct device *d, void *dst, const void *src, uint64_t n) { return d->ops->upload(d, dst, src, n); }
 int device_download(struct device *d, void *dst, const void *src, uint64_t n) { return d->ops->download(d, dst, src, n); }
 
-bool device_has_ipc(const struct device *d) { return d->ops->ipc_pool && d->ops->ipc_copy; }
+bool device_has_ipc(const struct device *d) { return d->ops->ipc_pool && d->ops->ipc_copy && d->ops->ipc_wait; }
 
 int device_ipc_pool(struct device *d, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err, size_t errlen)
 {
@@ -121,6 +121,11 @@ int device_ipc_copy(struct device *d, void *dst, const uint8_t *handle, uint64_t
 		return PPRPC_EUNSUPP;
 	}
 	return d->ops->ipc_copy(d, dst, handle, off, n, err, errlen);
+}
+
+int device_ipc_wait(struct device *d, char *err, size_t errlen)
+{
+	return device_has_ipc(d) ? d->ops->ipc_wait(d, err, errlen) : PPRPC_EUNSUPP;
 }
 
 int device_graph_run(struct device *d, struct graph *g, char *err, size_t errlen)

@@ -65,6 +65,7 @@ bool device_has_ipc(const struct device *d);
 int device_ipc_pool(struct device *d, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err, size_t errlen);
 int device_ipc_copy(struct device *d, void *dst, const uint8_t *handle, uint64_t off, uint64_t n, char *err,
 		    size_t errlen);
+int device_ipc_wait(struct device *d, char *err, size_t errlen);
 
 /* Worker-thread operations. */
 int device_fill(struct device *d, void *dst, int value, uint64_t n);

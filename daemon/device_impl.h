@@ -22,13 +22,15 @@ struct device_ops {
 	int (*graph_run)(struct device *d, struct graph *g, char *err, size_t errlen);
 	/* optional: drop per-graph backend state (g->dev_priv) */
 	void (*graph_release)(struct device *d, struct graph *g);
-	/* optional (CUDA IPC, both or neither): ipc_pool allocates device
-	 * memory other processes of this host may read and exports it
-	 * (handle: DEVICE_IPC_HANDLE bytes); ipc_copy copies n bytes at off
-	 * of another process's exported pool into dst, and waits for it. */
+	/* optional (CUDA IPC, all or none): ipc_pool allocates device memory
+	 * other processes of this host may read and exports it (handle:
+	 * DEVICE_IPC_HANDLE bytes); ipc_copy starts copying n bytes at off of
+	 * another process's exported pool into dst; ipc_wait waits for the
+	 * copies started. */
 	int (*ipc_pool)(struct device *d, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err, size_t errlen);
 	int (*ipc_copy)(struct device *d, void *dst, const uint8_t *handle, uint64_t off, uint64_t n, char *err,
 			size_t errlen);
+	int (*ipc_wait)(struct device *d, char *err, size_t errlen);
 	void (*destroy)(struct device *d);
 };
 

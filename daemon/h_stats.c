@@ -121,6 +121,7 @@ void h_stats(struct conn *c, struct request *r)
 		bs[i].bytes = b->bytes;
 		bs[i].time_us = b->time_us;
 		bs[i].errors = b->errors;
+		bs[i].copy_us = b->copy_us;
 		bsp[i] = &bs[i];
 	}
 	i = 0;

@@ -190,6 +190,7 @@ static void set_threads_show(const struct pprpcd_opts *o, char *buf, size_t len)
 MIB_SETTER(set_floor, memory_floor, 0, UINT64_MAX / MIB)
 MIB_SETTER(set_max_bulk, max_bulk, 1, 1ull << 20)
 MIB_SETTER(set_staging, staging_bytes, 1, 1ull << 20)
+MIB_SETTER(set_ipc_pool, ipc_pool_bytes, 0, 1ull << 20)
 MIB_SETTER(set_max_conn_mib, max_conn_bytes, 0, 1ull << 30)
 
 static int set_drain(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
@@ -366,6 +367,7 @@ static const struct optdef defs[] = {
 	{ "cpu-affinity", "SPEC", "pin threads: loop=CPUS,device=CPUS (e.g. loop=0,device=1-3)", set_affinity, set_affinity_show },
 	{ "drain-ms", "N", "on SIGTERM, let queued work finish for up to N ms", set_drain, set_drain_show },
 	{ "send-in-place", "0|1", "a SEND last in its stream streams from the tensor itself while the destination pulls (default 1)", set_send_in_place, set_send_in_place_show },
+	{ "ipc-pool-mib", "N", "IPC staging per device for boundary SENDs (0 = 1024 on a GPU, staging-mib on the CPU)", set_ipc_pool, set_ipc_pool_show },
 	{ "cpu-ipc", "0|1", "CPU-to-CPU boundaries with daemons of this host by process_vm_readv (needs ptrace access; default 0)", set_cpu_ipc, set_cpu_ipc_show },
 	{ "transfer-timeout-ms", "N", "a SEND or RECV whose partner does not come fails after N ms (0 = never)", set_xfer_timeout, set_xfer_timeout_show },
 	{ "peer-timeout-ms", "N", "drop a peer link silent for N ms while we wait on it (0 = never)", set_peer_timeout, set_peer_timeout_show },

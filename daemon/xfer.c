@@ -102,6 +102,7 @@ struct xrecv {
 	int progress_queued;    /* on d->ipc_progress */
 	struct xrecv *progress_next;
 	uint64_t released_upto; /* loop: the done of the last PullRelease */
+	uint64_t copy_us;       /* worker: time in IPC copies (read after the RECV) */
 };
 
 static uint64_t now_us(void)
@@ -130,7 +131,7 @@ static struct bstat *bstat_get(struct pprpcd *d, const char *peer, const char *d
 }
 
 static void bstat_add(struct pprpcd *d, const char *peer, const char *dir, const char *link, uint64_t bytes,
-		      uint64_t t0, int failed)
+		      uint64_t t0, uint64_t copy_us, int failed)
 {
 	struct bstat *b = bstat_get(d, peer, dir);
 
@@ -144,6 +145,7 @@ static void bstat_add(struct pprpcd *d, const char *peer, const char *dir, const
 	b->transfers++;
 	b->bytes += bytes;
 	b->time_us += now_us() - t0;
+	b->copy_us += copy_us;
 }
 
 /* ---- source side ------------------------------------------------------------ */
@@ -169,20 +171,27 @@ static struct xsend *xsend_new(struct pprpcd *d, uint64_t id)
 	return x;
 }
 
+/* Chunks of cs bytes (the slot size of the staging they will use). */
+static struct xchunk *chunks_make(uint64_t size, uint64_t cs, uint32_t *ret_n)
+{
+	uint32_t n = (uint32_t)((size + cs - 1) / cs);
+	struct xchunk *ch = calloc(n, sizeof(*ch));
+
+	if (!ch)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		ch[i].slot = -1;
+		ch[i].off = (uint64_t)i * cs;
+		ch[i].len = size - ch[i].off < cs ? size - ch[i].off : cs;
+	}
+	*ret_n = n;
+	return ch;
+}
+
 static int xsend_layout(struct pprpcd *d, struct xsend *x)
 {
-	uint64_t cs = d->staging.slot_size;
-
-	x->nchunks = (uint32_t)((x->size + cs - 1) / cs);
-	x->chunks = calloc(x->nchunks, sizeof(*x->chunks));
-	if (!x->chunks)
-		return PPRPC_ENOMEM;
-	for (uint32_t i = 0; i < x->nchunks; i++) {
-		x->chunks[i].slot = -1;
-		x->chunks[i].off = (uint64_t)i * cs;
-		x->chunks[i].len = x->size - x->chunks[i].off < cs ? x->size - x->chunks[i].off : cs;
-	}
-	return 0;
+	x->chunks = chunks_make(x->size, d->staging.slot_size, &x->nchunks);
+	return x->chunks ? 0 : PPRPC_ENOMEM;
 }
 
 static void xsend_unlink(struct pprpcd *d, struct xsend *x)
@@ -243,7 +252,7 @@ static void xsend_maybe_free(struct pprpcd *d, struct xsend *x)
 			    "the source side of the transfer failed or was cancelled");
 	bstat_add(d, x->peer[0] ? x->peer : "?", "send",
 		  x->ipc ? "ipc" : x->puller && x->puller->t ? transport_name(x->puller->t) : "tcp", x->size,
-		  x->t0_us, !finished);
+		  x->t0_us, 0, !finished);
 	xsend_put_ipc_slots(x);
 	for (uint32_t i = 0; i < x->nchunks; i++)
 		if (x->chunks[i].state == CH_CAPTURED && x->chunks[i].slot >= 0)
@@ -432,11 +441,35 @@ static void send_publish(struct pprpcd *d, struct xsend *x, uint32_t i, int slot
 	uv_async_send(&d->xfer_async);
 }
 
+/* Worker, before the first chunk is published: chunks sized for the IPC
+ * pool's slots instead of the host ring's.  Nothing on the loop reads the
+ * chunks until one is published. */
+static int send_relayout(struct pprpcd *d, struct xsend *x, uint64_t cs)
+{
+	uint32_t n;
+	struct xchunk *ch = chunks_make(x->size, cs, &n), *old;
+
+	if (!ch)
+		return PPRPC_ENOMEM;
+	pthread_mutex_lock(&d->xfer_lock);
+	old = x->chunks;
+	x->chunks = ch;
+	x->nchunks = n;
+	pthread_mutex_unlock(&d->xfer_lock);
+	free(old);
+	return 0;
+}
+
 /* Worker: the device's GPU pool for IPC SENDs, made on first use (as large
  * as the host staging ring).  0 when it can be used. */
 static int ipc_pool_ready(struct pprpcd *d, struct device *dev)
 {
-	uint64_t bytes = d->opts.staging_bytes, slot = 64ull << 20;
+	/* GPU memory is plentiful next to a boundary tensor: 1 GiB of 64 MiB
+	 * slots keeps big transfers in few copies; a CPU pool is as large as
+	 * the host staging ring. */
+	uint64_t bytes = d->opts.ipc_pool_bytes ? d->opts.ipc_pool_bytes
+			 : device_host_visible(dev) ? d->opts.staging_bytes : 1ull << 30;
+	uint64_t slot = 64ull << 20;
 	struct staging *s;
 	void *mem = NULL;
 
@@ -515,7 +548,8 @@ static int send_exec(struct qcmd *q)
 		if (sc->next == x->nchunks)
 			return open ? QCMD_AGAIN : 0;
 		if (sc->mode == SM_UNDECIDED) {
-			if (pulling && ipc_req && sc->ipc_ok && ipc_pool_ready(d, dev) == 0)
+			if (pulling && ipc_req && sc->ipc_ok && ipc_pool_ready(d, dev) == 0 &&
+			    send_relayout(d, x, dev->ipc_staging->slot_size) == 0)
 				sc->mode = SM_IPC;
 			else if (pulling && sc->in_place && !sc->behind)
 				sc->mode = SM_IN_PLACE;
@@ -999,46 +1033,56 @@ static int recv_copy_ipc(struct recv_cmd *rc, uint8_t *dst)
 	struct xrecv *xr = rc->xr;
 	struct pprpcd *d = rc->qr.c->d;
 	struct qcmd *q = &rc->qr.q;
+	uint8_t handle[DEVICE_IPC_HANDLE];
+	uint32_t upto, i;
+	uint64_t bytes = 0, t0;
+	char why[200] = "";
+	int st = 0;
 
-	for (;;) {
-		uint8_t handle[DEVICE_IPC_HANDLE];
+	pthread_mutex_lock(&d->xfer_lock);
+	upto = xr->nich;
+	memcpy(handle, xr->ipc_handle, sizeof(handle));
+	pthread_mutex_unlock(&d->xfer_lock);
+	if (rc->ich_done == upto)
+		return 0;
+	/* Every chunk announced so far in one go, then one wait. */
+	t0 = now_us();
+	for (i = rc->ich_done; i < upto && st == 0; i++) {
 		struct ichunk ch;
-		char why[200] = "";
-		int st;
 
 		pthread_mutex_lock(&d->xfer_lock);
-		if (rc->ich_done == xr->nich) {
-			pthread_mutex_unlock(&d->xfer_lock);
-			return 0;
-		}
-		ch = xr->ich[rc->ich_done];
-		memcpy(handle, xr->ipc_handle, sizeof(handle));
+		ch = xr->ich[i];
 		pthread_mutex_unlock(&d->xfer_lock);
 		st = device_ipc_copy(rc->b->dev, dst + ch.off, handle, ch.pool_off, ch.len, why, sizeof(why));
-		if (st < 0) {
-			pthread_mutex_lock(&d->xfer_lock);
-			snprintf(xr->ipc_err, sizeof(xr->ipc_err), "%.199s", why);
-			pthread_mutex_unlock(&d->xfer_lock);
-			snprintf(q->err, sizeof(q->err), "RECV of transfer %" PRIu64 " from %.63s by CUDA IPC: %.150s",
-				 xr->id, xr->peer, why);
-			return st;
-		}
-		rc->ich_done++;
-		rc->copied += ch.len;
-		/* The source may be waiting for these slots (a transfer larger
-		 * than its pool): the loop tells it (ipc_progress_pump). */
-		if (rc->copied < xr->size) {
-			pthread_mutex_lock(&d->xfer_lock);
-			xr->ipc_copied = rc->copied;
-			if (!xr->progress_queued) {
-				xr->progress_queued = 1;
-				xr->progress_next = d->ipc_progress;
-				d->ipc_progress = xr;
-			}
-			pthread_mutex_unlock(&d->xfer_lock);
-			uv_async_send(&d->xfer_async);
-		}
+		bytes += ch.len;
 	}
+	if (st == 0)
+		st = device_ipc_wait(rc->b->dev, why, sizeof(why));
+	xr->copy_us += now_us() - t0;
+	if (st < 0) {
+		pthread_mutex_lock(&d->xfer_lock);
+		snprintf(xr->ipc_err, sizeof(xr->ipc_err), "%.199s", why);
+		pthread_mutex_unlock(&d->xfer_lock);
+		snprintf(q->err, sizeof(q->err), "RECV of transfer %" PRIu64 " from %.63s by IPC: %.150s", xr->id,
+			 xr->peer, why);
+		return st;
+	}
+	rc->ich_done = upto;
+	rc->copied += bytes;
+	/* The source may be waiting for these slots (a transfer larger than
+	 * its pool): the loop tells it (ipc_progress_pump). */
+	if (rc->copied < xr->size) {
+		pthread_mutex_lock(&d->xfer_lock);
+		xr->ipc_copied = rc->copied;
+		if (!xr->progress_queued) {
+			xr->progress_queued = 1;
+			xr->progress_next = d->ipc_progress;
+			d->ipc_progress = xr;
+		}
+		pthread_mutex_unlock(&d->xfer_lock);
+		uv_async_send(&d->xfer_async);
+	}
+	return 0;
 }
 
 /* Worker: copy what arrived into the region, and come back (QCMD_AGAIN)
@@ -1122,7 +1166,8 @@ static void recv_release(struct qreq *qr)
 		if (ipc_err[0])
 			ipc_block(d, xr->peer, ipc_err);
 	}
-	bstat_add(d, xr->peer, "recv", nich ? "ipc" : peer_path(d, xr->peer), xr->size, xr->t0_us, qr->q.status < 0);
+	bstat_add(d, xr->peer, "recv", nich ? "ipc" : peer_path(d, xr->peer), xr->size, xr->t0_us, xr->copy_us,
+		  qr->q.status < 0);
 	buffer_unref(rc->b);
 	xrecv_unref(xr);
 }

@@ -631,8 +631,9 @@ typedef struct pprpc_conn_stats {
 typedef struct pprpc_boundary_stats {
 	char peer[64];           /* the other rank */
 	char direction[8];       /* "send" | "recv" */
-	char path[16];           /* "p2p-tcp" | "p2p-rdma" */
+	char path[16];           /* "p2p-tcp" | "p2p-rdma" | "p2p-ipc" */
 	uint64_t transfers, bytes, time_us, errors;
+	uint64_t copy_us;        /* recv over IPC: time in the copies themselves */
 } pprpc_boundary_stats;
 
 typedef struct pprpc_stats {
