@@ -552,6 +552,27 @@ struct result {
 	int rpc_errors, sentinel_failures, parity_ok;
 };
 
+/* What the daemons say the boundaries ran on (their STATS): proof of the
+ * path (p2p-tcp, p2p-rdma, p2p-ipc), not the client's assumption. */
+static void print_boundary_paths(struct ctx *x)
+{
+	for (int s = 0; s < x->S; s++) {
+		pprpc_stats *st = NULL;
+
+		if (!x->st[s].c || pprpc_stats_get(x->st[s].c, &st) < 0)
+			continue;
+		for (uint32_t i = 0; i < st->nboundaries; i++) {
+			const pprpc_boundary_stats *b = &st->boundaries[i];
+
+			printf("boundary: rank %d (%s) %s %s %s via %s: %llu transfers, %.1f MiB, %llu errors\n", s,
+			       x->st[s].addr, b->direction, !strcmp(b->direction, "send") ? "to" : "from", b->peer,
+			       b->path, (unsigned long long)b->transfers, b->bytes / 1048576.0,
+			       (unsigned long long)b->errors);
+		}
+		pprpc_stats_free(st);
+	}
+}
+
 static int write_json(const char *path, const struct ctx *x, const struct result *res, int nres, int parity)
 {
 	FILE *f = fopen(path, "w");
@@ -907,6 +928,7 @@ int main(int argc, char **argv)
 			parity = 0;
 	if (json && write_json(json, x, res, nres, parity) < 0)
 		goto out;
+	print_boundary_paths(x);
 	ret = parity && x->sentinel_failures == 0 && x->rpc_errors == 0 ? 0 : 1;
 	printf("pp-fence-test: %s (parity %s, %d RPC errors, %d sentinel failures; transfer %s, %llu boundary bytes through the client)\n",
 	       ret ? "FAIL" : "PASS", parity ? "ok" : "FAILED", x->rpc_errors, x->sentinel_failures,
