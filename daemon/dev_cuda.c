@@ -217,6 +217,21 @@ static int cuda_ipc_copy(struct device *d, void *dst, const uint8_t *handle, uin
 	return 0;
 }
 
+/* Portable: one registration serves every GPU of the process. */
+static int cuda_pin_host(struct device *d, void *ptr, uint64_t bytes, int on)
+{
+	cudaError_t e;
+
+	if (use(cdev(d)) < 0)
+		return PPRPC_EDEVICE;
+	e = on ? cudaHostRegister(ptr, bytes, cudaHostRegisterPortable) : cudaHostUnregister(ptr);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		return PPRPC_EDEVICE;
+	}
+	return 0;
+}
+
 static int cuda_ipc_wait(struct device *d, char *err, size_t errlen)
 {
 	return wait_stream(cdev(d), err, errlen);
@@ -373,6 +388,7 @@ static const struct device_ops cuda_ops = {
 	.ipc_pool = cuda_ipc_pool,
 	.ipc_copy = cuda_ipc_copy,
 	.ipc_wait = cuda_ipc_wait,
+	.pin_host = cuda_pin_host,
 	.destroy = cuda_destroy,
 };
 

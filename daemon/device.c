@@ -42,11 +42,19 @@ int device_open(uv_loop_t *loop, const char *spec, uint32_t index, uint64_t floo
 	return 0;
 }
 
+void device_stop(struct device *d)
+{
+	if (d && d->q) {
+		queue_destroy(d->q);
+		d->q = NULL;
+	}
+}
+
 void device_close(struct device *d)
 {
 	if (!d)
 		return;
-	queue_destroy(d->q);
+	device_stop(d);
 	if (d->ipc_staging) {
 		uint64_t bytes = d->ipc_staging->bytes;
 
@@ -121,6 +129,11 @@ int device_ipc_copy(struct device *d, void *dst, const uint8_t *handle, uint64_t
 		return PPRPC_EUNSUPP;
 	}
 	return d->ops->ipc_copy(d, dst, handle, off, n, err, errlen);
+}
+
+int device_pin_host(struct device *d, void *ptr, uint64_t bytes, int on)
+{
+	return d->ops->pin_host ? d->ops->pin_host(d, ptr, bytes, on) : PPRPC_EUNSUPP;
 }
 
 int device_ipc_wait(struct device *d, char *err, size_t errlen)

@@ -49,6 +49,8 @@ struct device {
  * with the reason in err. */
 int device_open(uv_loop_t *loop, const char *spec, uint32_t index, uint64_t floor, int threads,
 		int cuda_graphs, struct device **ret_dev, char *err, size_t errlen);
+/* Finish the queued work and join the worker (device_close does it too). */
+void device_stop(struct device *d);
 void device_close(struct device *d);
 
 const char *device_kind(const struct device *d);
@@ -66,6 +68,9 @@ int device_ipc_pool(struct device *d, uint64_t bytes, void **ret_ptr, uint8_t *h
 int device_ipc_copy(struct device *d, void *dst, const uint8_t *handle, uint64_t off, uint64_t n, char *err,
 		    size_t errlen);
 int device_ipc_wait(struct device *d, char *err, size_t errlen);
+/* Page-lock (on) or release (off) host memory for this device's copies:
+ * 0, or PPRPC_EUNSUPP where the device has no use for it. */
+int device_pin_host(struct device *d, void *ptr, uint64_t bytes, int on);
 
 /* Worker-thread operations. */
 int device_fill(struct device *d, void *dst, int value, uint64_t n);

@@ -31,6 +31,9 @@ struct device_ops {
 	int (*ipc_copy)(struct device *d, void *dst, const uint8_t *handle, uint64_t off, uint64_t n, char *err,
 			size_t errlen);
 	int (*ipc_wait)(struct device *d, char *err, size_t errlen);
+	/* optional: page-lock host memory for fast copies with every device
+	 * of this kind (on = 0 undoes it); 0 or a negative code. */
+	int (*pin_host)(struct device *d, void *ptr, uint64_t bytes, int on);
 	void (*destroy)(struct device *d);
 };
 

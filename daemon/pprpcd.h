@@ -100,6 +100,7 @@ struct pprpcd {
 	struct bstat *bstats;
 	struct ipc_block *ipc_blocks;  /* ranks whose CUDA IPC failed (xfer.c) */
 	struct xrecv *ipc_progress;    /* xfer_lock: RECVs whose IPC copies advanced (xfer.c) */
+	struct device *staging_pinned_by;  /* whose backend page-locked the staging ring */
 	char boot_id[40];              /* this host's, for CUDA IPC between daemons */
 	pthread_mutex_t xfer_lock; /* chunk capture / arrival progress */
 	pthread_cond_t xfer_cond;

@@ -343,6 +343,10 @@ static void release_devices(struct pprpcd *d)
 	atomic_store(&d->stopping_workers, 1);
 	timeline_wake_all(d);
 	xfer_wake(d);
+	/* No copy may be running from the staging ring when it is unpinned. */
+	for (uint32_t i = 0; i < d->ndev; i++)
+		device_stop(d->dev[i]);
+	xfer_unpin(d);
 	for (uint32_t i = 0; i < d->ndev; i++) {
 		device_close(d->dev[i]);
 		d->dev[i] = NULL;

@@ -1267,6 +1267,14 @@ int xfer_init(struct pprpcd *d)
 	if (rc < 0)
 		return rc;
 	read_boot_id(d);
+	/* GPU SENDs that cannot go by IPC capture into this ring: page-locked,
+	 * the device-to-host copies run at full speed (~55 GB/s on an H200
+	 * against a fraction of that from pageable memory). */
+	for (uint32_t i = 0; i < d->ndev && !d->staging_pinned_by; i++)
+		if (device_pin_host(d->dev[i], d->staging.mem, d->staging.bytes, 1) == 0) {
+			d->staging_pinned_by = d->dev[i];
+			LOG(d, LOG_INFO_, "staging ring page-locked for %s copies", d->dev[i]->name);
+		}
 	pthread_mutex_init(&d->xfer_lock, NULL);
 	pthread_cond_init(&d->xfer_cond, NULL);
 	uv_async_init(d->loop, &d->xfer_async, on_xfer_async);
@@ -1319,6 +1327,14 @@ void xfer_stop(struct pprpcd *d)
 	if (d->xfer_ready == 1) {
 		d->xfer_ready = 2; /* memory stays until xfer_fini */
 		uv_close((uv_handle_t *)&d->xfer_async, async_closed);
+	}
+}
+
+void xfer_unpin(struct pprpcd *d)
+{
+	if (d->staging_pinned_by) {
+		device_pin_host(d->staging_pinned_by, d->staging.mem, d->staging.bytes, 0);
+		d->staging_pinned_by = NULL;
 	}
 }
 

@@ -36,6 +36,8 @@ void xfer_conn_closed(struct pprpcd *d, struct conn *c);
 void xfer_expire(struct pprpcd *d, uint64_t now_ms);
 /* Shutdown, loop side: close the completion handle. */
 void xfer_stop(struct pprpcd *d);
+/* Shutdown, before the devices close: undo the staging ring's page lock. */
+void xfer_unpin(struct pprpcd *d);
 /* Wake workers blocked on staging or on arriving chunks. */
 void xfer_wake(struct pprpcd *d);
 
