@@ -475,7 +475,7 @@ static int ipc_pool_ready(struct pprpcd *d, struct device *dev)
 
 	if (dev->ipc_state)
 		return dev->ipc_state > 0 ? 0 : -1;
-	while (slot > (1u << 20) && bytes / slot < 16)
+	while (slot > (64u << 10) && bytes / slot < 16)
 		slot /= 2;
 	s = calloc(1, sizeof(*s));
 	if (!s || device_ipc_pool(dev, bytes, &mem, dev->ipc_handle, dev->ipc_why, sizeof(dev->ipc_why)) < 0 ||

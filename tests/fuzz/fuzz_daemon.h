@@ -29,6 +29,7 @@
 #include "daemon/buffer.h"
 #include "daemon/conn.h"
 #include "daemon/device.h"
+#include "daemon/device_impl.h"
 #include "daemon/graph.h"
 #include "daemon/pprpcd.h"
 #include "daemon/timeline.h"
@@ -92,6 +93,7 @@ static struct fz *fz_get(void)
 	d->opts.staging_bytes = 1u << 20;   /* 16 slots of 64 KiB */
 	d->opts.xfer_timeout_ms = 1;        /* xfer_expire() drops leftovers at once */
 	d->opts.max_bulk = 1u << 20;
+	d->opts.cpu_ipc = 1;
 	d->loop = uv_default_loop();
 	log_setup(&d->log, getenv("FUZZ_LOG") ? LOG_DEBUG_ : 0);
 	htab_init(&d->buffers, HK_BUFFER, d->opts.max_buffers);
@@ -102,6 +104,12 @@ static struct fz *fz_get(void)
 		fprintf(stderr, "fuzz: device_open: %s\n", err);
 		abort();
 	}
+	/* The IPC boundary protocol (PULL with ipc_host, pool chunks,
+	 * PULL_RELEASE) over the CPU device's cross-memory attach, with a
+	 * 1 MiB pool of 64 KiB slots. */
+	cpu_device_enable_ipc(d->dev[0]);
+	snprintf(d->boot_id, sizeof(d->boot_id), "x");
+	d->opts.ipc_pool_bytes = 1u << 20;
 	d->ndev = 1;
 	snprintf(d->placement, sizeof(d->placement), "fuzz");
 	fz->owner = calloc(1, sizeof(*fz->owner));
