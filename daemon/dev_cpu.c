@@ -191,21 +191,6 @@ static const struct device_ops cpu_ops = {
 	.download = cpu_xfer,
 	.graph_run = cpu_graph_run,
 	.graph_release = device_graph_release_none,
-	.destroy = cpu_destroy,
-};
-
-static const struct device_ops cpu_cma_ops = {
-	.kind = "cpu",
-	.host_visible = true,
-	.mem_info = cpu_mem_info,
-	.alloc = cpu_alloc,
-	.free = cpu_free,
-	.fill = cpu_fill,
-	.copy = cpu_copy,
-	.upload = cpu_xfer,
-	.download = cpu_xfer,
-	.graph_run = cpu_graph_run,
-	.graph_release = device_graph_release_none,
 	.ipc_pool = cpu_ipc_pool,
 	.ipc_copy = cpu_ipc_copy,
 	.ipc_wait = cpu_ipc_wait,
@@ -214,8 +199,7 @@ static const struct device_ops cpu_cma_ops = {
 
 void cpu_device_enable_ipc(struct device *d)
 {
-	if (d->ops == &cpu_ops)
-		d->ops = &cpu_cma_ops;
+	d->ipc_enabled = true;
 }
 
 int cpu_device_create(struct device **ret_dev, int threads, char *err, size_t errlen)

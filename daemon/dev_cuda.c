@@ -413,6 +413,7 @@ int cuda_device_create(struct device **ret_dev, int ordinal, int use_graphs, cha
 	if (!c)
 		return PPRPC_ENOMEM;
 	c->base.ops = &cuda_ops;
+	c->base.ipc_enabled = true;
 	c->ordinal = ordinal;
 	c->use_graphs = use_graphs;
 	c->kctx.device = ordinal;

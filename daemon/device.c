@@ -110,7 +110,10 @@ int device_copy(struct device *d, void *dst, const void *src, uint64_t n) { retu
 int device_upload(struct device *d, void *dst, const void *src, uint64_t n) { return d->ops->upload(d, dst, src, n); }
 int device_download(struct device *d, void *dst, const void *src, uint64_t n) { return d->ops->download(d, dst, src, n); }
 
-bool device_has_ipc(const struct device *d) { return d->ops->ipc_pool && d->ops->ipc_copy && d->ops->ipc_wait; }
+bool device_has_ipc(const struct device *d)
+{
+	return d->ipc_enabled && d->ops->ipc_pool && d->ops->ipc_copy && d->ops->ipc_wait;
+}
 
 int device_ipc_pool(struct device *d, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err, size_t errlen)
 {

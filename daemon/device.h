@@ -36,6 +36,7 @@ struct device {
 	uint64_t graph_runs;
 	uint64_t graph_captures;  /* CUDA graphs captured (worker thread; read loosely) */
 	uint64_t graph_replays;
+	bool ipc_enabled;         /* boundaries by IPC (CUDA: always; CPU: cpu-ipc) */
 	/* GPU staging for CUDA IPC SENDs (xfer.c), made by the worker on first
 	 * use; ipc_state: 0 not yet, 1 ready, -1 failed (ipc_why). */
 	int ipc_state;

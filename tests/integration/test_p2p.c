@@ -117,7 +117,9 @@ static void fill(uint8_t *x, size_t n, uint32_t seed)
 	}
 }
 
-/* overwrite: 0 never, 1 right behind the SEND, or N > 1: N microseconds
+/* recv_first: 0 SEND first, 1 RECV first, or N > 1: RECV first and the
+ * SEND N microseconds later (its PULL has surely reached the source).
+ * overwrite: 0 never, 1 right behind the SEND, or N > 1: N microseconds
  * later, while a SEND that was last in its stream streams from the tensor
  * in place (the overwrite must wait for the bytes on the wire and have the
  * rest captured). */
@@ -136,6 +138,8 @@ static void transfer(struct pair *p, size_t n, uint64_t id, int recv_first, int 
 	assert_int_equal(pprpc_tensor_set(p->ca, ba, 0, src, n), 0);
 	if (recv_first)
 		assert_int_equal(pprpc_recv_async(p->cb, bb, 0, n, id, p->a.addr), 0);
+	if (recv_first > 1)
+		usleep((useconds_t)recv_first);
 	assert_int_equal(pprpc_send_async(p->ca, ba, 0, n, id, p->b.addr), 0);
 	/* The SEND captured the bytes: overwriting the source now is safe. */
 	if (overwrite > 1)
@@ -499,29 +503,7 @@ static void test_ipc_sizes(void **state)
 	}
 	/* The PULL surely there first (it was sent 300 ms before the SEND):
 	 * IPC, which the statistics (the last transfer's path) show. */
-	{
-		size_t n = 64 * MIB;
-		uint8_t *src = malloc(n), *dst = malloc(n);
-		pprpc_buffer ba, bb;
-
-		assert_non_null(src);
-		assert_non_null(dst);
-		fill(src, n, 4242);
-		assert_int_equal(pprpc_buffer_alloc(p->ca, 0, n, &ba), 0);
-		assert_int_equal(pprpc_buffer_alloc(p->cb, 0, n, &bb), 0);
-		assert_int_equal(pprpc_tensor_set(p->ca, ba, 0, src, n), 0);
-		assert_int_equal(pprpc_recv_async(p->cb, bb, 0, n, id, p->a.addr), 0);
-		usleep(300 * 1000);
-		assert_int_equal(pprpc_send_async(p->ca, ba, 0, n, id, p->b.addr), 0);
-		assert_int_equal(pprpc_synchronize(p->cb, 0), 0);
-		assert_int_equal(pprpc_synchronize(p->ca, 0), 0);
-		assert_int_equal(pprpc_tensor_get(p->cb, bb, 0, dst, n), 0);
-		assert_memory_equal(src, dst, n);
-		pprpc_buffer_free(p->ca, ba);
-		pprpc_buffer_free(p->cb, bb);
-		free(src);
-		free(dst);
-	}
+	transfer(p, 64 * MIB, id, 300 * 1000, 0);
 	recv_bstat(p, path, sizeof(path), &b1, &c1);
 	assert_string_equal(path, "p2p-ipc");
 	assert_true(b1 - b0 >= 3 * 64 * MIB);
