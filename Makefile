@@ -7,6 +7,7 @@
 #   make STATIC=1        link libuv, protobuf-c and OpenBLAS statically (for the GPU machine)
 #   make CUDA=0|1        CUDA kernels off / required (default auto: on when nvcc is found)
 #   make test-cuda       build and run the CUDA op tests (needs a GPU; harmless without)
+#   make bench-kda-cuda  GATED_DELTA_NET serial vs chunked on a GPU (build/bin/bench-kda-cuda)
 #
 # Optional parts are detected, not assumed; the build says what it found.
 
@@ -278,7 +279,7 @@ fuzz: $(FUZZ_BINS)
 # program compares every op's CUDA result with the CPU kernels; without
 # a device it says so and exits 0.  It needs only the kernels and BLAS, so a
 # STATIC=1 build runs on the GPU machine as is.
-.PHONY: test-cuda-build test-cuda bench-cuda
+.PHONY: test-cuda-build test-cuda bench-cuda bench-kda-cuda
 ifeq ($(CUDA_ON),1)
 $(O)/kernels/cuda/%.o: kernels/cuda/%.cu
 	@mkdir -p $(dir $@)
@@ -300,10 +301,22 @@ bench-cuda: info $(B)/bench-peer-ceiling
 
 test-cuda-build: info $(T)/test_cuda_ops
 
+# The GATED_DELTA_NET benchmark on a GPU (bench/kda_cuda.cu).  cuBLAS (the
+# GEMM ceiling it reports) is linked dynamically, unlike pprpcd's dlopen.
+$(O)/bench/kda_cuda.o: bench/kda_cuda.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -MD -MP -MF $(@:.o=.d) -c $< -o $@
+
+$(B)/bench-kda-cuda: $(O)/bench/kda_cuda.o $(KERNEL_OBJS) $(CUDA_OBJS)
+	@mkdir -p $(B)
+	$(CC) $(LDFLAGS) -o $@ $^ -L$(CUDA_HOME)/lib64 -lcublas $(CUDA_LIBS) -lm
+
+bench-kda-cuda: info $(B)/bench-kda-cuda
+
 test-cuda: test-cuda-build
 	$(T)/test_cuda_ops
 else
-test-cuda-build test-cuda bench-cuda:
+test-cuda-build test-cuda bench-cuda bench-kda-cuda:
 	@echo "CUDA is not enabled (CUDA=$(CUDA), $(NVCC) not found): nothing to build" >&2; exit 1
 endif
 

@@ -417,6 +417,8 @@ int cuda_device_create(struct device **ret_dev, int ordinal, int use_graphs, cha
 	c->ordinal = ordinal;
 	c->use_graphs = use_graphs;
 	c->kctx.device = ordinal;
+	/* pprpc_gdn_runs_total shows which GATED_DELTA_NET form ran here too */
+	c->kctx.gdn_stats = &c->base.gdn_stats;
 	snprintf(c->base.name, sizeof(c->base.name), "cuda:%d", ordinal);
 	if ((e = cudaSetDevice(ordinal)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, ordinal)) != cudaSuccess ||
 	    (e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||

@@ -186,14 +186,17 @@ int kern_op_check_dst(int op, const struct pprpc_op_params *p,
 int kern_gdn_layout(int64_t d_k, int64_t d_v, int64_t h_v, int64_t t, int64_t b,
 		    int64_t *ret_n_o, int64_t *ret_n_state);
 
-/* Which form of GATED_DELTA_NET ran, counted per kern_cpu_run call (one
- * call = one op over all its sequences and heads).  Counters only grow;
+/* Which form of GATED_DELTA_NET ran, counted per kern_cpu_run or
+ * kern_cuda_run call (one call = one op over all its sequences and heads).  Counters only grow;
  * they are updated with relaxed atomic adds, so a reader on another thread
  * should load them with __atomic_load_n (kern_gdn_stats_read does). */
 enum kern_gdn_fallback {
 	KERN_GDN_FB_NAN_GATE,   /* a NaN gate: serial keeps NaN to its own tokens */
 	KERN_GDN_FB_BLAS_DIMS,  /* d_k, d_v or H_v * d_v beyond sgemm's int */
-	KERN_GDN_FB_NOMEM,      /* chunk scratch could not be allocated */
+	KERN_GDN_FB_NOMEM,      /* chunk scratch could not be allocated (CUDA: the
+				 * workspace cannot hold one (b, h)) */
+	KERN_GDN_FB_LAYOUT,     /* CUDA: d_k / d_v the chunked kernels do not take */
+	KERN_GDN_FB_ARCH,       /* CUDA: no bf16 tensor cores or too little shared memory */
 	KERN_GDN_FB_COUNT
 };
 #define KERN_GDN_NCHUNK 3   /* chunk lengths 16, 32, 64: chunked[0..2] */

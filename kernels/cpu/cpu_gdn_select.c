@@ -60,6 +60,8 @@ const char *kern_gdn_fallback_name(int reason)
 		[KERN_GDN_FB_NAN_GATE] = "nan-gate",
 		[KERN_GDN_FB_BLAS_DIMS] = "blas-dims",
 		[KERN_GDN_FB_NOMEM] = "nomem",
+		[KERN_GDN_FB_LAYOUT] = "layout",
+		[KERN_GDN_FB_ARCH] = "arch",
 	};
 
 	return reason >= 0 && reason < KERN_GDN_FB_COUNT ? names[reason] : "?";

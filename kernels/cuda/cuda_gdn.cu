@@ -16,20 +16,14 @@
  *
  * Up to d_k = 256 the column lives in registers (NPL = elements per lane);
  * larger d_k keeps it in the state part of dst and q/k in shared memory.
- * The final state is written to the state part of dst.
+ * The final state is written to the state part of dst.  This is the
+ * reference form on the GPU: decode, i[2] = 1 and the fallback of the
+ * chunked form (cuda_gdn_chunked.cu); cuda_gdn_select.cu chooses.
  */
-#include "kernels/cuda/cuda_impl.cuh"
+#include "kernels/cuda/cuda_gdn_impl.cuh"
 
 #define WARPS 4
 #define SMEM_MAX (48 * 1024)
-
-struct gdn_args {
-	kcu_t q, k, v, g, beta, s0;
-	float *o, *s;
-	int64_t d_k, d_v, h_v, t, b, rep;
-	bool kda, l2;
-	float scale, eps;
-};
 
 static __device__ __forceinline__ float warp_sum(float x)
 {
@@ -199,36 +193,11 @@ __global__ void k_gdn_big(gdn_args a)
 	}
 }
 
-KCU_DECL(gated_delta_net)
+int kcu_gdn_serial(const struct kern_cuda_ctx *ctx, const gdn_args *ap, char *err, size_t errlen)
 {
-	const struct kern_tensor *q = src[0], *v = src[2];
-	gdn_args a;
-	int64_t n_o, n_s, cols;
+	const gdn_args a = *ap;
 	cudaStream_t st = kcu_stream(ctx);
-	int rc;
-
-	a.q = kcu_view(src[0]);
-	a.k = kcu_view(src[1]);
-	a.v = kcu_view(src[2]);
-	a.g = kcu_view(src[3]);
-	a.beta = kcu_view(src[4]);
-	a.s0 = kcu_view(src[5]);
-	a.d_k = q->ne[0];
-	a.d_v = v->ne[0];
-	a.h_v = v->ne[1];
-	a.t = q->ne[2];
-	a.b = q->ne[3];
-	a.rep = v->ne[1] / q->ne[1];
-	a.kda = src[3]->ne[0] != 1;
-	a.l2 = p->i[0] == 1;
-	a.scale = p->f[0];
-	a.eps = p->f[1];
-	rc = kern_gdn_layout(a.d_k, a.d_v, a.h_v, a.t, a.b, &n_o, &n_s);
-	if (rc < 0)
-		return kern_errf(err, errlen, rc, "GATED_DELTA_NET: bad layout");
-	a.o = (float *)dst->data;
-	a.s = a.o + n_o;
-	cols = a.d_v * a.h_v * a.b;
+	const int64_t cols = a.d_v * a.h_v * a.b;
 
 	if (a.d_k <= 256) {
 		unsigned blocks = kcu_blocks(cols * 32, WARPS * 32);
@@ -276,5 +245,7 @@ int kcu_gdn_preload(char *err, size_t errlen)
 		rc = kcu_touch(k_gdn<8>, "GATED_DELTA_NET", err, errlen);
 	if (!rc)
 		rc = kcu_touch(k_gdn_big, "GATED_DELTA_NET", err, errlen);
+	if (!rc)
+		rc = kcu_gdn_chunked_preload(err, errlen);
 	return rc;
 }

@@ -41,6 +41,9 @@ struct kern_cuda_ctx {
 	 * returns PPRPC_ERANGE itself (simple, but no CUDA graph capture and
 	 * never behind a timeline wait). */
 	int32_t *status;
+	/* Optional: which GATED_DELTA_NET form ran (cuda_gdn_select.cu adds
+	 * with relaxed atomics, as the CPU backend does); NULL = not counted. */
+	struct kern_gdn_stats *gdn_stats;
 };
 
 /* Run one op on the stream.  Descriptors must have passed
@@ -57,6 +60,15 @@ int kern_cuda_run(const struct kern_cuda_ctx *ctx, int op, const struct pprpc_op
 size_t kern_cuda_workspace_bytes(int op, const struct pprpc_op_params *p,
 				 struct kern_tensor *const *src, int nsrc,
 				 const struct kern_tensor *dst);
+
+/* Workspace bytes with which GATED_DELTA_NET's chunked form (chunk length
+ * chunk: 16, 32 or 64) runs every (b, h) in one launch.  It is not a need:
+ * with less it runs the (b, h) in groups that fit, and with less than one
+ * (b, h)'s share (kern_cuda_gdn_ws_bytes(.., h_v = 1, .., b = 1, ..)) the
+ * serial form runs instead (kern_gdn_stats fallback "nomem").  A backend
+ * that can afford it sizes its workspace with this for long prefills. */
+size_t kern_cuda_gdn_ws_bytes(int64_t d_k, int64_t d_v, int64_t h_v, int64_t t, int64_t b,
+			      int chunk);
 
 /* cuBLAS is loaded at run time (dlopen), so pprpcd has no link-time
  * dependency on it.  Returns 0 and a handle bound to stream (an opaque

@@ -18,10 +18,15 @@
  *          1e-6 (ADD, MUL, SCALE are the same IEEE operations), 1e-5 for
  *          the transcendental ones, norms, SOFTMAX, ROPE;
  *   norm   max |got - want| / max |want|: ATTENTION 1e-4, GATED_DELTA_NET
- *          1e-4 (o and the final state separately);
+ *          serial form 1e-4 (o and the final state separately);
  *   rmse   sqrt(sum (got - want)^2 / sum want^2): MUL_MAT f32 and the
  *          Q8_0 direct kernel 1e-5, f16 weights 1e-3, bf16 5e-3, Q8_0 via
- *          f16 tensor cores 1e-3.
+ *          f16 tensor cores 1e-3; GATED_DELTA_NET chunked form (bf16 tensor
+ *          cores) against the CPU's serial form (the fp32 reference) 5e-3,
+ *          o and the final state separately.
+ * GATED_DELTA_NET cases also check kern_gdn_stats: the path that was
+ * meant to run (serial, chunked with its C, or a fallback) is the one
+ * counted.
  * Error paths: GET_ROWS / SET_ROWS with an id out of range (both reporting
  * modes: ctx->status and synchronous), SET_ROWS leaving the table
  * untouched, a workspace too small (PPRPC_ELIMIT).
@@ -40,7 +45,11 @@
 
 #define WS_BYTES ((size_t)512 << 20)
 
-enum metric { M_EXACT, M_REL, M_NORM, M_RMSE, M_GDN };
+enum metric { M_EXACT, M_REL, M_NORM, M_RMSE, M_GDN, M_GDN_RMSE };
+
+/* GATED_DELTA_NET path a case expects kern_gdn_stats to count. */
+enum { GP_ANY = -1, GP_SERIAL = 0, GP_CHUNKED = 1 /* + log2(C / 16) */,
+       GP_FALLBACK = 1 + KERN_GDN_NCHUNK /* + reason */ };
 
 /* A tensor on both sides: same descriptor, host and device copies of its
  * whole extent. */
@@ -54,6 +63,7 @@ struct env {
 	struct kern_cpu_ctx cpu;
 	struct kern_cuda_ctx gpu;
 	int32_t *status;  /* device word */
+	struct kern_gdn_stats gdn;  /* gpu.gdn_stats */
 	int passed, failed;
 };
 
@@ -170,6 +180,8 @@ struct tc {
 	int expect;       /* expected code (0, or a data error) */
 	size_t ws_limit;  /* nonzero: pretend the workspace has only this much */
 	int64_t gdn_n_o;
+	bool cpu_serial;  /* the CPU runs the serial form (i[1] = 0, i[2] = 1) */
+	int gdn_path;     /* GP_*: which GATED_DELTA_NET path the GPU must count */
 };
 
 static void tc_init(struct tc *c, int op, const char *fmt, ...)
@@ -181,6 +193,7 @@ static void tc_init(struct tc *c, int op, const char *fmt, ...)
 
 	memset(c, 0, sizeof(*c));
 	c->op = op;
+	c->gdn_path = GP_ANY;
 	c->nsrc = kern_op_nsrc(op);
 	va_start(ap, fmt);
 	vsnprintf(c->name, sizeof(c->name), fmt, ap);
@@ -264,6 +277,9 @@ static void run_case(struct env *e, struct tc *c)
 	int32_t status = 0;
 	void *got = NULL, *orig = NULL;
 	size_t need;
+	struct pprpc_op_params pc = c->p;
+	struct kern_gdn_stats before = e->gdn;
+	int path = GP_ANY;
 
 	for (int i = 0; i < c->nsrc; i++) {
 		if (tt_up(&c->src[i]))
@@ -306,8 +322,26 @@ static void run_case(struct env *e, struct tc *c)
 	if (!orig)
 		goto setup_fail;
 	memcpy(orig, c->dst.h.data, c->dst.ext);
-	rc_cpu = kern_cpu_run(&e->cpu, c->op, &c->p, sh, c->nsrc, &c->dst.h);
+	if (c->cpu_serial) {
+		pc.i[1] = 0;
+		pc.i[2] = 1;
+	}
+	rc_cpu = kern_cpu_run(&e->cpu, c->op, &pc, sh, c->nsrc, &c->dst.h);
 	rc_gpu = kern_cuda_run(&g, c->op, &c->p, sd, c->nsrc, &c->dst.d, err, sizeof(err));
+	/* Which GATED_DELTA_NET path the GPU counted (exactly one). */
+	if (e->gdn.serial != before.serial)
+		path = GP_SERIAL;
+	for (int i = 0; i < KERN_GDN_NCHUNK; i++)
+		if (e->gdn.chunked[i] != before.chunked[i])
+			path = GP_CHUNKED + i;
+	for (int i = 0; i < KERN_GDN_FB_COUNT; i++)
+		if (e->gdn.fallback[i] != before.fallback[i])
+			path = GP_FALLBACK + i;
+	if (c->gdn_path != GP_ANY && path != c->gdn_path) {
+		report(e, c, false, "GATED_DELTA_NET path counted %d, expected %d", path,
+		       c->gdn_path);
+		goto out;
+	}
 	if (cudaStreamSynchronize((cudaStream_t)g.stream) != cudaSuccess ||
 	    cudaMemcpy(&status, e->status, sizeof(status), cudaMemcpyDeviceToHost) != cudaSuccess) {
 		report(e, c, false, "CUDA error after run: %s", cudaGetErrorString(cudaGetLastError()));
@@ -356,8 +390,14 @@ static void run_case(struct env *e, struct tc *c)
 			report(e, c, !bad_special && m1 <= c->tol && m2 <= c->tol,
 			       "norm err o %.3g, state %.3g (tol %.1g)%s", m1, m2, c->tol,
 			       bad_special ? ", NaN/inf mismatch" : "");
+		} else if (c->metric == M_GDN_RMSE) {
+			m1 = measure(M_RMSE, &gt, &c->dst.h, 0, c->gdn_n_o, &bad_special);
+			m2 = measure(M_RMSE, &gt, &c->dst.h, c->gdn_n_o, n, &bad_special);
+			report(e, c, !bad_special && m1 <= c->tol && m2 <= c->tol,
+			       "rmse/rms o %.3g, state %.3g (tol %.1g)%s", m1, m2, c->tol,
+			       bad_special ? ", NaN/inf mismatch" : "");
 		} else {
-			static const char *const names[] = { "exact", "rel", "norm", "rmse", "gdn" };
+			static const char *const names[] = { "exact", "rel", "norm", "rmse" };
 
 			m1 = measure(c->metric, &gt, &c->dst.h, 0, n, &bad_special);
 			report(e, c, !bad_special && m1 <= c->tol, "%s err %.3g (tol %.1g)%s",
@@ -804,9 +844,9 @@ static void t_attention(struct env *e)
 }
 
 /* q/k/v/g/beta as views of one fused [width, H, T, B] projection, like a
- * model's; state contiguous. */
-static void gdn_case(struct env *e, int64_t d_k, int64_t d_v, int64_t Hk, int64_t Hv, int64_t T,
-		     int64_t B, bool kda, bool l2, bool pos_gates, uint64_t seed)
+ * model's; state contiguous.  Log gates in [-2 gs - 0.01, -0.01]. */
+static void gdn_build(struct tc *cp, int64_t d_k, int64_t d_v, int64_t Hk, int64_t Hv, int64_t T,
+		      int64_t B, bool kda, bool l2, bool pos_gates, double gs, uint64_t seed)
 {
 	struct tc c;
 	int64_t G = kda ? d_k : 1;
@@ -819,6 +859,8 @@ static void gdn_case(struct env *e, int64_t d_k, int64_t d_v, int64_t Hk, int64_
 	tc_init(&c, PPRPC_OP_GATED_DELTA_NET, "%s d_k %lld d_v %lld H %lld/%lld T %lld B %lld%s%s",
 		kda ? "KDA" : "GDN", (long long)d_k, (long long)d_v, (long long)Hk, (long long)Hv,
 		(long long)T, (long long)B, l2 ? " l2" : "", pos_gates ? " +gates" : "");
+	if (gs != 0.3)
+		snprintf(c.name + strlen(c.name), sizeof(c.name) - strlen(c.name), " g*%g", gs);
 	tt_new(&fused, PPRPC_F32, width, T, B, 1, NULL, 1, 0);
 	n = kern_tensor_nelements(&fused.h);
 	for (int64_t l = 0; l < n; l++) {
@@ -832,7 +874,7 @@ static void gdn_case(struct env *e, int64_t d_k, int64_t d_v, int64_t Hk, int64_
 		else if (col < off_g)
 			v = r;
 		else if (col < off_b)  /* log-decay <= 0, a few positive when asked */
-			v = pos_gates && l % 7 == 0 ? 0.5 : -0.3 * (r + 1.0) - 0.01;
+			v = pos_gates && l % 7 == 0 ? 0.5 : -gs * (r + 1.0) - 0.01;
 		else
 			v = 0.5 + 0.45 * r;  /* beta in (0.05, 0.95) */
 		ref_set(&fused.h, i[0], i[1], i[2], i[3], v);
@@ -869,13 +911,117 @@ static void gdn_case(struct env *e, int64_t d_k, int64_t d_v, int64_t Hk, int64_
 	c.p.f[0] = 1.0f / sqrtf((float)d_k);
 	c.p.i[0] = l2;
 	c.p.f[1] = l2 ? 1e-6f : 0.0f;
+	*cp = c;
+}
+
+/* The serial CUDA form (i[2] = 1) against the CPU's, fp32 both. */
+static void gdn_case(struct env *e, int64_t d_k, int64_t d_v, int64_t Hk, int64_t Hv, int64_t T,
+		     int64_t B, bool kda, bool l2, bool pos_gates, uint64_t seed)
+{
+	struct tc c;
+
+	gdn_build(&c, d_k, d_v, Hk, Hv, T, B, kda, l2, pos_gates, 0.3, seed);
+	c.p.i[2] = 1;
+	c.gdn_path = GP_SERIAL;
 	c.metric = M_GDN;
 	c.tol = 1e-4;
 	go(e, &c);
 }
 
+static int chunk_path(int chunk)
+{
+	return GP_CHUNKED + (chunk == 16 ? 0 : chunk == 32 ? 1 : 2);
+}
+
+/* The chunked CUDA form (i[1] = chunk; 0 = automatic, then path says what
+ * must run) against the CPU's serial form. */
+static void gdn_chunk_case(struct env *e, int64_t d_k, int64_t Hk, int64_t Hv, int64_t T,
+			   int64_t B, bool kda, double gs, int chunk, int path, uint64_t seed)
+{
+	struct tc c;
+
+	gdn_build(&c, d_k, d_k, Hk, Hv, T, B, kda, true, false, gs, seed);
+	snprintf(c.name + strlen(c.name), sizeof(c.name) - strlen(c.name), " C=%d", chunk);
+	c.p.i[1] = chunk;
+	c.cpu_serial = true;
+	c.gdn_path = path;
+	c.metric = M_GDN_RMSE;
+	c.tol = 5e-3;
+	go(e, &c);
+}
+
+/* The chunked form captured into a CUDA graph (as pprpcd runs graphs) and
+ * replayed: bytes identical to a direct run (the kernels are
+ * deterministic), so nothing in the launch path breaks capture. */
+static void gdn_graph_case(struct env *e)
+{
+	struct tc c;
+	struct kern_tensor *sh[6], *sd[6], want;
+	cudaStream_t st = (cudaStream_t)e->gpu.stream;
+	cudaGraph_t graph = NULL;
+	cudaGraphExec_t exec = NULL;
+	void *direct = NULL, *replay = NULL;
+	char err[512] = "";
+	int rc;
+	cudaError_t ce;
+
+	gdn_build(&c, 128, 128, 2, 4, 300, 2, true, true, false, 0.3, 400);
+	snprintf(c.name + strlen(c.name), sizeof(c.name) - strlen(c.name), " C=32 graph");
+	c.p.i[1] = 32;
+	for (int i = 0; i < 6; i++) {
+		if (tt_up(&c.src[i]))
+			goto setup_fail;
+		sh[i] = &c.src[i].h;
+		sd[i] = &c.src[i].d;
+	}
+	if (kern_op_infer(c.op, &c.p, (const struct kern_tensor *const *)sh, 6, &want, err,
+			  sizeof(err)) < 0 ||
+	    tt_like(&c.dst, &want))
+		goto setup_fail;
+	direct = malloc(c.dst.ext);
+	replay = malloc(c.dst.ext);
+	if (!direct || !replay)
+		goto setup_fail;
+	rc = kern_cuda_run(&e->gpu, c.op, &c.p, sd, 6, &c.dst.d, err, sizeof(err));
+	if (rc || cudaStreamSynchronize(st) != cudaSuccess ||
+	    cudaMemcpy(direct, c.dst.d.data, c.dst.ext, cudaMemcpyDeviceToHost) != cudaSuccess ||
+	    cudaMemset(c.dst.d.data, 0, c.dst.ext) != cudaSuccess)
+		goto setup_fail;
+	if (cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+		goto setup_fail;
+	rc = kern_cuda_run(&e->gpu, c.op, &c.p, sd, 6, &c.dst.d, err, sizeof(err));
+	ce = cudaStreamEndCapture(st, &graph);
+	if (rc || ce != cudaSuccess || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+		report(e, &c, false, "capture failed: rc %d, %s %s", rc, cudaGetErrorString(ce), err);
+		cudaGetLastError();
+		goto out;
+	}
+	if (cudaGraphLaunch(exec, st) != cudaSuccess || cudaStreamSynchronize(st) != cudaSuccess ||
+	    cudaMemcpy(replay, c.dst.d.data, c.dst.ext, cudaMemcpyDeviceToHost) != cudaSuccess)
+		goto setup_fail;
+	rc = memcmp(direct, replay, c.dst.ext);
+	report(e, &c, rc == 0, "graph replay %s the direct run's bytes",
+	       rc == 0 ? "matches" : "DIFFERS from");
+	goto out;
+setup_fail:
+	report(e, &c, false, "test setup failed: %s %s", cudaGetErrorString(cudaGetLastError()), err);
+out:
+	if (exec)
+		cudaGraphExecDestroy(exec);
+	if (graph)
+		cudaGraphDestroy(graph);
+	free(direct);
+	free(replay);
+	tc_free(&c);
+}
+
 static void t_gdn(struct env *e)
 {
+	static const int64_t Ts[] = { 1, 2, 31, 32, 33, 128, 512, 2048, 8192 };
+	static const int chunks[] = { 16, 32, 64 };
+	uint64_t seed = 300;
+	struct tc c;
+
 	gdn_case(e, 128, 128, 2, 4, 1, 2, false, true, false, 180);
 	gdn_case(e, 128, 128, 2, 4, 64, 1, false, true, false, 181);
 	gdn_case(e, 64, 64, 2, 2, 2048, 1, false, true, false, 182);
@@ -884,6 +1030,55 @@ static void t_gdn(struct env *e)
 	gdn_case(e, 80, 33, 2, 4, 40, 2, true, true, true, 185);
 	gdn_case(e, 200, 16, 1, 1, 20, 1, false, true, true, 186);
 	gdn_case(e, 300, 24, 1, 2, 8, 1, true, true, false, 187);
+
+	/* Chunked parity: every listed T, d 64 and 128, GDN and KDA, value
+	 * heads a multiple of q/k heads, the chunk length rotating; B = 2 for
+	 * the shorter ones (several sequences). */
+	for (int kda = 0; kda < 2; kda++)
+		for (int d = 64; d <= 128; d += 64)
+			for (size_t i = 0; i < sizeof(Ts) / sizeof(Ts[0]); i++) {
+				const int chunk = chunks[(i + (size_t)d / 64 + (size_t)kda) % 3];
+
+				gdn_chunk_case(e, d, 2, 4, Ts[i], Ts[i] <= 512 ? 2 : 1, kda, 0.3, chunk,
+					       chunk_path(chunk), seed++);
+			}
+	/* Weak decay (the state remembers the whole sequence) and very strong
+	 * per-channel decay (cumulative gates near -1300 in a chunk of 64: no
+	 * exp of a positive difference may appear). */
+	gdn_chunk_case(e, 128, 1, 3, 2048, 1, true, 0.01, 64, chunk_path(64), seed++);
+	gdn_chunk_case(e, 128, 1, 3, 2048, 1, false, 0.01, 64, chunk_path(64), seed++);
+	gdn_chunk_case(e, 128, 2, 2, 1000, 1, true, 10.0, 64, chunk_path(64), seed++);
+	gdn_chunk_case(e, 64, 2, 2, 1000, 1, true, 10.0, 16, chunk_path(16), seed++);
+	/* Automatic choice: chunked with the default C for a prefill, serial
+	 * for decode. */
+	gdn_chunk_case(e, 128, 2, 4, 1024, 1, true, 0.3, 0, GP_ANY, seed++);
+	gdn_chunk_case(e, 128, 2, 4, 1, 2, true, 0.3, 0, GP_SERIAL, seed++);
+	/* Fallbacks to the serial form, counted with their reason: d_v not a
+	 * multiple of 32; a workspace below one (b, h)'s share.  And a
+	 * workspace for one (b, h) only: the (b, h) run in groups. */
+	gdn_build(&c, 64, 48, 2, 2, 256, 1, true, true, false, 0.3, seed++);
+	c.p.i[1] = 32;
+	c.gdn_path = GP_FALLBACK + KERN_GDN_FB_LAYOUT;
+	c.metric = M_GDN;
+	c.tol = 1e-4;
+	go(e, &c);
+	gdn_build(&c, 64, 64, 2, 2, 256, 1, false, true, false, 0.3, seed++);
+	c.p.i[1] = 32;
+	c.ws_limit = kern_cuda_gdn_ws_bytes(64, 64, 1, 256, 1, 32) - 512;
+	c.gdn_path = GP_FALLBACK + KERN_GDN_FB_NOMEM;
+	c.metric = M_GDN;
+	c.tol = 1e-4;
+	go(e, &c);
+	gdn_build(&c, 128, 128, 1, 3, 700, 2, true, true, false, 0.3, seed++);
+	snprintf(c.name + strlen(c.name), sizeof(c.name) - strlen(c.name), " C=32, groups of 1");
+	c.p.i[1] = 32;
+	c.ws_limit = kern_cuda_gdn_ws_bytes(128, 128, 1, 700, 1, 32);
+	c.cpu_serial = true;
+	c.gdn_path = chunk_path(32);
+	c.metric = M_GDN_RMSE;
+	c.tol = 5e-3;
+	go(e, &c);
+	gdn_graph_case(e);
 }
 
 /* MUL_MAT: weights [K, N, B2, B3] of wt, activations [K, M, C2, C3]. */
@@ -978,6 +1173,7 @@ int main(void)
 	}
 	e.gpu.stream = stream;
 	e.gpu.workspace_bytes = WS_BYTES;
+	e.gpu.gdn_stats = &e.gdn;
 
 	rc = kern_cuda_preload(err, sizeof(err));
 	printf("%s %-15s %-62s %s\n", rc ? "FAIL" : "ok  ", "preload", "every kernel loaded",

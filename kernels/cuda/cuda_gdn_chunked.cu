@@ -1,0 +1,814 @@
+/*
+ * kernels/cuda/cuda_gdn_chunked.cu — GATED_DELTA_NET, chunked (WY / UT)
+ * form on bf16 tensor cores (semantics: ops.h; the serial reference is
+ * cuda_gdn.cu, the CPU's chunked form cpu_gdn_chunked.c).
+ *
+ * Per (b, h) and chunk of C tokens, with G_t the cumulative (clamped) log
+ * gate from the chunk start through token t, per key channel (KDA) or per
+ * head (GDN), Gam_t = diag(exp(G_t)) and S0 the state at the chunk start,
+ * the recurrence unrolls to
+ *   A[t][j]  = beta_t k_t . (Gam_t Gam_j^-1 k_j)        j < t
+ *   Aq[t][j] = q_t . (Gam_t Gam_j^-1 k_j)               j <= t
+ *   T        = (I + A)^-1                                (unit lower)
+ *   w = T diag(beta) (Gam k),   u = T diag(beta) v
+ *   v_new = u - w S0
+ *   o     = scale (Gam q S0 + Aq v_new)
+ *   S_C   = Gam_C S0 + (Gam_C Gam_j^-1 k_j)^T v_new
+ * Every exponential is of a non-positive difference of cumulative gates
+ * (G only decreases along a chunk): no overflow however strong the decay,
+ * and an underflow to 0 is the true value's rounding.  The one place where
+ * a product of two exponentials would need exp(G_t - G_j) split as
+ * exp(G_t - r) exp(r - G_j) (A and Aq on tensor cores in the
+ * flash-linear-attention form) instead takes r at the boundary between
+ * the two 4-token sub-blocks (t after it, j up to it), so both factors are
+ * <= 1; on the diagonal 4 x 4 sub-blocks the difference itself is
+ * exponentiated, clamped to <= 0 above the diagonal (those entries are
+ * masked anyway).
+ *
+ * Three phases, two kernels:
+ *  - k_prep, all chunks of all (b, h) in parallel (one CTA each): loads and
+ *    L2-normalises q/k, accumulates the gates, builds A and Aq on CUDA
+ *    cores (fp32), solves for T column by column (fp32, in registers),
+ *    and forms w and u with bf16 mma (fp32 accumulation).  It writes w, u,
+ *    Gam q, Gam_C Gam^-1 k (bf16), Aq (bf16) and Gam_C (fp32) to scratch.
+ *  - k_recur, one CTA per (b, h) and block of DVB = 32 value columns (the
+ *    columns of S are independent, so d_v splits without communication
+ *    and 96 heads x 4 blocks give 384 CTAs): walks the chunks in order with
+ *    the fp32 state S[:, block] in shared memory, next chunk's operands
+ *    prefetched with cp.async, and per chunk computes v_new, the chunk's
+ *    outputs (o = q S0 + Aq v_new: the output phase is fused here, so the
+ *    per-chunk states never go to memory) and the next state, all
+ *    products on bf16 mma with fp32 accumulation.
+ * Ragged tails: tokens past T in the last chunk are zeros with gate 0 and
+ * beta 0, so they contribute exactly nothing and are never stored.
+ *
+ * Scratch lives in ctx->workspace (no allocation here, so the launches can
+ * be captured in a CUDA graph).  When the workspace cannot hold every
+ * (b, h) at once, the (b, h) run in groups that fit, one kernel pair per
+ * group.
+ *
+ * NaN gates: the serial form makes o NaN from the NaN's token on; here the
+ * whole chunk holding it turns NaN (the matrix products mix its tokens),
+ * and everything after it as in the serial form.
+ */
+#include "kernels/cuda/cuda_gdn_impl.cuh"
+
+#include <cuda_bf16.h>
+#include <mma.h>
+
+using namespace nvcuda;
+typedef __nv_bfloat16 bf16;
+
+#define LOG2E 1.4426950408889634f
+#define PREP_THREADS 256
+#define PREP_WARPS (PREP_THREADS / 32)
+#define REC_THREADS 128
+#define DVB 32  /* value columns per recurrence CTA */
+#define DV_MAX 256
+
+struct chunk_args {
+	gdn_args a;
+	/* scratch of this group, per (b, h) item il: rows il * tp + token */
+	bf16 *w, *u, *qg, *kg, *aq;
+	float *gl;        /* [il][chunk][d_k] */
+	int64_t nch, tp;  /* chunks per sequence, nch * C */
+	int64_t item0;    /* first (b, h) item (h fastest) of the group */
+};
+
+/* ---- shared-memory layouts (host and device compute the same) --------- */
+
+static __host__ __device__ inline size_t al128(size_t n)
+{
+	return (n + 127) & ~(size_t)127;
+}
+
+struct prep_smem {
+	size_t kT, qT, gT, A, bet, Tb, Kb, Vb, stage, total;
+};
+
+/* kT, qT, gT are channel-major [D][C + 4] fp32 (so a thread's 4 tokens are
+ * one float4); A [C][C + 4] fp32; bf16 operands padded by 8 elements so
+ * the mma tile loads hit distinct banks. */
+static __host__ __device__ inline prep_smem prep_layout(int C, int D, bool kda, int dv)
+{
+	prep_smem l;
+	size_t o = 0;
+
+	l.kT = o;
+	o += al128((size_t)D * (C + 4) * 4);
+	l.qT = o;
+	o += al128((size_t)D * (C + 4) * 4);
+	l.gT = o;
+	o += al128((size_t)(kda ? D : 1) * (C + 4) * 4);
+	l.A = o;
+	o += al128((size_t)C * (C + 4) * 4);
+	l.bet = o;
+	o += al128((size_t)C * 4);
+	l.Tb = o;
+	o += al128((size_t)C * (C + 8) * 2);
+	l.Kb = o;
+	o += al128((size_t)C * (D + 8) * 2);
+	l.Vb = o;
+	o += al128((size_t)C * (dv + 8) * 2);
+	l.stage = o;
+	o += al128((size_t)PREP_WARPS * 16 * 20 * 4);
+	l.total = o;
+	return l;
+}
+
+struct rec_smem {
+	size_t W, QG, KG, U, AQ, GL, buf, S, Sb, X, Vn, total;
+};
+
+/* Two buffers of the per-chunk operands (W, QG, KG, U, AQ, GL at the
+ * offsets below plus buf per buffer), then the state and temporaries. */
+static __host__ __device__ inline rec_smem rec_layout(int C, int D)
+{
+	rec_smem l;
+	size_t o = 0;
+
+	l.W = o;
+	o += al128((size_t)C * (D + 8) * 2);
+	l.QG = o;
+	o += al128((size_t)C * (D + 8) * 2);
+	l.KG = o;
+	o += al128((size_t)C * (D + 8) * 2);
+	l.U = o;
+	o += al128((size_t)C * (DVB + 8) * 2);
+	l.AQ = o;
+	o += al128((size_t)C * (C + 8) * 2);
+	l.GL = o;
+	o += al128((size_t)D * 4);
+	l.buf = o;
+	o *= 2;
+	l.S = o;
+	o += al128((size_t)D * (DVB + 4) * 4);
+	l.Sb = o;
+	o += al128((size_t)D * (DVB + 8) * 2);
+	l.X = o;
+	o += al128((size_t)C * (DVB + 4) * 4);
+	l.Vn = o;
+	o += al128((size_t)C * (DVB + 8) * 2);
+	l.total = o;
+	return l;
+}
+
+/* ---- device helpers ------------------------------------------------------ */
+
+static __device__ __forceinline__ float gate(float g)
+{
+	return g > 0.0f ? 0.0f : g;  /* a comparison, so NaN stays NaN */
+}
+
+static __device__ __forceinline__ float ldf(const kcu_t &t, int64_t i0, int64_t i1, int64_t i2,
+					    int64_t i3)
+{
+	return *(const float *)kcu_at(t, i0, i1, i2, i3);
+}
+
+static __device__ __forceinline__ float wsum(float x)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		x += __shfl_xor_sync(0xffffffffu, x, o);
+	return x;
+}
+
+static __device__ __forceinline__ void cp16(void *s, const void *g)
+{
+	unsigned sa = (unsigned)__cvta_generic_to_shared(s);
+
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(g));
+}
+
+static __device__ __forceinline__ void cp_commit(void)
+{
+	asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <int N>
+static __device__ __forceinline__ void cp_wait(void)
+{
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+static __device__ __forceinline__ float f4(const float4 &v, int i)
+{
+	return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> frag_a;
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major> frag_at;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> frag_b;
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_c;
+
+/* ---- phase 1: one CTA per (chunk, item) ---------------------------------- */
+
+template <int C, int D, bool KDA>
+__global__ void __launch_bounds__(PREP_THREADS) k_prep(chunk_args ca)
+{
+#if __CUDA_ARCH__ >= 800
+	extern __shared__ __align__(128) unsigned char sm[];
+	const gdn_args &a = ca.a;
+	constexpr int LT = C + 4, LK = D + 8, LB = C + 8;
+	constexpr int SOLVERS = C < 32 ? 32 : C;  /* whole warps solve for T */
+	const int dv = (int)a.d_v, LV = dv + 8;
+	const prep_smem L = prep_layout(C, D, KDA, dv);
+	float *kT = (float *)(sm + L.kT), *qT = (float *)(sm + L.qT), *gT = (float *)(sm + L.gT);
+	float *A = (float *)(sm + L.A), *bet = (float *)(sm + L.bet);
+	bf16 *Tb = (bf16 *)(sm + L.Tb), *Kb = (bf16 *)(sm + L.Kb), *Vb = (bf16 *)(sm + L.Vb);
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, n = blockIdx.x;
+	const int64_t il = blockIdx.y, item = ca.item0 + il, h = item % a.h_v, b = item / a.h_v;
+	const int64_t hk = h / a.rep, t0 = (int64_t)n * C, row0 = il * ca.tp + t0;
+	const int cn = (int)(a.t - t0 < C ? a.t - t0 : C);
+
+	/* q, k (L2-normalised), KDA gates: one warp per token, lanes across
+	 * channels (coalesced); tokens past T are zeros with gate 0. */
+	for (int r = warp; r < C; r += PREP_WARPS) {
+		const bool ok = r < cn;
+		float kv[D / 32], qv[D / 32], sk = 0.0f, sq = 0.0f;
+
+#pragma unroll
+		for (int e = 0; e < D / 32; e++) {
+			const int c = lane + 32 * e;
+
+			kv[e] = ok ? ldf(a.k, c, hk, t0 + r, b) : 0.0f;
+			qv[e] = ok ? ldf(a.q, c, hk, t0 + r, b) : 0.0f;
+			sk += kv[e] * kv[e];
+			sq += qv[e] * qv[e];
+		}
+		if (a.l2) {
+			const float ik = 1.0f / fmaxf(sqrtf(wsum(sk)), a.eps);
+			const float iq = 1.0f / fmaxf(sqrtf(wsum(sq)), a.eps);
+
+#pragma unroll
+			for (int e = 0; e < D / 32; e++) {
+				kv[e] *= ik;
+				qv[e] *= iq;
+			}
+		}
+#pragma unroll
+		for (int e = 0; e < D / 32; e++) {
+			const int c = lane + 32 * e;
+
+			kT[c * LT + r] = kv[e];
+			qT[c * LT + r] = qv[e];
+			if (KDA)
+				gT[c * LT + r] = ok ? gate(ldf(a.g, c, h, t0 + r, b)) * LOG2E : 0.0f;
+		}
+	}
+	if (tid < C)
+		bet[tid] = tid < cn ? ldf(a.beta, 0, h, t0 + tid, b) : 0.0f;
+	if (!KDA && warp == 0) {
+		/* GDN: inclusive scan of the head's gates over the chunk (log2). */
+		float run = 0.0f;
+
+		for (int base = 0; base < C; base += 32) {
+			const int r = base + lane;
+			float x = r < cn ? gate(ldf(a.g, 0, h, t0 + r, b)) * LOG2E : 0.0f;
+
+			for (int o = 1; o < 32; o <<= 1) {
+				float y = __shfl_up_sync(0xffffffffu, x, o);
+
+				if (lane >= o)
+					x += y;
+			}
+			x += run;
+			if (r < C)
+				gT[r] = x;
+			run = __shfl_sync(0xffffffffu, x, 31);
+		}
+	}
+	__syncthreads();
+	if (KDA && tid < D) {
+		float s = 0.0f;
+
+		for (int r = 0; r < C; r++) {
+			s += gT[tid * LT + r];
+			gT[tid * LT + r] = s;
+		}
+	}
+	__syncthreads();
+
+	/* A and Aq in 4 x 4 register tiles over the lower triangle. */
+	{
+		constexpr int NT = C / 4, NP = NT * (NT + 1) / 2;
+		bf16 *aq = ca.aq + row0 * C;
+
+		for (int p = tid; p < NP; p += PREP_THREADS) {
+			int ti = 0;
+
+			while ((ti + 1) * (ti + 2) / 2 <= p)
+				ti++;
+			const int tj = p - ti * (ti + 1) / 2, i0 = 4 * ti, j0 = 4 * tj;
+			float kk[4][4], qk[4][4];
+
+#pragma unroll
+			for (int x = 0; x < 4; x++)
+#pragma unroll
+				for (int y = 0; y < 4; y++)
+					kk[x][y] = qk[x][y] = 0.0f;
+			if (!KDA || tj < ti) {
+				for (int c = 0; c < D; c++) {
+					float4 ki = *(const float4 *)&kT[c * LT + i0];
+					float4 qi = *(const float4 *)&qT[c * LT + i0];
+					float4 kj = *(const float4 *)&kT[c * LT + j0];
+
+					if (KDA) {
+						/* r = G at token j0 + 3: G_i <= r <= G_j. */
+						const float4 gi = *(const float4 *)&gT[c * LT + i0];
+						const float4 gj = *(const float4 *)&gT[c * LT + j0];
+						const float r = gj.w;
+						const float e0 = exp2f(gi.x - r), e1 = exp2f(gi.y - r);
+						const float e2 = exp2f(gi.z - r), e3 = exp2f(gi.w - r);
+
+						ki.x *= e0; ki.y *= e1; ki.z *= e2; ki.w *= e3;
+						qi.x *= e0; qi.y *= e1; qi.z *= e2; qi.w *= e3;
+						kj.x *= exp2f(r - gj.x);
+						kj.y *= exp2f(r - gj.y);
+						kj.z *= exp2f(r - gj.z);
+					}
+#pragma unroll
+					for (int x = 0; x < 4; x++)
+#pragma unroll
+						for (int y = 0; y < 4; y++) {
+							kk[x][y] += f4(ki, x) * f4(kj, y);
+							qk[x][y] += f4(qi, x) * f4(kj, y);
+						}
+				}
+			} else {
+				/* KDA diagonal sub-block: exponentiate the difference itself,
+				 * clamped to <= 0 where j > i (masked below). */
+				for (int c = 0; c < D; c++) {
+					const float4 ki = *(const float4 *)&kT[c * LT + i0];
+					const float4 qi = *(const float4 *)&qT[c * LT + i0];
+					const float4 kj = *(const float4 *)&kT[c * LT + j0];
+					const float4 gi = *(const float4 *)&gT[c * LT + i0];
+					const float4 gj = *(const float4 *)&gT[c * LT + j0];
+
+#pragma unroll
+					for (int x = 0; x < 4; x++)
+#pragma unroll
+						for (int y = 0; y < 4; y++) {
+							const float kje = f4(kj, y) *
+									  exp2f(fminf(f4(gi, x) - f4(gj, y), 0.0f));
+
+							kk[x][y] += f4(ki, x) * kje;
+							qk[x][y] += f4(qi, x) * kje;
+						}
+				}
+			}
+#pragma unroll
+			for (int x = 0; x < 4; x++)
+#pragma unroll
+				for (int y = 0; y < 4; y++) {
+					const int i = i0 + x, j = j0 + y;
+					float kkv = kk[x][y], qkv = qk[x][y];
+
+					if (!KDA) {
+						const float e = exp2f(fminf(gT[i] - gT[j], 0.0f));
+
+						kkv *= e;
+						qkv *= e;
+					}
+					A[i * LT + j] = bet[i] * kkv;
+					aq[i * C + j] = __float2bfloat16(j <= i ? qkv : 0.0f);
+				}
+		}
+		/* Aq's upper blocks are read by the 16 x 16 tiles of k_recur. */
+		for (int x = tid; x < C * C; x += PREP_THREADS)
+			if ((x % C) / 4 > (x / C) / 4)
+				aq[x] = __float2bfloat16(0.0f);
+	}
+	__syncthreads();
+
+	if (tid < SOLVERS) {
+		/* T = (I + A)^-1, column j per thread by forward substitution:
+		 * t = e_j - A t with A strictly lower (t[i] = 0 for i < j falls
+		 * out), four partial sums to shorten the dependency chain. */
+		if (tid < C) {
+			const int j = tid;
+			float t[C];
+
+#pragma unroll
+			for (int i = 0; i < C; i++) {
+				float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+
+#pragma unroll
+				for (int m = 0; m + 3 < i; m += 4) {
+					const float4 av = *(const float4 *)&A[i * LT + m];
+
+					s0 += av.x * t[m];
+					s1 += av.y * t[m + 1];
+					s2 += av.z * t[m + 2];
+					s3 += av.w * t[m + 3];
+				}
+#pragma unroll
+				for (int m = i & ~3; m < i; m++)
+					s0 += A[i * LT + m] * t[m];
+				t[i] = (i == j ? 1.0f : 0.0f) - ((s0 + s1) + (s2 + s3));
+			}
+#pragma unroll
+			for (int i = 0; i < C; i++)
+				Tb[i * LB + j] = __float2bfloat16(t[i]);
+		}
+	} else {
+		/* Meanwhile the other warps write the gated q and k and build the
+		 * right-hand sides beta Gam k and beta v. */
+		const int w0 = tid - SOLVERS, nw = PREP_THREADS - SOLVERS;
+
+		for (int x = w0; x < C * D; x += nw) {
+			const int r = x / D, c = x % D;
+			const float G = KDA ? gT[c * LT + r] : gT[r];
+			const float Gl = KDA ? gT[c * LT + C - 1] : gT[C - 1];
+			const float kv = kT[c * LT + r], eg = exp2f(G);
+
+			ca.qg[(row0 + r) * D + c] = __float2bfloat16(qT[c * LT + r] * eg);
+			ca.kg[(row0 + r) * D + c] = __float2bfloat16(kv * exp2f(Gl - G));
+			Kb[r * LK + c] = __float2bfloat16(bet[r] * kv * eg);
+		}
+		for (int x = w0; x < D; x += nw)
+			ca.gl[(il * ca.nch + n) * D + x] = exp2f(KDA ? gT[x * LT + C - 1] : gT[C - 1]);
+		for (int x = w0; x < C * dv; x += nw) {
+			const int r = x / dv, c = x % dv;
+
+			Vb[r * LV + c] = __float2bfloat16(r < cn ? bet[r] * ldf(a.v, c, h, t0 + r, b) : 0.0f);
+		}
+	}
+	__syncthreads();
+
+	/* w = T (beta Gam k), u = T (beta v): 16 x 16 output tiles, staged per
+	 * warp in fp32 and written out as bf16 rows. */
+	{
+		float *stage = (float *)(sm + L.stage) + warp * 16 * 20;
+		const int ntn = (D + dv) / 16, nt = (C / 16) * ntn;
+		const int rr = lane >> 1, cc = (lane & 1) * 8;
+
+		for (int tile = warp; tile < nt; tile += PREP_WARPS) {
+			const int mi = tile / ntn, ni = tile % ntn;
+			const bool isw = ni < D / 16;
+			const bf16 *Bm = isw ? Kb + ni * 16 : Vb + (ni - D / 16) * 16;
+			const int ldb = isw ? LK : LV;
+			frag_c acc;
+			frag_a fa;
+			frag_b fb;
+
+			wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+			for (int kk = 0; kk < C / 16; kk++) {
+				wmma::load_matrix_sync(fa, Tb + mi * 16 * LB + kk * 16, LB);
+				wmma::load_matrix_sync(fb, Bm + kk * 16 * ldb, ldb);
+				wmma::mma_sync(acc, fa, fb, acc);
+			}
+			wmma::store_matrix_sync(stage, acc, 20, wmma::mem_row_major);
+			__syncwarp();
+			{
+				const float *sp = stage + rr * 20 + cc;
+				__align__(16) bf16 pk[8];
+				bf16 *dst = isw ? ca.w + (row0 + mi * 16 + rr) * D + ni * 16 + cc
+						: ca.u + (row0 + mi * 16 + rr) * dv + (ni - D / 16) * 16 + cc;
+
+#pragma unroll
+				for (int e = 0; e < 8; e++)
+					pk[e] = __float2bfloat16(sp[e]);
+				*(uint4 *)dst = *(const uint4 *)pk;
+			}
+			__syncwarp();
+		}
+	}
+#endif
+}
+
+/* ---- phases 2 + 3: one CTA per (value-column block, item) ---------------- */
+
+template <int C, int D>
+__global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
+{
+#if __CUDA_ARCH__ >= 800
+	extern __shared__ __align__(128) unsigned char sm[];
+	const gdn_args &a = ca.a;
+	constexpr int LK = D + 8, LU = DVB + 8, LQ = C + 8, LS = DVB + 4;
+	constexpr int NPOS = (C / 16) * (DVB / 16), PER = (NPOS + 3) / 4;
+	constexpr int SPER = (D / 16) * (DVB / 16) / 4;
+	const rec_smem L = rec_layout(C, D);
+	const int tid = threadIdx.x, warp = tid >> 5, jb = blockIdx.x;
+	const int64_t il = blockIdx.y, item = ca.item0 + il, h = item % a.h_v, b = item / a.h_v;
+	const int64_t dv = a.d_v, c0 = (int64_t)jb * DVB;
+	float *S = (float *)(sm + L.S), *X = (float *)(sm + L.X);
+	bf16 *Sb = (bf16 *)(sm + L.Sb), *Vn = (bf16 *)(sm + L.Vn);
+
+	/* Chunk n's operands into buffer bf, 16 bytes per cp.async. */
+	auto issue = [&](int64_t n, int bf) {
+		unsigned char *base = sm + bf * L.buf;
+		bf16 *W = (bf16 *)(base + L.W), *QG = (bf16 *)(base + L.QG);
+		bf16 *KG = (bf16 *)(base + L.KG), *U = (bf16 *)(base + L.U);
+		bf16 *AQ = (bf16 *)(base + L.AQ);
+		float *GL = (float *)(base + L.GL);
+		const int64_t row = il * ca.tp + n * C;
+
+		for (int x = tid; x < C * D / 8; x += REC_THREADS) {
+			const int r = x / (D / 8), c = x % (D / 8) * 8;
+
+			cp16(W + r * LK + c, ca.w + (row + r) * D + c);
+			cp16(QG + r * LK + c, ca.qg + (row + r) * D + c);
+			cp16(KG + r * LK + c, ca.kg + (row + r) * D + c);
+		}
+		for (int x = tid; x < C * DVB / 8; x += REC_THREADS) {
+			const int r = x / (DVB / 8), c = x % (DVB / 8) * 8;
+
+			cp16(U + r * LU + c, ca.u + (row + r) * dv + c0 + c);
+		}
+		for (int x = tid; x < C * C / 8; x += REC_THREADS) {
+			const int r = x / (C / 8), c = x % (C / 8) * 8;
+
+			cp16(AQ + r * LQ + c, ca.aq + (row + r) * C + c);
+		}
+		for (int x = tid; x < D / 4; x += REC_THREADS)
+			cp16(GL + x * 4, ca.gl + (il * ca.nch + n) * D + x * 4);
+		cp_commit();
+	};
+
+	for (int x = tid; x < D * DVB; x += REC_THREADS) {
+		const int i = x % D, j = x / D;
+
+		S[i * LS + j] = ldf(a.s0, i, c0 + j, h, b);
+	}
+	issue(0, 0);
+	for (int64_t n = 0; n < ca.nch; n++) {
+		const int bf = (int)(n & 1);
+		unsigned char *base = sm + bf * L.buf;
+		const bf16 *W = (const bf16 *)(base + L.W), *QG = (const bf16 *)(base + L.QG);
+		const bf16 *KG = (const bf16 *)(base + L.KG), *U = (const bf16 *)(base + L.U);
+		const bf16 *AQ = (const bf16 *)(base + L.AQ);
+		const float *GL = (const float *)(base + L.GL);
+		frag_c o[PER];
+
+		if (n + 1 < ca.nch)
+			issue(n + 1, bf ^ 1);
+		else
+			cp_commit();  /* an empty group keeps the count uniform */
+		cp_wait<1>();
+		__syncthreads();
+
+		/* S0 as the bf16 operand; S itself decays to Gam_C S0 in place,
+		 * the accumulator the state update starts from. */
+		for (int x = tid; x < D * DVB; x += REC_THREADS) {
+			const int i = x / DVB, j = x % DVB;
+			const float s = S[i * LS + j];
+
+			Sb[i * LU + j] = __float2bfloat16(s);
+			S[i * LS + j] = s * GL[i];
+		}
+		__syncthreads();
+
+		/* w S0 -> X (for v_new), Gam q S0 -> o (kept in registers). */
+#pragma unroll
+		for (int pp = 0; pp < PER; pp++) {
+			const int pos = warp + 4 * pp, mi = pos >> 1, ni = pos & 1;
+			frag_c x;
+			frag_a fa;
+			frag_b fb;
+
+			if (pos >= NPOS)
+				break;
+			wmma::fill_fragment(x, 0.0f);
+			wmma::fill_fragment(o[pp], 0.0f);
+#pragma unroll
+			for (int kk = 0; kk < D / 16; kk++) {
+				wmma::load_matrix_sync(fb, Sb + kk * 16 * LU + ni * 16, LU);
+				wmma::load_matrix_sync(fa, W + mi * 16 * LK + kk * 16, LK);
+				wmma::mma_sync(x, fa, fb, x);
+				wmma::load_matrix_sync(fa, QG + mi * 16 * LK + kk * 16, LK);
+				wmma::mma_sync(o[pp], fa, fb, o[pp]);
+			}
+			wmma::store_matrix_sync(X + mi * 16 * LS + ni * 16, x, LS, wmma::mem_row_major);
+		}
+		__syncthreads();
+
+		for (int x = tid; x < C * DVB; x += REC_THREADS) {
+			const int r = x / DVB, j = x % DVB;
+
+			Vn[r * LU + j] = __float2bfloat16(__bfloat162float(U[r * LU + j]) - X[r * LS + j]);
+		}
+		__syncthreads();
+
+		/* o += Aq v_new (Aq is lower: blocks above the diagonal skipped),
+		 * staged in X; S = Gam_C S0 + kg^T v_new. */
+#pragma unroll
+		for (int pp = 0; pp < PER; pp++) {
+			const int pos = warp + 4 * pp, mi = pos >> 1, ni = pos & 1;
+			frag_a fa;
+			frag_b fb;
+
+			if (pos >= NPOS)
+				break;
+			for (int kk = 0; kk <= mi; kk++) {
+				wmma::load_matrix_sync(fa, AQ + mi * 16 * LQ + kk * 16, LQ);
+				wmma::load_matrix_sync(fb, Vn + kk * 16 * LU + ni * 16, LU);
+				wmma::mma_sync(o[pp], fa, fb, o[pp]);
+			}
+#pragma unroll
+			for (int e = 0; e < o[pp].num_elements; e++)
+				o[pp].x[e] *= a.scale;
+			wmma::store_matrix_sync(X + mi * 16 * LS + ni * 16, o[pp], LS, wmma::mem_row_major);
+		}
+#pragma unroll
+		for (int sp = 0; sp < SPER; sp++) {
+			const int pos = warp + 4 * sp, si = pos >> 1, sj = pos & 1;
+			frag_c acc;
+			frag_at ft;
+			frag_b fb;
+
+			wmma::load_matrix_sync(acc, S + si * 16 * LS + sj * 16, LS, wmma::mem_row_major);
+#pragma unroll
+			for (int kk = 0; kk < C / 16; kk++) {
+				wmma::load_matrix_sync(ft, KG + kk * 16 * LK + si * 16, LK);
+				wmma::load_matrix_sync(fb, Vn + kk * 16 * LU + sj * 16, LU);
+				wmma::mma_sync(acc, ft, fb, acc);
+			}
+			wmma::store_matrix_sync(S + si * 16 * LS + sj * 16, acc, LS, wmma::mem_row_major);
+		}
+		__syncthreads();
+
+		{
+			const int64_t t0 = n * C;
+			const int cn = (int)(a.t - t0 < C ? a.t - t0 : C);
+
+			for (int x = tid; x < cn * DVB; x += REC_THREADS) {
+				const int r = x / DVB, j = x % DVB;
+
+				a.o[((b * a.t + t0 + r) * a.h_v + h) * dv + c0 + j] = X[r * LS + j];
+			}
+		}
+	}
+	for (int x = tid; x < D * DVB; x += REC_THREADS) {
+		const int i = x % D, j = x / D;
+
+		a.s[(item * dv + c0 + j) * D + i] = S[i * LS + j];
+	}
+#endif
+}
+
+/* ---- host side ----------------------------------------------------------- */
+
+typedef void (*kfn)(chunk_args);
+
+template <int C, int D>
+static kfn prep_fn(bool kda)
+{
+	return kda ? k_prep<C, D, true> : k_prep<C, D, false>;
+}
+
+static kfn pick_prep(int C, int D, bool kda)
+{
+	if (D == 64)
+		return C == 16 ? prep_fn<16, 64>(kda) : C == 32 ? prep_fn<32, 64>(kda) : prep_fn<64, 64>(kda);
+	return C == 16 ? prep_fn<16, 128>(kda) : C == 32 ? prep_fn<32, 128>(kda) : prep_fn<64, 128>(kda);
+}
+
+static kfn pick_recur(int C, int D)
+{
+	if (D == 64)
+		return C == 16 ? k_recur<16, 64> : C == 32 ? k_recur<32, 64> : k_recur<64, 64>;
+	return C == 16 ? k_recur<16, 128> : C == 32 ? k_recur<32, 128> : k_recur<64, 128>;
+}
+
+static int raise_smem(kfn f, size_t smem, char *err, size_t errlen)
+{
+	cudaFuncAttributes fa;
+	int rc = kcu_err(cudaFuncGetAttributes(&fa, (const void *)f), "GATED_DELTA_NET chunked",
+			 err, errlen);
+
+	if (rc || (size_t)fa.maxDynamicSharedSizeBytes >= smem)
+		return rc;
+	return kcu_err(cudaFuncSetAttribute((const void *)f,
+					    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+		       "GATED_DELTA_NET chunked", err, errlen);
+}
+
+/* Scratch bytes of one (b, h), unrounded. */
+static size_t item_bytes(int64_t d_k, int64_t d_v, int64_t t, int C)
+{
+	const int64_t nch = (t + C - 1) / C, tp = nch * C;
+
+	return (size_t)tp * (3 * d_k + d_v + C) * 2 + (size_t)nch * d_k * 4;
+}
+
+/* Six regions, each rounded up to the workspace alignment. */
+#define WS_SLACK (6 * KCU_WS_ALIGN)
+
+size_t kcu_gdn_chunked_ws(int64_t d_k, int64_t d_v, int64_t h_v, int64_t t, int64_t b, int chunk)
+{
+	return item_bytes(d_k, d_v, t, chunk) * (size_t)(h_v * b) + WS_SLACK;
+}
+
+int kcu_gdn_chunked_check(const struct kern_cuda_ctx *ctx, const gdn_args *a, int chunk)
+{
+	int major = 0, optin = 0;
+
+	if ((a->d_k != 64 && a->d_k != 128) || a->d_v % DVB != 0 || a->d_v > DV_MAX)
+		return KCU_GDN_LAYOUT;
+	if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx->device) !=
+		    cudaSuccess ||
+	    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx->device) !=
+		    cudaSuccess) {
+		cudaGetLastError();
+		return KCU_GDN_ARCH;
+	}
+	if (major < 8 ||
+	    prep_layout(chunk, (int)a->d_k, a->kda, (int)a->d_v).total > (size_t)optin ||
+	    rec_layout(chunk, (int)a->d_k).total > (size_t)optin)
+		return KCU_GDN_ARCH;
+	if (!ctx->workspace ||
+	    ctx->workspace_bytes < item_bytes(a->d_k, a->d_v, a->t, chunk) + WS_SLACK)
+		return KCU_GDN_NOMEM;
+	return KCU_GDN_OK;
+}
+
+int kcu_gdn_chunked(const struct kern_cuda_ctx *ctx, const gdn_args *a, int chunk, char *err,
+		    size_t errlen)
+{
+	const int C = chunk, D = (int)a->d_k;
+	const int64_t items = a->h_v * a->b, nch = (a->t + C - 1) / C, tp = nch * C;
+	const size_t per = item_bytes(a->d_k, a->d_v, a->t, C);
+	const size_t ps = prep_layout(C, D, a->kda, (int)a->d_v).total;
+	const size_t rs = rec_layout(C, D).total;
+	const kfn prep = pick_prep(C, D, a->kda), recur = pick_recur(C, D);
+	cudaStream_t st = kcu_stream(ctx);
+	int64_t group = (int64_t)((ctx->workspace_bytes - WS_SLACK) / per);
+	int rc;
+
+	if (group > items)
+		group = items;
+	if (group > 65535)
+		group = 65535;  /* gridDim.y */
+	/* kern_cuda_preload raised the limits to the largest size (so a graph
+	 * capture sees no attribute change); a caller that skipped it gets
+	 * them here. */
+	rc = raise_smem(prep, ps, err, errlen);
+	if (!rc)
+		rc = raise_smem(recur, rs, err, errlen);
+	if (rc)
+		return rc;
+	for (int64_t i0 = 0; i0 < items; i0 += group) {
+		const int64_t gi = items - i0 < group ? items - i0 : group;
+		struct kcu_arena ar = { (char *)ctx->workspace, ctx->workspace_bytes };
+		chunk_args ca;
+
+		ca.a = *a;
+		ca.nch = nch;
+		ca.tp = tp;
+		ca.item0 = i0;
+		ca.w = (bf16 *)kcu_take(&ar, (size_t)gi * tp * D * 2);
+		ca.qg = (bf16 *)kcu_take(&ar, (size_t)gi * tp * D * 2);
+		ca.kg = (bf16 *)kcu_take(&ar, (size_t)gi * tp * D * 2);
+		ca.u = (bf16 *)kcu_take(&ar, (size_t)gi * tp * a->d_v * 2);
+		ca.aq = (bf16 *)kcu_take(&ar, (size_t)gi * tp * C * 2);
+		ca.gl = (float *)kcu_take(&ar, (size_t)gi * nch * D * 4);
+		prep<<<dim3((unsigned)nch, (unsigned)gi), PREP_THREADS, ps, st>>>(ca);
+		recur<<<dim3((unsigned)(a->d_v / DVB), (unsigned)gi), REC_THREADS, rs, st>>>(ca);
+		rc = kcu_launched("GATED_DELTA_NET chunked", err, errlen);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Touch every instantiation and allow it the most dynamic shared memory
+ * any call can ask for (d_v = DV_MAX), where the device has that much:
+ * done here, per device, so the launch path's own cudaFuncSetAttribute
+ * never raises a limit in the middle of a graph capture. */
+static int preload_one(kfn f, size_t smem, char *err, size_t errlen)
+{
+	int optin = 0, dev = 0;
+	int rc = kcu_touch(f, "GATED_DELTA_NET", err, errlen);
+
+	if (rc)
+		return rc;
+	rc = kcu_err(cudaGetDevice(&dev), "GATED_DELTA_NET", err, errlen);
+	if (!rc)
+		rc = kcu_err(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+						    dev), "GATED_DELTA_NET", err, errlen);
+	if (rc || smem > (size_t)optin)
+		return rc;  /* kcu_gdn_chunked_check keeps such sizes off this device */
+	return kcu_err(cudaFuncSetAttribute((const void *)f,
+					    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+		       "GATED_DELTA_NET", err, errlen);
+}
+
+int kcu_gdn_chunked_preload(char *err, size_t errlen)
+{
+	static const int cs[3] = { 16, 32, 64 }, ds[2] = { 64, 128 };
+	int rc = 0;
+
+	for (int c = 0; c < 3 && !rc; c++)
+		for (int d = 0; d < 2 && !rc; d++)
+			for (int kda = 0; kda < 2 && !rc; kda++)
+				rc = preload_one(pick_prep(cs[c], ds[d], kda),
+						 prep_layout(cs[c], ds[d], kda, DV_MAX).total, err,
+						 errlen);
+	for (int c = 0; c < 3 && !rc; c++)
+		for (int d = 0; d < 2 && !rc; d++)
+			rc = preload_one(pick_recur(cs[c], ds[d]), rec_layout(cs[c], ds[d]).total, err,
+					 errlen);
+	return rc;
+}
