@@ -289,12 +289,19 @@ __global__ void __launch_bounds__(PREP_THREADS) k_prep(chunk_args ca)
 	}
 	__syncthreads();
 
-	/* A and Aq in 4 x 4 register tiles over the lower triangle. */
+	/* A and Aq in 4 x 4 register tiles over the lower triangle; SL
+	 * consecutive lanes share a tile, each taking every SL-th channel, so
+	 * short chunks still keep most threads busy (the per-thread channel
+	 * loop is this kernel's critical path). */
 	{
 		constexpr int NT = C / 4, NP = NT * (NT + 1) / 2;
+		constexpr int SL = C == 16 ? 16 : C == 32 ? 4 : 1;
 		bf16 *aq = ca.aq + row0 * C;
 
-		for (int p = tid; p < NP; p += PREP_THREADS) {
+		/* uniform trip count: the shuffles below need whole warps */
+		for (int base = 0; base < NP * SL; base += PREP_THREADS) {
+			const int pl = base + tid, p = pl / SL, sl = pl % SL;
+			const bool act = p < NP;
 			int ti = 0;
 
 			while ((ti + 1) * (ti + 2) / 2 <= p)
@@ -307,8 +314,10 @@ __global__ void __launch_bounds__(PREP_THREADS) k_prep(chunk_args ca)
 #pragma unroll
 				for (int y = 0; y < 4; y++)
 					kk[x][y] = qk[x][y] = 0.0f;
-			if (!KDA || tj < ti) {
-				for (int c = 0; c < D; c++) {
+			if (!act) {
+				/* nothing: zeros into the reduction */
+			} else if (!KDA || tj < ti) {
+				for (int c = sl; c < D; c += SL) {
 					float4 ki = *(const float4 *)&kT[c * LT + i0];
 					float4 qi = *(const float4 *)&qT[c * LT + i0];
 					float4 kj = *(const float4 *)&kT[c * LT + j0];
@@ -338,7 +347,7 @@ __global__ void __launch_bounds__(PREP_THREADS) k_prep(chunk_args ca)
 			} else {
 				/* KDA diagonal sub-block: exponentiate the difference itself,
 				 * clamped to <= 0 where j > i (masked below). */
-				for (int c = 0; c < D; c++) {
+				for (int c = sl; c < D; c += SL) {
 					const float4 ki = *(const float4 *)&kT[c * LT + i0];
 					const float4 qi = *(const float4 *)&qT[c * LT + i0];
 					const float4 kj = *(const float4 *)&kT[c * LT + j0];
@@ -357,6 +366,17 @@ __global__ void __launch_bounds__(PREP_THREADS) k_prep(chunk_args ca)
 						}
 				}
 			}
+#pragma unroll
+			for (int o = SL / 2; o > 0; o >>= 1)
+#pragma unroll
+				for (int x = 0; x < 4; x++)
+#pragma unroll
+					for (int y = 0; y < 4; y++) {
+						kk[x][y] += __shfl_xor_sync(0xffffffffu, kk[x][y], o);
+						qk[x][y] += __shfl_xor_sync(0xffffffffu, qk[x][y], o);
+					}
+			if (!act || sl != 0)
+				continue;
 #pragma unroll
 			for (int x = 0; x < 4; x++)
 #pragma unroll
