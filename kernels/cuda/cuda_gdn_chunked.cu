@@ -117,11 +117,12 @@ static __host__ __device__ inline prep_smem prep_layout(int C, int D, bool kda, 
 }
 
 struct rec_smem {
-	size_t W, QG, KG, U, AQ, GL, buf, S, Sb, X, Vn, total;
+	size_t W, QG, KG, U, AQ, GL, buf, T, total;
 };
 
 /* Two buffers of the per-chunk operands (W, QG, KG, U, AQ, GL at the
- * offsets below plus buf per buffer), then the state and temporaries. */
+ * offsets below plus buf per buffer), then per warp a bf16 scratch of
+ * max(D, C) rows x 8 columns (S, then v_new, as mma B operands). */
 static __host__ __device__ inline rec_smem rec_layout(int C, int D)
 {
 	rec_smem l;
@@ -141,14 +142,8 @@ static __host__ __device__ inline rec_smem rec_layout(int C, int D)
 	o += al128((size_t)D * 4);
 	l.buf = o;
 	o *= 2;
-	l.S = o;
-	o += al128((size_t)D * (DVB + 4) * 4);
-	l.Sb = o;
-	o += al128((size_t)D * (DVB + 8) * 2);
-	l.X = o;
-	o += al128((size_t)C * (DVB + 4) * 4);
-	l.Vn = o;
-	o += al128((size_t)C * (DVB + 8) * 2);
+	l.T = o;
+	o += (size_t)(REC_THREADS / 32) * al128((size_t)(D > C ? D : C) * 8 * 2);
 	l.total = o;
 	return l;
 }
@@ -164,6 +159,22 @@ static __device__ __forceinline__ float ldf(const kcu_t &t, int64_t i0, int64_t 
 					    int64_t i3)
 {
 	return *(const float *)kcu_at(t, i0, i1, i2, i3);
+}
+
+/* 2^x for x <= 0 (or NaN): the hardware approximation (rel. error ~2^-22,
+ * far below bf16's), subnormal results flushed to 0. */
+static __device__ __forceinline__ float ex2(float x)
+{
+	float y;
+
+	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+	return y;
+}
+
+/* Element i0 of a row whose first byte is row. */
+static __device__ __forceinline__ float ldr(const char *row, int64_t nb0, int i0)
+{
+	return *(const float *)(row + i0 * nb0);
 }
 
 static __device__ __forceinline__ float wsum(float x)
@@ -204,7 +215,7 @@ typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_c;
 /* ---- phase 1: one CTA per (chunk, item) ---------------------------------- */
 
 template <int C, int D, bool KDA>
-__global__ void __launch_bounds__(PREP_THREADS) k_prep(chunk_args ca)
+__global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k_prep(chunk_args ca)
 {
 #if __CUDA_ARCH__ >= 800
 	extern __shared__ __align__(128) unsigned char sm[];
@@ -221,50 +232,90 @@ __global__ void __launch_bounds__(PREP_THREADS) k_prep(chunk_args ca)
 	const int64_t hk = h / a.rep, t0 = (int64_t)n * C, row0 = il * ca.tp + t0;
 	const int cn = (int)(a.t - t0 < C ? a.t - t0 : C);
 
-	/* q, k (L2-normalised), KDA gates: one warp per token, lanes across
-	 * channels (coalesced); tokens past T are zeros with gate 0. */
-	for (int r = warp; r < C; r += PREP_WARPS) {
-		const bool ok = r < cn;
-		float kv[D / 32], qv[D / 32], sk = 0.0f, sq = 0.0f;
+	/* Every row's loads (q, k, gates, beta, v: one warp per token, lanes
+	 * across channels, coalesced) are issued two tokens at a time before
+	 * any is used: this kernel is bound by latency, not bandwidth.  Tokens
+	 * past T are zeros with gate 0 and beta 0. */
+	for (int r0 = 2 * warp; r0 < C; r0 += 2 * PREP_WARPS) {
+		float kv[2][D / 32], qv[2][D / 32], gv[2][D / 32], vv[2][DV_MAX / 32], gb[2], bb[2];
 
 #pragma unroll
-		for (int e = 0; e < D / 32; e++) {
-			const int c = lane + 32 * e;
-
-			kv[e] = ok ? ldf(a.k, c, hk, t0 + r, b) : 0.0f;
-			qv[e] = ok ? ldf(a.q, c, hk, t0 + r, b) : 0.0f;
-			sk += kv[e] * kv[e];
-			sq += qv[e] * qv[e];
-		}
-		if (a.l2) {
-			const float ik = 1.0f / fmaxf(sqrtf(wsum(sk)), a.eps);
-			const float iq = 1.0f / fmaxf(sqrtf(wsum(sq)), a.eps);
+		for (int u = 0; u < 2; u++) {
+			const bool ok = r0 + u < cn;
+			const int64_t tr = ok ? t0 + r0 + u : t0;
+			const char *rk = (const char *)kcu_at(a.k, 0, hk, tr, b);
+			const char *rq = (const char *)kcu_at(a.q, 0, hk, tr, b);
+			const char *rg = (const char *)kcu_at(a.g, 0, h, tr, b);
+			const char *rv = (const char *)kcu_at(a.v, 0, h, tr, b);
 
 #pragma unroll
 			for (int e = 0; e < D / 32; e++) {
-				kv[e] *= ik;
-				qv[e] *= iq;
+				const int c = lane + 32 * e;
+
+				kv[u][e] = ok ? ldr(rk, a.k.nb[0], c) : 0.0f;
+				qv[u][e] = ok ? ldr(rq, a.q.nb[0], c) : 0.0f;
+				gv[u][e] = KDA && ok ? ldr(rg, a.g.nb[0], c) : 0.0f;
 			}
+#pragma unroll
+			for (int e = 0; e < DV_MAX / 32; e++) {
+				const int c = lane + 32 * e;
+
+				vv[u][e] = ok && c < dv ? ldr(rv, a.v.nb[0], c) : 0.0f;
+			}
+			gb[u] = !KDA && ok ? *(const float *)rg : 0.0f;
+			bb[u] = ok ? ldf(a.beta, 0, h, tr, b) : 0.0f;
 		}
 #pragma unroll
-		for (int e = 0; e < D / 32; e++) {
-			const int c = lane + 32 * e;
+		for (int u = 0; u < 2; u++) {
+			const int r = r0 + u;
+			float sk = 0.0f, sq = 0.0f;
 
-			kT[c * LT + r] = kv[e];
-			qT[c * LT + r] = qv[e];
-			if (KDA)
-				gT[c * LT + r] = ok ? gate(ldf(a.g, c, h, t0 + r, b)) * LOG2E : 0.0f;
+#pragma unroll
+			for (int e = 0; e < D / 32; e++) {
+				sk += kv[u][e] * kv[u][e];
+				sq += qv[u][e] * qv[u][e];
+			}
+			if (a.l2) {
+				const float ik = 1.0f / fmaxf(sqrtf(wsum(sk)), a.eps);
+				const float iq = 1.0f / fmaxf(sqrtf(wsum(sq)), a.eps);
+
+#pragma unroll
+				for (int e = 0; e < D / 32; e++) {
+					kv[u][e] *= ik;
+					qv[u][e] *= iq;
+				}
+			}
+#pragma unroll
+			for (int e = 0; e < D / 32; e++) {
+				const int c = lane + 32 * e;
+
+				kT[c * LT + r] = kv[u][e];
+				qT[c * LT + r] = qv[u][e];
+				if (KDA)
+					gT[c * LT + r] = gate(gv[u][e]) * LOG2E;
+			}
+#pragma unroll
+			for (int e = 0; e < DV_MAX / 32; e++) {
+				const int c = lane + 32 * e;
+
+				if (c < dv)
+					Vb[r * LV + c] = __float2bfloat16(vv[u][e]);
+			}
+			if (lane == 0) {
+				bet[r] = bb[u];
+				if (!KDA)
+					gT[r] = gate(gb[u]) * LOG2E;
+			}
 		}
 	}
-	if (tid < C)
-		bet[tid] = tid < cn ? ldf(a.beta, 0, h, t0 + tid, b) : 0.0f;
+	__syncthreads();
 	if (!KDA && warp == 0) {
 		/* GDN: inclusive scan of the head's gates over the chunk (log2). */
 		float run = 0.0f;
 
 		for (int base = 0; base < C; base += 32) {
 			const int r = base + lane;
-			float x = r < cn ? gate(ldf(a.g, 0, h, t0 + r, b)) * LOG2E : 0.0f;
+			float x = r < C ? gT[r] : 0.0f;
 
 			for (int o = 1; o < 32; o <<= 1) {
 				float y = __shfl_up_sync(0xffffffffu, x, o);
@@ -278,7 +329,6 @@ __global__ void __launch_bounds__(PREP_THREADS) k_prep(chunk_args ca)
 			run = __shfl_sync(0xffffffffu, x, 31);
 		}
 	}
-	__syncthreads();
 	if (KDA && tid < D) {
 		float s = 0.0f;
 
@@ -294,19 +344,27 @@ __global__ void __launch_bounds__(PREP_THREADS) k_prep(chunk_args ca)
 	 * short chunks still keep most threads busy (the per-thread channel
 	 * loop is this kernel's critical path). */
 	{
-		constexpr int NT = C / 4, NP = NT * (NT + 1) / 2;
-		constexpr int SL = C == 16 ? 16 : C == 32 ? 4 : 1;
+		constexpr int NT = C / 4, NOFF = NT * (NT - 1) / 2, NP = NOFF + NT;
+		constexpr int SL = C == 16 ? 8 : C == 32 ? 4 : 1;
 		bf16 *aq = ca.aq + row0 * C;
 
 		/* uniform trip count: the shuffles below need whole warps */
 		for (int base = 0; base < NP * SL; base += PREP_THREADS) {
 			const int pl = base + tid, p = pl / SL, sl = pl % SL;
 			const bool act = p < NP;
-			int ti = 0;
+			int ti = 0, tj;
 
-			while ((ti + 1) * (ti + 2) / 2 <= p)
+			/* off-diagonal tiles first, then the diagonal ones: a warp then
+			 * takes one branch below, not both */
+			if (p < NOFF) {
+				while ((ti + 1) * (ti + 2) / 2 <= p)
+					ti++;
+				tj = p - ti * (ti + 1) / 2;
 				ti++;
-			const int tj = p - ti * (ti + 1) / 2, i0 = 4 * ti, j0 = 4 * tj;
+			} else {
+				ti = tj = p - NOFF;
+			}
+			const int i0 = 4 * ti, j0 = 4 * tj;
 			float kk[4][4], qk[4][4];
 
 #pragma unroll
@@ -327,14 +385,14 @@ __global__ void __launch_bounds__(PREP_THREADS) k_prep(chunk_args ca)
 						const float4 gi = *(const float4 *)&gT[c * LT + i0];
 						const float4 gj = *(const float4 *)&gT[c * LT + j0];
 						const float r = gj.w;
-						const float e0 = exp2f(gi.x - r), e1 = exp2f(gi.y - r);
-						const float e2 = exp2f(gi.z - r), e3 = exp2f(gi.w - r);
+						const float e0 = ex2(gi.x - r), e1 = ex2(gi.y - r);
+						const float e2 = ex2(gi.z - r), e3 = ex2(gi.w - r);
 
 						ki.x *= e0; ki.y *= e1; ki.z *= e2; ki.w *= e3;
 						qi.x *= e0; qi.y *= e1; qi.z *= e2; qi.w *= e3;
-						kj.x *= exp2f(r - gj.x);
-						kj.y *= exp2f(r - gj.y);
-						kj.z *= exp2f(r - gj.z);
+						kj.x *= ex2(r - gj.x);
+						kj.y *= ex2(r - gj.y);
+						kj.z *= ex2(r - gj.z);
 					}
 #pragma unroll
 					for (int x = 0; x < 4; x++)
@@ -359,7 +417,7 @@ __global__ void __launch_bounds__(PREP_THREADS) k_prep(chunk_args ca)
 #pragma unroll
 						for (int y = 0; y < 4; y++) {
 							const float kje = f4(kj, y) *
-									  exp2f(fminf(f4(gi, x) - f4(gj, y), 0.0f));
+									  ex2(fminf(f4(gi, x) - f4(gj, y), 0.0f));
 
 							kk[x][y] += f4(ki, x) * kje;
 							qk[x][y] += f4(qi, x) * kje;
@@ -385,7 +443,7 @@ __global__ void __launch_bounds__(PREP_THREADS) k_prep(chunk_args ca)
 					float kkv = kk[x][y], qkv = qk[x][y];
 
 					if (!KDA) {
-						const float e = exp2f(fminf(gT[i] - gT[j], 0.0f));
+						const float e = ex2(fminf(gT[i] - gT[j], 0.0f));
 
 						kkv *= e;
 						qkv *= e;
@@ -427,36 +485,35 @@ __global__ void __launch_bounds__(PREP_THREADS) k_prep(chunk_args ca)
 					s0 += A[i * LT + m] * t[m];
 				t[i] = (i == j ? 1.0f : 0.0f) - ((s0 + s1) + (s2 + s3));
 			}
+			/* beta folds into T's columns: w = (T diag(beta)) (Gam k),
+			 * u = (T diag(beta)) v, so v needs no pass of its own. */
+			const float bj = bet[j];
+
 #pragma unroll
 			for (int i = 0; i < C; i++)
-				Tb[i * LB + j] = __float2bfloat16(t[i]);
+				Tb[i * LB + j] = __float2bfloat16(t[i] * bj);
 		}
 	} else {
 		/* Meanwhile the other warps write the gated q and k and build the
-		 * right-hand sides beta Gam k and beta v. */
+		 * right-hand side Gam k. */
 		const int w0 = tid - SOLVERS, nw = PREP_THREADS - SOLVERS;
 
 		for (int x = w0; x < C * D; x += nw) {
 			const int r = x / D, c = x % D;
 			const float G = KDA ? gT[c * LT + r] : gT[r];
 			const float Gl = KDA ? gT[c * LT + C - 1] : gT[C - 1];
-			const float kv = kT[c * LT + r], eg = exp2f(G);
+			const float kv = kT[c * LT + r], eg = ex2(G);
 
 			ca.qg[(row0 + r) * D + c] = __float2bfloat16(qT[c * LT + r] * eg);
-			ca.kg[(row0 + r) * D + c] = __float2bfloat16(kv * exp2f(Gl - G));
-			Kb[r * LK + c] = __float2bfloat16(bet[r] * kv * eg);
+			ca.kg[(row0 + r) * D + c] = __float2bfloat16(kv * ex2(Gl - G));
+			Kb[r * LK + c] = __float2bfloat16(kv * eg);
 		}
 		for (int x = w0; x < D; x += nw)
-			ca.gl[(il * ca.nch + n) * D + x] = exp2f(KDA ? gT[x * LT + C - 1] : gT[C - 1]);
-		for (int x = w0; x < C * dv; x += nw) {
-			const int r = x / dv, c = x % dv;
-
-			Vb[r * LV + c] = __float2bfloat16(r < cn ? bet[r] * ldf(a.v, c, h, t0 + r, b) : 0.0f);
-		}
+			ca.gl[(il * ca.nch + n) * D + x] = ex2(KDA ? gT[x * LT + C - 1] : gT[C - 1]);
 	}
 	__syncthreads();
 
-	/* w = T (beta Gam k), u = T (beta v): 16 x 16 output tiles, staged per
+	/* w = T diag(beta) Gam k, u = T diag(beta) v: 16 x 16 output tiles, staged per
 	 * warp in fp32 and written out as bf16 rows. */
 	{
 		float *stage = (float *)(sm + L.stage) + warp * 16 * 20;
@@ -500,21 +557,66 @@ __global__ void __launch_bounds__(PREP_THREADS) k_prep(chunk_args ca)
 
 /* ---- phases 2 + 3: one CTA per (value-column block, item) ---------------- */
 
+/* Raw bf16 mma (m16n8k16, fp32 accumulate) and ldmatrix: the fragment
+ * layouts are fixed by PTX, so the state can stay in registers as
+ * accumulators across chunks and be decayed row by row in place.  Lane
+ * (g, t) = (lane >> 2, lane & 3) holds accumulator elements (g, 2t),
+ * (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1). */
+static __device__ __forceinline__ void mma16816(float c[4], const unsigned a[4], const unsigned b[2])
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+		     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+		     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+static __device__ __forceinline__ unsigned smaddr(const void *p)
+{
+	return (unsigned)__cvta_generic_to_shared(p);
+}
+
+static __device__ __forceinline__ void ldm_x4(unsigned r[4], const void *p)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smaddr(p)));
+}
+
+static __device__ __forceinline__ void ldm_x4t(unsigned r[4], const void *p)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smaddr(p)));
+}
+
+static __device__ __forceinline__ unsigned pack_bf16(float lo, float hi)
+{
+	__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+
+	return *(unsigned *)&v;
+}
+
+/* Each warp owns 8 of the block's DVB value columns and, for them, the
+ * whole d_k x 8 slice of S in registers: sacc[m] is rows 16 m .. 16 m + 15.
+ * Per chunk (W, QG, KG, U, AQ, GL shared by the warps, prefetched one
+ * chunk ahead with cp.async):
+ *   S0 -> bf16 scratch -> B fragments; S decays by Gam_C in registers;
+ *   X = W S0, O = QG S0;  v_new = U - X -> bf16 scratch -> B fragments;
+ *   O += Aq v_new -> o;   S += KG^T v_new.
+ * The warps never exchange data: two barriers per chunk guard the shared
+ * buffers only. */
 template <int C, int D>
 __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 {
 #if __CUDA_ARCH__ >= 800
 	extern __shared__ __align__(128) unsigned char sm[];
 	const gdn_args &a = ca.a;
-	constexpr int LK = D + 8, LU = DVB + 8, LQ = C + 8, LS = DVB + 4;
-	constexpr int NPOS = (C / 16) * (DVB / 16), PER = (NPOS + 3) / 4;
-	constexpr int SPER = (D / 16) * (DVB / 16) / 4;
+	constexpr int LK = D + 8, LU = DVB + 8, LQ = C + 8, MS = D / 16, MC = C / 16;
 	const rec_smem L = rec_layout(C, D);
-	const int tid = threadIdx.x, warp = tid >> 5, jb = blockIdx.x;
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+	const int jb = blockIdx.x, wc = warp * 8;
 	const int64_t il = blockIdx.y, item = ca.item0 + il, h = item % a.h_v, b = item / a.h_v;
-	const int64_t dv = a.d_v, c0 = (int64_t)jb * DVB;
-	float *S = (float *)(sm + L.S), *X = (float *)(sm + L.X);
-	bf16 *Sb = (bf16 *)(sm + L.Sb), *Vn = (bf16 *)(sm + L.Vn);
+	const int64_t dv = a.d_v, c0 = (int64_t)jb * DVB + wc;
+	bf16 *Tw = (bf16 *)(sm + L.T + (size_t)warp * al128((size_t)(D > C ? D : C) * 8 * 2));
+	float sacc[MS][4];
 
 	/* Chunk n's operands into buffer bf, 16 bytes per cp.async. */
 	auto issue = [&](int64_t n, int bf) {
@@ -524,44 +626,48 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 		bf16 *AQ = (bf16 *)(base + L.AQ);
 		float *GL = (float *)(base + L.GL);
 		const int64_t row = il * ca.tp + n * C;
+		const bf16 *w = ca.w + row * D, *qg = ca.qg + row * D, *kg = ca.kg + row * D;
+		const bf16 *u = ca.u + row * dv + (int64_t)jb * DVB, *aq = ca.aq + row * C;
 
 		for (int x = tid; x < C * D / 8; x += REC_THREADS) {
 			const int r = x / (D / 8), c = x % (D / 8) * 8;
 
-			cp16(W + r * LK + c, ca.w + (row + r) * D + c);
-			cp16(QG + r * LK + c, ca.qg + (row + r) * D + c);
-			cp16(KG + r * LK + c, ca.kg + (row + r) * D + c);
+			cp16(W + r * LK + c, w + r * D + c);
+			cp16(QG + r * LK + c, qg + r * D + c);
+			cp16(KG + r * LK + c, kg + r * D + c);
 		}
 		for (int x = tid; x < C * DVB / 8; x += REC_THREADS) {
 			const int r = x / (DVB / 8), c = x % (DVB / 8) * 8;
 
-			cp16(U + r * LU + c, ca.u + (row + r) * dv + c0 + c);
+			cp16(U + r * LU + c, u + r * dv + c);
 		}
 		for (int x = tid; x < C * C / 8; x += REC_THREADS) {
 			const int r = x / (C / 8), c = x % (C / 8) * 8;
 
-			cp16(AQ + r * LQ + c, ca.aq + (row + r) * C + c);
+			cp16(AQ + r * LQ + c, aq + r * C + c);
 		}
 		for (int x = tid; x < D / 4; x += REC_THREADS)
 			cp16(GL + x * 4, ca.gl + (il * ca.nch + n) * D + x * 4);
 		cp_commit();
 	};
 
-	for (int x = tid; x < D * DVB; x += REC_THREADS) {
-		const int i = x % D, j = x / D;
-
-		S[i * LS + j] = ldf(a.s0, i, c0 + j, h, b);
-	}
+#pragma unroll
+	for (int m = 0; m < MS; m++)
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			sacc[m][e] = ldf(a.s0, 16 * m + g + 8 * (e >> 1), c0 + 2 * t4 + (e & 1), h, b);
 	issue(0, 0);
 	for (int64_t n = 0; n < ca.nch; n++) {
 		const int bf = (int)(n & 1);
-		unsigned char *base = sm + bf * L.buf;
+		const unsigned char *base = sm + bf * L.buf;
 		const bf16 *W = (const bf16 *)(base + L.W), *QG = (const bf16 *)(base + L.QG);
 		const bf16 *KG = (const bf16 *)(base + L.KG), *U = (const bf16 *)(base + L.U);
 		const bf16 *AQ = (const bf16 *)(base + L.AQ);
 		const float *GL = (const float *)(base + L.GL);
-		frag_c o[PER];
+		unsigned bs[MS][2], bv[MC][2], fa[4];
+		float o[MC][4];
 
+		__syncthreads();  /* every warp is done with buffer bf ^ 1 */
 		if (n + 1 < ca.nch)
 			issue(n + 1, bf ^ 1);
 		else
@@ -569,102 +675,120 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 		cp_wait<1>();
 		__syncthreads();
 
-		/* S0 as the bf16 operand; S itself decays to Gam_C S0 in place,
-		 * the accumulator the state update starts from. */
-		for (int x = tid; x < D * DVB; x += REC_THREADS) {
-			const int i = x / DVB, j = x % DVB;
-			const float s = S[i * LS + j];
+		/* S0 as bf16 B operand rows; S decays to Gam_C S0 in place. */
+#pragma unroll
+		for (int m = 0; m < MS; m++) {
+			const float d0 = GL[16 * m + g], d1 = GL[16 * m + g + 8];
 
-			Sb[i * LU + j] = __float2bfloat16(s);
-			S[i * LS + j] = s * GL[i];
+			*(unsigned *)&Tw[(16 * m + g) * 8 + 2 * t4] = pack_bf16(sacc[m][0], sacc[m][1]);
+			*(unsigned *)&Tw[(16 * m + g + 8) * 8 + 2 * t4] = pack_bf16(sacc[m][2], sacc[m][3]);
+			sacc[m][0] *= d0;
+			sacc[m][1] *= d0;
+			sacc[m][2] *= d1;
+			sacc[m][3] *= d1;
 		}
-		__syncthreads();
-
-		/* w S0 -> X (for v_new), Gam q S0 -> o (kept in registers). */
+		__syncwarp();
 #pragma unroll
-		for (int pp = 0; pp < PER; pp++) {
-			const int pos = warp + 4 * pp, mi = pos >> 1, ni = pos & 1;
-			frag_c x;
-			frag_a fa;
-			frag_b fb;
+		for (int k = 0; k < MS; k += 2) {
+			unsigned r[4];
 
-			if (pos >= NPOS)
-				break;
-			wmma::fill_fragment(x, 0.0f);
-			wmma::fill_fragment(o[pp], 0.0f);
+			ldm_x4t(r, Tw + (16 * k + lane) * 8);
+			bs[k][0] = r[0];
+			bs[k][1] = r[1];
+			bs[k + 1][0] = r[2];
+			bs[k + 1][1] = r[3];
+		}
+		__syncwarp();  /* Tw is rewritten with v_new below */
+
+		/* X = W S0 -> v_new = U - X;  O = QG S0. */
 #pragma unroll
-			for (int kk = 0; kk < D / 16; kk++) {
-				wmma::load_matrix_sync(fb, Sb + kk * 16 * LU + ni * 16, LU);
-				wmma::load_matrix_sync(fa, W + mi * 16 * LK + kk * 16, LK);
-				wmma::mma_sync(x, fa, fb, x);
-				wmma::load_matrix_sync(fa, QG + mi * 16 * LK + kk * 16, LK);
-				wmma::mma_sync(o[pp], fa, fb, o[pp]);
+		for (int m = 0; m < MC; m++) {
+			float x[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+			const int ar = 16 * m + (lane & 15), ac = (lane >> 4) * 8;
+
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				o[m][e] = 0.0f;
+#pragma unroll
+			for (int k = 0; k < MS; k++) {
+				ldm_x4(fa, W + ar * LK + 16 * k + ac);
+				mma16816(x, fa, bs[k]);
+				ldm_x4(fa, QG + ar * LK + 16 * k + ac);
+				mma16816(o[m], fa, bs[k]);
 			}
-			wmma::store_matrix_sync(X + mi * 16 * LS + ni * 16, x, LS, wmma::mem_row_major);
-		}
-		__syncthreads();
+			{
+				const __nv_bfloat162 u0 = *(const __nv_bfloat162 *)&U[(16 * m + g) * LU + wc + 2 * t4];
+				const __nv_bfloat162 u1 = *(const __nv_bfloat162 *)&U[(16 * m + g + 8) * LU + wc + 2 * t4];
 
-		for (int x = tid; x < C * DVB; x += REC_THREADS) {
-			const int r = x / DVB, j = x % DVB;
-
-			Vn[r * LU + j] = __float2bfloat16(__bfloat162float(U[r * LU + j]) - X[r * LS + j]);
-		}
-		__syncthreads();
-
-		/* o += Aq v_new (Aq is lower: blocks above the diagonal skipped),
-		 * staged in X; S = Gam_C S0 + kg^T v_new. */
-#pragma unroll
-		for (int pp = 0; pp < PER; pp++) {
-			const int pos = warp + 4 * pp, mi = pos >> 1, ni = pos & 1;
-			frag_a fa;
-			frag_b fb;
-
-			if (pos >= NPOS)
-				break;
-			for (int kk = 0; kk <= mi; kk++) {
-				wmma::load_matrix_sync(fa, AQ + mi * 16 * LQ + kk * 16, LQ);
-				wmma::load_matrix_sync(fb, Vn + kk * 16 * LU + ni * 16, LU);
-				wmma::mma_sync(o[pp], fa, fb, o[pp]);
+				*(unsigned *)&Tw[(16 * m + g) * 8 + 2 * t4] =
+					pack_bf16(__low2float(u0) - x[0], __high2float(u0) - x[1]);
+				*(unsigned *)&Tw[(16 * m + g + 8) * 8 + 2 * t4] =
+					pack_bf16(__low2float(u1) - x[2], __high2float(u1) - x[3]);
 			}
-#pragma unroll
-			for (int e = 0; e < o[pp].num_elements; e++)
-				o[pp].x[e] *= a.scale;
-			wmma::store_matrix_sync(X + mi * 16 * LS + ni * 16, o[pp], LS, wmma::mem_row_major);
 		}
+		__syncwarp();
 #pragma unroll
-		for (int sp = 0; sp < SPER; sp++) {
-			const int pos = warp + 4 * sp, si = pos >> 1, sj = pos & 1;
-			frag_c acc;
-			frag_at ft;
-			frag_b fb;
+		for (int k = 0; k < MC; k += 2) {
+			unsigned r[4];
 
-			wmma::load_matrix_sync(acc, S + si * 16 * LS + sj * 16, LS, wmma::mem_row_major);
-#pragma unroll
-			for (int kk = 0; kk < C / 16; kk++) {
-				wmma::load_matrix_sync(ft, KG + kk * 16 * LK + si * 16, LK);
-				wmma::load_matrix_sync(fb, Vn + kk * 16 * LU + sj * 16, LU);
-				wmma::mma_sync(acc, ft, fb, acc);
+			if (k + 1 < MC) {
+				ldm_x4t(r, Tw + (16 * k + lane) * 8);
+				bv[k + 1][0] = r[2];
+				bv[k + 1][1] = r[3];
+			} else {
+				/* C = 16: one k step; rows 16 .. 31 of the x4 would run past
+				 * the chunk, so lanes 16 .. 31 repeat rows 0 .. 15. */
+				ldm_x4t(r, Tw + (lane & 15) * 8);
 			}
-			wmma::store_matrix_sync(S + si * 16 * LS + sj * 16, acc, LS, wmma::mem_row_major);
+			bv[k][0] = r[0];
+			bv[k][1] = r[1];
 		}
-		__syncthreads();
 
+		/* O += Aq v_new (Aq lower: blocks above the diagonal skipped) -> o. */
 		{
 			const int64_t t0 = n * C;
 			const int cn = (int)(a.t - t0 < C ? a.t - t0 : C);
 
-			for (int x = tid; x < cn * DVB; x += REC_THREADS) {
-				const int r = x / DVB, j = x % DVB;
+#pragma unroll
+			for (int m = 0; m < MC; m++) {
+				const int ar = 16 * m + (lane & 15), ac = (lane >> 4) * 8;
 
-				a.o[((b * a.t + t0 + r) * a.h_v + h) * dv + c0 + j] = X[r * LS + j];
+#pragma unroll
+				for (int k = 0; k <= m; k++) {
+					ldm_x4(fa, AQ + ar * LQ + 16 * k + ac);
+					mma16816(o[m], fa, bv[k]);
+				}
+#pragma unroll
+				for (int hr = 0; hr < 2; hr++) {
+					const int r = 16 * m + g + 8 * hr;
+
+					if (r < cn) {
+						float *op = a.o + ((b * a.t + t0 + r) * a.h_v + h) * dv + c0 + 2 * t4;
+
+						op[0] = a.scale * o[m][2 * hr];
+						op[1] = a.scale * o[m][2 * hr + 1];
+					}
+				}
+			}
+		}
+
+		/* S += KG^T v_new: A = KG^T through transposed ldmatrix. */
+#pragma unroll
+		for (int m = 0; m < MS; m++) {
+			const int q = lane >> 3;
+
+#pragma unroll
+			for (int k = 0; k < MC; k++) {
+				ldm_x4t(fa, KG + (16 * k + (q >> 1) * 8 + (lane & 7)) * LK + 16 * m + (q & 1) * 8);
+				mma16816(sacc[m], fa, bv[k]);
 			}
 		}
 	}
-	for (int x = tid; x < D * DVB; x += REC_THREADS) {
-		const int i = x % D, j = x / D;
-
-		a.s[(item * dv + c0 + j) * D + i] = S[i * LS + j];
-	}
+#pragma unroll
+	for (int m = 0; m < MS; m++)
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			a.s[(item * dv + c0 + 2 * t4 + (e & 1)) * D + 16 * m + g + 8 * (e >> 1)] = sacc[m][e];
 #endif
 }
 
