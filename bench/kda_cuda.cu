@@ -31,7 +31,7 @@
  * name it stay out of this binary, which links no BLAS).
  *
  * --sweep: T = 1 .. 256 at H = 32, automatic choice (i[1] = i[2] = 0)
- * against forced serial and the default chunk, for the threshold.
+ * against forced serial and the first --chunks length, for the threshold.
  */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -440,7 +440,10 @@ int main(int argc, char **argv)
 		static const int64_t sw[] = { 1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 256 };
 		const int H = 32;
 
-		printf("sweep: H %d, auto (i[1] = i[2] = 0) vs serial vs C=32, median of %d\n", H, reps);
+		const int C = (int)chunks.v[0];
+
+		printf("sweep: H %d, auto (i[1] = i[2] = 0) vs serial vs C=%d, median of %d\n", H, C,
+		       reps);
 		for (int kda = 0; kda < 2; kda++)
 			for (size_t i = 0; i < sizeof(sw) / sizeof(sw[0]); i++) {
 				struct problem p;
@@ -454,16 +457,16 @@ int main(int argc, char **argv)
 				run(&ctx, &p, 1, 0, false, e0, e1);
 				path_of(&gs, &b, pa, sizeof(pa));
 				run(&ctx, &p, 0, 0, true, e0, e1);
-				run(&ctx, &p, 1, 32, false, e0, e1);
+				run(&ctx, &p, 1, C, false, e0, e1);
 				for (int r = 0; r < reps; r++) {
 					t[0][r] = run(&ctx, &p, 1, 0, false, e0, e1);
 					t[1][r] = run(&ctx, &p, 0, 0, true, e0, e1);
-					t[2][r] = run(&ctx, &p, 1, 32, false, e0, e1);
+					t[2][r] = run(&ctx, &p, 1, C, false, e0, e1);
 				}
 				for (int k = 0; k < 3; k++)
 					s[k] = stats(t[k], reps);
-				printf("%s T %4lld  auto %.4f ms (%s)  serial %.4f  C=32 %.4f  serial/C=32 x%.2f\n",
-				       kda ? "KDA" : "GDN", (long long)sw[i], s[0].med, pa, s[1].med,
+				printf("%s T %4lld  auto %.4f ms (%s)  serial %.4f  C=%d %.4f  serial/C x%.2f\n",
+				       kda ? "KDA" : "GDN", (long long)sw[i], s[0].med, pa, s[1].med, C,
 				       s[2].med, s[1].med / s[2].med);
 				problem_free(&p);
 			}

@@ -21,9 +21,9 @@
  * exp(G_t - r) exp(r - G_j) (A and Aq on tensor cores in the
  * flash-linear-attention form) instead takes r at the boundary between
  * the two 4-token sub-blocks (t after it, j up to it), so both factors are
- * <= 1; on the diagonal 4 x 4 sub-blocks the difference itself is
- * exponentiated, clamped to <= 0 above the diagonal (those entries are
- * masked anyway).
+ * <= 1 (and are formed from one exp and the tokens' own decays exp(g));
+ * inside a diagonal 4 x 4 sub-block exp(G_t - G_j) is the product of the
+ * decays of tokens j + 1 .. t.
  *
  * Three phases, two kernels:
  *  - k_prep, all chunks of all (b, h) in parallel (one CTA each): loads and
@@ -38,7 +38,9 @@
  *    prefetched with cp.async, and per chunk computes v_new, the chunk's
  *    outputs (o = q S0 + Aq v_new: the output phase is fused here, so the
  *    per-chunk states never go to memory) and the next state, all
- *    products on bf16 mma with fp32 accumulation.
+ *    products on bf16 mma with fp32 accumulation.  The state lives in
+ *    registers as mma accumulators (raw mma.sync / ldmatrix: their
+ *    fragment layouts are fixed by PTX).
  * Ragged tails: tokens past T in the last chunk are zeros with gate 0 and
  * beta 0, so they contribute exactly nothing and are never stored.
  *
@@ -83,10 +85,11 @@ static __host__ __device__ inline size_t al128(size_t n)
 }
 
 struct prep_smem {
-	size_t kT, qT, gT, A, bet, Tb, Kb, Vb, stage, total;
+	size_t kT, qT, gT, dT, A, bet, Tb, Kb, Vb, stage, total;
 };
 
-/* kT, qT, gT are channel-major [D][C + 4] fp32 (so a thread's 4 tokens are
+/* kT, qT, gT (cumulative log2 gate), dT (KDA: the token's own decay
+ * exp(g)) are channel-major [D][C + 4] fp32 (so a thread's 4 tokens are
  * one float4); A [C][C + 4] fp32; bf16 operands padded by 8 elements so
  * the mma tile loads hit distinct banks. */
 static __host__ __device__ inline prep_smem prep_layout(int C, int D, bool kda, int dv)
@@ -100,6 +103,8 @@ static __host__ __device__ inline prep_smem prep_layout(int C, int D, bool kda, 
 	o += al128((size_t)D * (C + 4) * 4);
 	l.gT = o;
 	o += al128((size_t)(kda ? D : 1) * (C + 4) * 4);
+	l.dT = o;
+	o += al128((size_t)(kda ? D : 0) * (C + 4) * 4);
 	l.A = o;
 	o += al128((size_t)C * (C + 4) * 4);
 	l.bet = o;
@@ -120,8 +125,17 @@ struct rec_smem {
 	size_t W, QG, KG, U, AQ, GL, buf, T, total;
 };
 
-/* Two buffers of the per-chunk operands (W, QG, KG, U, AQ, GL at the
- * offsets below plus buf per buffer), then per warp a bf16 scratch of
+/* Chunks in flight in k_recur: one chunk of 16 is too little work to
+ * hide the next one's loads behind, so C = 16 prefetches three ahead
+ * (still three CTAs per SM); C = 32, the default only for few (b, h)
+ * (cuda_gdn_select.cu), two (two CTAs per SM cover those); C = 64 one. */
+static __host__ __device__ inline int rec_stages(int C)
+{
+	return C == 16 ? 4 : C == 32 ? 3 : 2;
+}
+
+/* rec_stages buffers of the per-chunk operands (W, QG, KG, U, AQ, GL at
+ * the offsets below plus buf per buffer), then per warp a bf16 scratch of
  * max(D, C) rows x 8 columns (S, then v_new, as mma B operands). */
 static __host__ __device__ inline rec_smem rec_layout(int C, int D)
 {
@@ -141,7 +155,7 @@ static __host__ __device__ inline rec_smem rec_layout(int C, int D)
 	l.GL = o;
 	o += al128((size_t)D * 4);
 	l.buf = o;
-	o *= 2;
+	o *= rec_stages(C);
 	l.T = o;
 	o += (size_t)(REC_THREADS / 32) * al128((size_t)(D > C ? D : C) * 8 * 2);
 	l.total = o;
@@ -215,7 +229,7 @@ typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_c;
 /* ---- phase 1: one CTA per (chunk, item) ---------------------------------- */
 
 template <int C, int D, bool KDA>
-__global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k_prep(chunk_args ca)
+__global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 3 : C == 32 ? 2 : 1) k_prep(chunk_args ca)
 {
 #if __CUDA_ARCH__ >= 800
 	extern __shared__ __align__(128) unsigned char sm[];
@@ -225,6 +239,7 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k
 	const int dv = (int)a.d_v, LV = dv + 8;
 	const prep_smem L = prep_layout(C, D, KDA, dv);
 	float *kT = (float *)(sm + L.kT), *qT = (float *)(sm + L.qT), *gT = (float *)(sm + L.gT);
+	float *dT = (float *)(sm + L.dT);
 	float *A = (float *)(sm + L.A), *bet = (float *)(sm + L.bet);
 	bf16 *Tb = (bf16 *)(sm + L.Tb), *Kb = (bf16 *)(sm + L.Kb), *Vb = (bf16 *)(sm + L.Vb);
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, n = blockIdx.x;
@@ -333,7 +348,10 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k
 		float s = 0.0f;
 
 		for (int r = 0; r < C; r++) {
-			s += gT[tid * LT + r];
+			const float g = gT[tid * LT + r];
+
+			dT[tid * LT + r] = ex2(g);
+			s += g;
 			gT[tid * LT + r] = s;
 		}
 	}
@@ -381,18 +399,21 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k
 					float4 kj = *(const float4 *)&kT[c * LT + j0];
 
 					if (KDA) {
-						/* r = G at token j0 + 3: G_i <= r <= G_j. */
-						const float4 gi = *(const float4 *)&gT[c * LT + i0];
-						const float4 gj = *(const float4 *)&gT[c * LT + j0];
-						const float r = gj.w;
-						const float e0 = ex2(gi.x - r), e1 = ex2(gi.y - r);
-						const float e2 = ex2(gi.z - r), e3 = ex2(gi.w - r);
+						/* r = G at token j0 + 3: G_i <= r <= G_j.  exp(G_i - r)
+						 * for i0 .. i0 + 3 is one exp and then the tokens' own
+						 * decays; exp(r - G_j) the decays of j0 + 1 .. j0 + 3. */
+						const float gi = gT[c * LT + i0], r = gT[c * LT + j0 + 3];
+						const float4 di = *(const float4 *)&dT[c * LT + i0];
+						const float4 dj = *(const float4 *)&dT[c * LT + j0];
+						const float e0 = ex2(gi - r), e1 = e0 * di.y;
+						const float e2 = e1 * di.z, e3 = e2 * di.w;
+						const float f2 = dj.w, f1 = f2 * dj.z, f0 = f1 * dj.y;
 
 						ki.x *= e0; ki.y *= e1; ki.z *= e2; ki.w *= e3;
 						qi.x *= e0; qi.y *= e1; qi.z *= e2; qi.w *= e3;
-						kj.x *= ex2(r - gj.x);
-						kj.y *= ex2(r - gj.y);
-						kj.z *= ex2(r - gj.z);
+						kj.x *= f0;
+						kj.y *= f1;
+						kj.z *= f2;
 					}
 #pragma unroll
 					for (int x = 0; x < 4; x++)
@@ -403,25 +424,33 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k
 						}
 				}
 			} else {
-				/* KDA diagonal sub-block: exponentiate the difference itself,
-				 * clamped to <= 0 where j > i (masked below). */
+				/* KDA diagonal sub-block (i0 = j0): exp(G_x - G_y), x > y,
+				 * is the product of the decays of tokens y + 1 .. x; no
+				 * exp at all, and j > i is never formed (masked below). */
 				for (int c = sl; c < D; c += SL) {
 					const float4 ki = *(const float4 *)&kT[c * LT + i0];
 					const float4 qi = *(const float4 *)&qT[c * LT + i0];
-					const float4 kj = *(const float4 *)&kT[c * LT + j0];
-					const float4 gi = *(const float4 *)&gT[c * LT + i0];
-					const float4 gj = *(const float4 *)&gT[c * LT + j0];
+					const float4 di = *(const float4 *)&dT[c * LT + i0];
+					float e[4][4];
 
+					e[1][0] = di.y;
+					e[2][1] = di.z;
+					e[3][2] = di.w;
+					e[2][0] = e[2][1] * e[1][0];
+					e[3][1] = e[3][2] * e[2][1];
+					e[3][0] = e[3][2] * e[2][0];
 #pragma unroll
-					for (int x = 0; x < 4; x++)
+					for (int x = 0; x < 4; x++) {
 #pragma unroll
-						for (int y = 0; y < 4; y++) {
-							const float kje = f4(kj, y) *
-									  ex2(fminf(f4(gi, x) - f4(gj, y), 0.0f));
+						for (int y = 0; y < x; y++) {
+							const float kje = f4(ki, y) * e[x][y];
 
 							kk[x][y] += f4(ki, x) * kje;
 							qk[x][y] += f4(qi, x) * kje;
 						}
+						kk[x][x] += f4(ki, x) * f4(ki, x);
+						qk[x][x] += f4(qi, x) * f4(ki, x);
+					}
 				}
 			}
 #pragma unroll
@@ -498,15 +527,23 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k
 		 * right-hand side Gam k. */
 		const int w0 = tid - SOLVERS, nw = PREP_THREADS - SOLVERS;
 
-		for (int x = w0; x < C * D; x += nw) {
-			const int r = x / D, c = x % D;
-			const float G = KDA ? gT[c * LT + r] : gT[r];
+		/* 4 tokens of one channel per thread: float4 reads of the
+		 * channel-major arrays, conflict-free across a quarter warp. */
+		for (int x = w0; x < C / 4 * D; x += nw) {
+			const int c = x % D, r0 = x / D * 4;
+			const float4 kv = *(const float4 *)&kT[c * LT + r0];
+			const float4 qv = *(const float4 *)&qT[c * LT + r0];
+			const float4 G4 = *(const float4 *)&gT[KDA ? c * LT + r0 : r0];
 			const float Gl = KDA ? gT[c * LT + C - 1] : gT[C - 1];
-			const float kv = kT[c * LT + r], eg = ex2(G);
 
-			ca.qg[(row0 + r) * D + c] = __float2bfloat16(qT[c * LT + r] * eg);
-			ca.kg[(row0 + r) * D + c] = __float2bfloat16(kv * ex2(Gl - G));
-			Kb[r * LK + c] = __float2bfloat16(kv * eg);
+#pragma unroll
+			for (int u = 0; u < 4; u++) {
+				const float G = f4(G4, u), eg = ex2(G);
+
+				ca.qg[(row0 + r0 + u) * D + c] = __float2bfloat16(f4(qv, u) * eg);
+				ca.kg[(row0 + r0 + u) * D + c] = __float2bfloat16(f4(kv, u) * ex2(Gl - G));
+				Kb[(r0 + u) * LK + c] = __float2bfloat16(f4(kv, u) * eg);
+			}
 		}
 		for (int x = w0; x < D; x += nw)
 			ca.gl[(il * ca.nch + n) * D + x] = ex2(KDA ? gT[x * LT + C - 1] : gT[C - 1]);
@@ -610,6 +647,7 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 	extern __shared__ __align__(128) unsigned char sm[];
 	const gdn_args &a = ca.a;
 	constexpr int LK = D + 8, LU = DVB + 8, LQ = C + 8, MS = D / 16, MC = C / 16;
+	constexpr int NST = C == 16 ? 4 : C == 32 ? 3 : 2;  /* rec_stages(C) */
 	const rec_smem L = rec_layout(C, D);
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
 	const int jb = blockIdx.x, wc = warp * 8;
@@ -656,9 +694,14 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 #pragma unroll
 		for (int e = 0; e < 4; e++)
 			sacc[m][e] = ldf(a.s0, 16 * m + g + 8 * (e >> 1), c0 + 2 * t4 + (e & 1), h, b);
-	issue(0, 0);
+	for (int st = 0; st < NST - 1; st++) {
+		if (st < ca.nch)
+			issue(st, st);
+		else
+			cp_commit();  /* empty groups keep the count uniform */
+	}
 	for (int64_t n = 0; n < ca.nch; n++) {
-		const int bf = (int)(n & 1);
+		const int bf = (int)(n % NST);
 		const unsigned char *base = sm + bf * L.buf;
 		const bf16 *W = (const bf16 *)(base + L.W), *QG = (const bf16 *)(base + L.QG);
 		const bf16 *KG = (const bf16 *)(base + L.KG), *U = (const bf16 *)(base + L.U);
@@ -667,12 +710,14 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 		unsigned bs[MS][2], bv[MC][2], fa[4];
 		float o[MC][4];
 
-		__syncthreads();  /* every warp is done with buffer bf ^ 1 */
-		if (n + 1 < ca.nch)
-			issue(n + 1, bf ^ 1);
+		/* every warp is done with chunk n - 1's buffer, which now takes
+		 * chunk n + NST - 1 */
+		__syncthreads();
+		if (n + NST - 1 < ca.nch)
+			issue(n + NST - 1, (int)((n + NST - 1) % NST));
 		else
-			cp_commit();  /* an empty group keeps the count uniform */
-		cp_wait<1>();
+			cp_commit();
+		cp_wait<NST - 1>();  /* chunk n has landed */
 		__syncthreads();
 
 		/* S0 as bf16 B operand rows; S decays to Gam_C S0 in place. */

@@ -15,10 +15,23 @@
 #include "kernels/cuda/cuda_gdn_impl.cuh"
 
 /* Chunk length for i[1] = 0 and the shortest T that takes the chunked
- * form, measured with bench-kda-cuda on an H200 (figures in
- * doc/results/kda-cuda.md). */
-#define KCU_GDN_CHUNK_DEFAULT 32
-#define KCU_GDN_CHUNK_MIN_T 64
+ * form, measured with bench-kda-cuda on an H200 (d = 128, figures in
+ * doc/results/kda-cuda.md):
+ *  - C = 16 is fastest with many (b, h) (H = 96: KDA T = 8192 2.57 ms
+ *    against 2.79 at C = 32 and 4.36 at C = 64), C = 32 with few (H = 32:
+ *    1.13 against 1.18 and 1.47): the recurrence kernel has one CTA per
+ *    (b, h) and 32 value columns, and with few of them the shorter walk of
+ *    C = 32 wins; with many the cheaper parallel phase of C = 16 does.  The
+ *    switch at 64 (b, h) lies between the two measured points.
+ *  - T = 8 is the first length where the chunked form (C = 16, H = 32)
+ *    beats the serial kernel (x1.26 GDN, x1.30 KDA; x0.86 at T = 4). */
+#define KCU_GDN_CHUNK_MIN_T 8
+#define KCU_GDN_MANY_ITEMS 64
+
+static int default_chunk(const gdn_args *a)
+{
+	return a->h_v * a->b >= KCU_GDN_MANY_ITEMS ? 16 : 32;
+}
 
 static void count(uint64_t *c)
 {
@@ -41,8 +54,8 @@ KCU_DECL(gated_delta_net)
 {
 	const struct kern_tensor *q = src[0], *v = src[2];
 	struct kern_gdn_stats *st = ctx->gdn_stats;
-	const int chunk = p->i[1] ? p->i[1] : KCU_GDN_CHUNK_DEFAULT;
 	gdn_args a;
+	int chunk;
 	int64_t n_o, n_s;
 	int rc, why;
 
@@ -67,6 +80,7 @@ KCU_DECL(gated_delta_net)
 		return kern_errf(err, errlen, rc, "GATED_DELTA_NET: bad layout");
 	a.o = (float *)dst->data;
 	a.s = a.o + n_o;
+	chunk = p->i[1] ? p->i[1] : default_chunk(&a);
 
 	/* An explicit chunk length asks for the chunked form at any T. */
 	if (p->i[2] == 1 || (p->i[1] == 0 && a.t < KCU_GDN_CHUNK_MIN_T)) {
