@@ -125,13 +125,14 @@ struct rec_smem {
 	size_t W, QG, KG, U, AQ, GL, buf, T, total;
 };
 
-/* Chunks in flight in k_recur: one chunk of 16 is too little work to
- * hide the next one's loads behind, so C = 16 prefetches three ahead
- * (still three CTAs per SM); C = 32, the default only for few (b, h)
- * (cuda_gdn_select.cu), two (two CTAs per SM cover those); C = 64 one. */
+/* Chunk buffers in k_recur (chunks in flight + 1).  Measured on the H200
+ * (KDA, T = 8192, H = 96): C = 16 with 4 at 2.554 ms, with 2 at 2.567 ms
+ * (the same within noise; it still fits three CTAs per SM); C = 32 with 3
+ * at 3.215 ms against 2.792 ms with 2, whose 72 KB keep three CTAs per SM
+ * where 3 buffers leave two. */
 static __host__ __device__ inline int rec_stages(int C)
 {
-	return C == 16 ? 4 : C == 32 ? 3 : 2;
+	return C == 16 ? 4 : 2;
 }
 
 /* rec_stages buffers of the per-chunk operands (W, QG, KG, U, AQ, GL at
@@ -647,7 +648,7 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 	extern __shared__ __align__(128) unsigned char sm[];
 	const gdn_args &a = ca.a;
 	constexpr int LK = D + 8, LU = DVB + 8, LQ = C + 8, MS = D / 16, MC = C / 16;
-	constexpr int NST = C == 16 ? 4 : C == 32 ? 3 : 2;  /* rec_stages(C) */
+	constexpr int NST = C == 16 ? 4 : 2;  /* rec_stages(C) */
 	const rec_smem L = rec_layout(C, D);
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
 	const int jb = blockIdx.x, wc = warp * 8;
