@@ -32,6 +32,9 @@
  *
  * --sweep: T = 1 .. 256 at H = 32, automatic choice (i[1] = i[2] = 0)
  * against forced serial and the first --chunks length, for the threshold.
+ *
+ * Results on an H200 (and how they were run): doc/results/kda-cuda.md; the
+ * defaults they chose are in kernels/cuda/cuda_gdn_select.cu.
  */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>

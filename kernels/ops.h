@@ -94,6 +94,17 @@
  *             form is exact only to rounding (its chunk boundaries move
  *             with the split).  Either form's result does not depend on
  *             the thread count.
+ *             CUDA path choice (kernels/cuda/cuda_gdn_select.cu): serial
+ *             when i[2] = 1 or i[1] = 0 and T < 8; else the chunked form
+ *             on bf16 tensor cores (fp32 accumulation and state), whose
+ *             tolerance is RMSE / RMS <= 5e-3 of o and of the final state
+ *             against the serial form (tests/cuda/test_cuda_ops.c), not
+ *             the 1e-5 above; chunk length for i[1] = 0: 32 for fewer than
+ *             64 (b, h) with T >= 2048, else 16.  d_k other than 64 / 128,
+ *             d_v not a multiple of 32 up to 256, a GPU without bf16 mma
+ *             and a workspace too small for one (b, h) fall back to serial
+ *             (counted).  A NaN gate turns its whole chunk NaN there (the
+ *             serial form: from its token on).
  *             q8_0 weights (K a multiple of 32) compute with the exact
  *             dequantized values f32(d) * q; activations are not quantized.
  *  GET_ROWS   src0 (table) [D, V, T2, T3] f32|f16|bf16|q8_0, src1 (ids) i32

@@ -17,17 +17,17 @@
 /* Chunk length for i[1] = 0 and the shortest T that takes the chunked
  * form, measured with bench-kda-cuda on an H200 (d = 128, B = 1, figures
  * in doc/results/kda-cuda.md):
- *  - C = 16 is fastest with many (b, h) (H = 96, T = 8192: KDA 2.55 ms
- *    against 2.79 at C = 32 and 4.38 at C = 64) and for short inputs
- *    (H = 32, T = 8 and 16: C = 32 only ties the serial kernel); C = 32
+ *  - C = 16 is fastest with many (b, h) (H = 96, T = 8192: KDA 2.58 ms
+ *    against 2.82 at C = 32 and 4.40 at C = 64) and for short inputs
+ *    (H = 32, T = 8 and 16: C = 32 only tied the serial kernel); C = 32
  *    wins with few (b, h) and long inputs (H = 32, T = 2048 .. 32768:
- *    KDA T = 8192 1.13 ms against 1.17 at C = 16): the recurrence kernel
+ *    KDA T = 8192 1.14 ms against 1.19 at C = 16): the recurrence kernel
  *    has one CTA per (b, h) and 32 value columns, and with few of them
  *    the shorter walk of C = 32 pays; with many, the cheaper parallel
  *    phase of C = 16 does.  The switch at 64 (b, h) lies between the
  *    measured H = 32 and 96; T = 2048 is the shortest measured long input.
  *  - T = 8 is the first length where the chunked form (C = 16, H = 32)
- *    beats the serial kernel (x1.33 GDN, x1.20 KDA; x0.91 / x0.86 at
+ *    beats the serial kernel (x1.34 GDN, x1.22 KDA; x0.84 / x0.86 at
  *    T = 4). */
 #define KCU_GDN_CHUNK_MIN_T 8
 #define KCU_GDN_MANY_ITEMS 64
