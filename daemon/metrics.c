@@ -122,17 +122,23 @@ char *metrics_render(struct pprpcd *d)
 			    PRIu64 "\n", e1, kern_gdn_fallback_name(r), gs.fallback[r]);
 	}
 	put(&b, "# TYPE pprpc_boundary_transfers_total counter\n# TYPE pprpc_boundary_bytes_total counter\n"
-		"# TYPE pprpc_boundary_seconds_total counter\n# TYPE pprpc_boundary_errors_total counter\n");
+		"# TYPE pprpc_boundary_seconds_total counter\n# TYPE pprpc_boundary_errors_total counter\n"
+		"# TYPE pprpc_boundary_copy_seconds_total counter\n");
 	for (struct bstat *s = d->bstats; s; s = s->next) {
+		/* the path of the boundary's last transfer (p2p-tcp/-rdma/-ipc) */
+		const char *path = s->path[0] ? s->path : "p2p-tcp";
+
 		esc(s->peer, e1, sizeof(e1));
-		put(&b, "pprpc_boundary_transfers_total{peer=\"%s\",dir=\"%s\",path=\"p2p-tcp\"} %" PRIu64 "\n", e1,
-		    s->dir, s->transfers);
-		put(&b, "pprpc_boundary_bytes_total{peer=\"%s\",dir=\"%s\",path=\"p2p-tcp\"} %" PRIu64 "\n", e1,
-		    s->dir, s->bytes);
-		put(&b, "pprpc_boundary_seconds_total{peer=\"%s\",dir=\"%s\",path=\"p2p-tcp\"} %.6f\n", e1, s->dir,
+		put(&b, "pprpc_boundary_transfers_total{peer=\"%s\",dir=\"%s\",path=\"%s\"} %" PRIu64 "\n", e1,
+		    s->dir, path, s->transfers);
+		put(&b, "pprpc_boundary_bytes_total{peer=\"%s\",dir=\"%s\",path=\"%s\"} %" PRIu64 "\n", e1, s->dir,
+		    path, s->bytes);
+		put(&b, "pprpc_boundary_seconds_total{peer=\"%s\",dir=\"%s\",path=\"%s\"} %.6f\n", e1, s->dir, path,
 		    s->time_us / 1e6);
-		put(&b, "pprpc_boundary_errors_total{peer=\"%s\",dir=\"%s\",path=\"p2p-tcp\"} %" PRIu64 "\n", e1,
-		    s->dir, s->errors);
+		put(&b, "pprpc_boundary_errors_total{peer=\"%s\",dir=\"%s\",path=\"%s\"} %" PRIu64 "\n", e1, s->dir,
+		    path, s->errors);
+		put(&b, "pprpc_boundary_copy_seconds_total{peer=\"%s\",dir=\"%s\",path=\"%s\"} %.6f\n", e1, s->dir,
+		    path, s->copy_us / 1e6);
 	}
 	if (d->xfer_ready)
 		put(&b, "# TYPE pprpc_staging_used_bytes gauge\npprpc_staging_used_bytes %" PRIu64
