@@ -46,7 +46,7 @@ for b in ib_write_bw ib_write_lat rdma ibv_devinfo cpio depmod modprobe; do
 	command -v $b >/dev/null || skip "$b not found (perftest, rdma-core, iproute2, cpio, kmod)"
 done
 [ -f $ARCH_LIB/libibverbs/librxe-rdmav34.so ] || skip "rxe provider not installed (ibverbs-providers)"
-for f in bin/pprpcd bin/pprpcctl bin/bench-rdma tests/test_rdma_ring; do
+for f in bin/pprpcd bin/pprpcctl bin/bench-rdma bin/pp-fence-test tests/test_rdma_ring; do
 	[ -x "$BUILD/$f" ] || { echo "test-rdma: $BUILD/$f missing (build first)"; exit 1; }
 done
 "$BUILD/bin/pprpcd" --help | grep -q -- --rdma-chunk || { echo "test-rdma: pprpcd built without RDMA"; exit 1; }
@@ -101,7 +101,7 @@ copy_with_libs "$(command -v ip)" /usr/sbin/ip
 copy_with_libs $ARCH_LIB/libibverbs/librxe-rdmav34.so
 copy_with_libs $ARCH_LIB/libgcc_s.so.1
 mkdir -p "$R/etc/libibverbs.d"; cp /etc/libibverbs.d/rxe.driver "$R/etc/libibverbs.d/"
-for f in bin/pprpcd bin/pprpcctl bin/bench-rdma tests/test_rdma_ring; do
+for f in bin/pprpcd bin/pprpcctl bin/bench-rdma bin/pp-fence-test tests/test_rdma_ring; do
 	copy_with_libs "$BUILD/$f" "/opt/pprpc/$(basename "$f")"
 done
 cp "$SRC/tests/vm/guest.sh" "$R/opt/pprpc/guest.sh"
