@@ -55,7 +55,8 @@ static void on_accept(void *ctx, struct transport_conn *t)
  * reason; rdma makes failure fatal. */
 static int start_rdma(struct pprpcd *d, const char *host)
 {
-	struct rdma_geom g = { d->opts.rdma_chunk, d->opts.rdma_tx_depth, d->opts.rdma_rx_depth };
+	struct rdma_geom g = { d->opts.rdma_chunk, d->opts.rdma_tx_depth, d->opts.rdma_rx_depth,
+			       d->opts.rdma_bulk_threshold };
 	char err[256], budget[80];
 	int required = d->opts.transport == PPRPCD_TRANSPORT_RDMA;
 	int rc;
@@ -80,8 +81,9 @@ static int start_rdma(struct pprpcd *d, const char *host)
 	}
 	rdma_memlock_budget(budget, sizeof(budget));
 	snprintf(d->rdma_status, sizeof(d->rdma_status), "listening on device %.200s", err);
-	LOG(d, LOG_NOTICE_, "RDMA: rdmacm listening on %s:%u, device %s; ring %ux%u KiB, %u receives; memlock %s",
-	    host, d->port, err, g.tx_depth, g.chunk >> 10, g.rx_depth, budget);
+	LOG(d, LOG_NOTICE_, "RDMA: rdmacm listening on %s:%u, device %s; ring %ux%u KiB, %u receives; bulk %s; memlock %s",
+	    host, d->port, err, g.tx_depth, g.chunk >> 10, g.rx_depth,
+	    g.bulk_threshold ? "by RDMA READ from the threshold" : "off (message slots only)", budget);
 	return 0;
 }
 

@@ -5,7 +5,8 @@
 # 2. the ring/credit unit tests (test_rdma_ring) on the guest
 # 3. two pprpcd with --transport rdma; bench-rdma moves 256 MiB A -> B,
 #    bit-exact, and proves from both daemons' STATS that the link is RDMA
-# 4. ib_write_bw / ib_write_lat on the same device for comparison
+#    on both large-payload paths (RDMA READ of bulk slots, message slots)
+# 4. ib_write_bw / ib_read_bw / ib_write_lat on the same device for comparison
 # 5. pp-fence-test (--transfer p2p) on two more RDMA daemons: PASS with
 #    parity, and both ends' STATS show the boundary link and path as rdma
 # 6. the memlock ladder: daemons as an unprivileged user under ulimit -l
@@ -58,9 +59,10 @@ check unit_test_rdma_ring $? "$(grep -E 'PASSED|FAILED' /tmp/unit.log | head -1)
 # ---- two daemons over RDMA ------------------------------------------------------------
 # start NAME PORT TRANSPORT [MEMLOCK_KIB]: a daemon (as uid 1000 under a memlock
 # limit when MEMLOCK_KIB is given); waits for its port file.
+# DARGS: more daemon options.
 start() {
 	rm -f /tmp/$1.port
-	cmd="pprpcd --listen $IP:$2 --port-file /tmp/$1.port --memory-floor-mib 0 --staging-mib 64 --threads 1 --transport $3 --log-level info --auth-key-file $KEY"
+	cmd="pprpcd --listen $IP:$2 --port-file /tmp/$1.port --memory-floor-mib 0 --staging-mib 64 --threads 1 --transport $3 --log-level info --auth-key-file $KEY $DARGS"
 	if [ -n "$4" ]; then
 		su user -c "ulimit -l $4; exec /opt/pprpc/$cmd" > /tmp/$1.log 2>&1 &
 	else
@@ -74,9 +76,14 @@ start() {
 stop() { for n in "$@"; do eval "kill \$PID_$n 2>/dev/null; wait \$PID_$n 2>/dev/null"; done; }
 
 case "${SECTIONS:-all}" in all|bench) ;; *) OURS=0; IBBW=0; RATIO=0; LINK=skipped ;; esac
+# The default large-payload path (PPRPC_RDMA_BULK) as this build ships it.
+DEF_BULK=$(pprpcd --check-config 2>/dev/null | sed -n 's/^rdma-bulk = //p')
 case "${SECTIONS:-all}" in all|bench)
-start A 7001 rdma && start B 7002 rdma
-check daemons_rdma_start $?
+# A/B move large payloads by RDMA READ, C/D through the message slots.
+DARGS="--rdma-bulk read"; start A 7001 rdma && start B 7002 rdma; rc=$?
+DARGS="--rdma-bulk off"; [ $rc = 0 ] && start C 7003 rdma && start D 7004 rdma; rc=$?
+DARGS=
+check daemons_rdma_start $rc
 
 # pair NAME SERVER CLIENT: both must exit 0; the client's output in /tmp/NAME.cli
 pair() {
@@ -86,31 +93,49 @@ pair() {
 	wait $s; sv=$?
 	[ $c = 0 ] && [ $sv = 0 ]
 }
-ibbw() { # message size -> Gb/s (BW average) of a 2 s ib_write_bw on rxe0
+ibbw() { # [TOOL] message size -> Gb/s (BW average) of a 2 s ib_write_bw (or TOOL) on rxe0
+	t=ib_write_bw; [ $# = 2 ] && { t=$1; shift; }
 	BW="-d rxe0 -x $GID -F --report_gbits -D 2 -s $1"
-	pair ib_write_bw_$1 "ib_write_bw $BW" "ib_write_bw $BW $IP" || { echo 0; return 1; }
-	awk '/^ *#bytes/{h=1; next} h && NF>=4 {print $4; exit}' /tmp/ib_write_bw_$1.cli
+	pair ${t}_$1 "$t $BW" "$t $BW $IP" || { echo 0; return 1; }
+	awk '/^ *#bytes/{h=1; next} h && NF>=4 {print $4; exit}' /tmp/${t}_$1.cli
 }
+pct() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN{ if (b > 0) printf "%.0f", 100 * a / b; else print 0 }'; }
+gbps() { sed -n 's/^BENCH-RDMA: .*best_gbps=\([0-9.]*\).*/\1/p' "$1"; }
 median3() { echo "$1 $2 $3" | tr ' ' '\n' | sort -n | sed -n 2p; }
 
 # Throughput, paired: this machine is shared and TCG is noisy, so each
-# round runs ib_write_bw (64 KiB messages, its default) and then our 256 MiB
-# transfer back to back; the ratio is taken per round, and the median of
-# three rounds is reported.
+# round runs ib_write_bw and ib_read_bw (64 KiB messages, their default)
+# and our 256 MiB transfer on both large-payload paths (RDMA READ of bulk
+# slots: A -> B; message slots: C -> D) back to back; ratios are taken per
+# round, and the median of three rounds is reported.  The pass mark
+# applies to the default path.
 BAD=0
 for r in 1 2 3; do
 	b=$(ibbw 65536) || BAD=1
+	rb=$(ibbw ib_read_bw 65536) || BAD=1
 	timeout 200 bench-rdma --ranks $IP:7001,$IP:7002 --size 268435456 --reps 1 --lat-iters 5 --expect rdma > /tmp/bench$r.log 2>&1 || BAD=1
-	o=$(sed -n 's/^BENCH-RDMA: .*best_gbps=\([0-9.]*\).*/\1/p' /tmp/bench$r.log)
-	q=$(awk -v a="${o:-0}" -v b="${b:-0}" 'BEGIN{ if (b > 0) printf "%.0f", 100 * a / b; else print 0 }')
-	echo "INFO round $r: ib_write_bw ${b} Gb/s, ours 256 MiB ${o} Gb/s, ratio ${q}%"
-	eval "IB$r=${b:-0} OU$r=${o:-0} RA$r=$q"
+	timeout 200 bench-rdma --ranks $IP:7003,$IP:7004 --size 268435456 --reps 1 --lat-iters 5 --expect rdma > /tmp/benchs$r.log 2>&1 || BAD=1
+	o=$(gbps /tmp/bench$r.log) so=$(gbps /tmp/benchs$r.log)
+	q=$(pct "$o" "$b") sq=$(pct "$so" "$b") rq=$(pct "$o" "$rb")
+	echo "INFO round $r: ib_write_bw ${b} Gb/s, ib_read_bw ${rb} Gb/s; ours 256 MiB: read path ${o} Gb/s (${q}% of write, ${rq}% of read), slot path ${so} Gb/s (${sq}% of write)"
+	eval "IB$r=${b:-0} IR$r=${rb:-0} OR$r=${o:-0} OS$r=${so:-0} RR$r=$q RS$r=$sq RQ$r=$rq"
 done
-cat /tmp/bench1.log
-check transfer_256MiB_over_rdma_x3_bitexact $BAD
+cat /tmp/bench1.log /tmp/benchs1.log
+check transfer_256MiB_over_rdma_x3_bitexact_both_paths $BAD
+# Which path moved the bytes, from B's and D's link counters (read_in).
+rin=$(sed -n 's/^  B link to .* read_in=\([0-9]*\).*/\1/p' /tmp/bench1.log)
+sin=$(sed -n 's/^  B link to .* read_in=\([0-9]*\).*/\1/p' /tmp/benchs1.log)
+[ "${rin:-0}" -ge 268435456 ] && [ "${sin:-1}" = 0 ]
+check bytes_by_path_read_vs_slots $? "read path: ${rin:-?} B by READ; slot path: ${sin:-?} B by READ"
 IBBW=$(median3 $IB1 $IB2 $IB3)
-OURS=$(median3 $OU1 $OU2 $OU3)
-RATIO=$(median3 $RA1 $RA2 $RA3)
+IBRD=$(median3 $IR1 $IR2 $IR3)
+OURS_READ=$(median3 $OR1 $OR2 $OR3) RATIO_READ=$(median3 $RR1 $RR2 $RR3) RATIO_READ_RD=$(median3 $RQ1 $RQ2 $RQ3)
+OURS_SLOTS=$(median3 $OS1 $OS2 $OS3) RATIO_SLOTS=$(median3 $RS1 $RS2 $RS3)
+if [ "$DEF_BULK" = read ]; then
+	OURS=$OURS_READ RATIO=$RATIO_READ RA1=$RR1 RA2=$RR2 RA3=$RR3
+else
+	OURS=$OURS_SLOTS RATIO=$RATIO_SLOTS RA1=$RS1 RA2=$RS2 RA3=$RS3
+fi
 LINK=$(sed -n 's/^BENCH-RDMA: link=\([a-z?]*\).*/\1/p' /tmp/bench1.log)
 echo "INFO ib_write_bw 512 KiB messages (our chunk size): $(ibbw 524288) Gb/s"
 
@@ -128,8 +153,26 @@ echo "INFO ib_write_lat 64 B: t_typical ${IBLAT} us"
 echo "---- pprpcctl stats (A, then B)"
 pprpcctl stats --rank $IP:7001; pprpcctl stats --rank $IP:7002
 echo "---- daemon logs (transport lines)"
-grep -hE 'RDMA|rdma|link up|over' /tmp/A.log /tmp/B.log
-stop A B
+grep -hE 'RDMA|rdma|link up|over' /tmp/A.log /tmp/B.log /tmp/C.log /tmp/D.log
+stop A B C D
+;; esac
+
+# ---- large-payload paths head to head (SECTIONS=pathcmp, for tuning) ------------------------
+# Alternating 256 MiB transfers on the READ path (P -> Q) and the slot path
+# (R -> S), ROUNDS pairs; prints the per-round ratio read/slots.
+case "${SECTIONS:-all}" in pathcmp)
+DARGS="--rdma-bulk read"; start P 7021 rdma && start Q 7022 rdma
+DARGS="--rdma-bulk off"; start R 7023 rdma && start S 7024 rdma
+DARGS=
+for r in $(seq ${ROUNDS:-6}); do
+	bench-rdma --ranks $IP:7021,$IP:7022 --size 268435456 --reps 1 --lat-iters 2 --expect rdma > /tmp/pr.log 2>&1 || echo "read path run $r FAILED"
+	bench-rdma --ranks $IP:7023,$IP:7024 --size 268435456 --reps 1 --lat-iters 2 --expect rdma > /tmp/ps.log 2>&1 || echo "slot path run $r FAILED"
+	a=$(sed -n 's/^BENCH-RDMA: .*best_gbps=\([0-9.]*\).*/\1/p' /tmp/pr.log)
+	b=$(sed -n 's/^BENCH-RDMA: .*best_gbps=\([0-9.]*\).*/\1/p' /tmp/ps.log)
+	echo "INFO pathcmp round $r: read ${a} Gb/s, slots ${b} Gb/s, read/slots $(awk -v a=${a:-0} -v b=${b:-1} 'BEGIN{printf "%.0f", 100*a/b}')%"
+done
+grep -h "B link" /tmp/pr.log /tmp/ps.log
+stop P Q R S
 ;; esac
 
 # ---- pp-fence-test with 2 daemons over RDMA -------------------------------------------------
@@ -202,5 +245,5 @@ if [ "$LINK" != skipped ]; then
 	check "throughput_vs_ib_write_bw_ge_${MIN_RATIO}pct" $? "${RATIO}%"
 fi
 [ $FAILS = 0 ] && R=PASS || R=FAIL
-echo "RDMA-SUMMARY: transport=$LINK ours_256MiB=${OURS}Gb/s ib_write_bw=${IBBW}Gb/s ratio=${RATIO}% (median of 3 paired rounds: ${RA1}% ${RA2}% ${RA3}%) ours_lat_p50=${OURS_LAT}us ib_write_lat=${IBLAT}us fence_test=$FENCE fence_link=$FENCE_LINK memlock_ladder:${LADDER} failed_checks=$FAILS result=$R"
+echo "RDMA-SUMMARY: transport=$LINK bulk_default=$DEF_BULK ours_256MiB=${OURS}Gb/s ib_write_bw=${IBBW}Gb/s ratio=${RATIO}% (median of 3 paired rounds: ${RA1}% ${RA2}% ${RA3}%) paths: read=${OURS_READ}Gb/s (${RATIO_READ}% of ib_write_bw, ${RATIO_READ_RD}% of ib_read_bw=${IBRD}Gb/s) slots=${OURS_SLOTS}Gb/s (${RATIO_SLOTS}%) ours_lat_p50=${OURS_LAT}us ib_write_lat=${IBLAT}us fence_test=$FENCE fence_link=$FENCE_LINK memlock_ladder:${LADDER} failed_checks=$FAILS result=$R"
 [ $FAILS = 0 ]

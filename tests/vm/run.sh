@@ -42,7 +42,7 @@ t0=$(date +%s)
 # ---- what the host must have ------------------------------------------------------
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed (scripts/setup-debian.sh installs qemu-system-x86)"
 [ -x /bin/busybox ] && /bin/busybox --list >/dev/null 2>&1 || skip "busybox (static) not installed"
-for b in ib_write_bw ib_write_lat rdma ibv_devinfo cpio depmod modprobe; do
+for b in ib_write_bw ib_read_bw ib_write_lat rdma ibv_devinfo cpio depmod modprobe; do
 	command -v $b >/dev/null || skip "$b not found (perftest, rdma-core, iproute2, cpio, kmod)"
 done
 [ -f $ARCH_LIB/libibverbs/librxe-rdmav34.so ] || skip "rxe provider not installed (ibverbs-providers)"
@@ -96,7 +96,7 @@ copy_with_libs() {   # file [dest]: the file and its shared-library closure
 		mkdir -p "$R$d"; cp -L "$p" "$R$d/$(basename "$p")"
 	done
 }
-for b in ib_write_bw ib_write_lat rdma ibv_devinfo; do copy_with_libs "$(command -v $b)" /usr/bin/$b; done
+for b in ib_write_bw ib_read_bw ib_write_lat rdma ibv_devinfo; do copy_with_libs "$(command -v $b)" /usr/bin/$b; done
 copy_with_libs "$(command -v ip)" /usr/sbin/ip
 copy_with_libs $ARCH_LIB/libibverbs/librxe-rdmav34.so
 copy_with_libs $ARCH_LIB/libgcc_s.so.1
@@ -119,7 +119,7 @@ export PATH=/opt/pprpc:/usr/sbin:/usr/bin HOME=/root
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev; mount -t tmpfs tmp /tmp
 chmod 1777 /tmp
 while read -r m; do insmod \$m 2>/dev/null || echo "note: insmod \${m##*/} failed"; done < /etc/modules.order
-MTU=$MTU SECTIONS=${SECTIONS:-all} sh /opt/pprpc/guest.sh
+MTU=$MTU SECTIONS=${SECTIONS:-all} ROUNDS=${ROUNDS:-6} sh /opt/pprpc/guest.sh
 echo "VM-EXIT: \$?"
 sync; poweroff -f
 INIT
