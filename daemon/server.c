@@ -66,6 +66,10 @@ static int start_rdma(struct pprpcd *d, const char *host)
 		return 0;
 	}
 	rc = rdma_ctx_new(d->loop, &g, &d->rdma, err, sizeof(err));
+	/* The staging ring lives as long as the daemon: SEND payloads in it
+	 * can be READ in place by the destination (bulk path). */
+	if (rc == 0 && d->staging.mem)
+		rdma_ctx_add_region(d->rdma, d->staging.mem, d->staging.bytes);
 	if (rc == 0)
 		rc = rdma_transport_listen(d->rdma, host, d->port, on_accept, d, &d->rdma_listener, err, sizeof(err));
 	if (rc < 0) {

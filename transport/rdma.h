@@ -46,6 +46,17 @@ int rdma_ctx_new(uv_loop_t *loop, const struct rdma_geom *req, struct rdma_ctx *
 		 size_t errlen);
 void rdma_ctx_free(struct rdma_ctx *x);
 
+/* Declare [p, p+len) mapped at this address, and never unmapped, for the
+ * context's whole life (the daemon's SEND staging ring).  On connections
+ * set up afterwards whose bulk path is on, it is registered once (inside
+ * the memlock budget, after rings and bulk slots) and a bulk lying in it
+ * goes zero-copy: the peer READs it in place and the send's callback runs
+ * only once the peer has it.  The peer can then read the whole region:
+ * the same trust as the shared key that admitted it.  At most
+ * RDMA_MAX_REGIONS; PPRPC_ELIMIT beyond. */
+#define RDMA_MAX_REGIONS 4
+int rdma_ctx_add_region(struct rdma_ctx *x, void *p, size_t len);
+
 /* Listen with rdmacm on host:port (the TCP port number; RoCE's rdmacm port
  * space is separate from TCP's).  Fails (reason in err) when no RDMA
  * device serves host. */

@@ -45,22 +45,41 @@ int rdma_bulk_src_free(const struct rdma_bulk *b)
 	return -1;
 }
 
-void rdma_bulk_desc_make(struct rdma_bulk *b, uint32_t slot, uint32_t len, uint8_t *out)
+static void desc_put(struct rdma_bulk *b, uint32_t tag, uint64_t addr, uint32_t rkey, uint32_t len, uint8_t *out)
 {
-	uint64_t addr = (uint64_t)(uintptr_t)rdma_bulk_src_ptr(b, slot);
-
-	b->src_busy |= 1u << slot;
-	b->src_len[slot] = len;
+	b->src_busy |= 1u << tag;
+	b->src_len[tag] = len;
 	put32(out, (uint32_t)(addr >> 32));
 	put32(out + 4, (uint32_t)addr);
-	put32(out + 8, b->rkey);
+	put32(out + 8, rkey);
 	put32(out + 12, len);
-	put32(out + 16, slot);
+	put32(out + 16, tag);
 	put32(out + 20, 0);
 	b->st.descs_out++;
 }
 
-int rdma_bulk_ack_in(struct rdma_bulk *b, const uint8_t *p, uint32_t len)
+void rdma_bulk_desc_make(struct rdma_bulk *b, uint32_t slot, uint32_t len, uint8_t *out)
+{
+	desc_put(b, slot, (uint64_t)(uintptr_t)rdma_bulk_src_ptr(b, slot), b->rkey, len, out);
+}
+
+int rdma_bulk_zc_tag(const struct rdma_bulk *b)
+{
+	for (uint32_t i = b->depth; i < RDMA_BULK_DEPTH_MAX; i++)
+		if (!(b->src_busy & (1u << i)))
+			return (int)i;
+	return -1;
+}
+
+void rdma_bulk_desc_make_zc(struct rdma_bulk *b, uint32_t tag, const void *addr, uint32_t rkey, uint32_t len,
+			    void *req, uint8_t *out)
+{
+	b->zc_req[tag] = req;
+	b->st.zc_descs_out++;
+	desc_put(b, tag, (uint64_t)(uintptr_t)addr, rkey, len, out);
+}
+
+int rdma_bulk_ack_in(struct rdma_bulk *b, const uint8_t *p, uint32_t len, uint32_t *ret_tag)
 {
 	uint32_t tag, status;
 
@@ -68,12 +87,13 @@ int rdma_bulk_ack_in(struct rdma_bulk *b, const uint8_t *p, uint32_t len)
 		return PPRPC_EPROTO;
 	tag = get32(p);
 	status = get32(p + 4);
-	if (tag >= b->depth || !(b->src_busy & (1u << tag)) || status > 1)
+	if (tag >= RDMA_BULK_DEPTH_MAX || !(b->src_busy & (1u << tag)) || status > 1)
 		return PPRPC_EPROTO;
 	b->src_busy &= ~(1u << tag);
 	if (status == 0)
 		b->st.bytes_out += b->src_len[tag];
 	b->st.acks_in++;
+	*ret_tag = tag;
 	return 0;
 }
 
@@ -187,4 +207,5 @@ void rdma_bulk_reset(struct rdma_bulk *b)
 	b->land_head = b->land_ready = b->land_inflight = 0;
 	b->ack_n = 0;
 	b->src_busy = 0;
+	memset(b->zc_req, 0, sizeof(b->zc_req));
 }

@@ -13,12 +13,16 @@
  * its place among the frames; no daemon code knows which path moved it.
  *
  * Why bounce slots and not the caller's memory.  Registering the owner's
- * buffers (staging ring, tensors) would save the copies, but a cached
- * registration of memory that is freed and re-mapped at the same address
- * silently reads stale pages, and registering per message is what the
- * design forbids on the hot path.  The slots are registered once per
- * connection, inside the memlock budget (after the rings: a connection
- * without bulk slots still works, over the message slots).
+ * buffers (tensors) would save the copies, but a cached registration of
+ * memory that is freed and re-mapped at the same address silently reads
+ * stale pages, and registering per message is what the design forbids on
+ * the hot path.  The slots are registered once per connection, inside the
+ * memlock budget (after the rings: a connection without bulk slots still
+ * works, over the message slots).  The exception is memory the owner
+ * declares mapped for the whole life of the transport (the daemon's SEND
+ * staging ring, rdma_ctx_add_region): a bulk inside it is described in
+ * place ("zero-copy"), with tags above the source slots, and its request
+ * completes only when every descriptor is acknowledged.
  *
  * Flow control.  A sender holds at most `depth` unacknowledged
  * descriptors (its source slots); the receiver accepts up to
@@ -48,6 +52,7 @@ struct rdma_bulk_stats {
 	uint64_t bytes_in;          /* payload bytes we pulled (delivered) */
 	uint64_t reads;             /* READ work requests completed */
 	uint64_t stall_no_src;      /* a bulk waited for a free source slot */
+	uint64_t zc_descs_out;      /* descriptors of owner memory, in place */
 };
 
 /* One READ to post: len bytes from the peer's (raddr, rkey) into local. */
@@ -70,9 +75,11 @@ struct rdma_bulk {
 	uint32_t max_reads;         /* READs in flight (QP initiator depth) */
 	uint8_t *src, *land;        /* registered by the caller */
 	uint32_t rkey;              /* of src */
-	/* send side */
-	uint32_t src_busy;          /* bit per source slot awaiting its ack */
+	/* send side: tags [0, depth) are source slots, [depth, MAX) describe
+	 * owner memory in place */
+	uint32_t src_busy;          /* bit per tag awaiting its ack */
 	uint32_t src_len[RDMA_BULK_DEPTH_MAX];
+	void *zc_req[RDMA_BULK_DEPTH_MAX];   /* the ring's request of a zero-copy tag */
 	/* acknowledgements owed to the peer (tags), sent before data */
 	uint32_t ack_tag[RDMA_BULK_DEPTH_MAX];
 	uint32_t ack_n;
@@ -102,9 +109,15 @@ static inline uint8_t *rdma_bulk_src_ptr(const struct rdma_bulk *b, uint32_t slo
 /* Source slot `slot` holds len bytes: mark it busy and write its
  * descriptor (RDMA_BULK_DESC_SIZE bytes) to out. */
 void rdma_bulk_desc_make(struct rdma_bulk *b, uint32_t slot, uint32_t len, uint8_t *out);
-/* The peer acknowledged (len bytes at p).  Frees the slot; an ack for a
- * slot not in use, or malformed, is PPRPC_EPROTO. */
-int rdma_bulk_ack_in(struct rdma_bulk *b, const uint8_t *p, uint32_t len);
+/* A free zero-copy tag, or -1. */
+int rdma_bulk_zc_tag(const struct rdma_bulk *b);
+/* Describe len bytes at addr (rkey) in place under zero-copy tag `tag`,
+ * owned by request req. */
+void rdma_bulk_desc_make_zc(struct rdma_bulk *b, uint32_t tag, const void *addr, uint32_t rkey, uint32_t len,
+			    void *req, uint8_t *out);
+/* The peer acknowledged (len bytes at p).  Frees the tag (*ret_tag); an
+ * ack for a tag not in use, or malformed, is PPRPC_EPROTO. */
+int rdma_bulk_ack_in(struct rdma_bulk *b, const uint8_t *p, uint32_t len, uint32_t *ret_tag);
 /* Unsent acknowledgements: take one into out (RDMA_BULK_ACK_SIZE bytes). */
 static inline int rdma_bulk_ack_pending(const struct rdma_bulk *b)
 {

@@ -89,8 +89,23 @@ int rdma_ring_enqueue(struct rdma_ring *r, const struct iovec *iov, int iovcnt, 
 	return rdma_ring_enqueue_bulk(r, iov, iovcnt, SIZE_MAX, done, arg);
 }
 
+static int enqueue(struct rdma_ring *r, const struct iovec *iov, int iovcnt, size_t bulk_off, int zc,
+		   uint32_t rkey, rdma_done_cb done, void *arg);
+
 int rdma_ring_enqueue_bulk(struct rdma_ring *r, const struct iovec *iov, int iovcnt, size_t bulk_off,
 			   rdma_done_cb done, void *arg)
+{
+	return enqueue(r, iov, iovcnt, bulk_off, 0, 0, done, arg);
+}
+
+int rdma_ring_enqueue_zc(struct rdma_ring *r, const struct iovec *iov, int iovcnt, size_t bulk_off, uint32_t rkey,
+			 rdma_done_cb done, void *arg)
+{
+	return enqueue(r, iov, iovcnt, bulk_off, 1, rkey, done, arg);
+}
+
+static int enqueue(struct rdma_ring *r, const struct iovec *iov, int iovcnt, size_t bulk_off, int zc,
+		   uint32_t rkey, rdma_done_cb done, void *arg)
 {
 	struct rdma_txreq *q;
 	size_t total = 0;
@@ -109,6 +124,8 @@ int rdma_ring_enqueue_bulk(struct rdma_ring *r, const struct iovec *iov, int iov
 	q->iovcnt = iovcnt;
 	q->total = total;
 	q->bulk_off = bulk_off;
+	q->zc = zc && bulk_off != SIZE_MAX;
+	q->zc_rkey = rkey;
 	q->left = total;
 	q->done = done;
 	q->arg = arg;
@@ -131,7 +148,7 @@ uint8_t *rdma_ring_tx_slot(const struct rdma_ring *r, uint32_t slot)
 	return r->tx_mem + (size_t)slot * r->own.chunk;
 }
 
-/* Copy up to max of q's next bytes to dst. */
+/* Copy up to max of q's next bytes to dst (NULL: only move past them). */
 static size_t copy_out(struct rdma_ring *r, struct rdma_txreq *q, uint8_t *dst, size_t max)
 {
 	size_t len = 0;
@@ -142,7 +159,7 @@ static size_t copy_out(struct rdma_ring *r, struct rdma_txreq *q, uint8_t *dst, 
 
 		if (n > max - len)
 			n = max - len;
-		if (n)
+		if (n && dst)
 			memcpy(dst + len, (const uint8_t *)v->iov_base + q->off, n);
 		len += n;
 		q->off += n;
@@ -166,6 +183,8 @@ static size_t stream_left(const struct rdma_txreq *q)
 	return sent < q->bulk_off ? q->bulk_off - sent : 0;
 }
 
+/* The head request is fully copied or described: done, or (described in
+ * place) waiting for its ACKs. */
 static void pop_done(struct rdma_ring *r)
 {
 	struct rdma_txreq *q = r->q_head;
@@ -173,7 +192,30 @@ static void pop_done(struct rdma_ring *r)
 	r->q_head = q->next;
 	if (!r->q_head)
 		r->q_tail = &r->q_head;
+	if (q->zc_out) {
+		q->next = r->zc_wait;
+		r->zc_wait = q;
+		return;
+	}
 	to_done(r, q, 0);
+}
+
+/* An ACK for tag: a zero-copy request may now be done. */
+static void zc_acked(struct rdma_ring *r, uint32_t tag)
+{
+	struct rdma_txreq *q = tag >= r->bulk.depth ? r->bulk.zc_req[tag] : NULL;
+
+	if (!q)
+		return;
+	r->bulk.zc_req[tag] = NULL;
+	if (--q->zc_out || q->left)
+		return;
+	for (struct rdma_txreq **pp = &r->zc_wait; *pp; pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			to_done(r, q, 0);
+			return;
+		}
 }
 
 /* Copy queued stream bytes into one slot, up to msg_max, stopping at a
@@ -253,10 +295,27 @@ int rdma_ring_next(struct rdma_ring *r, struct rdma_tx_msg *out)
 		/* The head request is in its bulk part: one source slot's
 		 * worth goes by descriptor. */
 		struct rdma_txreq *q = r->q_head;
-		int src = rdma_bulk_src_free(&r->bulk);
+		int src = q->zc ? rdma_bulk_zc_tag(&r->bulk) : rdma_bulk_src_free(&r->bulk);
 		uint32_t slot;
 		size_t n;
 
+		if (src >= 0 && q->zc) {
+			/* In place: one descriptor per iovec piece, up to the
+			 * largest a receiver accepts. */
+			const struct iovec *v = &q->iov[q->cur];
+			const uint8_t *at = (const uint8_t *)v->iov_base + q->off;
+
+			slot = take_slot(r, out, RDMA_MSG_DESC);
+			n = v->iov_len - q->off < RDMA_BULK_CHUNK_MAX ? v->iov_len - q->off : RDMA_BULK_CHUNK_MAX;
+			n = copy_out(r, q, NULL, n);
+			q->zc_out++;
+			rdma_bulk_desc_make_zc(&r->bulk, (uint32_t)src, at, q->zc_rkey, (uint32_t)n, q,
+					       rdma_ring_tx_slot(r, slot));
+			out->len = RDMA_BULK_DESC_SIZE;
+			if (!q->left)
+				pop_done(r);
+			return 1;
+		}
 		if (src < 0) {
 			r->bulk.st.stall_no_src++;
 		} else {
@@ -328,8 +387,11 @@ int rdma_ring_rx_arrived(struct rdma_ring *r, uint32_t slot, uint32_t len, uint3
 		goto bad;
 	r->credits += credits;
 	if (kind == RDMA_MSG_ACK) {
-		if (rdma_bulk_ack_in(&r->bulk, data, len) < 0)
+		uint32_t tag;
+
+		if (rdma_bulk_ack_in(&r->bulk, data, len, &tag) < 0)
 			goto bad;
+		zc_acked(r, tag);
 		r->owed++;
 		r->st.msgs_in++;
 		return 1;
@@ -383,6 +445,12 @@ void rdma_ring_fail(struct rdma_ring *r, int code)
 		to_done(r, q, r->failed);
 	}
 	r->q_tail = &r->q_head;
+	while (r->zc_wait) {
+		struct rdma_txreq *q = r->zc_wait;
+
+		r->zc_wait = q->next;
+		to_done(r, q, r->failed);
+	}
 	/* Transfers in progress die with the connection (their READs flush). */
 	rdma_bulk_reset(&r->bulk);
 }

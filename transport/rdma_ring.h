@@ -88,6 +88,9 @@ struct rdma_txreq {
 	int iovcnt;
 	size_t total;
 	size_t bulk_off;    /* bytes from here go by READ (SIZE_MAX: none) */
+	int zc;             /* ... described in place (owner memory, zc_rkey) */
+	uint32_t zc_rkey;
+	uint32_t zc_out;    /* its descriptors not yet acknowledged */
 	int cur;            /* iov being copied */
 	size_t off;         /* within iov[cur] */
 	size_t left;        /* bytes not yet copied */
@@ -128,6 +131,7 @@ struct rdma_ring {
 	uint8_t *rx_kind;          /* by slot */
 	uint32_t rx_head, rx_count;
 	struct rdma_txreq *q_head, **q_tail;  /* not yet fully copied */
+	struct rdma_txreq *zc_wait;           /* described in place, awaiting ACKs */
 	struct rdma_txreq *done_head, **done_tail;
 	size_t queued_bytes;
 	int failed;                /* first error, sticky */
@@ -152,6 +156,11 @@ int rdma_ring_enqueue(struct rdma_ring *r, const struct iovec *iov, int iovcnt, 
 /* The same, bytes from bulk_off on moving by READ (needs bulk enabled). */
 int rdma_ring_enqueue_bulk(struct rdma_ring *r, const struct iovec *iov, int iovcnt, size_t bulk_off,
 			   rdma_done_cb done, void *arg);
+/* The same, but bytes from bulk_off (one iovec element, in memory the
+ * peer can READ with rkey) are described in place, not copied: done runs
+ * only once the peer has acknowledged all of them. */
+int rdma_ring_enqueue_zc(struct rdma_ring *r, const struct iovec *iov, int iovcnt, size_t bulk_off, uint32_t rkey,
+			 rdma_done_cb done, void *arg);
 /* Enable the bulk path once both sides are known to have bulk slots. */
 int rdma_ring_bulk_enable(struct rdma_ring *r, uint32_t chunk, uint32_t depth, uint8_t *src, uint8_t *land,
 			  uint32_t rkey, uint32_t max_reads);

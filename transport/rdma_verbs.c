@@ -60,6 +60,8 @@ struct rdma_ctx {
 	uv_loop_t *loop;
 	struct rdma_geom req;
 	uint64_t registered;      /* bytes registered by live connections */
+	struct { uint8_t *p; size_t len; } region[RDMA_MAX_REGIONS];  /* rdma_ctx_add_region */
+	int nregions;
 };
 
 enum rstate { RS_RESOLVING, RS_ACCEPTING, RS_UP, RS_DEAD };
@@ -90,6 +92,9 @@ struct rdma_conn {
 	uint32_t bulk_depth;
 	uint32_t rd_atom;         /* READs in flight we asked for (0: bulk off) */
 	char bulk_why[200];       /* why the bulk path is off ("" when on) */
+	struct ibv_mr *zc_mr[RDMA_MAX_REGIONS];  /* the context's regions, for READ in place */
+	uint64_t zc_len;          /* bytes of them registered */
+	char zc_why[120];         /* why a region is not registered */
 	uint64_t bulk_in_seen, bulk_out_seen;  /* already added to the stats */
 	struct rdma_geom geom;
 	enum rdma_ladder_step step;
@@ -197,6 +202,18 @@ int rdma_ctx_new(uv_loop_t *loop, const struct rdma_geom *req, struct rdma_ctx *
 	return 0;
 }
 
+int rdma_ctx_add_region(struct rdma_ctx *x, void *p, size_t len)
+{
+	if (!p || !len)
+		return PPRPC_EINVAL;
+	if (x->nregions == RDMA_MAX_REGIONS)
+		return PPRPC_ELIMIT;
+	x->region[x->nregions].p = p;
+	x->region[x->nregions].len = len;
+	x->nregions++;
+	return 0;
+}
+
 void rdma_ctx_free(struct rdma_ctx *x)
 {
 	free(x);
@@ -222,6 +239,12 @@ static void destroy_verbs(struct rdma_conn *c)
 	c->mr = NULL;
 	free(c->mem);
 	c->mem = NULL;
+	for (int i = 0; i < RDMA_MAX_REGIONS; i++)
+		if (c->zc_mr[i])
+			ibv_dereg_mr(c->zc_mr[i]);
+	memset(c->zc_mr, 0, sizeof(c->zc_mr));
+	c->x->registered -= c->zc_len;
+	c->zc_len = 0;
 	if (c->bulk_mr) {
 		ibv_dereg_mr(c->bulk_mr);
 		c->x->registered -= c->bulk_len;
@@ -376,6 +399,27 @@ static void bulk_account(struct rdma_conn *c)
 /* Whether (and from which byte) a frame's bulk goes by READ: only a
  * single whole frame whose bulk reaches the threshold; its header and meta
  * still travel through the message slots. */
+/* The rkey under which the peer may READ the bulk of a [header+meta,
+ * bulk] send in place: its bulk lies in one registered region. */
+static int zc_rkey(const struct rdma_conn *c, const struct iovec *iov, int iovcnt, size_t off, uint32_t *ret_rkey)
+{
+	const uint8_t *p;
+
+	if (iovcnt != 2 || iov[0].iov_len != off)
+		return 0;
+	p = iov[1].iov_base;
+	for (int i = 0; i < RDMA_MAX_REGIONS; i++) {
+		const struct ibv_mr *mr = c->zc_mr[i];
+
+		if (mr && p >= (const uint8_t *)mr->addr && iov[1].iov_len <= mr->length &&
+		    (size_t)(p - (const uint8_t *)mr->addr) <= mr->length - iov[1].iov_len) {
+			*ret_rkey = mr->rkey;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 static size_t bulk_split(const struct rdma_conn *c, const struct iovec *iov, int iovcnt)
 {
 	struct frame_hdr h;
@@ -613,11 +657,17 @@ static int r_send(struct transport_conn *bc, const struct iovec *iov, int iovcnt
 		  void *arg)
 {
 	struct rdma_conn *c = (struct rdma_conn *)bc;
+	uint32_t rkey;
+	size_t off;
 	int rc;
 
 	if (c->state != RS_UP || c->draining)
 		return PPRPC_ECLOSED;
-	rc = rdma_ring_enqueue_bulk(&c->ring, iov, iovcnt, bulk_split(c, iov, iovcnt), done, arg);
+	off = bulk_split(c, iov, iovcnt);
+	if (off != SIZE_MAX && zc_rkey(c, iov, iovcnt, off, &rkey))
+		rc = rdma_ring_enqueue_zc(&c->ring, iov, iovcnt, off, rkey, done, arg);
+	else
+		rc = rdma_ring_enqueue_bulk(&c->ring, iov, iovcnt, off, done, arg);
 	if (rc < 0)
 		return rc;
 	c->base.stats.frames_out++;
@@ -740,6 +790,32 @@ static int setup_rings(struct rdma_conn *c, char *why, size_t whylen)
 	}
 }
 
+/* The context's long-lived regions, for READ in place, from what rings
+ * and bulk slots left of the memlock budget; a region that does not fit
+ * is sent through the bulk slots instead (said in the info line). */
+static void setup_zc(struct rdma_conn *c, uint64_t limit)
+{
+	for (int i = 0; i < c->x->nregions; i++) {
+		uint64_t left = limit == UINT64_MAX ? UINT64_MAX
+			       : limit > c->x->registered ? limit - c->x->registered : 0;
+		size_t len = c->x->region[i].len;
+
+		if (len > left) {
+			snprintf(c->zc_why, sizeof(c->zc_why), "region of %zu KiB not registered: memlock leaves %" PRIu64 " KiB",
+				 len >> 10, left >> 10);
+			continue;
+		}
+		c->zc_mr[i] = ibv_reg_mr(c->pd, c->x->region[i].p, len, IBV_ACCESS_REMOTE_READ);
+		if (!c->zc_mr[i]) {
+			snprintf(c->zc_why, sizeof(c->zc_why), "region of %zu KiB not registered: %s", len >> 10,
+				 strerror(errno));
+			continue;
+		}
+		c->zc_len += len;
+		c->x->registered += len;
+	}
+}
+
 /* Bulk slots from what the rings left of the memlock budget: the rings
  * come first (a connection works without bulk slots, not without rings).
  * Depth halves down to 1 before the bulk path is given up, with the
@@ -783,6 +859,7 @@ static void setup_bulk(struct rdma_conn *c)
 				c->rd_atom = (uint32_t)da.max_qp_rd_atom;
 			if ((uint32_t)da.max_qp_init_rd_atom < c->rd_atom)
 				c->rd_atom = (uint32_t)da.max_qp_init_rd_atom;
+			setup_zc(c, limit);
 			return;
 		}
 		free(c->bulk_mem);
@@ -923,8 +1000,9 @@ static int go_up(struct rdma_conn *c, char *why, size_t whylen)
 				       qa.max_rd_atomic) < 0)
 		snprintf(c->bulk_why, sizeof(c->bulk_why), "off (bulk setup failed)");
 	if (c->ring.bulk_on)
-		snprintf(c->info.bulk, sizeof(c->info.bulk), "read >= %u KiB, %ux%u KiB slots, %u READs in flight",
-			 c->x->req.bulk_threshold >> 10, c->bulk_depth, RDMA_BULK_CHUNK >> 10, c->ring.bulk.max_reads);
+		snprintf(c->info.bulk, sizeof(c->info.bulk), "read >= %u KiB, %ux%u KiB slots, %u READs in flight, zero-copy %" PRIu64 " MiB%s%.80s",
+			 c->x->req.bulk_threshold >> 10, c->bulk_depth, RDMA_BULK_CHUNK >> 10, c->ring.bulk.max_reads,
+			 c->zc_len >> 20, c->zc_why[0] ? ": " : "", c->zc_why);
 	else
 		snprintf(c->info.bulk, sizeof(c->info.bulk), "%s", c->bulk_why);
 	c->info.chunk = c->geom.chunk;

@@ -742,9 +742,62 @@ static void test_bulk_peer_gone_mid_read(void **state)
 	side_fini(&b);
 }
 
+/* Zero-copy: a bulk in memory the peer may READ (owner-declared region)
+ * is described in place, in pieces up to the receiver's limit and pulled
+ * through the landing slots; its done callback waits for the ACKs (the
+ * owner must not reuse the memory before), and fails if the link dies
+ * first.  Copied sends behind it are not held up. */
+static void test_bulk_zero_copy(void **state)
+{
+	struct side a, b;
+	size_t n = 3 * 1024 * 1024 + 100;
+	uint8_t *hdr = pattern(40, 21), *p = pattern(n, 22), *s = pattern(70, 23);
+	struct iovec f[2] = { { hdr, 40 }, { p, n } }, vs = { s, 70 };
+	struct cb_rec c1 = { 0 }, c2 = { 0 };
+
+	(void)state;
+	side_init(&a, G_SMALL, &G_SMALL);
+	side_init(&b, G_SMALL, &G_SMALL);
+	side_bulk(&a, BCHUNK, 2, 2);
+	side_bulk(&b, BCHUNK, 2, 2);
+	assert_int_equal(rdma_ring_enqueue_zc(&a.r, f, 2, 40, 0x1234, done_cb, &c1), 0);
+	assert_int_equal(rdma_ring_enqueue(&a.r, &vs, 1, done_cb, &c2), 0);
+	post_all(&a);
+	rdma_ring_run_done(&a.r);
+	assert_int_equal(c1.calls, 0);     /* described, not acknowledged */
+	assert_int_equal(c2.calls, 1);     /* copied behind it */
+	assert_int_equal(a.r.bulk.st.zc_descs_out, 1);
+	run_until_idle(&a, &b);
+	assert_int_equal(c1.calls, 1);
+	assert_int_equal(c1.status, 0);
+	assert_int_equal(b.out_len, 40 + n + 70);
+	assert_memory_equal(b.out, hdr, 40);
+	assert_memory_equal(b.out + 40, p, n);
+	assert_memory_equal(b.out + 40 + n, s, 70);
+	assert_int_equal(b.r.bulk.st.reads, (n + BCHUNK - 1) / BCHUNK);
+	assert_int_equal(a.r.bulk.st.bytes_out, n);
+	assert_int_equal(a.r.bulk.src_busy, 0);
+	assert_null(a.r.zc_wait);
+	/* Again, and the link dies before the ACK. */
+	assert_int_equal(rdma_ring_enqueue_zc(&a.r, f, 2, 40, 0x1234, done_cb, &c1), 0);
+	post_all(&a);
+	rdma_ring_run_done(&a.r);
+	assert_int_equal(c1.calls, 1);
+	rdma_ring_fail(&a.r, PPRPC_ECONN);
+	rdma_ring_run_done(&a.r);
+	assert_int_equal(c1.calls, 2);
+	assert_int_equal(c1.status, PPRPC_ECONN);
+	free(hdr);
+	free(p);
+	free(s);
+	side_fini(&a);
+	side_fini(&b);
+}
+
 /* Completion errors and a lying peer on the bulk path. */
 static void test_bulk_hostile(void **state)
 {
+	uint32_t tag = 99;
 	struct side a, b;
 	uint8_t msg[64] = { 0 };
 	uint8_t desc[RDMA_BULK_DESC_SIZE];
@@ -767,14 +820,15 @@ static void test_bulk_hostile(void **state)
 	side_init(&a, G_SMALL, &G_SMALL);
 	side_bulk(&a, BCHUNK, 2, 2);
 	rdma_bulk_desc_make(&a.r.bulk, 1, 10, desc);
-	assert_int_equal(rdma_bulk_ack_in(&a.r.bulk, msg, 7), PPRPC_EPROTO);
+	assert_int_equal(rdma_bulk_ack_in(&a.r.bulk, msg, 7, &tag), PPRPC_EPROTO);
 	msg[3] = 1;   /* tag 1 */
 	msg[7] = 2;   /* status 2: no such status */
-	assert_int_equal(rdma_bulk_ack_in(&a.r.bulk, msg, 8), PPRPC_EPROTO);
+	assert_int_equal(rdma_bulk_ack_in(&a.r.bulk, msg, 8, &tag), PPRPC_EPROTO);
 	msg[7] = 0;
-	assert_int_equal(rdma_bulk_ack_in(&a.r.bulk, msg, 8), 0);
+	assert_int_equal(rdma_bulk_ack_in(&a.r.bulk, msg, 8, &tag), 0);
+	assert_int_equal(tag, 1);
 	assert_int_equal(a.r.bulk.st.bytes_out, 10);
-	assert_int_equal(rdma_bulk_ack_in(&a.r.bulk, msg, 8), PPRPC_EPROTO);  /* twice */
+	assert_int_equal(rdma_bulk_ack_in(&a.r.bulk, msg, 8, &tag), PPRPC_EPROTO);  /* twice */
 	side_fini(&a);
 	/* Descriptors: wrong size, empty, too large, too many; a READ
 	 * completion with none in flight. */
@@ -802,6 +856,7 @@ static void test_bulk_hostile(void **state)
  * and no bytes count as moved by READ. */
 static void test_bulk_discard(void **state)
 {
+	uint32_t tag;
 	struct side a, b;
 	uint8_t desc[RDMA_BULK_DESC_SIZE], ack[RDMA_BULK_ACK_SIZE];
 
@@ -815,7 +870,7 @@ static void test_bulk_discard(void **state)
 	assert_false(rdma_bulk_busy(&b.r.bulk));
 	assert_true(rdma_bulk_ack_pending(&b.r.bulk));
 	rdma_bulk_ack_take(&b.r.bulk, ack);
-	assert_int_equal(rdma_bulk_ack_in(&a.r.bulk, ack, RDMA_BULK_ACK_SIZE), 0);
+	assert_int_equal(rdma_bulk_ack_in(&a.r.bulk, ack, RDMA_BULK_ACK_SIZE, &tag), 0);
 	assert_int_equal(a.r.bulk.src_busy, 0);
 	assert_int_equal(a.r.bulk.st.bytes_out, 0);
 	side_fini(&a);
@@ -893,6 +948,7 @@ int main(void)
 		cmocka_unit_test(test_bulk_split_reads),
 		cmocka_unit_test(test_bulk_both_ways_one_slot),
 		cmocka_unit_test(test_bulk_peer_gone_mid_read),
+		cmocka_unit_test(test_bulk_zero_copy),
 		cmocka_unit_test(test_bulk_hostile),
 		cmocka_unit_test(test_bulk_discard),
 		cmocka_unit_test(test_geom_validate),
