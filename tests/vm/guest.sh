@@ -10,7 +10,8 @@
 # 5. pp-fence-test (--transfer p2p) on two more RDMA daemons: PASS with
 #    parity, and both ends' STATS show the boundary link and path as rdma
 # 6. the memlock ladder: daemons as an unprivileged user under ulimit -l
-#    16 MiB, 8 MiB, 1 MiB -> smaller depth, one 256 KiB chunk, TCP fallback;
+#    64 MiB, 16 MiB, 8 MiB, 1 MiB -> requested (bulk slots, no zero-copy
+#    region), smaller depth, one 256 KiB chunk, TCP fallback;
 #    every transfer still bit-exact
 # SECTIONS=all|bench|fence|ladder runs one part (for development).
 # Prints CHECK lines and one RDMA-SUMMARY line; exit 0 iff all passed.
@@ -178,50 +179,73 @@ stop P Q R S
 # ---- pp-fence-test with 2 daemons over RDMA -------------------------------------------------
 # Pipelined vs sequential through two stages whose boundary goes daemon to
 # daemon (--transfer p2p): PASS needs parity and sentinels.  The link is
-# proved from both daemons' STATS, not assumed: F2's outbound link to F1 and
-# F1's inbound peer connection must both say rdma, and each side's boundary
-# row must show the fence's transfers on the p2p-rdma path.  Sizes are small
-# (TCG runs the matmuls): 4 micro-batches of 64 tokens x 256 channels, so
-# each boundary is 64 KiB.
-FENCE=skipped FENCE_LINK=?
+# proved from both daemons' STATS, not assumed: the second daemon's
+# outbound link to the first and the first's inbound peer connection must
+# both say rdma, and each side's boundary row must show the fence's
+# transfers on the p2p-rdma path.  Sizes are small (TCG runs the matmuls):
+# 4 micro-batches of 64 tokens x 256 channels, so each boundary is 64 KiB.
+# Run twice: with the default settings, and with the bulk path forced on
+# below the boundary size (--rdma-bulk read --rdma-bulk-threshold 16K),
+# where the link's counters must show the boundaries moved by RDMA READ.
+# fence N1 N2 PORT1 PORT2 BULK(default|read): sets FENCE, FENCE_LINK, FENCE_READ
+fence() {
+	if [ $5 = read ]; then DARGS="--rdma-bulk read --rdma-bulk-threshold 16K"; fi
+	start $1 $3 rdma && start $2 $4 rdma; rc=$?
+	DARGS=
+	check fence_${5}_daemons_rdma_start $rc
+	timeout 300 pp-fence-test --ranks $IP:$3,$IP:$4 --ubatches 4 --tokens 256 --width 256 \
+		--layers-per-stage 1 --repeat 1 --transfer p2p > /tmp/fence$5.log 2>&1
+	rc=$?
+	cat /tmp/fence$5.log
+	grep -q '^pp-fence-test: PASS (parity ok' /tmp/fence$5.log && [ $rc = 0 ] && FENCE=PASS || FENCE=FAIL
+	[ $FENCE = PASS ]
+	check pp_fence_test_p2p_pass_parity_$5 $? "rc=$rc $(grep '^pp-fence-test: [PF]' /tmp/fence$5.log)"
+	pprpcctl stats --rank $IP:$3 > /tmp/$1.stats 2>&1; pprpcctl stats --rank $IP:$4 > /tmp/$2.stats 2>&1
+	echo "---- pprpcctl stats ($1, then $2)"; cat /tmp/$1.stats /tmp/$2.stats
+	# $2 (stage 1) pulls from $1: its "link" row, $1's "conn pprpcd-peer@" row.
+	l2=$(awk '$1 == "link" {print $3; exit}' /tmp/$2.stats)
+	l1=$(awk '$1 == "conn" && $2 ~ /^pprpcd-peer@/ {print $3; exit}' /tmp/$1.stats)
+	b2=$(awk '$2 == "recv" && $3 == "p2p-rdma" && $4 > 0 {print $4; exit}' /tmp/$2.stats)
+	b1=$(awk '$2 == "send" && $3 == "p2p-rdma" && $4 > 0 {print $4; exit}' /tmp/$1.stats)
+	# bytes the link pulled by READ: its "bulk=" line, right after the link row
+	FENCE_READ=$(awk '$1 == "link" {l = 1; next} l && /bytes_in read=/ {sub(/.*bytes_in read=/, ""); print $1 + 0; exit}' /tmp/$2.stats)
+	echo "INFO fence ($5): $2 link ${l2:-none}, $1 peer conn ${l1:-none}, boundary transfers p2p-rdma recv ${b2:-0} send ${b1:-0}, ${FENCE_READ:-0} B by RDMA READ"
+	[ "$l1" = rdma ] && [ "$l2" = rdma ] && [ -n "$b1" ] && [ -n "$b2" ] && FENCE_LINK=rdma || FENCE_LINK="${l2:-none}/${l1:-none}"
+	[ "$FENCE_LINK" = rdma ]
+	check pp_fence_test_boundary_over_rdma_$5 $? "link=$FENCE_LINK"
+	if [ $5 = read ]; then
+		[ "${FENCE_READ:-0}" -gt 0 ]
+		check pp_fence_test_boundaries_by_rdma_read $? "${FENCE_READ:-0} B"
+	fi
+	if [ "$FENCE" != PASS ] || [ "$FENCE_LINK" != rdma ]; then
+		echo "---- failed: daemon logs and kernel messages"; tail -n 30 /tmp/$1.log /tmp/$2.log; dmesg | tail -n 15
+	else
+		grep -hE 'RDMA|rdma|link up' /tmp/$1.log /tmp/$2.log
+	fi
+	stop $1 $2
+}
+FENCE=skipped FENCE_LINK=? FENCE_BULK=skipped
 case "${SECTIONS:-all}" in all|fence)
-start F1 7011 rdma && start F2 7012 rdma
-check fence_daemons_rdma_start $?
-timeout 300 pp-fence-test --ranks $IP:7011,$IP:7012 --ubatches 4 --tokens 256 --width 256 \
-	--layers-per-stage 1 --repeat 1 --transfer p2p > /tmp/fence.log 2>&1
-rc=$?
-cat /tmp/fence.log
-grep -q '^pp-fence-test: PASS (parity ok' /tmp/fence.log && [ $rc = 0 ] && FENCE=PASS || FENCE=FAIL
-[ $FENCE = PASS ]
-check pp_fence_test_p2p_pass_parity $? "rc=$rc $(grep '^pp-fence-test: [PF]' /tmp/fence.log)"
-pprpcctl stats --rank $IP:7011 > /tmp/F1.stats 2>&1; pprpcctl stats --rank $IP:7012 > /tmp/F2.stats 2>&1
-echo "---- pprpcctl stats (F1, then F2)"; cat /tmp/F1.stats /tmp/F2.stats
-# F2 (stage 1) pulls from F1: its "link F1" row, F1's "conn pprpcd-peer@" row.
-l2=$(awk '$1 == "link" {print $3; exit}' /tmp/F2.stats)
-l1=$(awk '$1 == "conn" && $2 ~ /^pprpcd-peer@/ {print $3; exit}' /tmp/F1.stats)
-b2=$(awk '$2 == "recv" && $3 == "p2p-rdma" && $4 > 0 {print $4; exit}' /tmp/F2.stats)
-b1=$(awk '$2 == "send" && $3 == "p2p-rdma" && $4 > 0 {print $4; exit}' /tmp/F1.stats)
-echo "INFO fence link: F2 link ${l2:-none}, F1 peer conn ${l1:-none}, boundary transfers p2p-rdma recv ${b2:-0} send ${b1:-0}"
-[ "$l1" = rdma ] && [ "$l2" = rdma ] && [ -n "$b1" ] && [ -n "$b2" ] && FENCE_LINK=rdma || FENCE_LINK="${l2:-none}/${l1:-none}"
-[ "$FENCE_LINK" = rdma ]
-check pp_fence_test_boundary_over_rdma $? "link=$FENCE_LINK"
-if [ "$FENCE" != PASS ] || [ "$FENCE_LINK" != rdma ]; then
-	echo "---- failed: daemon logs and kernel messages"; tail -n 30 /tmp/F1.log /tmp/F2.log; dmesg | tail -n 15
-else
-	grep -hE 'RDMA|rdma|link up' /tmp/F1.log /tmp/F2.log
-fi
-stop F1 F2
+fence G1 G2 7013 7014 read
+FENCE_BULK="$FENCE/$FENCE_LINK/read=${FENCE_READ:-0}B"
+fence F1 F2 7011 7012 default
 ;; esac
 
 # ---- memlock ladder ------------------------------------------------------------------------
 LADDER=""
 case "${SECTIONS:-all}" in all|ladder)
 port=7100
-for kib in 16384 8192 1024; do
+# The bulk path is on here (--rdma-bulk read): its slots and the staging
+# region are registered only from what the rings leave of the budget, so
+# at 64 MiB the rings and bulk slots fit but the 64 MiB staging region does
+# not (bulk through the slots' copies), and below, bulk is off.
+for kib in 65536 16384 8192 1024; do
 	port=$((port + 2))
 	if [ $kib = 1024 ]; then exp=tcp; else exp=rdma; fi
+	DARGS="--rdma-bulk read"
 	start L$kib $port auto $kib && start M$kib $((port + 1)) auto $kib
 	rc=$?
+	DARGS=
 	if [ $rc = 0 ]; then
 		timeout 120 bench-rdma --ranks $IP:$port,$IP:$((port + 1)) --size 33554432 --reps 1 --lat-iters 10 --expect $exp > /tmp/ladder$kib.log 2>&1
 		rc=$?
@@ -234,8 +258,13 @@ for kib in 16384 8192 1024; do
 	fi
 	step=$(grep -o 'memlock=[a-z0-9-]*' /tmp/ladder$kib.log | head -1 | cut -d= -f2)
 	[ -n "$step" ] || step=$(grep -q 'transport=tcp fallback=' /tmp/ladder$kib.log && echo tcp-fallback)
-	check "memlock_${kib}KiB_${exp}_bitexact" $rc "step=${step:-?}"
-	LADDER="$LADDER ${kib}K=${step:-?}"
+	# bulk: read (slots registered, bytes moved by READ) or off
+	rin=$(sed -n 's/^  B link to .* read_in=\([0-9]*\).*/\1/p' /tmp/ladder$kib.log)
+	bulk=off; [ "${rin:-0}" -gt 0 ] && bulk=read
+	if [ $kib = 65536 ] && [ $bulk != read ]; then rc=1; fi
+	check "memlock_${kib}KiB_${exp}_bitexact" $rc "step=${step:-?} bulk=$bulk"
+	sfx=; [ $exp = rdma ] && sfx=/bulk-$bulk
+	LADDER="$LADDER ${kib}K=${step:-?}$sfx"
 	stop L$kib M$kib
 done
 ;; esac
@@ -245,5 +274,5 @@ if [ "$LINK" != skipped ]; then
 	check "throughput_vs_ib_write_bw_ge_${MIN_RATIO}pct" $? "${RATIO}%"
 fi
 [ $FAILS = 0 ] && R=PASS || R=FAIL
-echo "RDMA-SUMMARY: transport=$LINK bulk_default=$DEF_BULK ours_256MiB=${OURS}Gb/s ib_write_bw=${IBBW}Gb/s ratio=${RATIO}% (median of 3 paired rounds: ${RA1}% ${RA2}% ${RA3}%) paths: read=${OURS_READ}Gb/s (${RATIO_READ}% of ib_write_bw, ${RATIO_READ_RD}% of ib_read_bw=${IBRD}Gb/s) slots=${OURS_SLOTS}Gb/s (${RATIO_SLOTS}%) ours_lat_p50=${OURS_LAT}us ib_write_lat=${IBLAT}us fence_test=$FENCE fence_link=$FENCE_LINK memlock_ladder:${LADDER} failed_checks=$FAILS result=$R"
+echo "RDMA-SUMMARY: transport=$LINK bulk_default=$DEF_BULK ours_256MiB=${OURS}Gb/s ib_write_bw=${IBBW}Gb/s ratio=${RATIO}% (median of 3 paired rounds: ${RA1}% ${RA2}% ${RA3}%) paths: read=${OURS_READ}Gb/s (${RATIO_READ}% of ib_write_bw, ${RATIO_READ_RD}% of ib_read_bw=${IBRD}Gb/s) slots=${OURS_SLOTS}Gb/s (${RATIO_SLOTS}%) ours_lat_p50=${OURS_LAT}us ib_write_lat=${IBLAT}us fence_test=$FENCE fence_link=$FENCE_LINK fence_bulk_read=$FENCE_BULK memlock_ladder:${LADDER} failed_checks=$FAILS result=$R"
 [ $FAILS = 0 ]
