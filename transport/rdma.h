@@ -18,6 +18,13 @@
  * that fails anyway steps down further.  The step taken and why is in the
  * connection's transport_info.
  *
+ * Large payloads (--rdma-bulk read, off by default): a frame's bulk from
+ * the threshold on is described instead of sent, and the receiver pulls it
+ * by RDMA READ (rdma_bulk.h); bulk slots and declared regions are
+ * registered after the rings, from what the memlock budget leaves.  Which
+ * path moved the bytes is in transport_stats (bulk_bytes_in/out) and the
+ * bulk state in transport_info.bulk.  doc/rdma-bulk.md has the measurements.
+ *
  * Built without libibverbs/librdmacm (rdma_none.c), every entry point fails
  * with PPRPC_EUNSUPP and says so.
  */

@@ -396,9 +396,6 @@ static void bulk_account(struct rdma_conn *c)
 	c->bulk_out_seen = st->bytes_out;
 }
 
-/* Whether (and from which byte) a frame's bulk goes by READ: only a
- * single whole frame whose bulk reaches the threshold; its header and meta
- * still travel through the message slots. */
 /* The rkey under which the peer may READ the bulk of a [header+meta,
  * bulk] send in place: its bulk lies in one registered region. */
 static int zc_rkey(const struct rdma_conn *c, const struct iovec *iov, int iovcnt, size_t off, uint32_t *ret_rkey)
@@ -420,6 +417,9 @@ static int zc_rkey(const struct rdma_conn *c, const struct iovec *iov, int iovcn
 	return 0;
 }
 
+/* Whether (and from which byte) a send goes by READ: only one whole frame
+ * whose bulk reaches the threshold; its header and meta still travel
+ * through the message slots.  SIZE_MAX: all through the slots. */
 static size_t bulk_split(const struct rdma_conn *c, const struct iovec *iov, int iovcnt)
 {
 	struct frame_hdr h;
