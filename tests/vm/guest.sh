@@ -98,8 +98,13 @@ ibbw() { # [TOOL] message size -> Gb/s (BW average) of a 2 s ib_write_bw (or TOO
 	t=ib_write_bw; [ $# = 2 ] && { t=$1; shift; }
 	BW="-d rxe0 -x $GID -F --report_gbits -D 2 -s $1"
 	pair ${t}_$1 "$t $BW" "$t $BW $IP" || { echo 0; return 1; }
+	# Let rxe finish tearing down perftest's QPs and MRs: measured, the
+	# transfer right after ib_write_bw ran 55-70% of it without this pause
+	# and 89-94% with 3 s (whichever of our paths came first).
+	sleep $SETTLE
 	awk '/^ *#bytes/{h=1; next} h && NF>=4 {print $4; exit}' /tmp/${t}_$1.cli
 }
+SETTLE=${SETTLE:-3}
 pct() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN{ if (b > 0) printf "%.0f", 100 * a / b; else print 0 }'; }
 gbps() { sed -n 's/^BENCH-RDMA: .*best_gbps=\([0-9.]*\).*/\1/p' "$1"; }
 median3() { echo "$1 $2 $3" | tr ' ' '\n' | sort -n | sed -n 2p; }
@@ -175,6 +180,32 @@ for r in $(seq ${ROUNDS:-6}); do
 done
 grep -h "B link" /tmp/pr.log /tmp/ps.log
 stop P Q R S
+;; esac
+
+# ---- this build against a baseline pprpcd (SECTIONS=abtest, PPRPCD_BASELINE) ---------------
+# Alternating 256 MiB transfers between two baseline daemons (U -> V) and
+# two candidates (this build, or PPRPCD_CANDIDATE) with the default
+# settings (W -> X), ROUNDS pairs, the order swapped every round: a
+# regression check of the transport, paired in one boot.
+case "${SECTIONS:-all}" in abtest)
+for n in U:7031:baseline V:7032:baseline W:7033:candidate X:7034:candidate; do
+	d=${n%%:*} p=${n#*:}; p=${p%%:*}
+	pprpcd-${n##*:} --listen $IP:$p --port-file /tmp/$d.port --memory-floor-mib 0 --staging-mib 64 \
+		--threads 1 --transport rdma --log-level info --auth-key-file $KEY > /tmp/$d.log 2>&1 &
+	eval "PID_$d=$!"
+done
+sleep 2
+# odd rounds baseline first, even rounds the candidate first
+for r in $(seq ${ROUNDS:-6}); do
+	for w in $((r % 2)) $(((r + 1) % 2)); do
+		if [ $w = 1 ]; then rk=$IP:7031,$IP:7032 out=/tmp/ab0.log; else rk=$IP:7033,$IP:7034 out=/tmp/ab1.log; fi
+		bench-rdma --ranks $rk --size 268435456 --reps 1 --lat-iters 2 --expect rdma > $out 2>&1 || echo "run $r on $rk FAILED"
+	done
+	a=$(sed -n 's/^BENCH-RDMA: .*best_gbps=\([0-9.]*\).*/\1/p' /tmp/ab0.log)
+	b=$(sed -n 's/^BENCH-RDMA: .*best_gbps=\([0-9.]*\).*/\1/p' /tmp/ab1.log)
+	echo "INFO abtest round $r: baseline ${a} Gb/s, candidate ${b} Gb/s, candidate/baseline $(awk -v a=${a:-1} -v b=${b:-0} 'BEGIN{printf "%.0f", 100*b/a}')%"
+done
+stop U V W X
 ;; esac
 
 # ---- pp-fence-test with 2 daemons over RDMA -------------------------------------------------

@@ -104,6 +104,10 @@ mkdir -p "$R/etc/libibverbs.d"; cp /etc/libibverbs.d/rxe.driver "$R/etc/libibver
 for f in bin/pprpcd bin/pprpcctl bin/bench-rdma bin/pp-fence-test tests/test_rdma_ring; do
 	copy_with_libs "$BUILD/$f" "/opt/pprpc/$(basename "$f")"
 done
+# PPRPCD_BASELINE=path: another pprpcd build for SECTIONS=abtest (this
+# tree's, or PPRPCD_CANDIDATE's, against it, paired, in one boot).
+[ -n "${PPRPCD_BASELINE:-}" ] && copy_with_libs "$PPRPCD_BASELINE" /opt/pprpc/pprpcd-baseline
+copy_with_libs "${PPRPCD_CANDIDATE:-$BUILD/bin/pprpcd}" /opt/pprpc/pprpcd-candidate
 cp "$SRC/tests/vm/guest.sh" "$R/opt/pprpc/guest.sh"
 
 cp /bin/busybox "$R/usr/bin/busybox"
@@ -119,7 +123,7 @@ export PATH=/opt/pprpc:/usr/sbin:/usr/bin HOME=/root
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev; mount -t tmpfs tmp /tmp
 chmod 1777 /tmp
 while read -r m; do insmod \$m 2>/dev/null || echo "note: insmod \${m##*/} failed"; done < /etc/modules.order
-MTU=$MTU SECTIONS=${SECTIONS:-all} ROUNDS=${ROUNDS:-6} sh /opt/pprpc/guest.sh
+MTU=$MTU SECTIONS=${SECTIONS:-all} ROUNDS=${ROUNDS:-6} SETTLE=${SETTLE:-3} sh /opt/pprpc/guest.sh
 echo "VM-EXIT: \$?"
 sync; poweroff -f
 INIT
