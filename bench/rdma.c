@@ -78,7 +78,11 @@ static void show_conn(const char *who, const pprpc_conn_stats *k)
 		       k->memlock_why[0] ? " why=" : "", k->memlock_why);
 	if (k->fallback_reason[0])
 		printf(" fallback=\"%s\"", k->fallback_reason);
-	printf(" bytes_in=%" PRIu64 " bytes_out=%" PRIu64 "\n", k->bytes_in, k->bytes_out);
+	printf(" bytes_in=%" PRIu64 " bytes_out=%" PRIu64, k->bytes_in, k->bytes_out);
+	if (!strcmp(k->transport, "rdma"))
+		printf(" bulk=\"%s\" read_in=%" PRIu64 " read_out=%" PRIu64, k->rdma_bulk, k->bulk_bytes_in,
+		       k->bulk_bytes_out);
+	printf("\n");
 }
 
 /* The transport of B's link to A and of A's peer connection; "?" if absent. */

@@ -38,6 +38,9 @@ static void fill_transport(Pprpc__ConnStats *cs, struct transport_conn *t, struc
 	cs->memlock_step = ti->ladder;
 	cs->memlock_why = ti->ladder_why;
 	cs->fallback_reason = ti->fallback;
+	cs->rdma_bulk = ti->bulk;
+	cs->bulk_bytes_in = ts->bulk_bytes_in;
+	cs->bulk_bytes_out = ts->bulk_bytes_out;
 }
 
 void h_stats(struct conn *c, struct request *r)

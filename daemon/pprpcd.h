@@ -62,6 +62,8 @@ struct pprpcd_opts {
 	uint32_t rdma_chunk;       /* RDMA ring geometry (rdma_ring.h) */
 	uint32_t rdma_tx_depth;
 	uint32_t rdma_rx_depth;
+	uint32_t rdma_bulk_threshold;  /* 0: PPRPC_RDMA_BULK=off */
+	uint32_t rdma_bulk_threshold_set;  /* the threshold, kept while bulk is off */
 	struct cpu_affinity affinity;
 	char config_path[4096];
 	int log_level;

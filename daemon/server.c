@@ -56,7 +56,8 @@ static void on_accept(void *ctx, struct transport_conn *t)
  * reason; rdma makes failure fatal. */
 static int start_rdma(struct pprpcd *d, const char *host)
 {
-	struct rdma_geom g = { d->opts.rdma_chunk, d->opts.rdma_tx_depth, d->opts.rdma_rx_depth };
+	struct rdma_geom g = { d->opts.rdma_chunk, d->opts.rdma_tx_depth, d->opts.rdma_rx_depth,
+			       d->opts.rdma_bulk_threshold };
 	char err[256], budget[80];
 	int required = d->opts.transport == PPRPCD_TRANSPORT_RDMA;
 	int rc;
@@ -66,6 +67,10 @@ static int start_rdma(struct pprpcd *d, const char *host)
 		return 0;
 	}
 	rc = rdma_ctx_new(d->loop, &g, &d->rdma, err, sizeof(err));
+	/* The staging ring lives as long as the daemon: SEND payloads in it
+	 * can be READ in place by the destination (bulk path). */
+	if (rc == 0 && d->staging.mem)
+		rdma_ctx_add_region(d->rdma, d->staging.mem, d->staging.bytes);
 	if (rc == 0)
 		rc = rdma_transport_listen(d->rdma, host, d->port, on_accept, d, &d->rdma_listener, err, sizeof(err));
 	if (rc < 0) {
@@ -81,8 +86,9 @@ static int start_rdma(struct pprpcd *d, const char *host)
 	}
 	rdma_memlock_budget(budget, sizeof(budget));
 	snprintf(d->rdma_status, sizeof(d->rdma_status), "listening on device %.200s", err);
-	LOG(d, LOG_NOTICE_, "RDMA: rdmacm listening on %s:%u, device %s; ring %ux%u KiB, %u receives; memlock %s",
-	    host, d->port, err, g.tx_depth, g.chunk >> 10, g.rx_depth, budget);
+	LOG(d, LOG_NOTICE_, "RDMA: rdmacm listening on %s:%u, device %s; ring %ux%u KiB, %u receives; bulk %s; memlock %s",
+	    host, d->port, err, g.tx_depth, g.chunk >> 10, g.rx_depth,
+	    g.bulk_threshold ? "by RDMA READ from the threshold" : "off (message slots only)", budget);
 	return 0;
 }
 

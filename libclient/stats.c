@@ -42,6 +42,9 @@ static void conn_from_wire(pprpc_conn_stats *o, const Pprpc__ConnStats *k)
 	STR(o->memlock_step, k->memlock_step);
 	STR(o->memlock_why, k->memlock_why);
 	STR(o->fallback_reason, k->fallback_reason);
+	STR(o->rdma_bulk, k->rdma_bulk);
+	o->bulk_bytes_in = k->bulk_bytes_in;
+	o->bulk_bytes_out = k->bulk_bytes_out;
 }
 
 PPRPC_API int pprpc_stats_get(pprpc_client *c, pprpc_stats **out)

@@ -91,10 +91,15 @@ static void status_json(pprpc_client *c, const char *rank)
 /* The transport facts of one connection or link (RDMA activation). */
 static void transport_text(const pprpc_conn_stats *k)
 {
-	if (!strcmp(k->transport, "rdma"))
+	if (!strcmp(k->transport, "rdma")) {
 		printf("     transport=rdma device=%s gid_index=%d mtu=%u ring=%ux%uKiB rx_depth=%u memlock=%s%s%s\n",
 		       k->rdma_device, k->gid_index, k->mtu, k->rdma_tx_depth, k->rdma_chunk >> 10, k->rdma_rx_depth,
 		       k->memlock_step, k->memlock_why[0] ? " why=" : "", k->memlock_why);
+		/* bytes by path: READ of bulk slots vs the message slots */
+		printf("     bulk=\"%s\" bytes_in read=%llu slots=%llu, bytes_out read=%llu slots=%llu\n", k->rdma_bulk,
+		       (unsigned long long)k->bulk_bytes_in, (unsigned long long)(k->bytes_in - k->bulk_bytes_in),
+		       (unsigned long long)k->bulk_bytes_out, (unsigned long long)(k->bytes_out - k->bulk_bytes_out));
+	}
 	else if (k->fallback_reason[0])
 		printf("     transport=%s fallback=\"%s\"\n", k->transport, k->fallback_reason);
 }
@@ -161,6 +166,10 @@ static void transport_json(const pprpc_conn_stats *k)
 	jstr(k->memlock_why);
 	printf(", \"fallback_reason\": ");
 	jstr(k->fallback_reason);
+	printf(", \"rdma_bulk\": ");
+	jstr(k->rdma_bulk);
+	printf(", \"bulk_bytes_in\": %llu, \"bulk_bytes_out\": %llu", (unsigned long long)k->bulk_bytes_in,
+	       (unsigned long long)k->bulk_bytes_out);
 }
 
 static void stats_json(const pprpc_stats *s, const char *rank)

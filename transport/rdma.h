@@ -18,6 +18,13 @@
  * that fails anyway steps down further.  The step taken and why is in the
  * connection's transport_info.
  *
+ * Large payloads (--rdma-bulk read, off by default): a frame's bulk from
+ * the threshold on is described instead of sent, and the receiver pulls it
+ * by RDMA READ (rdma_bulk.h); bulk slots and declared regions are
+ * registered after the rings, from what the memlock budget leaves.  Which
+ * path moved the bytes is in transport_stats (bulk_bytes_in/out) and the
+ * bulk state in transport_info.bulk.  doc/rdma-bulk.md has the measurements.
+ *
  * Built without libibverbs/librdmacm (rdma_none.c), every entry point fails
  * with PPRPC_EUNSUPP and says so.
  */
@@ -45,6 +52,17 @@ int rdma_built(void);
 int rdma_ctx_new(uv_loop_t *loop, const struct rdma_geom *req, struct rdma_ctx **ret_ctx, char *err,
 		 size_t errlen);
 void rdma_ctx_free(struct rdma_ctx *x);
+
+/* Declare [p, p+len) mapped at this address, and never unmapped, for the
+ * context's whole life (the daemon's SEND staging ring).  On connections
+ * set up afterwards whose bulk path is on, it is registered once (inside
+ * the memlock budget, after rings and bulk slots) and a bulk lying in it
+ * goes zero-copy: the peer READs it in place and the send's callback runs
+ * only once the peer has it.  The peer can then read the whole region:
+ * the same trust as the shared key that admitted it.  At most
+ * RDMA_MAX_REGIONS; PPRPC_ELIMIT beyond. */
+#define RDMA_MAX_REGIONS 4
+int rdma_ctx_add_region(struct rdma_ctx *x, void *p, size_t len);
 
 /* Listen with rdmacm on host:port (the TCP port number; RoCE's rdmacm port
  * space is separate from TCP's).  Fails (reason in err) when no RDMA

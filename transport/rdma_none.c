@@ -23,6 +23,14 @@ int rdma_ctx_new(uv_loop_t *loop, const struct rdma_geom *req, struct rdma_ctx *
 	return PPRPC_EUNSUPP;
 }
 
+int rdma_ctx_add_region(struct rdma_ctx *x, void *p, size_t len)
+{
+	(void)x;
+	(void)p;
+	(void)len;
+	return PPRPC_EUNSUPP;
+}
+
 void rdma_ctx_free(struct rdma_ctx *x)
 {
 	(void)x;

@@ -27,7 +27,16 @@
  * Back-pressure comes for free: a receiver that stops consuming (the owner
  * paused reading) returns no credits, and the sender stops.
  *
+ * Large payloads (rdma_bulk.h): a request may name an offset from which
+ * its bytes go by RDMA READ instead: they are copied into a source slot and
+ * a DESC message takes their place in the stream; the peer pulls them and
+ * answers with an ACK.  Message kinds travel in the top byte of the
+ * immediate data (the low 24 bits are credits): DATA (stream bytes, or
+ * credit-only when empty), DESC, ACK.  ACKs are sent before data and
+ * handled on arrival, outside the stream order.
+ *
  * A request's done callback runs once its bytes are copied into TX slots
+ * (or source slots)
  * (the caller's memory is then free again, as with a TCP write), or with an
  * error when the ring fails first.  Callbacks are deferred to
  * rdma_ring_run_done so they never run inside the ring's own loops.
@@ -38,6 +47,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
+
+#include "transport/rdma_bulk.h"
 
 #define RDMA_RING_MAX_IOV 8
 #define RDMA_RX_DEPTH_MIN 4       /* credit threshold >= 2 needs it */
@@ -50,14 +61,36 @@ struct rdma_geom {
 	uint32_t chunk;     /* bytes per slot (TX and RX) */
 	uint32_t tx_depth;  /* TX slots: sends in flight */
 	uint32_t rx_depth;  /* RX slots: posted receives */
+	/* Bulk path (rdma_bulk.h): a frame whose bulk has at least this many
+	 * bytes moves it by RDMA READ; 0: never (PPRPC_RDMA_BULK=off).  Not
+	 * part of the ring geometry: the memlock ladder ignores it. */
+	uint32_t bulk_threshold;
 };
 
+#define RDMA_BULK_THRESHOLD_MIN (4u << 10)
+#define RDMA_BULK_THRESHOLD_MAX (1u << 30)
+/* Bulk slots per connection: source and landing, each depth x chunk. */
+#define RDMA_BULK_CHUNK (1u << 20)
+#define RDMA_BULK_DEPTH 4
+
 typedef void (*rdma_done_cb)(void *arg, int status);
+
+enum rdma_msg_kind { RDMA_MSG_DATA = 0, RDMA_MSG_DESC = 1, RDMA_MSG_ACK = 2 };
+#define RDMA_IMM_CREDITS 0xffffffu
+static inline uint32_t rdma_imm(uint32_t credits, uint32_t kind)
+{
+	return (credits & RDMA_IMM_CREDITS) | kind << 24;
+}
 
 struct rdma_txreq {
 	struct rdma_txreq *next;
 	struct iovec iov[RDMA_RING_MAX_IOV];
 	int iovcnt;
+	size_t total;
+	size_t bulk_off;    /* bytes from here go by READ (SIZE_MAX: none) */
+	int zc;             /* ... described in place (owner memory, zc_rkey) */
+	uint32_t zc_rkey;
+	uint32_t zc_out;    /* its descriptors not yet acknowledged */
 	int cur;            /* iov being copied */
 	size_t off;         /* within iov[cur] */
 	size_t left;        /* bytes not yet copied */
@@ -71,6 +104,7 @@ struct rdma_tx_msg {
 	uint32_t slot;      /* TX slot index (meaningless for credit-only) */
 	uint32_t len;
 	uint32_t credits;   /* to put in the immediate data */
+	uint32_t kind;      /* enum rdma_msg_kind */
 	int ctrl;           /* credit-only */
 };
 
@@ -94,11 +128,15 @@ struct rdma_ring {
 	/* Received, not yet consumed (FIFO of RX slots). */
 	uint32_t *rx_fifo;
 	uint32_t *rx_len;          /* by slot */
+	uint8_t *rx_kind;          /* by slot */
 	uint32_t rx_head, rx_count;
 	struct rdma_txreq *q_head, **q_tail;  /* not yet fully copied */
+	struct rdma_txreq *zc_wait;           /* described in place, awaiting ACKs */
 	struct rdma_txreq *done_head, **done_tail;
 	size_t queued_bytes;
 	int failed;                /* first error, sticky */
+	int bulk_on;               /* both sides have bulk slots */
+	struct rdma_bulk bulk;
 	struct rdma_ring_stats st;
 };
 
@@ -115,18 +153,34 @@ void rdma_ring_fini(struct rdma_ring *r);
 /* Queue a send (the iov array is copied, the bytes are not). */
 int rdma_ring_enqueue(struct rdma_ring *r, const struct iovec *iov, int iovcnt, rdma_done_cb done,
 		      void *arg);
+/* The same, bytes from bulk_off on moving by READ (needs bulk enabled). */
+int rdma_ring_enqueue_bulk(struct rdma_ring *r, const struct iovec *iov, int iovcnt, size_t bulk_off,
+			   rdma_done_cb done, void *arg);
+/* The same, but bytes from bulk_off (one iovec element, in memory the
+ * peer can READ with rkey) are described in place, not copied: done runs
+ * only once the peer has acknowledged all of them. */
+int rdma_ring_enqueue_zc(struct rdma_ring *r, const struct iovec *iov, int iovcnt, size_t bulk_off, uint32_t rkey,
+			 rdma_done_cb done, void *arg);
+/* Enable the bulk path once both sides are known to have bulk slots. */
+int rdma_ring_bulk_enable(struct rdma_ring *r, uint32_t chunk, uint32_t depth, uint8_t *src, uint8_t *land,
+			  uint32_t rkey, uint32_t max_reads);
 /* Next message to post: 1 with *out filled, 0 when nothing can go now, or
- * the ring's error.  Data first; else a credit-only message if one is due. */
+ * the ring's error.  ACKs first, then data (a DESC when the head request is
+ * in its bulk part); else a credit-only message if one is due. */
 int rdma_ring_next(struct rdma_ring *r, struct rdma_tx_msg *out);
 /* Pointer to a TX slot. */
 uint8_t *rdma_ring_tx_slot(const struct rdma_ring *r, uint32_t slot);
 /* A posted message completed (status 0) or failed (< 0: the ring fails). */
 int rdma_ring_tx_done(struct rdma_ring *r, int ctrl, int status);
-/* A message arrived in RX slot `slot`: len bytes, imm credits.  Errors
- * (bad slot/length, more credits than exist) fail the ring. */
-int rdma_ring_rx_arrived(struct rdma_ring *r, uint32_t slot, uint32_t len, uint32_t credits);
+/* A message arrived in RX slot `slot`: len bytes at data, immediate imm
+ * (credits and kind).  Errors (bad slot/length/kind, more credits than
+ * exist, a bad ACK) fail the ring.  Returns 1 for an ACK, which is handled
+ * now and counted as consumed: re-post its receive at once. */
+int rdma_ring_rx_arrived(struct rdma_ring *r, uint32_t slot, uint32_t len, uint32_t imm, const uint8_t *data);
 /* The oldest received, unconsumed message: 1 and its slot and length. */
 int rdma_ring_rx_peek(const struct rdma_ring *r, uint32_t *ret_slot, uint32_t *ret_len);
+/* Its kind (RDMA_MSG_DATA or RDMA_MSG_DESC). */
+uint32_t rdma_ring_rx_kind(const struct rdma_ring *r);
 /* The peeked message was consumed and its receive re-posted. */
 void rdma_ring_rx_consumed(struct rdma_ring *r);
 /* Fail the ring: every queued request completes with code. */

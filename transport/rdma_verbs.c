@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "pprpc_types.h"
+#include "proto/frame.h"
 #include "transport/addr.h"
 #include "transport/transport_impl.h"
 
@@ -41,11 +42,14 @@
 #define WR_TX 0x1000000000ull
 #define WR_CTRL 0x2000000000ull
 #define WR_RX 0x4000000000ull
+#define WR_READ 0x8000000000ull   /* | landing slot */
+/* priv.flags: this side has bulk slots and serves RDMA READs of them. */
+#define PRIV_F_BULK 0x0001u
 
 struct priv {
 	uint32_t magic;
 	uint16_t version;
-	uint16_t flags;
+	uint16_t flags;           /* PRIV_F_* */
 	uint32_t chunk;
 	uint32_t rx_depth;
 	uint32_t tx_depth;
@@ -56,6 +60,8 @@ struct rdma_ctx {
 	uv_loop_t *loop;
 	struct rdma_geom req;
 	uint64_t registered;      /* bytes registered by live connections */
+	struct { uint8_t *p; size_t len; } region[RDMA_MAX_REGIONS];  /* rdma_ctx_add_region */
+	int nregions;
 };
 
 enum rstate { RS_RESOLVING, RS_ACCEPTING, RS_UP, RS_DEAD };
@@ -78,6 +84,18 @@ struct rdma_conn {
 	struct ibv_mr *mr;
 	uint8_t *mem;             /* TX slots, then RX slots */
 	uint64_t mem_len;
+	/* bulk slots (rdma_bulk.h): source then landing, bulk_depth x
+	 * RDMA_BULK_CHUNK each; registered only when the rings left room */
+	struct ibv_mr *bulk_mr;
+	uint8_t *bulk_mem;
+	uint64_t bulk_len;
+	uint32_t bulk_depth;
+	uint32_t rd_atom;         /* READs in flight we asked for (0: bulk off) */
+	char bulk_why[200];       /* why the bulk path is off ("" when on) */
+	struct ibv_mr *zc_mr[RDMA_MAX_REGIONS];  /* the context's regions, for READ in place */
+	uint64_t zc_len;          /* bytes of them registered */
+	char zc_why[120];         /* why a region is not registered */
+	uint64_t bulk_in_seen, bulk_out_seen;  /* already added to the stats */
 	struct rdma_geom geom;
 	enum rdma_ladder_step step;
 	char ladder_why[160];
@@ -184,6 +202,18 @@ int rdma_ctx_new(uv_loop_t *loop, const struct rdma_geom *req, struct rdma_ctx *
 	return 0;
 }
 
+int rdma_ctx_add_region(struct rdma_ctx *x, void *p, size_t len)
+{
+	if (!p || !len)
+		return PPRPC_EINVAL;
+	if (x->nregions == RDMA_MAX_REGIONS)
+		return PPRPC_ELIMIT;
+	x->region[x->nregions].p = p;
+	x->region[x->nregions].len = len;
+	x->nregions++;
+	return 0;
+}
+
 void rdma_ctx_free(struct rdma_ctx *x)
 {
 	free(x);
@@ -209,6 +239,19 @@ static void destroy_verbs(struct rdma_conn *c)
 	c->mr = NULL;
 	free(c->mem);
 	c->mem = NULL;
+	for (int i = 0; i < RDMA_MAX_REGIONS; i++)
+		if (c->zc_mr[i])
+			ibv_dereg_mr(c->zc_mr[i]);
+	memset(c->zc_mr, 0, sizeof(c->zc_mr));
+	c->x->registered -= c->zc_len;
+	c->zc_len = 0;
+	if (c->bulk_mr) {
+		ibv_dereg_mr(c->bulk_mr);
+		c->x->registered -= c->bulk_len;
+	}
+	c->bulk_mr = NULL;
+	free(c->bulk_mem);
+	c->bulk_mem = NULL;
 	if (c->pd)
 		ibv_dealloc_pd(c->pd);
 	c->pd = NULL;
@@ -324,9 +367,72 @@ static int post_msg(struct rdma_conn *c, const struct rdma_tx_msg *m)
 			       .lkey = c->mr->lkey };
 	struct ibv_send_wr wr = { .wr_id = m->ctrl ? WR_CTRL : WR_TX, .sg_list = &sge, .num_sge = m->len ? 1 : 0,
 				  .opcode = IBV_WR_SEND_WITH_IMM, .send_flags = IBV_SEND_SIGNALED,
-				  .imm_data = htonl(m->credits) }, *bad;
+				  .imm_data = htonl(rdma_imm(m->credits, m->kind)) }, *bad;
 
 	return ibv_post_send(c->id->qp, &wr, &bad) ? PPRPC_EIO : 0;
+}
+
+static int post_read(struct rdma_conn *c, const struct rdma_read *rd)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)rd->local, .length = rd->len, .lkey = c->bulk_mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = WR_READ | rd->slot, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_READ, .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+	wr.wr.rdma.remote_addr = rd->raddr;
+	wr.wr.rdma.rkey = rd->rkey;
+	return ibv_post_send(c->id->qp, &wr, &bad) ? PPRPC_EIO : 0;
+}
+
+/* Bytes by path: what the bulk path moved since the last look goes into
+ * the connection's counters (bytes_out counts pulled bulk once acked). */
+static void bulk_account(struct rdma_conn *c)
+{
+	const struct rdma_bulk_stats *st = &c->ring.bulk.st;
+
+	c->base.stats.bulk_bytes_in += st->bytes_in - c->bulk_in_seen;
+	c->base.stats.bulk_bytes_out += st->bytes_out - c->bulk_out_seen;
+	c->base.stats.bytes_out += st->bytes_out - c->bulk_out_seen;
+	c->bulk_in_seen = st->bytes_in;
+	c->bulk_out_seen = st->bytes_out;
+}
+
+/* The rkey under which the peer may READ the bulk of a [header+meta,
+ * bulk] send in place: its bulk lies in one registered region. */
+static int zc_rkey(const struct rdma_conn *c, const struct iovec *iov, int iovcnt, size_t off, uint32_t *ret_rkey)
+{
+	const uint8_t *p;
+
+	if (iovcnt != 2 || iov[0].iov_len != off)
+		return 0;
+	p = iov[1].iov_base;
+	for (int i = 0; i < RDMA_MAX_REGIONS; i++) {
+		const struct ibv_mr *mr = c->zc_mr[i];
+
+		if (mr && p >= (const uint8_t *)mr->addr && iov[1].iov_len <= mr->length &&
+		    (size_t)(p - (const uint8_t *)mr->addr) <= mr->length - iov[1].iov_len) {
+			*ret_rkey = mr->rkey;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Whether (and from which byte) a send goes by READ: only one whole frame
+ * whose bulk reaches the threshold; its header and meta still travel
+ * through the message slots.  SIZE_MAX: all through the slots. */
+static size_t bulk_split(const struct rdma_conn *c, const struct iovec *iov, int iovcnt)
+{
+	struct frame_hdr h;
+	uint64_t total = 0;
+
+	if (!c->ring.bulk_on || iovcnt < 1 || iov[0].iov_len < FRAME_HDR_SIZE)
+		return SIZE_MAX;
+	for (int i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
+	frame_hdr_peek(iov[0].iov_base, &h);
+	if (h.bulk_len < c->x->req.bulk_threshold || total != FRAME_HDR_SIZE + (uint64_t)h.meta_len + h.bulk_len)
+		return SIZE_MAX;
+	return FRAME_HDR_SIZE + (size_t)h.meta_len;
 }
 
 /* Deliver what arrived (unless paused), post what can go, run callbacks;
@@ -355,14 +461,42 @@ static void pump(struct rdma_conn *c)
 		c->pump_again = 0;
 		if (c->state != RS_UP)
 			break;
-		while (rdma_ring_rx_peek(&c->ring, &slot, &len)) {
+		for (;;) {
 			/* After a reader error or a close, inbound data is dropped
 			 * (its credits still go back, so the peer never stalls). */
 			int discard = c->rx_stopped || c->draining;
+			const uint8_t *p;
+			uint32_t kind;
 
 			if (!discard && (!c->reading || c->paused))
 				break;  /* not started / back-pressure: no consume, no credits back */
-			rc = !discard && len ? transport_feed(&c->base, rx_slot(c, slot), len) : 0;
+			/* Pulled bulk comes first: it precedes, in the stream,
+			 * whatever message waits behind it in the FIFO. */
+			if (c->ring.bulk_on && rdma_bulk_landed_peek(&c->ring.bulk, &p, &len)) {
+				rc = discard ? 0 : transport_feed(&c->base, p, len);
+				rdma_bulk_landed_consumed(&c->ring.bulk);
+				if (rc < 0) {
+					c->rx_stopped = 1;
+					c->base.owner->on_reader_error(c->base.owner_ctx, rc, c->base.reader.error_req_id);
+				}
+				if (c->state == RS_DEAD)
+					goto out;
+				continue;
+			}
+			if (!rdma_ring_rx_peek(&c->ring, &slot, &len))
+				break;
+			kind = rdma_ring_rx_kind(&c->ring);
+			if (kind == RDMA_MSG_DESC) {
+				if (rdma_bulk_desc_in(&c->ring.bulk, rx_slot(c, slot), len, discard) < 0) {
+					close_with(c, PPRPC_EPROTO);
+					goto out;
+				}
+				rc = 0;
+			} else if (rdma_bulk_busy(&c->ring.bulk)) {
+				break;  /* stream bytes wait until the bulk before them is delivered */
+			} else {
+				rc = !discard && len ? transport_feed(&c->base, rx_slot(c, slot), len) : 0;
+			}
 			if (post_recv(c, slot) < 0) {
 				close_with(c, PPRPC_EIO);
 				goto out;
@@ -374,6 +508,16 @@ static void pump(struct rdma_conn *c)
 			}
 			if (c->state == RS_DEAD)
 				goto out;
+		}
+		if (c->ring.bulk_on) {
+			struct rdma_read rd;
+
+			while (rdma_bulk_read_next(&c->ring.bulk, &rd))
+				if (post_read(c, &rd) < 0) {
+					close_with(c, PPRPC_EIO);
+					goto out;
+				}
+			bulk_account(c);
 		}
 		while ((rc = rdma_ring_next(&c->ring, &m)) == 1)
 			if (post_msg(c, &m) < 0) {
@@ -388,7 +532,10 @@ static void pump(struct rdma_conn *c)
 		}
 		if (c->state == RS_DEAD)
 			goto out;
-		if (c->draining && c->ring.queued_bytes == 0 && rdma_ring_tx_inflight(&c->ring) == 0) {
+		/* Draining also waits for the peer to have pulled our bulk:
+		 * closing earlier would fail its READs. */
+		if (c->draining && c->ring.queued_bytes == 0 && rdma_ring_tx_inflight(&c->ring) == 0 &&
+		    !c->ring.bulk.src_busy) {
 			close_with(c, 0);
 			goto out;
 		}
@@ -433,10 +580,23 @@ static void on_wc(struct rdma_conn *c, const struct ibv_wc *wc)
 		return;
 	}
 	if (wc->opcode & IBV_WC_RECV) {
-		if (!(wc->wc_flags & IBV_WC_WITH_IMM) || (wc->wr_id & ~0xffffffull) != WR_RX ||
-		    rdma_ring_rx_arrived(&c->ring, (uint32_t)(wc->wr_id & 0xffffff), wc->byte_len,
-					 ntohl(wc->imm_data)) < 0)
+		uint32_t slot = (uint32_t)(wc->wr_id & 0xffffff);
+		int rc;
+
+		if (!(wc->wc_flags & IBV_WC_WITH_IMM) || (wc->wr_id & ~0xffffffull) != WR_RX) {
 			close_with(c, PPRPC_EPROTO);
+			return;
+		}
+		rc = rdma_ring_rx_arrived(&c->ring, slot, wc->byte_len, ntohl(wc->imm_data), rx_slot(c, slot));
+		if (rc < 0)
+			close_with(c, PPRPC_EPROTO);
+		else if (rc == 1 && post_recv(c, slot) < 0)  /* an ACK: handled, its receive goes back now */
+			close_with(c, PPRPC_EIO);
+		return;
+	}
+	if (wc->opcode == IBV_WC_RDMA_READ) {
+		if ((wc->wr_id & ~0xffffffull) != WR_READ || rdma_bulk_read_done(&c->ring.bulk) < 0)
+			close_with(c, PPRPC_EINTERNAL);
 		return;
 	}
 	if (rdma_ring_tx_done(&c->ring, wc->wr_id == WR_CTRL, 0) < 0) {
@@ -497,11 +657,17 @@ static int r_send(struct transport_conn *bc, const struct iovec *iov, int iovcnt
 		  void *arg)
 {
 	struct rdma_conn *c = (struct rdma_conn *)bc;
+	uint32_t rkey;
+	size_t off;
 	int rc;
 
 	if (c->state != RS_UP || c->draining)
 		return PPRPC_ECLOSED;
-	rc = rdma_ring_enqueue(&c->ring, iov, iovcnt, done, arg);
+	off = bulk_split(c, iov, iovcnt);
+	if (off != SIZE_MAX && zc_rkey(c, iov, iovcnt, off, &rkey))
+		rc = rdma_ring_enqueue_zc(&c->ring, iov, iovcnt, off, rkey, done, arg);
+	else
+		rc = rdma_ring_enqueue_bulk(&c->ring, iov, iovcnt, off, done, arg);
 	if (rc < 0)
 		return rc;
 	c->base.stats.frames_out++;
@@ -624,6 +790,88 @@ static int setup_rings(struct rdma_conn *c, char *why, size_t whylen)
 	}
 }
 
+/* The context's long-lived regions, for READ in place, from what rings
+ * and bulk slots left of the memlock budget; a region that does not fit
+ * is sent through the bulk slots instead (said in the info line). */
+static void setup_zc(struct rdma_conn *c, uint64_t limit)
+{
+	for (int i = 0; i < c->x->nregions; i++) {
+		uint64_t left = limit == UINT64_MAX ? UINT64_MAX
+			       : limit > c->x->registered ? limit - c->x->registered : 0;
+		size_t len = c->x->region[i].len;
+
+		if (len > left) {
+			snprintf(c->zc_why, sizeof(c->zc_why), "region of %zu KiB not registered: memlock leaves %" PRIu64 " KiB",
+				 len >> 10, left >> 10);
+			continue;
+		}
+		c->zc_mr[i] = ibv_reg_mr(c->pd, c->x->region[i].p, len, IBV_ACCESS_REMOTE_READ);
+		if (!c->zc_mr[i]) {
+			snprintf(c->zc_why, sizeof(c->zc_why), "region of %zu KiB not registered: %s", len >> 10,
+				 strerror(errno));
+			continue;
+		}
+		c->zc_len += len;
+		c->x->registered += len;
+	}
+}
+
+/* Bulk slots from what the rings left of the memlock budget: the rings
+ * come first (a connection works without bulk slots, not without rings).
+ * Depth halves down to 1 before the bulk path is given up, with the
+ * reason kept for the connection's info. */
+static void setup_bulk(struct rdma_conn *c)
+{
+	char desc[80];
+	uint64_t limit, budget, want;
+	struct ibv_device_attr da;
+
+	if (!c->x->req.bulk_threshold) {
+		snprintf(c->bulk_why, sizeof(c->bulk_why), "off (PPRPC_RDMA_BULK=off)");
+		return;
+	}
+	if (ibv_query_device(c->id->verbs, &da) || da.max_qp_rd_atom < 1 || da.max_qp_init_rd_atom < 1) {
+		snprintf(c->bulk_why, sizeof(c->bulk_why), "off (the device serves no RDMA READ)");
+		return;
+	}
+	limit = rdma_memlock_budget(desc, sizeof(desc));
+	budget = limit == UINT64_MAX ? UINT64_MAX : limit > c->x->registered ? limit - c->x->registered : 0;
+	want = 2ull * RDMA_BULK_DEPTH * RDMA_BULK_CHUNK;
+	for (uint32_t depth = RDMA_BULK_DEPTH; depth >= 1; depth /= 2) {
+		uint64_t len = 2ull * depth * RDMA_BULK_CHUNK;
+
+		if (len > budget)
+			continue;
+		if (posix_memalign((void **)&c->bulk_mem, 4096, len) != 0) {
+			c->bulk_mem = NULL;
+			break;
+		}
+		memset(c->bulk_mem, 0, len);
+		/* Remote read covers the landing half too: it only ever holds
+		 * bytes this same peer sent us. */
+		c->bulk_mr = ibv_reg_mr(c->pd, c->bulk_mem, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+		if (c->bulk_mr) {
+			c->bulk_len = len;
+			c->bulk_depth = depth;
+			c->x->registered += len;
+			c->rd_atom = depth;
+			if ((uint32_t)da.max_qp_rd_atom < c->rd_atom)
+				c->rd_atom = (uint32_t)da.max_qp_rd_atom;
+			if ((uint32_t)da.max_qp_init_rd_atom < c->rd_atom)
+				c->rd_atom = (uint32_t)da.max_qp_init_rd_atom;
+			setup_zc(c, limit);
+			return;
+		}
+		free(c->bulk_mem);
+		c->bulk_mem = NULL;
+		if (!is_memlock_errno(errno))
+			break;
+	}
+	snprintf(c->bulk_why, sizeof(c->bulk_why), "off (memlock: %" PRIu64 " KiB left after the rings, bulk slots need %" PRIu64 "..%" PRIu64 " KiB; %.60s)",
+		 budget == UINT64_MAX ? (uint64_t)0 : budget >> 10, (uint64_t)(2ull * RDMA_BULK_CHUNK) >> 10,
+		 (uint64_t)want >> 10, desc);
+}
+
 static int setup_resources(struct rdma_conn *c, char *why, size_t whylen)
 {
 	struct ibv_context *verbs = c->id->verbs;
@@ -644,7 +892,8 @@ static int setup_resources(struct rdma_conn *c, char *why, size_t whylen)
 	rc = setup_rings(c, why, whylen);
 	if (rc < 0)
 		return rc;
-	c->cq = ibv_create_cq(verbs, (int)(c->geom.tx_depth + 2 + c->geom.rx_depth), c, c->cc, 0);
+	setup_bulk(c);
+	c->cq = ibv_create_cq(verbs, (int)(c->geom.tx_depth + 2 + c->geom.rx_depth + c->bulk_depth), c, c->cc, 0);
 	if (!c->cq || ibv_req_notify_cq(c->cq, 0)) {
 		snprintf(why, whylen, "%s: cannot create CQ: %s", c->info.device, strerror(errno));
 		return PPRPC_EIO;
@@ -654,7 +903,8 @@ static int setup_resources(struct rdma_conn *c, char *why, size_t whylen)
 	qa.recv_cq = c->cq;
 	qa.qp_type = IBV_QPT_RC;
 	qa.sq_sig_all = 1;
-	qa.cap.max_send_wr = c->geom.tx_depth + 2;  /* data + one credit-only message + slack */
+	/* data + one credit-only message + slack, and the bulk READs */
+	qa.cap.max_send_wr = c->geom.tx_depth + 2 + c->bulk_depth;
 	qa.cap.max_recv_wr = c->geom.rx_depth;
 	qa.cap.max_send_sge = 1;
 	qa.cap.max_recv_sge = 1;
@@ -687,11 +937,13 @@ static void fill_param(struct rdma_conn *c, struct rdma_conn_param *p, struct pr
 	pd->chunk = htonl(c->geom.chunk);
 	pd->rx_depth = htonl(c->geom.rx_depth);
 	pd->tx_depth = htonl(c->geom.tx_depth);
+	pd->flags = htons(c->bulk_mr ? PRIV_F_BULK : 0);
 	memset(p, 0, sizeof(*p));
 	p->private_data = pd;
 	p->private_data_len = sizeof(*pd);
-	p->responder_resources = 0;  /* no RDMA READ served */
-	p->initiator_depth = 0;
+	/* READs: only of bulk slots, and only when this side has them. */
+	p->responder_resources = (uint8_t)c->rd_atom;
+	p->initiator_depth = (uint8_t)c->rd_atom;
 	p->retry_count = 7;
 	/* Credits guarantee a posted receive for every message: an RNR NAK
 	 * would be a bug, so it fails at once instead of being retried. */
@@ -710,6 +962,7 @@ static int parse_priv(const void *data, uint8_t len, struct priv *out)
 	out->chunk = ntohl(p.chunk);
 	out->rx_depth = ntohl(p.rx_depth);
 	out->tx_depth = ntohl(p.tx_depth);
+	out->flags = ntohs(p.flags);
 	if (out->chunk < 1024 || out->chunk > RDMA_CHUNK_MAX || out->rx_depth < RDMA_RX_DEPTH_MIN ||
 	    out->rx_depth > RDMA_RX_DEPTH_MAX)
 		return PPRPC_EPROTO;
@@ -730,10 +983,28 @@ static int go_up(struct rdma_conn *c, char *why, size_t whylen)
 	c->ring_ok = 1;
 	snprintf(c->info.kind, sizeof(c->info.kind), "rdma");
 	c->info.gid_index = -1;
-	if (ibv_query_qp(c->id->qp, &qa, IBV_QP_AV | IBV_QP_PATH_MTU, &qia) == 0) {
+	memset(&qa, 0, sizeof(qa));
+	if (ibv_query_qp(c->id->qp, &qa, IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_MAX_QP_RD_ATOMIC, &qia) == 0) {
 		c->info.gid_index = qa.ah_attr.is_global ? qa.ah_attr.grh.sgid_index : -1;
 		c->info.mtu = 128u << qa.path_mtu;
 	}
+	/* Bulk by READ needs slots on both sides and READ credits on the QP
+	 * (what rdmacm negotiated, not what we asked for). */
+	if (c->bulk_mr && !(c->peer.flags & PRIV_F_BULK))
+		snprintf(c->bulk_why, sizeof(c->bulk_why), "off (the peer has no bulk slots)");
+	else if (c->bulk_mr && qa.max_rd_atomic < 1)
+		snprintf(c->bulk_why, sizeof(c->bulk_why), "off (no RDMA READ credits negotiated)");
+	else if (c->bulk_mr &&
+		 rdma_ring_bulk_enable(&c->ring, RDMA_BULK_CHUNK, c->bulk_depth, c->bulk_mem,
+				       c->bulk_mem + (size_t)c->bulk_depth * RDMA_BULK_CHUNK, c->bulk_mr->rkey,
+				       qa.max_rd_atomic) < 0)
+		snprintf(c->bulk_why, sizeof(c->bulk_why), "off (bulk setup failed)");
+	if (c->ring.bulk_on)
+		snprintf(c->info.bulk, sizeof(c->info.bulk), "read >= %u KiB, %ux%u KiB slots, %u READs in flight, zero-copy %" PRIu64 " MiB%s%.80s",
+			 c->x->req.bulk_threshold >> 10, c->bulk_depth, RDMA_BULK_CHUNK >> 10, c->ring.bulk.max_reads,
+			 c->zc_len >> 20, c->zc_why[0] ? ": " : "", c->zc_why);
+	else
+		snprintf(c->info.bulk, sizeof(c->info.bulk), "%s", c->bulk_why);
 	c->info.chunk = c->geom.chunk;
 	c->info.tx_depth = c->geom.tx_depth;
 	c->info.rx_depth = c->geom.rx_depth;

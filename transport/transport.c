@@ -82,9 +82,9 @@ void transport_describe(const struct transport_conn *c, char *buf, size_t len)
 
 	transport_get_info(c, &ti);
 	if (!strcmp(ti.kind, "rdma"))
-		snprintf(buf, len, "rdma device %s gid %d mtu %u ring %ux%u KiB rx %u (memlock step %s%s%s)",
+		snprintf(buf, len, "rdma device %s gid %d mtu %u ring %ux%u KiB rx %u (memlock step %s%s%s); bulk %s",
 			 ti.device, ti.gid_index, ti.mtu, ti.tx_depth, ti.chunk >> 10, ti.rx_depth, ti.ladder,
-			 ti.ladder_why[0] ? ": " : "", ti.ladder_why);
+			 ti.ladder_why[0] ? ": " : "", ti.ladder_why, ti.bulk);
 	else
 		snprintf(buf, len, "%s%s%s", ti.kind, ti.fallback[0] ? " (RDMA fallback: " : "",
 			 ti.fallback[0] ? ti.fallback : "");

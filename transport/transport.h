@@ -25,6 +25,11 @@ struct transport_stats {
 	uint64_t frames_in;
 	uint64_t frames_out;
 	uint64_t direct_bulk_bytes;  /* bulk bytes read straight into their destination */
+	/* Bytes by path on RDMA: moved by READ of bulk slots (in: we pulled;
+	 * out: the peer pulled, acknowledged).  The rest went through the
+	 * message slots. */
+	uint64_t bulk_bytes_in;
+	uint64_t bulk_bytes_out;
 };
 
 /* What a connection really runs on — reported in logs and STATS, so RDMA
@@ -38,6 +43,7 @@ struct transport_info {
 	char ladder[24];       /* memlock ladder step taken ("" for tcp) */
 	char ladder_why[160];  /* why the ladder stepped down ("" at the requested step) */
 	char fallback[200];    /* why this is TCP although RDMA was tried ("" if not) */
+	char bulk[200];        /* large payloads: "read >= ..." or "off (why)"; "" for tcp */
 };
 
 /* Callbacks of the connection's owner. */

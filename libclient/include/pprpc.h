@@ -626,6 +626,8 @@ typedef struct pprpc_conn_stats {
 	char memlock_step[24];   /* requested | smaller-depth | single-256k-chunk */
 	char memlock_why[160];
 	char fallback_reason[200]; /* why TCP although RDMA was tried ("" if not) */
+	char rdma_bulk[200];     /* large payloads: "read >= ..." (RDMA READ) or "off (why)" */
+	uint64_t bulk_bytes_in, bulk_bytes_out;  /* of bytes_in/out, moved by RDMA READ */
 } pprpc_conn_stats;
 
 typedef struct pprpc_boundary_stats {

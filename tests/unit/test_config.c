@@ -210,6 +210,41 @@ static void test_rdma_settings(void **state)
 	unsetenv("PPRPC_RDMA_RX_DEPTH");
 }
 
+/* The RDMA bulk path: off by default (chosen by measurement), read|off and
+ * a threshold from file and environment, both validated; the threshold is
+ * kept while the path is off. */
+static void test_rdma_bulk_settings(void **state)
+{
+	struct pprpcd_opts o;
+	char err[256] = "";
+
+	(void)state;
+	assert_int_equal(parse(&o, "", err, sizeof(err)), 0);
+	assert_int_equal(o.rdma_bulk_threshold, 0);
+	assert_int_equal(o.rdma_bulk_threshold_set, 256u << 10);
+	assert_int_equal(parse(&o, "rdma_bulk_threshold = 1M\nrdma_bulk = read\n", err, sizeof(err)), 0);
+	assert_int_equal(o.rdma_bulk_threshold, 1u << 20);
+	assert_int_equal(parse(&o, "rdma_bulk = read\nrdma_bulk_threshold = 64K\n", err, sizeof(err)), 0);
+	assert_int_equal(o.rdma_bulk_threshold, 64u << 10);
+	assert_int_equal(parse(&o, "rdma_bulk = write\n", err, sizeof(err)), PPRPC_EINVAL);
+	assert_non_null(strstr(err, "read, off"));
+	assert_int_equal(parse(&o, "rdma_bulk_threshold = 1K\n", err, sizeof(err)), PPRPC_EINVAL);
+	assert_int_equal(parse(&o, "rdma_bulk_threshold = 2048M\n", err, sizeof(err)), PPRPC_EINVAL);
+	assert_int_equal(parse(&o, "rdma_bulk = read\n", err, sizeof(err)), 0);
+	setenv("PPRPC_RDMA_BULK", "off", 1);
+	assert_int_equal(pprpcd_opts_env(&o, err, sizeof(err)), 0);
+	assert_int_equal(o.rdma_bulk_threshold, 0);
+	setenv("PPRPC_RDMA_BULK", "read", 1);
+	setenv("PPRPC_RDMA_BULK_THRESHOLD", "32k", 1);
+	assert_int_equal(pprpcd_opts_env(&o, err, sizeof(err)), 0);
+	assert_int_equal(o.rdma_bulk_threshold, 32u << 10);
+	setenv("PPRPC_RDMA_BULK", "sometimes", 1);
+	assert_int_equal(pprpcd_opts_env(&o, err, sizeof(err)), PPRPC_EINVAL);
+	assert_non_null(strstr(err, "PPRPC_RDMA_BULK"));
+	unsetenv("PPRPC_RDMA_BULK");
+	unsetenv("PPRPC_RDMA_BULK_THRESHOLD");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -220,6 +255,7 @@ int main(void)
 		cmocka_unit_test(test_validate),
 		cmocka_unit_test(test_print_roundtrip),
 		cmocka_unit_test(test_rdma_settings),
+		cmocka_unit_test(test_rdma_bulk_settings),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);

@@ -42,11 +42,11 @@ t0=$(date +%s)
 # ---- what the host must have ------------------------------------------------------
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not installed (scripts/setup-debian.sh installs qemu-system-x86)"
 [ -x /bin/busybox ] && /bin/busybox --list >/dev/null 2>&1 || skip "busybox (static) not installed"
-for b in ib_write_bw ib_write_lat rdma ibv_devinfo cpio depmod modprobe; do
+for b in ib_write_bw ib_read_bw ib_write_lat rdma ibv_devinfo cpio depmod modprobe; do
 	command -v $b >/dev/null || skip "$b not found (perftest, rdma-core, iproute2, cpio, kmod)"
 done
 [ -f $ARCH_LIB/libibverbs/librxe-rdmav34.so ] || skip "rxe provider not installed (ibverbs-providers)"
-for f in bin/pprpcd bin/pprpcctl bin/bench-rdma tests/test_rdma_ring; do
+for f in bin/pprpcd bin/pprpcctl bin/bench-rdma bin/pp-fence-test tests/test_rdma_ring; do
 	[ -x "$BUILD/$f" ] || { echo "test-rdma: $BUILD/$f missing (build first)"; exit 1; }
 done
 "$BUILD/bin/pprpcd" --help | grep -q -- --rdma-chunk || { echo "test-rdma: pprpcd built without RDMA"; exit 1; }
@@ -96,14 +96,18 @@ copy_with_libs() {   # file [dest]: the file and its shared-library closure
 		mkdir -p "$R$d"; cp -L "$p" "$R$d/$(basename "$p")"
 	done
 }
-for b in ib_write_bw ib_write_lat rdma ibv_devinfo; do copy_with_libs "$(command -v $b)" /usr/bin/$b; done
+for b in ib_write_bw ib_read_bw ib_write_lat rdma ibv_devinfo; do copy_with_libs "$(command -v $b)" /usr/bin/$b; done
 copy_with_libs "$(command -v ip)" /usr/sbin/ip
 copy_with_libs $ARCH_LIB/libibverbs/librxe-rdmav34.so
 copy_with_libs $ARCH_LIB/libgcc_s.so.1
 mkdir -p "$R/etc/libibverbs.d"; cp /etc/libibverbs.d/rxe.driver "$R/etc/libibverbs.d/"
-for f in bin/pprpcd bin/pprpcctl bin/bench-rdma tests/test_rdma_ring; do
+for f in bin/pprpcd bin/pprpcctl bin/bench-rdma bin/pp-fence-test tests/test_rdma_ring; do
 	copy_with_libs "$BUILD/$f" "/opt/pprpc/$(basename "$f")"
 done
+# PPRPCD_BASELINE=path: another pprpcd build for SECTIONS=abtest (this
+# tree's, or PPRPCD_CANDIDATE's, against it, paired, in one boot).
+[ -n "${PPRPCD_BASELINE:-}" ] && copy_with_libs "$PPRPCD_BASELINE" /opt/pprpc/pprpcd-baseline
+copy_with_libs "${PPRPCD_CANDIDATE:-$BUILD/bin/pprpcd}" /opt/pprpc/pprpcd-candidate
 cp "$SRC/tests/vm/guest.sh" "$R/opt/pprpc/guest.sh"
 
 cp /bin/busybox "$R/usr/bin/busybox"
@@ -119,7 +123,7 @@ export PATH=/opt/pprpc:/usr/sbin:/usr/bin HOME=/root
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev; mount -t tmpfs tmp /tmp
 chmod 1777 /tmp
 while read -r m; do insmod \$m 2>/dev/null || echo "note: insmod \${m##*/} failed"; done < /etc/modules.order
-MTU=$MTU SECTIONS=${SECTIONS:-all} sh /opt/pprpc/guest.sh
+MTU=$MTU SECTIONS=${SECTIONS:-all} ROUNDS=${ROUNDS:-6} SETTLE=${SETTLE:-3} sh /opt/pprpc/guest.sh
 echo "VM-EXIT: \$?"
 sync; poweroff -f
 INIT
