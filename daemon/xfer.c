@@ -28,6 +28,8 @@ enum { CH_EMPTY, CH_CAPTURED, CH_SENT };
  * wait for them is all that stands between a newly queued command and the
  * tensor (two slots keep a loopback socket busy while one is written). */
 #define INPLACE_WINDOW 2
+/* Below this a SEND is always captured (see h_send). */
+#define DIRECT_SEND_MIN (256u << 10)
 
 struct xchunk {
 	int slot;              /* staging slot, or -1: in place (src) */
@@ -666,8 +668,11 @@ void h_send(struct conn *c, struct request *r)
 	sc->x = x;
 	sc->b = b;
 	sc->offset = m->offset;
-	sc->in_place = d->opts.send_in_place && device_host_visible(b->dev);
-	sc->ipc_ok = device_has_ipc(b->dev);
+	/* Small SENDs are captured at once: the copy costs less than the
+	 * hop to the worker that streaming in place or IPC needs when the
+	 * PULL comes, and the loop then answers the PULL by itself. */
+	sc->in_place = d->opts.send_in_place && device_host_visible(b->dev) && m->size >= DIRECT_SEND_MIN;
+	sc->ipc_ok = device_has_ipc(b->dev) && m->size >= DIRECT_SEND_MIN;
 	buffer_ref(b);
 	sc->qr.release = send_release;
 	sc->qr.q.ready = send_ready;
