@@ -383,15 +383,19 @@ static void test_unmatched(void **state)
 	pprpc_stats *s;
 	time_t t0 = time(NULL);
 
-	assert_int_equal(pprpc_buffer_alloc(p->ca, 0, 4096, &ba), 0);
+	assert_int_equal(pprpc_buffer_alloc(p->ca, 0, MIB, &ba), 0);
 	assert_int_equal(pprpc_buffer_alloc(p->cb, 0, 4096, &bb), 0);
 	assert_int_equal(pprpc_recv_async(p->cb, bb, 0, 4096, 8000, p->a.addr), 0);
+	/* A small SEND is captured at once (its slot is freed when it
+	 * expires); a large one last in its stream waits to stream in place. */
 	assert_int_equal(pprpc_send_async(p->ca, ba, 0, 4096, 8001, p->b.addr), 0);
+	assert_int_equal(pprpc_send_async(p->ca, ba, 0, MIB, 8002, p->b.addr), 0);
 	assert_int_equal(pprpc_synchronize(p->cb, 0), PPRPC_ETIMEDOUT);
 	assert_non_null(strstr(pprpc_last_error(p->cb), "no SEND with transfer id 8000"));
-	/* Last in its stream, the SEND waited to stream in place; unpulled, it
-	 * fails with the reason, and the stream is usable after the FENCE. */
+	/* Unpulled, the large one fails with the reason, and the stream is
+	 * usable after the FENCE. */
 	assert_int_equal(pprpc_synchronize(p->ca, 0), PPRPC_ETIMEDOUT);
+	assert_non_null(strstr(pprpc_last_error(p->ca), "transfer 8002"));
 	assert_non_null(strstr(pprpc_last_error(p->ca), "did not pull it"));
 	assert_int_equal(pprpc_tensor_set(p->ca, ba, 0, "x", 1), 0);
 	assert_int_equal(pprpc_synchronize(p->ca, 0), 0);
