@@ -105,6 +105,7 @@ struct xrecv {
 	struct xrecv *progress_next;
 	uint64_t released_upto; /* loop: the done of the last PullRelease */
 	uint64_t copy_us;       /* worker: time in IPC copies (read after the RECV) */
+	uint64_t ipc_pool;      /* xfer_lock: the source's pool size */
 };
 
 static uint64_t now_us(void)
@@ -341,6 +342,7 @@ static void xsend_pump(struct pprpcd *d, struct xsend *x)
 			pc.ipc_handle.data = x->ipc_dev->ipc_handle;
 			pc.ipc_handle.len = DEVICE_IPC_HANDLE;
 			pc.ipc_offset = (uint64_t)ch->slot * x->ipc_dev->ipc_staging->slot_size;
+			pc.ipc_pool_bytes = x->ipc_dev->ipc_staging->bytes;
 			bytes = NULL;
 			nbytes = 0;
 			more = 1;
@@ -912,6 +914,7 @@ static int pull_meta_ipc(struct xrecv *xr, const struct frame_hdr *h, const Pprp
 	}
 	if (rc == 0) {
 		memcpy(xr->ipc_handle, pc->ipc_handle.data, DEVICE_IPC_HANDLE);
+		xr->ipc_pool = pc->ipc_pool_bytes;
 		xr->ich[xr->nich].off = pc->offset;
 		xr->ich[xr->nich].len = pc->size;
 		xr->ich[xr->nich].pool_off = pc->ipc_offset;
@@ -1007,7 +1010,9 @@ struct recv_cmd {
 	struct dbuf *b;
 	uint64_t offset;
 	uint64_t copied;        /* worker: bytes in the region so far */
-	uint32_t ich_done;      /* worker: IPC chunks copied */
+	uint32_t ich_enq;       /* worker: IPC chunks whose copy was started */
+	uint64_t enq_bytes;     /* their bytes */
+	uint64_t t_first;       /* when the copies not yet waited for began */
 	int started;
 };
 
@@ -1024,7 +1029,7 @@ static int recv_ready(struct qcmd *q)
 	if (!rc->started)
 		return 1;
 	pthread_mutex_lock(&d->xfer_lock);
-	ready = xr->arrived > rc->copied || xr->ipc_avail > rc->copied || xr->error ||
+	ready = xr->arrived > rc->copied || xr->ipc_avail > rc->enq_bytes || xr->error ||
 		atomic_load(&d->stopping_workers);
 	pthread_mutex_unlock(&d->xfer_lock);
 	return ready;
@@ -1039,31 +1044,41 @@ static int recv_copy_ipc(struct recv_cmd *rc, uint8_t *dst)
 	struct pprpcd *d = rc->qr.c->d;
 	struct qcmd *q = &rc->qr.q;
 	uint8_t handle[DEVICE_IPC_HANDLE];
-	uint32_t upto, i;
-	uint64_t bytes = 0, t0;
+	uint64_t pool, pending;
+	uint32_t upto;
 	char why[200] = "";
 	int st = 0;
 
 	pthread_mutex_lock(&d->xfer_lock);
 	upto = xr->nich;
+	pool = xr->ipc_pool;
 	memcpy(handle, xr->ipc_handle, sizeof(handle));
 	pthread_mutex_unlock(&d->xfer_lock);
-	if (rc->ich_done == upto)
-		return 0;
-	/* Every chunk announced so far in one go, then one wait. */
-	t0 = now_us();
-	for (i = rc->ich_done; i < upto && st == 0; i++) {
+	if (!upto)
+		return 0; /* not (yet) an IPC transfer: the bytes come on the link */
+	/* Start the copy of every chunk announced so far; they run on the
+	 * GPU while more are announced. */
+	for (; rc->ich_enq < upto && st == 0; rc->ich_enq++) {
 		struct ichunk ch;
 
 		pthread_mutex_lock(&d->xfer_lock);
-		ch = xr->ich[i];
+		ch = xr->ich[rc->ich_enq];
 		pthread_mutex_unlock(&d->xfer_lock);
+		if (!rc->t_first)
+			rc->t_first = now_us();
 		st = device_ipc_copy(rc->b->dev, dst + ch.off, handle, ch.pool_off, ch.len, why, sizeof(why));
-		bytes += ch.len;
+		rc->enq_bytes += ch.len;
 	}
+	/* Wait once all are started, or when the copies not yet released
+	 * hold half the source's pool (it may be waiting for those slots to
+	 * capture the rest: a transfer larger than its pool). */
+	pending = rc->enq_bytes - rc->copied;
+	if (st == 0 && (!pending || (rc->enq_bytes < xr->size && pending < pool / 2)))
+		return 0;
 	if (st == 0)
 		st = device_ipc_wait(rc->b->dev, why, sizeof(why));
-	xr->copy_us += now_us() - t0;
+	xr->copy_us += now_us() - rc->t_first;
+	rc->t_first = 0;
 	if (st < 0) {
 		pthread_mutex_lock(&d->xfer_lock);
 		snprintf(xr->ipc_err, sizeof(xr->ipc_err), "%.199s", why);
@@ -1072,10 +1087,8 @@ static int recv_copy_ipc(struct recv_cmd *rc, uint8_t *dst)
 			 xr->peer, why);
 		return st;
 	}
-	rc->ich_done = upto;
-	rc->copied += bytes;
-	/* The source may be waiting for these slots (a transfer larger than
-	 * its pool): the loop tells it (ipc_progress_pump). */
+	rc->copied = rc->enq_bytes;
+	/* Tell the source which slots it may reuse (ipc_progress_pump). */
 	if (rc->copied < xr->size) {
 		pthread_mutex_lock(&d->xfer_lock);
 		xr->ipc_copied = rc->copied;
