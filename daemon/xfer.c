@@ -473,7 +473,7 @@ static int ipc_pool_ready(struct pprpcd *d, struct device *dev)
 	 * the host staging ring. */
 	uint64_t bytes = d->opts.ipc_pool_bytes ? d->opts.ipc_pool_bytes
 			 : device_host_visible(dev) ? d->opts.staging_bytes : 1ull << 30;
-	uint64_t slot = 64ull << 20;
+	uint64_t slot = 64ull << 20, fr = 0, total = 0;
 	struct staging *s;
 	void *mem = NULL;
 
@@ -481,11 +481,16 @@ static int ipc_pool_ready(struct pprpcd *d, struct device *dev)
 		return dev->ipc_state > 0 ? 0 : -1;
 	while (slot > (64u << 10) && bytes / slot < 16)
 		slot /= 2;
-	s = calloc(1, sizeof(*s));
+	/* The pool is device memory like any buffer: it must leave the floor. */
+	if (device_mem_info(dev, &fr, &total) == 0 && (bytes > fr || fr - bytes < dev->floor))
+		snprintf(dev->ipc_why, sizeof(dev->ipc_why),
+			 "a %llu MiB pool would leave less than the memory floor (%llu MiB free)",
+			 (unsigned long long)(bytes >> 20), (unsigned long long)(fr >> 20));
+	s = dev->ipc_why[0] ? NULL : calloc(1, sizeof(*s));
 	if (!s || device_ipc_pool(dev, bytes, &mem, dev->ipc_handle, dev->ipc_why, sizeof(dev->ipc_why)) < 0 ||
 	    staging_init_over(s, mem, bytes, slot) < 0) {
 		if (!dev->ipc_why[0])
-			snprintf(dev->ipc_why, sizeof(dev->ipc_why), "no memory for the GPU staging pool");
+			snprintf(dev->ipc_why, sizeof(dev->ipc_why), "no memory for the IPC staging pool");
 		if (mem)
 			device_free(dev, mem, 0);
 		free(s);
