@@ -297,7 +297,11 @@ $(B)/bench-peer-ceiling: bench/cuda/peer_ceiling.cu
 	@mkdir -p $(B)
 	$(NVCC) $(NVCCFLAGS) -cudart static -o $@ $<
 
-bench-cuda: info $(B)/bench-peer-ceiling
+$(B)/bench-ipc-probe: bench/cuda/ipc_probe.cu
+	@mkdir -p $(B)
+	$(NVCC) $(NVCCFLAGS) -cudart static -o $@ $<
+
+bench-cuda: info $(B)/bench-peer-ceiling $(B)/bench-ipc-probe
 
 test-cuda-build: info $(T)/test_cuda_ops
 

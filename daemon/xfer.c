@@ -1080,8 +1080,14 @@ static int recv_copy_ipc(struct recv_cmd *rc, uint8_t *dst)
 	pending = rc->enq_bytes - rc->copied;
 	if (st == 0 && (!pending || (rc->enq_bytes < xr->size && pending < pool / 2)))
 		return 0;
-	if (st == 0)
+	if (st == 0) {
+		uint64_t tw = now_us();
+
 		st = device_ipc_wait(rc->b->dev, why, sizeof(why));
+		LOG(d, LOG_DEBUG_, "transfer %" PRIu64 ": IPC copies of %" PRIu64 " bytes: started %" PRIu64
+		    " us before the wait, waited %" PRIu64 " us", xr->id, rc->enq_bytes - rc->copied, tw - rc->t_first,
+		    now_us() - tw);
+	}
 	xr->copy_us += now_us() - rc->t_first;
 	rc->t_first = 0;
 	if (st < 0) {
