@@ -144,14 +144,16 @@ static void stats_text(const pprpc_stats *s, const char *rank)
 	printf("rdma: %s\n", s->rdma_status[0] ? s->rdma_status : "-");
 	printf("staging ring: %.1f of %.1f MiB in use\n", s->staging_used / MIB, s->staging_bytes / MIB);
 	if (s->nboundaries)
-		printf("%-24s %-5s %-8s %10s %14s %12s %12s %7s\n", "boundary peer", "dir", "path", "transfers",
-		       "bytes", "time ms", "MiB/s", "errors");
+		printf("%-24s %-5s %-8s %10s %14s %12s %12s %7s %10s\n", "boundary peer", "dir", "path", "transfers",
+		       "bytes", "time ms", "MiB/s", "errors", "copy ms");
 	for (uint32_t i = 0; i < s->nboundaries; i++) {
 		const pprpc_boundary_stats *b = &s->boundaries[i];
 
-		printf("%-24s %-5s %-8s %10llu %14llu %12.3f %12.1f %7llu\n", b->peer, b->direction, b->path,
+		/* copy ms: time in the IPC copies themselves (recv over p2p-ipc) */
+		printf("%-24s %-5s %-8s %10llu %14llu %12.3f %12.1f %7llu %10.3f\n", b->peer, b->direction, b->path,
 		       (unsigned long long)b->transfers, (unsigned long long)b->bytes, b->time_us / 1000.0,
-		       b->time_us ? b->bytes / MIB / (b->time_us / 1e6) : 0.0, (unsigned long long)b->errors);
+		       b->time_us ? b->bytes / MIB / (b->time_us / 1e6) : 0.0, (unsigned long long)b->errors,
+		       b->copy_us / 1000.0);
 	}
 }
 
@@ -238,9 +240,9 @@ static void stats_json(const pprpc_stats *s, const char *rank)
 		jstr(b->direction);
 		printf(", \"path\": ");
 		jstr(b->path);
-		printf(", \"transfers\": %llu, \"bytes\": %llu, \"time_us\": %llu, \"errors\": %llu}",
+		printf(", \"transfers\": %llu, \"bytes\": %llu, \"time_us\": %llu, \"errors\": %llu, \"copy_us\": %llu}",
 		       (unsigned long long)b->transfers, (unsigned long long)b->bytes, (unsigned long long)b->time_us,
-		       (unsigned long long)b->errors);
+		       (unsigned long long)b->errors, (unsigned long long)b->copy_us);
 	}
 	printf("]}");
 }
