@@ -62,6 +62,7 @@ struct xsend {
 	int ipc;                /* chunks went by CUDA IPC (set with the first) */
 	int abort;              /* failed: the SEND stops waiting */
 	uint32_t inplace_open;  /* in-place chunks published, not yet written */
+	uint64_t exec_ms;       /* when the queue reached the SEND (uv_hrtime ms, as uv_now) */
 	/* Loop: */
 	uint32_t inplace_wire;  /* in-place chunks handed to the link, not yet written */
 	struct dbuf *src_b;     /* the SEND's tensor, held while in-place bytes are on the wire */
@@ -410,6 +411,9 @@ static int send_ready(struct qcmd *q)
 	if (sc->behind || atomic_load(&d->stopping_workers))
 		return 1;
 	pthread_mutex_lock(&d->xfer_lock);
+	/* The queue reached it: from now on a missing puller counts. */
+	if (!x->exec_ms)
+		x->exec_ms = uv_hrtime() / 1000000;
 	if (x->abort)
 		ready = 1;
 	else if (sc->next == x->nchunks)
@@ -1375,6 +1379,21 @@ void xfer_wake(struct pprpcd *d)
 	pprpcd_kick_queues(d);
 }
 
+/* Has a SEND without a puller waited out the timeout?  Captured: since it
+ * arrived (as always).  Still executing: only once it runs and waits for
+ * the puller (exec_ms) — a SEND queued behind long work is not late. */
+static int xsend_waited(struct pprpcd *d, struct xsend *x, uint64_t now_ms, uint64_t limit)
+{
+	uint64_t since;
+
+	if (x->exec_done)
+		return 1;
+	pthread_mutex_lock(&d->xfer_lock);
+	since = x->exec_ms;
+	pthread_mutex_unlock(&d->xfer_lock);
+	return since && now_ms - since >= limit;
+}
+
 /* A transfer whose other half never came: a PULL waiting for a SEND, or a
  * captured SEND nobody pulls, fails after the timeout with a reason — it
  * must neither hang its RECV nor hold staging slots for ever. */
@@ -1399,7 +1418,7 @@ void xfer_expire(struct pprpcd *d, uint64_t now_ms)
 			xsend_mark_failed(d, x, PPRPC_ETIMEDOUT);
 			LOG(d, LOG_NOTICE_, "%s", msg);
 			xsend_maybe_free(d, x);
-		} else if (x->have_send && !x->puller) {
+		} else if (x->have_send && !x->puller && xsend_waited(d, x, now_ms, limit)) {
 			/* Captured: the slots are freed.  Still waiting to stream
 			 * in place: the SEND fails with the reason. */
 			LOG(d, LOG_NOTICE_, "transfer %" PRIu64 " to %s was not pulled within %" PRIu64 " ms; dropped",

@@ -392,8 +392,10 @@ static void test_unmatched(void **state)
 	assert_int_equal(pprpc_send_async(p->ca, ba, 0, MIB, 8002, p->b.addr), 0);
 	assert_int_equal(pprpc_synchronize(p->cb, 0), PPRPC_ETIMEDOUT);
 	assert_non_null(strstr(pprpc_last_error(p->cb), "no SEND with transfer id 8000"));
-	/* Unpulled, the large one fails with the reason, and the stream is
-	 * usable after the FENCE. */
+	/* Unpulled, the large one fails with the reason once it has waited
+	 * the timeout since it began to run, and the stream is usable after
+	 * the FENCE. */
+	usleep(1600 * 1000);
 	assert_int_equal(pprpc_synchronize(p->ca, 0), PPRPC_ETIMEDOUT);
 	assert_non_null(strstr(pprpc_last_error(p->ca), "transfer 8002"));
 	assert_non_null(strstr(pprpc_last_error(p->ca), "did not pull it"));
@@ -416,6 +418,43 @@ static void test_unmatched(void **state)
 	pprpc_stats_free(s);
 	pprpc_buffer_free(p->ca, ba);
 	pprpc_buffer_free(p->cb, bb);
+}
+
+/* The transfer timeout counts for a SEND from when its queue reaches it:
+ * one queued behind work that outlasts the timeout (a WAIT released by
+ * another connection after 2 s, with the timeout at 1.5 s) still goes
+ * through when its RECV comes late. */
+static void test_send_queued_long(void **state)
+{
+	struct pair *p = *state;
+	pprpc_client *c2 = connect_ok(&p->a);
+	size_t n = MIB;
+	uint8_t *src = malloc(n), *dst = malloc(n);
+	pprpc_buffer ba, bb;
+	pprpc_timeline tl;
+
+	assert_non_null(src);
+	assert_non_null(dst);
+	fill(src, n, 9009);
+	assert_int_equal(pprpc_timeline_create(c2, 0, 0, &tl), 0);
+	assert_int_equal(pprpc_buffer_alloc(p->ca, 0, n, &ba), 0);
+	assert_int_equal(pprpc_buffer_alloc(p->cb, 0, n, &bb), 0);
+	assert_int_equal(pprpc_tensor_set(p->ca, ba, 0, src, n), 0);
+	assert_int_equal(pprpc_wait(p->ca, 0, NULL, tl, 1), 0);
+	assert_int_equal(pprpc_send_async(p->ca, ba, 0, n, 9009, p->b.addr), 0);
+	usleep(2000 * 1000);
+	assert_int_equal(pprpc_signal(c2, tl, 1), 0);
+	usleep(100 * 1000);
+	assert_int_equal(pprpc_recv_async(p->cb, bb, 0, n, 9009, p->a.addr), 0);
+	assert_int_equal(pprpc_synchronize(p->cb, 0), 0);
+	assert_int_equal(pprpc_synchronize(p->ca, 0), 0);
+	assert_int_equal(pprpc_tensor_get(p->cb, bb, 0, dst, n), 0);
+	assert_memory_equal(src, dst, n);
+	assert_int_equal(pprpc_buffer_free(p->ca, ba), 0);
+	assert_int_equal(pprpc_buffer_free(p->cb, bb), 0);
+	pprpc_close(c2);
+	free(src);
+	free(dst);
 }
 
 /* Two connections on one daemon share its device: a RECV queued before the
@@ -531,6 +570,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_stats_and_probe),
 		cmocka_unit_test(test_unmatched),
+		cmocka_unit_test(test_send_queued_long),
 		cmocka_unit_test(test_shared_device),
 		cmocka_unit_test(test_source_dies),
 	};
