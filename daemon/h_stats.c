@@ -43,6 +43,24 @@ static void fill_transport(Pprpc__ConnStats *cs, struct transport_conn *t, struc
 	cs->bulk_bytes_out = ts->bulk_bytes_out;
 }
 
+/* A device's IPC boundary state: its worker makes the pool on first use
+ * and publishes ipc_state last (release), so a ready state has its pool. */
+static void ipc_status(const struct device *dev, char *buf, size_t len, uint64_t *pool_bytes)
+{
+	int st = __atomic_load_n(&dev->ipc_state, __ATOMIC_ACQUIRE);
+
+	*pool_bytes = 0;
+	if (!device_has_ipc(dev))
+		snprintf(buf, len, "%s", "");
+	else if (st == 0)
+		snprintf(buf, len, "not used yet");
+	else if (st > 0) {
+		snprintf(buf, len, "ready");
+		*pool_bytes = dev->ipc_staging->bytes;
+	} else
+		snprintf(buf, len, "off: %.180s", dev->ipc_why);
+}
+
 void h_stats(struct conn *c, struct request *r)
 {
 	struct pprpcd *d = c->d;
@@ -57,6 +75,7 @@ void h_stats(struct conn *c, struct request *r)
 	size_t nb = 0;
 	struct bstat *b;
 	struct devinfo_set set;
+	char ipc_text[PPRPCD_MAX_DEVICES][192];
 	size_t nconn = 0, i = 0;
 	struct conn *it;
 
@@ -75,6 +94,8 @@ void h_stats(struct conn *c, struct request *r)
 		ds[k].graph_runs = dev->graph_runs;
 		ds[k].graph_captures = dev->graph_captures;
 		ds[k].graph_replays = dev->graph_replays;
+		ds[k].ipc_status = ipc_text[k];
+		ipc_status(dev, ipc_text[k], sizeof(ipc_text[k]), &ds[k].ipc_pool_bytes);
 		dsp[k] = &ds[k];
 	}
 	for (it = d->conns; it; it = it->next)

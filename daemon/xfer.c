@@ -498,13 +498,13 @@ static int ipc_pool_ready(struct pprpcd *d, struct device *dev)
 		if (mem)
 			device_free(dev, mem, 0);
 		free(s);
-		dev->ipc_state = -1;
+		__atomic_store_n(&dev->ipc_state, -1, __ATOMIC_RELEASE);
 		LOG(d, LOG_WARN_, "%s: IPC sends disabled: %s", dev->name, dev->ipc_why);
 		return -1;
 	}
 	dev->ipc_staging = s;
 	dev->ipc_mem = mem;
-	dev->ipc_state = 1;
+	__atomic_store_n(&dev->ipc_state, 1, __ATOMIC_RELEASE);
 	LOG(d, LOG_INFO_, "%s: IPC staging pool: %u slots of %llu MiB", dev->name, s->nslots,
 	    (unsigned long long)(slot >> 20));
 	return 0;

@@ -122,6 +122,8 @@ static void stats_text(const pprpc_stats *s, const char *rank)
 		       (unsigned long long)d->errors, (unsigned long long)d->graph_creates,
 		       (unsigned long long)d->graph_runs, (unsigned long long)d->graph_captures,
 		       (unsigned long long)d->graph_replays);
+		if (d->ipc_status[0])
+			printf("           IPC boundaries: %s, pool %.1f MiB\n", d->ipc_status, d->ipc_pool_bytes / MIB);
 	}
 	for (uint32_t i = 0; i < s->nconnections; i++) {
 		const pprpc_conn_stats *k = &s->connections[i];
@@ -193,12 +195,14 @@ static void stats_json(const pprpc_stats *s, const char *rank)
 		jstr(d->info.name);
 		printf(", \"free_bytes\": %llu, \"floor_bytes\": %llu, \"buffers\": %llu, \"allocated_bytes\": %llu,"
 		       " \"queue_depth\": %llu, \"commands\": %llu, \"errors\": %llu, \"graph_creates\": %llu,"
-		       " \"graph_runs\": %llu}",
+		       " \"graph_runs\": %llu, \"ipc_pool_bytes\": %llu, \"ipc_status\": ",
 		       (unsigned long long)d->info.free_bytes, (unsigned long long)d->info.floor_bytes,
 		       (unsigned long long)d->buffers, (unsigned long long)d->allocated_bytes,
 		       (unsigned long long)d->queue_depth, (unsigned long long)d->commands,
 		       (unsigned long long)d->errors, (unsigned long long)d->graph_creates,
-		       (unsigned long long)d->graph_runs);
+		       (unsigned long long)d->graph_runs, (unsigned long long)d->ipc_pool_bytes);
+		jstr(d->ipc_status);
+		printf("}");
 	}
 	printf("], \"connections\": [");
 	for (uint32_t i = 0; i < s->nconnections; i++) {

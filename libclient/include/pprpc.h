@@ -610,6 +610,8 @@ typedef struct pprpc_device_stats {
 	uint64_t buffers, allocated_bytes, queue_depth, commands, errors;
 	uint64_t graph_creates, graph_runs;
 	uint64_t graph_captures, graph_replays;  /* CUDA graphs: captured, replayed */
+	uint64_t ipc_pool_bytes;  /* IPC staging pool for boundary SENDs (0 until first used) */
+	char ipc_status[192];     /* "" no IPC, "not used yet", "ready", "off: <why>" */
 } pprpc_device_stats;
 
 typedef struct pprpc_conn_stats {

@@ -549,6 +549,15 @@ static void test_ipc_sizes(void **state)
 	transfer(p, 64 * MIB, id, 300 * 1000, 0);
 	recv_bstat(p, path, sizeof(path), &b1, &c1);
 	assert_string_equal(path, "p2p-ipc");
+	{
+		/* the source reports its IPC pool (4 MiB here) as in use */
+		pprpc_stats *s;
+
+		assert_int_equal(pprpc_stats_get(p->ca, &s), 0);
+		assert_string_equal(s->devices[0].ipc_status, "ready");
+		assert_int_equal(s->devices[0].ipc_pool_bytes, 4 * MIB);
+		pprpc_stats_free(s);
+	}
 	assert_true(b1 - b0 >= 3 * 64 * MIB);
 	assert_true(c1 > c0);
 }
