@@ -31,32 +31,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/int_list.h"
 #include "kernels/ops.h"
 
-#define MAXN 16
-
-struct list {
-	int64_t v[MAXN];
-	int n;
-};
-
-static int parse_list(const char *s, struct list *l)
-{
-	char *end;
-
-	l->n = 0;
-	while (*s && l->n < MAXN) {
-		long long x = strtoll(s, &end, 10);
-
-		if (end == s || x <= 0)
-			return -1;
-		l->v[l->n++] = x;
-		s = *end == ',' ? end + 1 : end;
-		if (*end && *end != ',')
-			return -1;
-	}
-	return l->n > 0 ? 0 : -1;
-}
+#define MAXN INT_LIST_MAX
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
@@ -137,7 +115,7 @@ static double max_rel(const float *got, const float *want, int64_t n)
 }
 
 /* One (kind, T, H) line; chunk lengths in cl.  Returns 0 or -1. */
-static int run_case(int kda, int64_t T, int64_t H, int64_t D, const struct list *cl, int reps,
+static int run_case(int kda, int64_t T, int64_t H, int64_t D, const struct int_list *cl, int reps,
 		    int threads)
 {
 	struct kern_gdn_stats st = { 0 }, s0, s1;
@@ -243,8 +221,8 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct list Ts = { { 512, 2048, 8192 }, 3 }, Hs = { { 4, 16 }, 2 };
-	struct list cl = { { 16, 32, 64 }, 3 };
+	struct int_list Ts = { { 512, 2048, 8192 }, 3 }, Hs = { { 4, 16 }, 2 };
+	struct int_list cl = { { 16, 32, 64 }, 3 };
 	int64_t D = 128;
 	int reps = 5, threads = (int)sysconf(_SC_NPROCESSORS_ONLN), sweep = 0;
 	int kinds = 3;  /* bit 0 GDN, bit 1 KDA */
@@ -253,24 +231,24 @@ int main(int argc, char **argv)
 	if (threads < 1)
 		threads = 1;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		struct list d;
+		struct int_list d;
 
 		switch (opt) {
 		case 'T':
-			if (parse_list(optarg, &Ts) < 0)
+			if (int_list_parse(optarg, &Ts) < 0)
 				goto bad;
 			break;
 		case 'H':
-			if (parse_list(optarg, &Hs) < 0)
+			if (int_list_parse(optarg, &Hs) < 0)
 				goto bad;
 			break;
 		case 'D':
-			if (parse_list(optarg, &d) < 0 || d.n != 1)
+			if (int_list_parse(optarg, &d) < 0 || d.n != 1)
 				goto bad;
 			D = d.v[0];
 			break;
 		case 'c':
-			if (parse_list(optarg, &cl) < 0)
+			if (int_list_parse(optarg, &cl) < 0)
 				goto bad;
 			break;
 		case 'r':

@@ -46,11 +46,12 @@
 #include <string.h>
 
 extern "C" {
+#include "bench/int_list.h"
 #include "kernels/ops.h"
 }
 #include "kernels/cuda/cuda_ops.h"
 
-#define MAXN 16
+#define MAXN INT_LIST_MAX
 #define CK(x)                                                                              \
 	do {                                                                               \
 		cudaError_t e_ = (x);                                                      \
@@ -60,27 +61,6 @@ extern "C" {
 			exit(1);                                                           \
 		}                                                                          \
 	} while (0)
-
-struct list {
-	int64_t v[MAXN];
-	int n;
-};
-
-static int parse_list(const char *s, struct list *l)
-{
-	char *end;
-
-	l->n = 0;
-	while (*s && l->n < MAXN) {
-		long long x = strtoll(s, &end, 10);
-
-		if (end == s || x <= 0 || (*end && *end != ','))
-			return -1;
-		l->v[l->n++] = x;
-		s = *end == ',' ? end + 1 : end;
-	}
-	return l->n > 0 ? 0 : -1;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -299,8 +279,8 @@ static double gemm_ceiling(cudaStream_t st, int n)
 
 int main(int argc, char **argv)
 {
-	struct list Ts = { { 2048, 8192, 32768 }, 3 }, Hs = { { 32, 96 }, 2 };
-	struct list chunks = { { 16, 32, 64 }, 3 };
+	struct int_list Ts = { { 2048, 8192, 32768 }, 3 }, Hs = { { 32, 96 }, 2 };
+	struct int_list chunks = { { 16, 32, 64 }, 3 };
 	int64_t D = 128;
 	int reps = 7, sweep = 0, kinds = 3;  /* bit 0 gdn, bit 1 kda */
 	static const struct option opts[] = {
@@ -321,18 +301,18 @@ int main(int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
 		case 'T':
-			if (parse_list(optarg, &Ts))
+			if (int_list_parse(optarg, &Ts))
 				return 2;
 			break;
 		case 'H':
-			if (parse_list(optarg, &Hs))
+			if (int_list_parse(optarg, &Hs))
 				return 2;
 			break;
 		case 'D':
 			D = atoll(optarg);
 			break;
 		case 'c':
-			if (parse_list(optarg, &chunks))
+			if (int_list_parse(optarg, &chunks))
 				return 2;
 			break;
 		case 'r':
