@@ -277,6 +277,12 @@ static double gemm_ceiling(cudaStream_t st, int n)
 	return 2.0 * n * (double)n * n / (stats(t, 10).med * 1e-3) / 1e12;
 }
 
+static int bad_arg(const char *opt, const char *want)
+{
+	fprintf(stderr, "bench-kda-cuda: %s: expected %s\n", opt, want);
+	return 2;
+}
+
 int main(int argc, char **argv)
 {
 	struct int_list Ts = { { 2048, 8192, 32768 }, 3 }, Hs = { { 32, 96 }, 2 };
@@ -302,24 +308,30 @@ int main(int argc, char **argv)
 		switch (o) {
 		case 'T':
 			if (int_list_parse(optarg, &Ts))
-				return 2;
+				return bad_arg("--T", "up to 16 positive integers like 2048,8192");
 			break;
 		case 'H':
 			if (int_list_parse(optarg, &Hs))
-				return 2;
+				return bad_arg("--H", "up to 16 positive integers like 2048,8192");
 			break;
 		case 'D':
 			D = atoll(optarg);
+			if (D != 64 && D != 128)
+				return bad_arg("--D", "64 or 128");
 			break;
 		case 'c':
 			if (int_list_parse(optarg, &chunks))
-				return 2;
+				return bad_arg("--chunks", "up to 16 positive integers like 2048,8192");
 			break;
 		case 'r':
 			reps = atoi(optarg);
+			if (reps < 1 || reps > 64)
+				return bad_arg("--reps", "1..64");
 			break;
 		case 'k':
 			kinds = (strstr(optarg, "gdn") ? 1 : 0) | (strstr(optarg, "kda") ? 2 : 0);
+			if (!kinds)
+				return bad_arg("--kinds", "gdn, kda or gdn,kda");
 			break;
 		case 's':
 			sweep = 1;
@@ -330,8 +342,6 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (reps < 1 || reps > 64 || D < 1)
-		return 2;
 	CK(cudaSetDevice(0));
 	{
 		cudaDeviceProp prop;
