@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stddef.h>
+
 #include "libclient/client.h"
 #include "proto/frame.h"
 #include "proto/meta.h"
@@ -125,18 +127,11 @@ PPRPC_API int pprpc_timeline_create(pprpc_client *c, uint32_t device, uint64_t i
 				    pprpc_timeline *out)
 {
 	Pprpc__TimelineCreate req = PPRPC__TIMELINE_CREATE__INIT;
-	ProtobufCMessage *m = NULL;
-	int rc;
 
 	req.device = device;
 	req.initial = initial;
-	rc = rpc_call(c, MSG_TIMELINE_CREATE, &req.base, NULL, 0, &pprpc__timeline_create_reply__descriptor,
-		      &m, NULL, 0);
-	if (rc < 0)
-		return rc;
-	*out = ((const Pprpc__TimelineCreateReply *)m)->timeline;
-	meta_free(m);
-	return 0;
+	return rpc_call_u64(c, MSG_TIMELINE_CREATE, &req.base, &pprpc__timeline_create_reply__descriptor,
+			    offsetof(Pprpc__TimelineCreateReply, timeline), out);
 }
 
 PPRPC_API int pprpc_timeline_destroy(pprpc_client *c, pprpc_timeline t)
@@ -171,17 +166,10 @@ PPRPC_API int pprpc_wait(pprpc_client *c, uint32_t device, const char *rank, ppr
 PPRPC_API int pprpc_timeline_query(pprpc_client *c, pprpc_timeline t, uint64_t *out)
 {
 	Pprpc__TimelineQuery req = PPRPC__TIMELINE_QUERY__INIT;
-	ProtobufCMessage *m = NULL;
-	int rc;
 
 	req.timeline = t;
-	rc = rpc_call(c, MSG_TIMELINE_QUERY, &req.base, NULL, 0, &pprpc__timeline_query_reply__descriptor,
-		      &m, NULL, 0);
-	if (rc < 0)
-		return rc;
-	*out = ((const Pprpc__TimelineQueryReply *)m)->value;
-	meta_free(m);
-	return 0;
+	return rpc_call_u64(c, MSG_TIMELINE_QUERY, &req.base, &pprpc__timeline_query_reply__descriptor,
+			    offsetof(Pprpc__TimelineQueryReply, value), out);
 }
 
 PPRPC_API int pprpc_timeline_host_wait(pprpc_client *c, pprpc_timeline t, uint64_t value,

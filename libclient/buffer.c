@@ -1,4 +1,6 @@
 /* libclient/buffer.c — buffers and raw tensor data. */
+#include <stddef.h>
+
 #include "libclient/client.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
@@ -6,18 +8,11 @@
 PPRPC_API int pprpc_buffer_alloc(pprpc_client *c, uint32_t device, uint64_t size, pprpc_buffer *out)
 {
 	Pprpc__BufferAlloc req = PPRPC__BUFFER_ALLOC__INIT;
-	ProtobufCMessage *m = NULL;
-	int rc;
 
 	req.device = device;
 	req.size = size;
-	rc = rpc_call(c, MSG_BUFFER_ALLOC, &req.base, NULL, 0, &pprpc__buffer_alloc_reply__descriptor,
-		      &m, NULL, 0);
-	if (rc < 0)
-		return rc;
-	*out = ((const Pprpc__BufferAllocReply *)m)->buffer;
-	meta_free(m);
-	return 0;
+	return rpc_call_u64(c, MSG_BUFFER_ALLOC, &req.base, &pprpc__buffer_alloc_reply__descriptor,
+			    offsetof(Pprpc__BufferAllocReply, buffer), out);
 }
 
 PPRPC_API int pprpc_buffer_free(pprpc_client *c, pprpc_buffer buf)

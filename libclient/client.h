@@ -89,6 +89,10 @@ void rpc_fini(pprpc_client *c);
 int rpc_call(pprpc_client *c, uint16_t type, const ProtobufCMessage *req, const void *out_bulk,
 	     uint64_t out_len, const ProtobufCMessageDescriptor *rep_desc, ProtobufCMessage **ret_rep,
 	     void *in_bulk, uint64_t in_len);
+/* rpc_call for a reply that carries one uint64 (a new handle, a value):
+ * the field at byte offset off of the unpacked reply goes to *out. */
+int rpc_call_u64(pprpc_client *c, uint16_t type, const ProtobufCMessage *req,
+		 const ProtobufCMessageDescriptor *rep_desc, size_t off, uint64_t *out);
 
 /* Connect (sock.c).  The fd is left non-blocking with TCP_NODELAY. */
 int sock_connect(const char *addr, int timeout_ms, int *ret_fd, char *err, size_t errlen);

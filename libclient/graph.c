@@ -2,6 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stddef.h>
+
 #include "libclient/client.h"
 #include "libclient/graph_builder.h"
 #include "proto/meta.h"
@@ -104,7 +106,6 @@ PPRPC_API int pprpc_graph_create(pprpc_client *c, uint32_t device, const pprpc_g
 				 pprpc_graph *out)
 {
 	struct wire_graph w;
-	ProtobufCMessage *m = NULL;
 	int rc;
 
 	if (!gb || !out)
@@ -114,14 +115,10 @@ PPRPC_API int pprpc_graph_create(pprpc_client *c, uint32_t device, const pprpc_g
 		wire_free(&w);
 		return client_fail(c, rc, "out of memory");
 	}
-	rc = rpc_call(c, MSG_GRAPH_CREATE, &w.m.base, NULL, 0, &pprpc__graph_create_reply__descriptor,
-		      &m, NULL, 0);
+	rc = rpc_call_u64(c, MSG_GRAPH_CREATE, &w.m.base, &pprpc__graph_create_reply__descriptor,
+			  offsetof(Pprpc__GraphCreateReply, graph), out);
 	wire_free(&w);
-	if (rc < 0)
-		return rc;
-	*out = ((const Pprpc__GraphCreateReply *)m)->graph;
-	meta_free(m);
-	return 0;
+	return rc;
 }
 
 PPRPC_API int pprpc_graph_run(pprpc_client *c, pprpc_graph g)

@@ -408,3 +408,16 @@ int rpc_call(pprpc_client *c, uint16_t type, const ProtobufCMessage *req, const 
 		*ret_rep = p.rep;
 	return 0;
 }
+
+int rpc_call_u64(pprpc_client *c, uint16_t type, const ProtobufCMessage *req,
+		 const ProtobufCMessageDescriptor *rep_desc, size_t off, uint64_t *out)
+{
+	ProtobufCMessage *m = NULL;
+	int rc = rpc_call(c, type, req, NULL, 0, rep_desc, &m, NULL, 0);
+
+	if (rc < 0)
+		return rc;
+	memcpy(out, (const char *)m + off, sizeof(*out));
+	meta_free(m);
+	return 0;
+}
