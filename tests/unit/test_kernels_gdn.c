@@ -15,7 +15,7 @@
 
 #include "kernels/ops.h"
 #include "pprpc.h"
-#include "tests/unit/ref.h"
+#include "tests/unit/ref_gdn.h"
 
 /* Tolerance.  The kernel keeps the state in f32 and evaluates each step as
  * two d_k-long f32 dot products per state column.  A dot product's rounding
@@ -191,90 +191,6 @@ static void make_inputs(const struct gdn_case *c, struct gdn_in *in)
 	fill_uniform(&s[5], seed++, -0.5, 0.5);
 }
 
-/* The recurrence of ops.h in float64 from the stored inputs.  want and mag
- * have the packed layout (o then state). */
-static void gdn_ref(const struct gdn_case *c, const struct gdn_in *in, double *want, double *mag)
-{
-	const struct kern_tensor *q = &in->src[0], *k = &in->src[1], *v = &in->src[2];
-	const struct kern_tensor *g = &in->src[3], *be = &in->src[4], *s0 = &in->src[5];
-	const int64_t dk = c->dk, dv = c->dv, rep = c->hv / c->hk;
-	const int64_t n_o = dv * c->hv * c->T * c->B;
-	const double eps = 1e-6;
-	double *S = malloc((size_t)(dk * dv) * sizeof(double));
-	double *qq = malloc((size_t)dk * sizeof(double)), *kk = malloc((size_t)dk * sizeof(double));
-	double *a = malloc((size_t)dk * sizeof(double)), *u = malloc((size_t)dv * sizeof(double));
-
-	assert_non_null(S);
-	assert_non_null(qq);
-	assert_non_null(kk);
-	assert_non_null(a);
-	assert_non_null(u);
-	for (int64_t b = 0; b < c->B; b++) {
-		for (int64_t h = 0; h < c->hv; h++) {
-			const int64_t hk = h / rep;
-			double *ws = want + n_o + (b * c->hv + h) * dk * dv;
-			double *ms = mag + n_o + (b * c->hv + h) * dk * dv, rms = 0;
-
-			for (int64_t j = 0; j < dv; j++)
-				for (int64_t i = 0; i < dk; i++)
-					S[j * dk + i] = ref_get(s0, i, j, h, b);
-			for (int64_t t = 0; t < c->T; t++) {
-				double nq = 0, nk = 0, beta = ref_get(be, 0, h, t, b);
-
-				for (int64_t i = 0; i < dk; i++) {
-					qq[i] = ref_get(q, i, hk, t, b);
-					kk[i] = ref_get(k, i, hk, t, b);
-					nq += qq[i] * qq[i];
-					nk += kk[i] * kk[i];
-					a[i] = exp(fmin(ref_get(g, c->kda ? i : 0, h, t, b), 0.0));
-				}
-				if (c->l2) {
-					nq = fmax(sqrt(nq), eps);
-					nk = fmax(sqrt(nk), eps);
-					for (int64_t i = 0; i < dk; i++) {
-						qq[i] /= nq;
-						kk[i] /= nk;
-					}
-				}
-				/* S' = D S;  u = beta (v - S'^T k);  S = S' + k u^T */
-				for (int64_t j = 0; j < dv; j++) {
-					double kv = 0;
-
-					for (int64_t i = 0; i < dk; i++) {
-						S[j * dk + i] *= a[i];
-						kv += S[j * dk + i] * kk[i];
-					}
-					u[j] = beta * (ref_get(v, j, h, t, b) - kv);
-				}
-				for (int64_t j = 0; j < dv; j++) {
-					double o = 0, m = 0;
-					int64_t l = ((b * c->T + t) * c->hv + h) * dv + j;
-
-					for (int64_t i = 0; i < dk; i++) {
-						S[j * dk + i] += kk[i] * u[j];
-						o += S[j * dk + i] * qq[i];
-						m += fabs(S[j * dk + i] * qq[i]);
-					}
-					want[l] = c->scale * o;
-					mag[l] = fabs(c->scale) * m;
-				}
-			}
-			for (int64_t e = 0; e < dk * dv; e++) {
-				ws[e] = S[e];
-				rms += S[e] * S[e];
-			}
-			rms = sqrt(rms / (double)(dk * dv));
-			for (int64_t e = 0; e < dk * dv; e++)
-				ms[e] = rms;
-		}
-	}
-	free(S);
-	free(qq);
-	free(kk);
-	free(a);
-	free(u);
-}
-
 static struct pprpc_op_params gdn_params(const struct gdn_case *c)
 {
 	struct pprpc_op_params p;
@@ -345,7 +261,7 @@ static double check_case(const struct gdn_case *c)
 	assert_non_null(mag);
 	case_name(c, name, sizeof(name));
 	make_inputs(c, &in);
-	gdn_ref(c, &in, want, mag);
+	assert_int_equal(ref_gdn(in.src, c->kda, c->l2, c->scale, want, mag), 0);
 	assert_int_equal(run_gdn(c->nthreads, &p, in.src, &dst), 0);
 	for (int64_t l = 0; l < n; l++) {
 		double got = ((float *)dst.data)[l], bound = fabs(want[l]) + mag[l];
@@ -637,7 +553,7 @@ static void test_gdn_gate_clamp(void **state)
 				for (int64_t h = 0; h < c.hv; h++)
 					for (int64_t i = 0; i < g->ne[0]; i++)
 						ref_set(g, i, h, 4, b, -INFINITY);
-			gdn_ref(&c, &in, want, mag);
+			assert_int_equal(ref_gdn(in.src, c.kda, c.l2, c.scale, want, mag), 0);
 			assert_int_equal(run_gdn(1, &p, in.src, &d), 0);
 			for (int64_t l = 0; l < m; l++) {
 				double x = ((float *)d.data)[l];

@@ -23,7 +23,7 @@
 #include <stdio.h>
 
 #include "kernels/ops.h"
-#include "tests/unit/ref.h"
+#include "tests/unit/ref_gdn.h"
 
 #define RTOL 1e-5
 
@@ -112,83 +112,6 @@ static void make_inputs(const struct ccase *c, struct cin *in)
 	}
 	fill(&s[4], seed++, 0.02, 0.98);
 	fill(&s[5], seed++, -0.5, 0.5);
-}
-
-/* The recurrence of ops.h in float64; want and mag in the packed layout. */
-static void reference(const struct ccase *c, const struct cin *in, float scale, double *want,
-		      double *mag)
-{
-	const struct kern_tensor *q = &in->src[0], *k = &in->src[1], *v = &in->src[2];
-	const struct kern_tensor *g = &in->src[3], *be = &in->src[4], *s0 = &in->src[5];
-	const int64_t dk = c->dk, dv = c->dv, rep = c->hv / c->hk;
-	const int64_t n_o = dv * c->hv * c->T * c->B;
-	double *S = malloc((size_t)(dk * dv) * sizeof(double));
-	double *qq = malloc((size_t)dk * sizeof(double)), *kk = malloc((size_t)dk * sizeof(double));
-	double *a = malloc((size_t)dk * sizeof(double)), *u = malloc((size_t)dv * sizeof(double));
-
-	assert_true(S && qq && kk && a && u);
-	for (int64_t b = 0; b < c->B; b++)
-		for (int64_t h = 0; h < c->hv; h++) {
-			const int64_t hk = h / rep;
-			double *ws = want + n_o + (b * c->hv + h) * dk * dv;
-			double *ms = mag + n_o + (b * c->hv + h) * dk * dv, rms = 0;
-
-			for (int64_t j = 0; j < dv; j++)
-				for (int64_t i = 0; i < dk; i++)
-					S[j * dk + i] = ref_get(s0, i, j, h, b);
-			for (int64_t t = 0; t < c->T; t++) {
-				double nq = 0, nk = 0, beta = ref_get(be, 0, h, t, b);
-
-				for (int64_t i = 0; i < dk; i++) {
-					qq[i] = ref_get(q, i, hk, t, b);
-					kk[i] = ref_get(k, i, hk, t, b);
-					nq += qq[i] * qq[i];
-					nk += kk[i] * kk[i];
-					a[i] = exp(fmin(ref_get(g, c->kda ? i : 0, h, t, b), 0.0));
-				}
-				if (c->l2) {
-					nq = fmax(sqrt(nq), 1e-6);
-					nk = fmax(sqrt(nk), 1e-6);
-					for (int64_t i = 0; i < dk; i++) {
-						qq[i] /= nq;
-						kk[i] /= nk;
-					}
-				}
-				for (int64_t j = 0; j < dv; j++) {
-					double kv = 0;
-
-					for (int64_t i = 0; i < dk; i++) {
-						S[j * dk + i] *= a[i];
-						kv += S[j * dk + i] * kk[i];
-					}
-					u[j] = beta * (ref_get(v, j, h, t, b) - kv);
-				}
-				for (int64_t j = 0; j < dv; j++) {
-					double o = 0, m = 0;
-					int64_t l = ((b * c->T + t) * c->hv + h) * dv + j;
-
-					for (int64_t i = 0; i < dk; i++) {
-						S[j * dk + i] += kk[i] * u[j];
-						o += S[j * dk + i] * qq[i];
-						m += fabs(S[j * dk + i] * qq[i]);
-					}
-					want[l] = scale * o;
-					mag[l] = fabs(scale) * m;
-				}
-			}
-			for (int64_t e = 0; e < dk * dv; e++) {
-				ws[e] = S[e];
-				rms += S[e] * S[e];
-			}
-			rms = sqrt(rms / (double)(dk * dv));
-			for (int64_t e = 0; e < dk * dv; e++)
-				ms[e] = rms;
-		}
-	free(S);
-	free(qq);
-	free(kk);
-	free(a);
-	free(u);
 }
 
 static float case_scale(const struct ccase *c)
@@ -294,7 +217,7 @@ static void check(const struct ccase *c)
 
 	assert_true(want && mag && se);
 	make_inputs(c, &in);
-	reference(c, &in, case_scale(c), want, mag);
+	assert_int_equal(ref_gdn(in.src, c->kda, c->l2, case_scale(c), want, mag), 0);
 	assert_int_equal(run(c, &p, &in, &d_ch, &st), 0);
 	assert_int_equal(st.chunked[ci], 1);
 	assert_int_equal(st.serial, 0);
@@ -476,7 +399,7 @@ static void test_state_carry(void **state)
 
 		assert_true(want && mag && got);
 		make_inputs(&c, &in);
-		reference(&c, &in, case_scale(&c), want, mag);
+		assert_int_equal(ref_gdn(in.src, c.kda, c.l2, case_scale(&c), want, mag), 0);
 		for (int call = 0; call < 2; call++) {
 			const int64_t s_ne[4] = { c.dk, c.dv, c.hv, c.B };
 
