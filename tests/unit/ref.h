@@ -118,6 +118,34 @@ static inline double ref_rand(uint64_t *state)
 	return (double)(*state >> 11) / (double)(1ull << 53) * 2.0 - 1.0;
 }
 
+/* Uniform in [lo, hi) from seed. */
+static inline void ref_fill_range(const struct kern_tensor *t, uint64_t seed, double lo, double hi)
+{
+	int64_t n = kern_tensor_nelements(t), i[4];
+
+	for (int64_t l = 0; l < n; l++) {
+		ref_unravel(t->ne, l, i);
+		ref_set(t, i[0], i[1], i[2], i[3], lo + (hi - lo) * 0.5 * (ref_rand(&seed) + 1.0));
+	}
+}
+
+/* Unit-length rows (dim 0), as a model's own L2 norm would leave k. */
+static inline void ref_normalise_rows(const struct kern_tensor *t)
+{
+	for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
+		for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
+			for (int64_t i1 = 0; i1 < t->ne[1]; i1++) {
+				double s = 0;
+
+				for (int64_t i0 = 0; i0 < t->ne[0]; i0++)
+					s += pow(ref_get(t, i0, i1, i2, i3), 2);
+				s = sqrt(s);
+				for (int64_t i0 = 0; i0 < t->ne[0]; i0++)
+					ref_set(t, i0, i1, i2, i3, ref_get(t, i0, i1, i2, i3) / s);
+			}
+}
+
+/* Uniform in [-1, 1) from seed. */
 static inline void ref_fill(const struct kern_tensor *t, uint64_t seed)
 {
 	int64_t n = kern_tensor_nelements(t), i[4];

@@ -92,32 +92,6 @@ static struct kern_tensor fused_view(float *base, int64_t off, int64_t a, int64_
 	return t;
 }
 
-static void fill_uniform(const struct kern_tensor *t, uint64_t seed, double lo, double hi)
-{
-	int64_t n = kern_tensor_nelements(t), i[4];
-
-	for (int64_t l = 0; l < n; l++) {
-		ref_unravel(t->ne, l, i);
-		ref_set(t, i[0], i[1], i[2], i[3], lo + (hi - lo) * 0.5 * (ref_rand(&seed) + 1.0));
-	}
-}
-
-/* Unit-length rows (dim 0), as a model's own L2 norm would leave k. */
-static void normalise_rows(const struct kern_tensor *t)
-{
-	for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
-		for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
-			for (int64_t i1 = 0; i1 < t->ne[1]; i1++) {
-				double s = 0;
-
-				for (int64_t i0 = 0; i0 < t->ne[0]; i0++)
-					s += pow(ref_get(t, i0, i1, i2, i3), 2);
-				s = sqrt(s);
-				for (int64_t i0 = 0; i0 < t->ne[0]; i0++)
-					ref_set(t, i0, i1, i2, i3, ref_get(t, i0, i1, i2, i3) / s);
-			}
-}
-
 static void make_inputs(const struct gdn_case *c, struct gdn_in *in)
 {
 	const int64_t G = c->kda ? c->dk : 1;
@@ -174,21 +148,21 @@ static void make_inputs(const struct gdn_case *c, struct gdn_in *in)
 	if (c->l2) {
 		/* Unnormalised, of varied length; one all-zero q and k row
 		 * exercises eps (x / eps = 0). */
-		fill_uniform(&s[0], seed++, -3, 3);
-		fill_uniform(&s[1], seed++, -2, 2);
+		ref_fill_range(&s[0], seed++, -3, 3);
+		ref_fill_range(&s[1], seed++, -2, 2);
 		for (int64_t i = 0; i < c->dk; i++) {
 			ref_set(&s[0], i, 0, 0, 0, 0.0);
 			ref_set(&s[1], i, 0, 0, 0, 0.0);
 		}
 	} else {
-		fill_uniform(&s[0], seed++, -1, 1);
-		fill_uniform(&s[1], seed++, -1, 1);
-		normalise_rows(&s[1]);
+		ref_fill_range(&s[0], seed++, -1, 1);
+		ref_fill_range(&s[1], seed++, -1, 1);
+		ref_normalise_rows(&s[1]);
 	}
-	fill_uniform(&s[2], seed++, -1, 1);
-	fill_uniform(&s[3], seed++, c->gmin, 0);
-	fill_uniform(&s[4], seed++, 0.02, 0.98);
-	fill_uniform(&s[5], seed++, -0.5, 0.5);
+	ref_fill_range(&s[2], seed++, -1, 1);
+	ref_fill_range(&s[3], seed++, c->gmin, 0);
+	ref_fill_range(&s[4], seed++, 0.02, 0.98);
+	ref_fill_range(&s[5], seed++, -0.5, 0.5);
 }
 
 static struct pprpc_op_params gdn_params(const struct gdn_case *c)

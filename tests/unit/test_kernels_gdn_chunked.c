@@ -48,16 +48,6 @@ static void cin_free(struct cin *in)
 		free(in->src[i].data);
 }
 
-static void fill(const struct kern_tensor *t, uint64_t seed, double lo, double hi)
-{
-	int64_t n = kern_tensor_nelements(t), i[4];
-
-	for (int64_t l = 0; l < n; l++) {
-		ref_unravel(t->ne, l, i);
-		ref_set(t, i[0], i[1], i[2], i[3], lo + (hi - lo) * 0.5 * (ref_rand(&seed) + 1.0));
-	}
-}
-
 static void make_inputs(const struct ccase *c, struct cin *in)
 {
 	const int64_t G = c->kda ? c->dk : 1;
@@ -74,24 +64,12 @@ static void make_inputs(const struct ccase *c, struct cin *in)
 	for (int i = 0; i < 6; i++)
 		assert_int_equal(ref_alloc(&s[i], PPRPC_F32, ne[i], c->strided ? perm[i] : NULL,
 					   c->strided && i % 2 ? 2 : 1, 0), 0);
-	fill(&s[0], seed++, -1, 1);
-	fill(&s[1], seed++, -1, 1);
-	if (!c->l2) {
-		/* unit-length k, as a model's own norm leaves it */
-		for (int64_t b = 0; b < c->B; b++)
-			for (int64_t t = 0; t < c->T; t++)
-				for (int64_t h = 0; h < c->hk; h++) {
-					double n = 0;
-
-					for (int64_t i = 0; i < c->dk; i++)
-						n += pow(ref_get(&s[1], i, h, t, b), 2);
-					for (int64_t i = 0; i < c->dk; i++)
-						ref_set(&s[1], i, h, t, b,
-							ref_get(&s[1], i, h, t, b) / sqrt(n));
-				}
-	}
-	fill(&s[2], seed++, -1, 1);
-	fill(&s[3], seed++, c->gmin, 0);
+	ref_fill_range(&s[0], seed++, -1, 1);
+	ref_fill_range(&s[1], seed++, -1, 1);
+	if (!c->l2)
+		ref_normalise_rows(&s[1]);  /* unit-length k, as a model's own norm leaves it */
+	ref_fill_range(&s[2], seed++, -1, 1);
+	ref_fill_range(&s[3], seed++, c->gmin, 0);
 	if (c->extreme) {
 		/* Per channel: a third of the channels decay at -30 per token,
 		 * a few tokens hit -inf, the rest barely decay. */
@@ -110,8 +88,8 @@ static void make_inputs(const struct ccase *c, struct cin *in)
 						ref_set(&s[3], i, h, t, b, g);
 					}
 	}
-	fill(&s[4], seed++, 0.02, 0.98);
-	fill(&s[5], seed++, -0.5, 0.5);
+	ref_fill_range(&s[4], seed++, 0.02, 0.98);
+	ref_fill_range(&s[5], seed++, -0.5, 0.5);
 }
 
 static float case_scale(const struct ccase *c)
