@@ -1,5 +1,6 @@
 /* daemon/conn.c — connection lifetime and the decode + validate layer. */
 #include "daemon/conn.h"
+#include "daemon/device.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -314,8 +315,12 @@ void conn_ref(struct conn *c)
 
 void conn_unref(struct conn *c)
 {
-	if (--c->refs == 0)
-		free(c);
+	if (--c->refs)
+		return;
+	/* Nothing of it is in flight any more: its device streams go back. */
+	for (uint32_t i = 0; i < c->d->ndev && i < PPRPCD_CONN_MAX_DEVICES; i++)
+		device_stream_release(c->d->dev[i], &c->streams[i]);
+	free(c);
 }
 
 void conn_close(struct conn *c)

@@ -1,12 +1,13 @@
 /*
  * daemon/dev_cuda.c — the CUDA device backend.
  *
- * One stream per device queue; buffers are cudaMalloc'd (and zeroed, like
- * the CPU device's); the memory floor comes from cudaMemGetInfo.  The
- * device's worker thread enqueues each command on the stream and waits for
- * it, so commands complete in order and errors are attributed to the
- * command that caused them (kern_cuda_run reports launch errors, the
- * stream synchronisation reports execution errors with CUDA's own text).
+ * Buffers come from the stream-ordered allocator (and are zeroed, like the
+ * CPU device's); the memory floor comes from cudaMemGetInfo.  The device's
+ * own stream carries the synchronous commands (TENSOR_SET/GET/COPY, CLEAR,
+ * SEND/RECV copies): the worker enqueues and waits, so errors are
+ * attributed to the command that caused them.  GRAPH_RUN, WAIT and SIGNAL
+ * go on each pprpc stream's own CUDA stream and complete asynchronously
+ * (dev_cuda_async.c).
  *
  * cudart is linked statically and cuBLAS is loaded at run time, so the same
  * pprpcd binary starts on a host with no GPU and no CUDA libraries: opening
@@ -24,41 +25,11 @@
 
 #ifdef PPRPC_HAVE_CUDA
 
-#include <cuda_runtime_api.h>
-
-#include "kernels/cuda/cuda_ops.h"
-
-#define WORKSPACE_BYTES (256u << 20)
-/* Other processes' GPU pools opened for IPC copies, kept open: a pool is
- * long-lived (one per source daemon and GPU) and opening one costs about a
- * millisecond.  A full table closes its least recently used entry. */
-#define IPC_OPEN_MAX 16
-
-struct ipc_open {
-	cudaIpcMemHandle_t h;
-	void *ptr;
-	uint64_t last_use;
-};
-
-struct cuda_dev {
-	struct device base;
-	int ordinal;
-	cudaStream_t stream;
-	struct kern_cuda_ctx kctx;
-	int32_t *status_host;      /* host view of kctx.status (mapped memory) */
-	int use_graphs;            /* capture graphs on first run, replay after */
-	struct ipc_open ipc[IPC_OPEN_MAX];  /* worker thread */
-	uint64_t ipc_clock;
-};
-
-static struct cuda_dev *cdev(struct device *d)
-{
-	return (struct cuda_dev *)d;
-}
+#include "daemon/dev_cuda.h"
 
 /* The worker thread and the loop thread both call in: make the device
  * current on whichever thread this is. */
-static int use(struct cuda_dev *c)
+int cuda_use(struct cuda_dev *c)
 {
 	return cudaSetDevice(c->ordinal) == cudaSuccess ? 0 : PPRPC_EDEVICE;
 }
@@ -78,7 +49,7 @@ static int cuda_mem_info(struct device *d, uint64_t *ret_free, uint64_t *ret_tot
 {
 	size_t fr, total;
 
-	if (use(cdev(d)) < 0 || cudaMemGetInfo(&fr, &total) != cudaSuccess)
+	if (cuda_use(cdev(d)) < 0 || cudaMemGetInfo(&fr, &total) != cudaSuccess)
 		return PPRPC_EDEVICE;
 	*ret_free = fr;
 	*ret_total = total;
@@ -89,29 +60,41 @@ static int cuda_alloc(struct device *d, uint64_t size, void **ret_ptr)
 {
 	void *p = NULL;
 
-	if (use(cdev(d)) < 0 || cudaMalloc(&p, size) != cudaSuccess)
+	struct cuda_dev *c = cdev(d);
+
+	/* Stream-ordered: cudaFree would wait for the whole device, and with
+	 * a stream held by a timeline wait that the loop thread (the caller)
+	 * must release, it would wait forever.  The device stream has nothing
+	 * but allocations and synchronous copies on it. */
+	if (cuda_use(c) < 0 || cudaMallocAsync(&p, size, c->stream) != cudaSuccess) {
+		cudaGetLastError();
 		return PPRPC_ENOMEM;
+	}
 	/* New buffers read as zeros: no client sees another's old data. */
-	if (cudaMemset(p, 0, size) != cudaSuccess) {
-		cudaFree(p);
+	if (cudaMemsetAsync(p, 0, size, c->stream) != cudaSuccess || wait_stream(c, NULL, 0) < 0) {
+		cudaFreeAsync(p, c->stream);
 		return PPRPC_EDEVICE;
 	}
 	*ret_ptr = p;
 	return 0;
 }
 
+/* Every command that used the memory has completed (buffers are freed when
+ * their last reference goes), so ordering on the device stream suffices. */
 static void cuda_free(struct device *d, void *ptr, uint64_t size)
 {
+	struct cuda_dev *c = cdev(d);
+
 	(void)size;
-	if (use(cdev(d)) == 0)
-		cudaFree(ptr);
+	if (cuda_use(c) == 0)
+		cudaFreeAsync(ptr, c->stream);
 }
 
 static int cuda_fill(struct device *d, void *dst, int value, uint64_t n)
 {
 	struct cuda_dev *c = cdev(d);
 
-	if (use(c) < 0 || cudaMemsetAsync(dst, value, n, c->stream) != cudaSuccess)
+	if (cuda_use(c) < 0 || cudaMemsetAsync(dst, value, n, c->stream) != cudaSuccess)
 		return PPRPC_EDEVICE;
 	return wait_stream(c, NULL, 0);
 }
@@ -120,7 +103,7 @@ static int memcpy_kind(struct device *d, void *dst, const void *src, uint64_t n,
 {
 	struct cuda_dev *c = cdev(d);
 
-	if (use(c) < 0 || cudaMemcpyAsync(dst, src, n, kind, c->stream) != cudaSuccess)
+	if (cuda_use(c) < 0 || cudaMemcpyAsync(dst, src, n, kind, c->stream) != cudaSuccess)
 		return PPRPC_EDEVICE;
 	return wait_stream(c, NULL, 0);
 }
@@ -148,7 +131,7 @@ static int cuda_ipc_pool(struct device *d, uint64_t bytes, void **ret_ptr, uint8
 	void *p = NULL;
 
 	_Static_assert(sizeof(h) == DEVICE_IPC_HANDLE, "an IPC handle is 64 bytes");
-	if (use(cdev(d)) < 0 || (e = cudaMalloc(&p, bytes)) != cudaSuccess ||
+	if (cuda_use(cdev(d)) < 0 || (e = cudaMalloc(&p, bytes)) != cudaSuccess ||
 	    (e = cudaIpcGetMemHandle(&h, p)) != cudaSuccess) {
 		e = cudaGetLastError();
 		snprintf(err, errlen, "%s: GPU staging for IPC: %s", d->name, cudaGetErrorString(e));
@@ -201,7 +184,7 @@ static int cuda_ipc_copy(struct device *d, void *dst, const uint8_t *handle, uin
 	uint8_t *src;
 	cudaError_t e;
 
-	if (use(c) < 0) {
+	if (cuda_use(c) < 0) {
 		snprintf(err, errlen, "%s: cannot make the device current", d->name);
 		return PPRPC_EDEVICE;
 	}
@@ -222,7 +205,7 @@ static int cuda_pin_host(struct device *d, void *ptr, uint64_t bytes, int on)
 {
 	cudaError_t e;
 
-	if (use(cdev(d)) < 0)
+	if (cuda_use(cdev(d)) < 0)
 		return PPRPC_EDEVICE;
 	e = on ? cudaHostRegister(ptr, bytes, cudaHostRegisterPortable) : cudaHostUnregister(ptr);
 	if (e != cudaSuccess) {
@@ -237,139 +220,21 @@ static int cuda_ipc_wait(struct device *d, char *err, size_t errlen)
 	return wait_stream(cdev(d), err, errlen);
 }
 
-/* Enqueue every node of g on the stream (plain launches, or inside a
- * capture). */
-static int launch_nodes(struct cuda_dev *c, const struct graph *g, char *err, size_t errlen)
-{
-	for (int i = 0; i < g->nnodes; i++) {
-		const struct gnode *n = &g->nodes[i];
-		struct kern_tensor *src[PPRPC_MAX_SRC];
-		char why[200] = "";
-		int rc;
-
-		for (int s = 0; s < n->nsrc; s++)
-			src[s] = &g->t[n->src[s]];
-		rc = kern_cuda_run(&c->kctx, n->op, &n->p, src, n->nsrc, &g->t[n->dst], why, sizeof(why));
-		if (rc < 0) {
-			snprintf(err, errlen, "node %d (%s) failed: %s", i, kern_op_name(n->op), why);
-			return rc;
-		}
-	}
-	return 0;
-}
-
-/* Per-graph CUDA state: the instantiated capture, or why there is none. */
-struct cuda_graph_state {
-	cudaGraphExec_t exec;
-	int failed;               /* capture impossible: plain launches from now on */
-};
-
-/*
- * The first run of a graph is captured into a CUDA graph and every later
- * run replays it: one launch instead of one per node (and no per-node
- * host work).  A graph whose capture fails (an op that cannot be captured)
- * falls back to plain launches for good; the device's counters say which
- * happened.  The tensors' addresses are fixed for the graph's lifetime, so
- * a capture never goes stale.
- */
-static int run_captured(struct cuda_dev *c, struct graph *g, char *err, size_t errlen)
-{
-	struct cuda_graph_state *st = g->dev_priv;
-	cudaGraph_t graph = NULL;
-	cudaError_t e;
-	int rc;
-
-	if (!st) {
-		st = calloc(1, sizeof(*st));
-		if (!st)
-			return launch_nodes(c, g, err, errlen);
-		g->dev_priv = st;
-	}
-	if (st->failed)
-		return launch_nodes(c, g, err, errlen);
-	if (!st->exec) {
-		if (cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-			st->failed = 1;
-			cudaGetLastError();
-			return launch_nodes(c, g, err, errlen);
-		}
-		rc = launch_nodes(c, g, err, errlen);
-		e = cudaStreamEndCapture(c->stream, &graph);
-		if (rc < 0 || e != cudaSuccess || cudaGraphInstantiate(&st->exec, graph, 0) != cudaSuccess) {
-			/* Not capturable: run it the plain way, now and later. */
-			if (graph)
-				cudaGraphDestroy(graph);
-			st->exec = NULL;
-			st->failed = 1;
-			cudaGetLastError();
-			return launch_nodes(c, g, err, errlen);
-		}
-		cudaGraphDestroy(graph);
-		c->base.graph_captures++;
-	} else {
-		c->base.graph_replays++;
-	}
-	if ((e = cudaGraphLaunch(st->exec, c->stream)) != cudaSuccess) {
-		snprintf(err, errlen, "%s: graph launch: %s", c->base.name, cudaGetErrorString(e));
-		return PPRPC_EDEVICE;
-	}
-	return 0;
-}
-
-static int cuda_graph_run(struct device *d, struct graph *g, char *err, size_t errlen)
-{
-	struct cuda_dev *c = cdev(d);
-	int rc;
-
-	if (use(c) < 0) {
-		snprintf(err, errlen, "%s: cannot make the device current", d->name);
-		return PPRPC_EDEVICE;
-	}
-	rc = c->use_graphs ? run_captured(c, g, err, errlen) : launch_nodes(c, g, err, errlen);
-	if (rc < 0) {
-		wait_stream(c, NULL, 0);
-		return rc;
-	}
-	if (wait_stream(c, err, errlen) < 0)
-		return PPRPC_EDEVICE;
-	/* Data-dependent failures found on the GPU (an id outside its table)
-	 * are reported through the mapped status word. */
-	rc = *(volatile int32_t *)c->status_host;
-	if (rc) {
-		*(volatile int32_t *)c->status_host = 0;
-		snprintf(err, errlen, "%s: a row id lies outside its table", d->name);
-		return rc;
-	}
-	return 0;
-}
-
-static void cuda_graph_release(struct device *d, struct graph *g)
-{
-	struct cuda_graph_state *st = g->dev_priv;
-
-	if (st && st->exec && use(cdev(d)) == 0)
-		cudaGraphExecDestroy(st->exec);
-	free(st);
-	g->dev_priv = NULL;
-}
-
 static void cuda_destroy(struct device *d)
 {
 	struct cuda_dev *c = cdev(d);
 
-	if (use(c) == 0) {
+	if (cuda_use(c) == 0) {
 		for (int i = 0; i < IPC_OPEN_MAX; i++)
 			if (c->ipc[i].ptr)
 				cudaIpcCloseMemHandle(c->ipc[i].ptr);
-		if (c->kctx.blas)
-			kern_cuda_blas_destroy(c->kctx.blas);
-		if (c->kctx.workspace)
-			cudaFree(c->kctx.workspace);
-		if (c->status_host)
-			cudaFreeHost(c->status_host);
-		if (c->stream)
+		cuda_async_fini(c);
+		if (c->stream) {
+			cudaStreamSynchronize(c->stream);
 			cudaStreamDestroy(c->stream);
+		}
 	}
+	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
 
@@ -385,6 +250,13 @@ static const struct device_ops cuda_ops = {
 	.download = cuda_download,
 	.graph_run = cuda_graph_run,
 	.graph_release = cuda_graph_release,
+	.stream_open = cuda_stream_open,
+	.stream_close = cuda_stream_close,
+	.graph_submit = cuda_graph_submit,
+	.wait_submit = cuda_wait_submit,
+	.write_submit = cuda_write_submit,
+	.slot_alloc = cuda_slot_alloc,
+	.slot_free = cuda_slot_free,
 	.ipc_pool = cuda_ipc_pool,
 	.ipc_copy = cuda_ipc_copy,
 	.ipc_wait = cuda_ipc_wait,
@@ -416,24 +288,17 @@ int cuda_device_create(struct device **ret_dev, int ordinal, int use_graphs, cha
 	c->base.ipc_enabled = true;
 	c->ordinal = ordinal;
 	c->use_graphs = use_graphs;
-	c->kctx.device = ordinal;
-	/* pprpc_gdn_runs_total shows which GATED_DELTA_NET form ran here too */
-	c->kctx.gdn_stats = &c->base.gdn_stats;
+	pthread_mutex_init(&c->lock, NULL);
 	snprintf(c->base.name, sizeof(c->base.name), "cuda:%d", ordinal);
 	if ((e = cudaSetDevice(ordinal)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, ordinal)) != cudaSuccess ||
-	    (e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
-	    (e = cudaMalloc(&c->kctx.workspace, WORKSPACE_BYTES)) != cudaSuccess ||
-	    (e = cudaHostAlloc((void **)&c->status_host, sizeof(int32_t), cudaHostAllocMapped)) != cudaSuccess ||
-	    (e = cudaHostGetDevicePointer((void **)&c->kctx.status, c->status_host, 0)) != cudaSuccess) {
+	    (e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess) {
 		snprintf(err, errlen, "cuda:%d: %s", ordinal, cudaGetErrorString(e));
 		cuda_destroy(&c->base);
 		return PPRPC_EDEVICE;
 	}
-	*c->status_host = 0;
-	c->kctx.stream = c->stream;
-	c->kctx.workspace_bytes = WORKSPACE_BYTES;
-	if (kern_cuda_blas_create(c->stream, &c->kctx.blas, why, sizeof(why)) < 0 ||
-	    kern_cuda_preload(why, sizeof(why)) < 0) {
+	/* Every kernel is loaded now: lazy loading would deadlock behind a
+	 * stream held by a timeline wait (GPU-NOTES.md). */
+	if (kern_cuda_preload(why, sizeof(why)) < 0 || cuda_async_init(c, why, sizeof(why)) < 0) {
 		snprintf(err, errlen, "cuda:%d: %s", ordinal, why);
 		cuda_destroy(&c->base);
 		return PPRPC_EDEVICE;

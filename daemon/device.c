@@ -8,6 +8,7 @@
 #include "daemon/device_impl.h"
 #include "daemon/queue.h"
 #include "daemon/staging.h"
+#include "daemon/stream.h"
 #include "pprpc_types.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -158,4 +159,68 @@ void device_graph_release_none(struct device *d, struct graph *g)
 void device_graph_release(struct device *d, struct graph *g)
 {
 	(d->ops->graph_release ? d->ops->graph_release : device_graph_release_none)(d, g);
+}
+
+/* ---- asynchronous devices -------------------------------------------------- */
+
+int device_stream(struct device *d, struct stream *s, void **ret_ds, char *err, size_t errlen)
+{
+	int rc;
+
+	if (!d->async) {
+		snprintf(err, errlen, "%s: no asynchronous execution", d->name);
+		return PPRPC_EUNSUPP;
+	}
+	if (!s->dev_stream) {
+		rc = d->ops->stream_open(d, &s->dev_stream, err, errlen);
+		if (rc < 0)
+			return rc;
+	}
+	*ret_ds = s->dev_stream;
+	return 0;
+}
+
+void device_stream_release(struct device *d, struct stream *s)
+{
+	if (s->dev_stream && d && d->ops->stream_close)
+		d->ops->stream_close(d, s->dev_stream);
+	s->dev_stream = NULL;
+}
+
+int device_graph_submit(struct device *d, struct stream *s, struct graph *g, device_done_fn done, void *arg,
+			char *err, size_t errlen)
+{
+	void *ds;
+	int rc = device_stream(d, s, &ds, err, errlen);
+
+	return rc < 0 ? rc : d->ops->graph_submit(d, ds, g, done, arg, err, errlen);
+}
+
+int device_wait_submit(struct device *d, struct stream *s, volatile uint64_t *slot, device_done_fn done, void *arg,
+		       char *err, size_t errlen)
+{
+	void *ds;
+	int rc = device_stream(d, s, &ds, err, errlen);
+
+	return rc < 0 ? rc : d->ops->wait_submit(d, ds, slot, done, arg, err, errlen);
+}
+
+int device_write_submit(struct device *d, struct stream *s, volatile uint64_t *slot, uint64_t value,
+			device_done_fn done, void *arg, char *err, size_t errlen)
+{
+	void *ds;
+	int rc = device_stream(d, s, &ds, err, errlen);
+
+	return rc < 0 ? rc : d->ops->write_submit(d, ds, slot, value, done, arg, err, errlen);
+}
+
+int device_slot_alloc(struct device *d, volatile uint64_t **ret_slot)
+{
+	return d->async ? d->ops->slot_alloc(d, ret_slot) : PPRPC_EUNSUPP;
+}
+
+void device_slot_free(struct device *d, volatile uint64_t *slot)
+{
+	if (slot)
+		d->ops->slot_free(d, slot);
 }

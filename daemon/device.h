@@ -37,6 +37,12 @@ struct device {
 	uint64_t graph_captures;  /* CUDA graphs captured (worker thread; read loosely) */
 	uint64_t graph_replays;
 	bool ipc_enabled;         /* boundaries by IPC (CUDA: always; CPU: cpu-ipc) */
+	/* GRAPH_RUN, WAIT and SIGNAL complete asynchronously on per-stream
+	 * device streams, WAIT held on the device (device_impl.h) */
+	bool async;
+	char async_why[160];      /* why not, when the backend could but cannot here */
+	uint64_t gpu_waits;       /* WAITs held on a device stream (worker, atomic) */
+	uint64_t gpu_signals;     /* SIGNALs written from a device stream */
 	/* GPU staging for CUDA IPC SENDs (xfer.c), made by the worker on first
 	 * use; ipc_state: 0 not yet, 1 ready, -1 failed (ipc_why). */
 	int ipc_state;
@@ -45,6 +51,10 @@ struct device {
 	uint8_t ipc_handle[DEVICE_IPC_HANDLE];
 	char ipc_why[160];
 };
+
+/* Completion of asynchronous device work (device_impl.h). */
+typedef void (*device_done_fn)(void *arg, int status, const char *why);
+struct stream;
 
 /* Create the device named by spec ("cpu").  Returns 0 or a negative code
  * with the reason in err. */
@@ -80,5 +90,19 @@ int device_upload(struct device *d, void *dst_dev, const void *src_host, uint64_
 int device_download(struct device *d, void *dst_host, const void *src_dev, uint64_t n);
 int device_graph_run(struct device *d, struct graph *g, char *err, size_t errlen);
 void device_graph_release(struct device *d, struct graph *g);
+
+/* Asynchronous devices (d->async), worker thread: the device stream of s,
+ * made on first use. */
+int device_stream(struct device *d, struct stream *s, void **ret_ds, char *err, size_t errlen);
+/* Loop thread, when s's connection is freed (nothing of it in flight). */
+void device_stream_release(struct device *d, struct stream *s);
+int device_graph_submit(struct device *d, struct stream *s, struct graph *g, device_done_fn done, void *arg,
+			char *err, size_t errlen);
+int device_wait_submit(struct device *d, struct stream *s, volatile uint64_t *slot, device_done_fn done, void *arg,
+		       char *err, size_t errlen);
+int device_write_submit(struct device *d, struct stream *s, volatile uint64_t *slot, uint64_t value,
+			device_done_fn done, void *arg, char *err, size_t errlen);
+int device_slot_alloc(struct device *d, volatile uint64_t **ret_slot);
+void device_slot_free(struct device *d, volatile uint64_t *slot);
 
 #endif

@@ -31,6 +31,29 @@ struct device_ops {
 	int (*ipc_copy)(struct device *d, void *dst, const uint8_t *handle, uint64_t off, uint64_t n, char *err,
 			size_t errlen);
 	int (*ipc_wait)(struct device *d, char *err, size_t errlen);
+	/*
+	 * optional, asynchronous backends (all or none; device.async says
+	 * whether they work here).  Each pprpc stream gets its own device
+	 * stream (stream_open on first use, stream_close when its connection
+	 * is gone; the backend may keep it for reuse).  The *_submit calls
+	 * queue work on it and return at once: 0, and done(arg, status, why)
+	 * runs exactly once on a backend thread when the device finished it
+	 * (status < 0 when it failed there); or a negative code with err, and
+	 * done never runs.  wait_submit holds the stream until *slot != 0
+	 * (slot NULL: nothing to wait for, only done); write_submit stores
+	 * value in *slot from the stream.  Slots are host memory the device
+	 * reads and writes, from slot_alloc.
+	 */
+	int (*stream_open)(struct device *d, void **ret_ds, char *err, size_t errlen);
+	void (*stream_close)(struct device *d, void *ds);
+	int (*graph_submit)(struct device *d, void *ds, struct graph *g, device_done_fn done, void *arg, char *err,
+			    size_t errlen);
+	int (*wait_submit)(struct device *d, void *ds, volatile uint64_t *slot, device_done_fn done, void *arg,
+			   char *err, size_t errlen);
+	int (*write_submit)(struct device *d, void *ds, volatile uint64_t *slot, uint64_t value, device_done_fn done,
+			    void *arg, char *err, size_t errlen);
+	int (*slot_alloc)(struct device *d, volatile uint64_t **ret_slot);
+	void (*slot_free)(struct device *d, volatile uint64_t *slot);
 	/* optional: page-lock host memory for fast copies with every device
 	 * of this kind (on = 0 undoes it); 0 or a negative code. */
 	int (*pin_host)(struct device *d, void *ptr, uint64_t bytes, int on);

@@ -76,6 +76,7 @@ void h_stats(struct conn *c, struct request *r)
 	struct bstat *b;
 	struct devinfo_set set;
 	char ipc_text[PPRPCD_MAX_DEVICES][192];
+	char async_text[PPRPCD_MAX_DEVICES][192];
 	size_t nconn = 0, i = 0;
 	struct conn *it;
 
@@ -95,6 +96,15 @@ void h_stats(struct conn *c, struct request *r)
 		ds[k].graph_captures = dev->graph_captures;
 		ds[k].graph_replays = dev->graph_replays;
 		ds[k].ipc_status = ipc_text[k];
+		ds[k].gpu_waits = __atomic_load_n(&dev->gpu_waits, __ATOMIC_RELAXED);
+		ds[k].gpu_signals = __atomic_load_n(&dev->gpu_signals, __ATOMIC_RELAXED);
+		if (dev->async)
+			snprintf(async_text[k], sizeof(async_text[k]), "on");
+		else if (dev->async_why[0])
+			snprintf(async_text[k], sizeof(async_text[k]), "off: %.180s", dev->async_why);
+		else
+			async_text[k][0] = '\0';
+		ds[k].async_status = async_text[k];
 		ipc_status(dev, ipc_text[k], sizeof(ipc_text[k]), &ds[k].ipc_pool_bytes);
 		dsp[k] = &ds[k];
 	}

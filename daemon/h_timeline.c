@@ -75,6 +75,10 @@ void h_timeline_query(struct conn *c, struct request *r)
 	if (!t)
 		return;
 	rep.value = timeline_value(c->d, &t->cell);
+	/* A SIGNAL the GPU has written shows before its completion callback
+	 * published it. */
+	if (t->gpu_value && *t->gpu_value > rep.value && !t->cell.error)
+		rep.value = *t->gpu_value;
 	reply_send(c, r->hdr.type, r->hdr.req_id, &rep.base, NULL, 0, NULL, NULL);
 }
 
@@ -86,11 +90,37 @@ struct signal_cmd {
 	uint64_t value;
 };
 
+static void signal_written(void *arg, int status, const char *why)
+{
+	struct signal_cmd *sc = arg;
+
+	/* The device passed the write: publish (wakes queues and GPU waits;
+	 * loop waiters run in release, on the loop). */
+	if (status == 0)
+		timeline_signal_end(sc->qr.c->d, sc->t, sc->value);
+	qreq_device_done(&sc->qr, status, why);
+}
+
 static int signal_exec(struct qcmd *q)
 {
 	struct signal_cmd *sc = (struct signal_cmd *)q;
+	struct device *dev = sc->qr.dev;
+	int rc;
 
-	return timeline_signal(sc->qr.c->d, sc->t, sc->value, q->err, sizeof(q->err));
+	if (!q->async_ok)
+		return timeline_signal(sc->qr.c->d, sc->t, sc->value, q->err, sizeof(q->err));
+	rc = timeline_signal_begin(sc->qr.c->d, sc->t, sc->value, q->err, sizeof(q->err));
+	if (rc < 0)
+		return rc;
+	/* Written from the stream, after everything queued before it; without
+	 * a slot (none could be had) only the completion publishes it. */
+	rc = sc->t->gpu_value ? device_write_submit(dev, q->stream, sc->t->gpu_value, sc->value, signal_written, sc,
+						    q->err, sizeof(q->err))
+			      : device_wait_submit(dev, q->stream, NULL, signal_written, sc, q->err, sizeof(q->err));
+	if (rc < 0)
+		return rc;
+	__atomic_fetch_add(&dev->gpu_signals, 1, __ATOMIC_RELAXED);
+	return QCMD_PENDING;
 }
 
 static void signal_release(struct qreq *qr)
@@ -119,6 +149,10 @@ void h_signal(struct conn *c, struct request *r)
 	sc->value = m->value;
 	timeline_ref(t);
 	sc->qr.release = signal_release;
+	sc->qr.q.async_ok = t->dev->async;
+	/* The slot the GPU writes, made here on the loop (the query reads it). */
+	if (t->dev->async && !t->gpu_value && device_slot_alloc(t->dev, &t->gpu_value) < 0)
+		t->gpu_value = NULL;
 	qreq_push(&sc->qr, c, r, t->dev, signal_exec);
 }
 
@@ -130,6 +164,7 @@ struct wait_cmd {
 	struct rtl *m;          /* remote */
 	const struct tl_cell *cell;
 	uint64_t value;
+	struct tl_gpu_wait gw;  /* held on the device (async devices) */
 };
 
 static int wait_ready(struct qcmd *q)
@@ -139,17 +174,63 @@ static int wait_ready(struct qcmd *q)
 	return timeline_cell_ready(wc->qr.c->d, wc->cell, wc->value);
 }
 
+static void wait_passed(void *arg, int status, const char *why)
+{
+	struct wait_cmd *wc = arg;
+	char err[256];
+	int rc = timeline_gpu_wait_end(wc->qr.c->d, &wc->gw, err, sizeof(err));
+
+	/* A device fault wins over how the wait itself ended. */
+	if (status < 0)
+		qreq_device_done(&wc->qr, status, why);
+	else
+		qreq_device_done(&wc->qr, rc, rc < 0 ? err : NULL);
+}
+
 static int wait_exec(struct qcmd *q)
 {
 	struct wait_cmd *wc = (struct wait_cmd *)q;
+	struct pprpcd *d = wc->qr.c->d;
+	struct device *dev = wc->qr.dev;
+	volatile uint64_t *slot = NULL;
+	int rc;
 
-	return timeline_wait_cell(wc->qr.c->d, wc->cell, wc->value, q->stream, q->err, sizeof(q->err));
+	if (!q->async_ok)
+		return timeline_wait_cell(d, wc->cell, wc->value, q->stream, q->err, sizeof(q->err));
+	rc = device_slot_alloc(dev, &wc->gw.slot);
+	if (rc < 0) {
+		snprintf(q->err, sizeof(q->err), "%s: no host-mapped slot left for a GPU-side WAIT", dev->name);
+		return rc;
+	}
+	wc->gw.cell = wc->cell;
+	wc->gw.value = wc->value;
+	wc->gw.s = q->stream;
+	if (timeline_gpu_wait_begin(d, &wc->gw)) {
+		/* Decided already.  With nothing of the stream on the device it
+		 * completes here; else behind the stream's pending work. */
+		if (queue_stream_pending(q->stream) == 0)
+			return timeline_gpu_wait_end(d, &wc->gw, q->err, sizeof(q->err));
+	} else {
+		slot = wc->gw.slot;
+	}
+	rc = device_wait_submit(dev, q->stream, slot, wait_passed, wc, q->err, sizeof(q->err));
+	if (rc < 0) {
+		char ignored[64];
+
+		timeline_gpu_wait_end(d, &wc->gw, ignored, sizeof(ignored));
+		return rc;
+	}
+	if (slot)
+		__atomic_fetch_add(&dev->gpu_waits, 1, __ATOMIC_RELAXED);
+	return QCMD_PENDING;
 }
 
 static void wait_release(struct qreq *qr)
 {
 	struct wait_cmd *wc = (struct wait_cmd *)qr;
 
+	/* The device passed the wait: nothing reads the slot any more. */
+	device_slot_free(qr->dev, wc->gw.slot);
 	if (wc->t)
 		timeline_unref(wc->t);
 	if (wc->m)
@@ -192,7 +273,10 @@ void h_wait(struct conn *c, struct request *r)
 		wc->cell = &wc->t->cell;
 	}
 	wc->qr.release = wait_release;
-	wc->qr.q.ready = wait_ready;
+	/* An asynchronous device holds the WAIT on its own stream: the queue
+	 * need not hold it back. */
+	wc->qr.q.async_ok = dev->async;
+	wc->qr.q.ready = dev->async ? NULL : wait_ready;
 	qreq_push(&wc->qr, c, r, dev, wait_exec);
 }
 

@@ -101,6 +101,10 @@ char *metrics_render(struct pprpcd *d)
 		put(&b, "pprpc_graph_runs_total{device=\"%s\"} %" PRIu64 "\n", e1, dev->graph_runs);
 		put(&b, "pprpc_graph_captures_total{device=\"%s\"} %" PRIu64 "\n", e1, dev->graph_captures);
 		put(&b, "pprpc_graph_replays_total{device=\"%s\"} %" PRIu64 "\n", e1, dev->graph_replays);
+		put(&b, "pprpc_gpu_waits_total{device=\"%s\"} %" PRIu64 "\n", e1,
+		    __atomic_load_n(&dev->gpu_waits, __ATOMIC_RELAXED));
+		put(&b, "pprpc_gpu_signals_total{device=\"%s\"} %" PRIu64 "\n", e1,
+		    __atomic_load_n(&dev->gpu_signals, __ATOMIC_RELAXED));
 	}
 	/* GATED_DELTA_NET forms: proof that the chunked prefill path ran. */
 	put(&b, "# TYPE pprpc_gdn_runs_total counter\n");

@@ -93,6 +93,7 @@ struct pprpcd {
 	/* Timeline values and every worker blocked in WAIT (timeline.h). */
 	pthread_mutex_t tl_lock;
 	pthread_cond_t tl_cond;
+	struct tl_gpu_wait *gpu_waits;   /* WAITs held on a device stream (tl_lock) */
 	atomic_int stopping_workers;
 	struct peer *peers;        /* outbound links to other ranks (peer.c) */
 	struct rtl *mirrors;       /* remote timelines waited on (peer.c) */

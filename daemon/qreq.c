@@ -63,6 +63,13 @@ void qreq_push(struct qreq *qr, struct conn *c, const struct request *r, struct 
 	submit(qr);
 }
 
+void qreq_device_done(void *arg, int status, const char *why)
+{
+	struct qreq *qr = arg;
+
+	queue_complete(qr->dev->q, &qr->q, status, why);
+}
+
 struct fail_cmd {
 	struct qreq qr;
 	int code;

@@ -39,6 +39,9 @@ void qreq_push(struct qreq *qr, struct conn *c, const struct request *r, struct 
  * queued on every device (the handle that failed may name any of them) for
  * FENCE to report. */
 void qreq_refuse(struct conn *c, const struct request *r, int code, const char *msg);
+/* device_done_fn for a command whose exec returned QCMD_PENDING: arg is
+ * the qreq; completes it on its device's queue. */
+void qreq_device_done(void *arg, int status, const char *why);
 /* Queue a FENCE of c's stream on dev. */
 void qreq_fence(struct conn *c, const struct request *r, struct device *dev);
 

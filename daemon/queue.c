@@ -22,38 +22,62 @@ struct queue {
 	uint64_t scan;     /* worker: pick() generation */
 	uint64_t kicks;    /* bumped by every push and kick (under lock) */
 	uint64_t kicks_seen;
+	uint64_t npending; /* commands handed to the device, not completed */
 	uint64_t pushed;   /* loop thread */
 	uint64_t completed; /* loop thread */
 	char name[16];
 };
 
-/* Run one command under its stream's sticky-error rules (worker thread). */
-static void execute(struct qcmd *c)
+enum {
+	QS_WAITING,   /* in the waiting list */
+	QS_RUNNING,   /* picked: exec runs without the lock */
+	QS_PENDING,   /* exec returned QCMD_PENDING: the device completes it */
+	QS_EARLY,     /* completed by the device before the worker saw PENDING */
+};
+
+/* Before exec, under the lock: a cancelled stream's commands are not run,
+ * nor a failed stream's (FENCE excepted).  Returns 1 when it settled c. */
+static int skip(struct qcmd *c)
 {
 	struct stream *s = c->stream;
 
 	if (s && atomic_load(&s->canceled)) {
 		c->status = PPRPC_ECANCELED;
 		snprintf(c->err, sizeof(c->err), "cancelled: the connection closed");
-		return;
+		return 1;
 	}
 	if (s && s->err && !c->fence) {
 		c->status = PPRPC_EQUEUE;
 		snprintf(c->err, sizeof(c->err), "skipped: command #%llu (%s) failed earlier: %.150s",
 			 (unsigned long long)s->err_cmd, msg_type_name(s->err_type), s->errmsg);
-		return;
+		return 1;
 	}
-	c->status = c->exec ? c->exec(c) : 0;
-	if (c->status == QCMD_AGAIN)
+	return 0;
+}
+
+/* After exec, or when the device completes a pending command, under the
+ * lock: the stream's sticky-error rules. */
+static void settle(struct qcmd *c, int was_pending)
+{
+	struct stream *s = c->stream;
+
+	if (!s)
 		return;
-	if (c->fence && s && s->err) {
+	if (was_pending && s->err && !c->fence && c->status == 0) {
+		/* It was already on the device when an earlier command failed,
+		 * and ran on what that command left: its results do not count. */
+		c->status = PPRPC_EQUEUE;
+		snprintf(c->err, sizeof(c->err), "ran after command #%llu (%s) failed, results invalid: %.150s",
+			 (unsigned long long)s->err_cmd, msg_type_name(s->err_type), s->errmsg);
+	}
+	if (c->fence && s->err) {
 		c->status = s->err;
 		c->fail_cmd = s->err_cmd;
 		c->fail_type = s->err_type;
 		snprintf(c->err, sizeof(c->err), "command #%llu (%s) failed: %.200s",
 			 (unsigned long long)s->err_cmd, msg_type_name(s->err_type), s->errmsg);
 		s->err = 0;
-	} else if (c->status < 0 && c->sticky && s && !s->err) {
+	} else if (c->status < 0 && c->sticky && !s->err) {
 		s->err = c->status;
 		s->err_cmd = c->req_id;
 		s->err_type = c->type;
@@ -61,11 +85,16 @@ static void execute(struct qcmd *c)
 	}
 }
 
-/* Can c run now?  Commands a stream will skip or cancel always can. */
+/* Can c run now?  A command that is not pure device work waits until its
+ * stream has nothing pending on the device (FENCE included: it must see
+ * every earlier failure).  Otherwise commands a stream will skip or cancel
+ * always can. */
 static int runnable(struct qcmd *c)
 {
 	struct stream *s = c->stream;
 
+	if (s && !c->async_ok && atomic_load(&s->pending) > 0)
+		return 0;
 	if (!c->ready || (s && (atomic_load(&s->canceled) || (s->err && !c->fence))))
 		return 1;
 	return c->ready(c);
@@ -96,6 +125,23 @@ static struct qcmd *pick(struct queue *q, struct qcmd **ret_prev)
 	return NULL;
 }
 
+/* Under the lock: hand a finished command to the loop. */
+static void finish(struct queue *q, struct qcmd *c)
+{
+	c->next = NULL;
+	if (q->done_tail)
+		q->done_tail->next = c;
+	else
+		q->done_head = c;
+	q->done_tail = c;
+	uv_async_send(&q->async);
+}
+
+static int worker_done(const struct queue *q)
+{
+	return q->stop && !q->head && q->npending == 0;
+}
+
 static void *worker(void *arg)
 {
 	struct queue *q = arg;
@@ -104,23 +150,31 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&q->lock);
 	for (;;) {
 		struct qcmd *c, *prev = NULL;
+		int st;
 
 		c = pick(q, &prev);
 		if (!c) {
-			if (!q->head && q->stop)
+			if (worker_done(q))
 				break;
 			q->kicks_seen = q->kicks;
-			while (q->kicks == q->kicks_seen && !(q->stop && !q->head))
+			while (q->kicks == q->kicks_seen && !worker_done(q))
 				pthread_cond_wait(&q->cond, &q->lock);
 			continue;
 		}
-		pthread_mutex_unlock(&q->lock);
-
-		execute(c);
-
-		pthread_mutex_lock(&q->lock);
-		if (c->status == QCMD_AGAIN)
+		if (skip(c)) {
+			st = c->status;
+		} else {
+			c->state = QS_RUNNING;
+			pthread_mutex_unlock(&q->lock);
+			st = c->exec ? c->exec(c) : 0;
+			pthread_mutex_lock(&q->lock);
+		}
+		if (st == QCMD_AGAIN) {
+			c->state = QS_WAITING;
 			continue; /* stays in place, behind its readiness */
+		}
+		/* prev may have left the list meanwhile only if it was pending
+		 * (it never is: pending commands are not in it), so it holds. */
 		if (prev)
 			prev->next = c->next;
 		else
@@ -128,15 +182,47 @@ static void *worker(void *arg)
 		if (q->tail == c)
 			q->tail = prev;
 		c->next = NULL;
-		if (q->done_tail)
-			q->done_tail->next = c;
-		else
-			q->done_head = c;
-		q->done_tail = c;
-		uv_async_send(&q->async);
+		if (st == QCMD_PENDING && c->state != QS_EARLY) {
+			c->state = QS_PENDING;
+			atomic_fetch_add(&c->stream->pending, 1);
+			q->npending++;
+			continue;
+		}
+		if (st != QCMD_PENDING)
+			c->status = st;
+		settle(c, st == QCMD_PENDING);
+		finish(q, c);
 	}
 	pthread_mutex_unlock(&q->lock);
 	return NULL;
+}
+
+void queue_complete(struct queue *q, struct qcmd *c, int status, const char *why)
+{
+	pthread_mutex_lock(&q->lock);
+	c->status = status;
+	if (status < 0 && why)
+		snprintf(c->err, sizeof(c->err), "%s", why);
+	if (c->state == QS_RUNNING) {
+		/* The worker has not seen exec's QCMD_PENDING yet: it finishes
+		 * the command itself. */
+		c->state = QS_EARLY;
+		pthread_mutex_unlock(&q->lock);
+		return;
+	}
+	atomic_fetch_sub(&c->stream->pending, 1);
+	q->npending--;
+	settle(c, 1);
+	finish(q, c);
+	/* The stream's host-side commands may run now. */
+	q->kicks++;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+}
+
+int queue_stream_pending(const struct stream *s)
+{
+	return atomic_load(&s->pending);
 }
 
 static void drain(uv_async_t *a)
@@ -184,6 +270,7 @@ void queue_push(struct queue *q, struct qcmd *c)
 {
 	c->next = NULL;
 	c->status = 0;
+	c->state = QS_WAITING;
 	c->err[0] = '\0';
 	q->pushed++;
 	pthread_mutex_lock(&q->lock);

@@ -40,6 +40,12 @@ struct qcmd {
 	uint16_t type;
 	uint8_t sticky;          /* a failure marks the stream failed */
 	uint8_t fence;           /* report and clear the stream's failure */
+	/* May run while earlier commands of its stream are still pending on
+	 * the device (pure device work queued behind them on the same device
+	 * stream).  Every other command waits until its stream has nothing
+	 * pending, so host-side work never overtakes device-side work. */
+	uint8_t async_ok;
+	uint8_t state;           /* queue.c: where the command is (under the lock) */
 	int status;
 	uint64_t fail_cmd;       /* fence: the command that failed */
 	uint16_t fail_type;
@@ -47,6 +53,9 @@ struct qcmd {
 };
 
 #define QCMD_AGAIN 1
+/* exec handed the command to the device: it completes later, from any
+ * thread, through queue_complete().  Only for async_ok commands. */
+#define QCMD_PENDING 2
 
 struct queue;
 
@@ -57,9 +66,17 @@ void queue_push(struct queue *q, struct qcmd *c);
 uint64_t queue_depth(const struct queue *q);
 uint64_t queue_completed(const struct queue *q);
 pthread_t queue_thread(const struct queue *q);
+/* Completion of a QCMD_PENDING command (any thread, exactly once): status
+ * 0 or a negative code, why (may be NULL) its reason.  Completions of one
+ * stream must arrive in the order the commands were issued (one device
+ * stream runs them in order). */
+void queue_complete(struct queue *q, struct qcmd *c, int status, const char *why);
+/* Commands of s handed to the device and not completed (any thread). */
+int queue_stream_pending(const struct stream *s);
 /* Something a waiting command depends on changed: re-check (any thread). */
 void queue_kick(struct queue *q);
-/* Stop the worker after it finished what is queued; join it, run the
+/* Stop the worker after it finished what is queued and every pending
+ * command completed; join it, run the
  * remaining completions and close the async handle. */
 void queue_destroy(struct queue *q);
 

@@ -7,10 +7,11 @@
  * state per connection means one client's failure never poisons another
  * client sharing the device.
  *
- * Ownership: err* fields belong to the device's worker thread (written when
- * a command fails, read and cleared by FENCE, which also runs there); the
- * loop reads them only while inflight == 0, when the queue's lock has
- * ordered every worker write before the last completion.  inflight is
+ * Ownership: err* fields are written under the device queue's lock, by the
+ * worker (a command failed, FENCE reports and clears) or by the thread that
+ * completes a pending device command; the loop reads them only while
+ * inflight == 0, when that lock has ordered every write before the last
+ * completion.  inflight is
  * loop-only; canceled is set by the loop and read by the worker.
  */
 #ifndef PPRPC_DAEMON_STREAM_H
@@ -27,6 +28,13 @@ struct stream {
 	uint64_t inflight;
 	atomic_int canceled;
 	uint64_t blocked_scan;   /* worker: scan in which this stream's head was not ready */
+	/* commands handed to the device and not completed (queue lock; read
+	 * atomically by exec) */
+	atomic_int pending;
+	/* the device backend's context for this stream (a CUDA stream with its
+	 * workspace), made by the worker on first use, given back when the
+	 * connection is freed */
+	void *dev_stream;
 };
 
 /* Nothing of this stream is queued or failed: a command may take a fast

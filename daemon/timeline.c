@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "daemon/conn.h"
+#include "daemon/device.h"
 #include "daemon/pprpcd.h"
 #include "daemon/stream.h"
 #include "pprpc_types.h"
@@ -16,6 +17,27 @@ struct tl_waiter {
 	tl_wait_cb cb;
 	void *arg;
 };
+
+/* Under tl_lock: set the slot of every device wait that is decided (its
+ * value reached, its cell failed, its stream cancelled, or stopping).  The
+ * list is short (one entry per WAIT held on a device stream). */
+static void gpu_waits_release(struct pprpcd *d)
+{
+	int stopping = atomic_load(&d->stopping_workers);
+
+	for (struct tl_gpu_wait **pp = &d->gpu_waits; *pp;) {
+		struct tl_gpu_wait *w = *pp;
+
+		if (w->cell->value >= w->value || w->cell->error || stopping ||
+		    (w->s && atomic_load(&w->s->canceled))) {
+			*pp = w->next;
+			w->registered = 0;
+			__atomic_store_n(w->slot, 1, __ATOMIC_RELEASE);
+		} else {
+			pp = &w->next;
+		}
+	}
+}
 
 void timeline_sys_init(struct pprpcd *d)
 {
@@ -42,6 +64,7 @@ int timeline_create(struct pprpcd *d, struct conn *c, struct device *dev, uint64
 	t->dev = dev;
 	t->owner = c;
 	t->cell.value = initial;
+	t->sig_hi = initial;
 	t->refs = 1;
 	rc = htab_insert(&d->timelines, t, &t->handle);
 	if (rc < 0) {
@@ -65,8 +88,10 @@ void timeline_ref(struct timeline *t)
 
 void timeline_unref(struct timeline *t)
 {
-	if (--t->refs == 0)
-		free(t);
+	if (--t->refs)
+		return;
+	device_slot_free(t->dev, t->gpu_value);
+	free(t);
 }
 
 uint64_t timeline_value(struct pprpcd *d, const struct tl_cell *cell)
@@ -86,6 +111,7 @@ void timeline_cell_set(struct pprpcd *d, struct tl_cell *cell, uint64_t value, i
 		cell->value = value;
 	if (error && !cell->error)
 		cell->error = error;
+	gpu_waits_release(d);
 	pthread_mutex_unlock(&d->tl_lock);
 	pprpcd_kick_queues(d);
 }
@@ -97,6 +123,7 @@ void timeline_cell_fail(struct pprpcd *d, struct tl_cell *cell, int error, const
 		cell->error = error;
 		snprintf(cell->why, sizeof(cell->why), "%s", why ? why : "");
 	}
+	gpu_waits_release(d);
 	pthread_mutex_unlock(&d->tl_lock);
 	pprpcd_kick_queues(d);
 }
@@ -116,7 +143,7 @@ void timeline_retire(struct pprpcd *d, struct timeline *t)
 	timeline_unref(t);
 }
 
-int timeline_signal(struct pprpcd *d, struct timeline *t, uint64_t value, char *err, size_t errlen)
+int timeline_signal_begin(struct pprpcd *d, struct timeline *t, uint64_t value, char *err, size_t errlen)
 {
 	int rc = 0;
 
@@ -124,17 +151,34 @@ int timeline_signal(struct pprpcd *d, struct timeline *t, uint64_t value, char *
 	if (t->cell.error) {
 		rc = t->cell.error;
 		snprintf(err, errlen, "timeline was destroyed");
-	} else if (value <= t->cell.value) {
+	} else if (value <= t->sig_hi) {
 		rc = PPRPC_EINVAL;
 		snprintf(err, errlen, "SIGNAL value %" PRIu64 " does not exceed the timeline's value %" PRIu64,
-			 value, t->cell.value);
+			 value, t->sig_hi);
 	} else {
-		t->cell.value = value;
+		t->sig_hi = value;
 	}
 	pthread_mutex_unlock(&d->tl_lock);
+	return rc;
+}
+
+void timeline_signal_end(struct pprpcd *d, struct timeline *t, uint64_t value)
+{
+	pthread_mutex_lock(&d->tl_lock);
+	if (value > t->cell.value)
+		t->cell.value = value;
+	gpu_waits_release(d);
+	pthread_mutex_unlock(&d->tl_lock);
 	/* WAITs on this value may be ready now, on any device's queue. */
+	pprpcd_kick_queues(d);
+}
+
+int timeline_signal(struct pprpcd *d, struct timeline *t, uint64_t value, char *err, size_t errlen)
+{
+	int rc = timeline_signal_begin(d, t, value, err, errlen);
+
 	if (rc == 0)
-		pprpcd_kick_queues(d);
+		timeline_signal_end(d, t, value);
 	return rc;
 }
 
@@ -148,35 +192,84 @@ int timeline_cell_ready(struct pprpcd *d, const struct tl_cell *cell, uint64_t v
 	return ready;
 }
 
+/* Under tl_lock: how a wait for value on cell ends, once decided. */
+static int wait_result(struct pprpcd *d, const struct tl_cell *cell, uint64_t value, char *err, size_t errlen)
+{
+	int rc;
+
+	(void)d;
+	if (cell->value >= value)
+		return 0;
+	if (!cell->error) {
+		snprintf(err, errlen, "WAIT cancelled");
+		return PPRPC_ECANCELED;
+	}
+	rc = cell->error;
+	snprintf(err, errlen, "WAIT for value %" PRIu64 " failed: %s%s%.150s", value,
+		 rc == PPRPC_ECANCELED || rc == PPRPC_EHANDLE ? "the timeline does not exist (destroyed or never created)"
+		 : rc == PPRPC_ECONN ? "its rank is unreachable or went away"
+		 : rc == PPRPC_EAUTH ? "authentication failed on the link to its rank (another key, or none?)"
+				     : "its rank refused the subscription",
+		 cell->why[0] ? ": " : "", cell->why);
+	return rc;
+}
+
 int timeline_wait_cell(struct pprpcd *d, const struct tl_cell *cell, uint64_t value,
 		       const struct stream *s, char *err, size_t errlen)
 {
-	int rc = 0;
+	int rc;
 
 	/* Run only once ready (the queue does not block on it); a cancelled
 	 * stream never runs it at all. */
 	(void)s;
 	pthread_mutex_lock(&d->tl_lock);
-	if (cell->value >= value) {
-		rc = 0;
-	} else if (cell->error) {
-		rc = cell->error;
-		snprintf(err, errlen, "WAIT for value %" PRIu64 " failed: %s%s%.150s", value,
-			 rc == PPRPC_ECANCELED || rc == PPRPC_EHANDLE ? "the timeline does not exist (destroyed or never created)"
-			 : rc == PPRPC_ECONN ? "its rank is unreachable or went away"
-			 : rc == PPRPC_EAUTH ? "authentication failed on the link to its rank (another key, or none?)"
-					     : "its rank refused the subscription",
-			 cell->why[0] ? ": " : "", cell->why);
-	} else {
-		rc = PPRPC_ECANCELED;
-		snprintf(err, errlen, "WAIT cancelled");
+	rc = wait_result(d, cell, value, err, errlen);
+	pthread_mutex_unlock(&d->tl_lock);
+	return rc;
+}
+
+int timeline_gpu_wait_begin(struct pprpcd *d, struct tl_gpu_wait *w)
+{
+	int decided;
+
+	*w->slot = 0;
+	pthread_mutex_lock(&d->tl_lock);
+	decided = w->cell->value >= w->value || w->cell->error || atomic_load(&d->stopping_workers) ||
+		  (w->s && atomic_load(&w->s->canceled));
+	if (!decided) {
+		w->next = d->gpu_waits;
+		d->gpu_waits = w;
+		w->registered = 1;
 	}
+	pthread_mutex_unlock(&d->tl_lock);
+	return decided;
+}
+
+int timeline_gpu_wait_end(struct pprpcd *d, struct tl_gpu_wait *w, char *err, size_t errlen)
+{
+	int rc;
+
+	pthread_mutex_lock(&d->tl_lock);
+	if (w->registered) {
+		/* The device passed it without a release (it failed): unlink. */
+		for (struct tl_gpu_wait **pp = &d->gpu_waits; *pp; pp = &(*pp)->next)
+			if (*pp == w) {
+				*pp = w->next;
+				break;
+			}
+		w->registered = 0;
+	}
+	rc = wait_result(d, w->cell, w->value, err, errlen);
 	pthread_mutex_unlock(&d->tl_lock);
 	return rc;
 }
 
 void timeline_wake_all(struct pprpcd *d)
 {
+	/* Device waits of a cancelled stream, or all of them when stopping. */
+	pthread_mutex_lock(&d->tl_lock);
+	gpu_waits_release(d);
+	pthread_mutex_unlock(&d->tl_lock);
 	pprpcd_kick_queues(d);
 }
 

@@ -34,6 +34,11 @@ struct timeline {
 	struct device *dev;
 	struct conn *owner;
 	struct tl_cell cell;
+	uint64_t sig_hi;      /* highest value a SIGNAL was accepted for (tl_lock):
+			       * SIGNALs still on a device stream count */
+	/* host-mapped slot the GPU writes SIGNALs to (async devices; made on
+	 * the loop at the first SIGNAL, freed with the timeline) */
+	volatile uint64_t *gpu_value;
 	int refs;             /* the handle + queued commands + waiters */
 	struct tl_waiter *waiters;
 	struct timeline *next, *prev;  /* owner's list */
@@ -58,6 +63,36 @@ uint64_t timeline_value(struct pprpcd *d, const struct tl_cell *cell);
 
 /* Worker side.  SIGNAL: value must exceed the current one. */
 int timeline_signal(struct pprpcd *d, struct timeline *t, uint64_t value, char *err, size_t errlen);
+/* A SIGNAL the device writes from its stream, in two steps: begin checks
+ * and reserves value (worker), end publishes it once the device passed the
+ * write (any thread; wakes queues and device waits, not loop waiters). */
+int timeline_signal_begin(struct pprpcd *d, struct timeline *t, uint64_t value, char *err, size_t errlen);
+void timeline_signal_end(struct pprpcd *d, struct timeline *t, uint64_t value);
+
+/*
+ * A WAIT resolved on the device: the device stream waits until *slot (host
+ * memory the device reads) becomes non-zero, and no thread blocks.  The
+ * slot is private to the wait, so one wait can be released alone (its
+ * connection closed) without touching other waiters of the cell.  It is set
+ * when the cell reaches value, fails, the stream is cancelled or the daemon
+ * stops; end() then says which.
+ */
+struct tl_gpu_wait {
+	struct tl_gpu_wait *next;
+	const struct tl_cell *cell;
+	uint64_t value;
+	const struct stream *s;
+	volatile uint64_t *slot;
+	int registered;
+};
+
+/* Worker: 1 when it is decided already (the device need not wait), 0 when
+ * registered (*slot is 0 until released). */
+int timeline_gpu_wait_begin(struct pprpcd *d, struct tl_gpu_wait *w);
+/* Once the device passed the wait (any thread): unregister; 0 when the
+ * value was reached, else the cell's error or PPRPC_ECANCELED, with a
+ * reason. */
+int timeline_gpu_wait_end(struct pprpcd *d, struct tl_gpu_wait *w, char *err, size_t errlen);
 /* Can a WAIT for value proceed (reached, failed, or shutting down)? */
 int timeline_cell_ready(struct pprpcd *d, const struct tl_cell *cell, uint64_t value);
 /* The WAIT itself, once ready: 0 when cell >= value, else the cell's error

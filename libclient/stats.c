@@ -90,6 +90,9 @@ PPRPC_API int pprpc_stats_get(pprpc_client *c, pprpc_stats **out)
 		o->graph_replays = d->graph_replays;
 		o->ipc_pool_bytes = d->ipc_pool_bytes;
 		snprintf(o->ipc_status, sizeof(o->ipc_status), "%s", d->ipc_status ? d->ipc_status : "");
+		o->gpu_waits = d->gpu_waits;
+		o->gpu_signals = d->gpu_signals;
+		snprintf(o->async_status, sizeof(o->async_status), "%s", d->async_status ? d->async_status : "");
 	}
 	s->nconnections = (uint32_t)r->n_connections;
 	for (size_t i = 0; i < r->n_connections; i++) {

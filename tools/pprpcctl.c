@@ -124,6 +124,9 @@ static void stats_text(const pprpc_stats *s, const char *rank)
 		       (unsigned long long)d->graph_replays);
 		if (d->ipc_status[0])
 			printf("           IPC boundaries: %s, pool %.1f MiB\n", d->ipc_status, d->ipc_pool_bytes / MIB);
+		if (d->async_status[0])
+			printf("           GPU-side timelines: %s, waits held on the GPU %llu, signals written %llu\n",
+			       d->async_status, (unsigned long long)d->gpu_waits, (unsigned long long)d->gpu_signals);
 	}
 	for (uint32_t i = 0; i < s->nconnections; i++) {
 		const pprpc_conn_stats *k = &s->connections[i];

@@ -612,6 +612,10 @@ typedef struct pprpc_device_stats {
 	uint64_t graph_captures, graph_replays;  /* CUDA graphs: captured, replayed */
 	uint64_t ipc_pool_bytes;  /* IPC staging pool for boundary SENDs (0 until first used) */
 	char ipc_status[192];     /* "" no IPC, "not used yet", "ready", "off: <why>" */
+	/* GPU-side timelines: WAITs held on the GPU, SIGNALs written from a GPU
+	 * stream, and whether the device runs them ("" CPU, "on", "off: <why>") */
+	uint64_t gpu_waits, gpu_signals;
+	char async_status[192];
 } pprpc_device_stats;
 
 typedef struct pprpc_conn_stats {
