@@ -14,9 +14,16 @@ int tdaemon_start(struct tdaemon *d, const char *const *extra)
 {
 	const char *bin = getenv("PPRPCD") ? getenv("PPRPCD") : "build/bin/pprpcd";
 	const char *argv[64] = { "--log-level", "info" };
+	const char *devices = getenv("PPRPC_TEST_DEVICES");
 	char err[512];
 	int n = 2;
 
+	/* The same tests against another device set (cuda:0 on a GPU host,
+	 * where the async paths are the CUDA backend's). */
+	if (devices && *devices) {
+		argv[n++] = "--devices";
+		argv[n++] = devices;
+	}
 	for (int i = 0; extra && extra[i] && n < 63; i++)
 		argv[n++] = extra[i];
 	argv[n] = NULL;

@@ -14,7 +14,7 @@
 #define tdaemon spawned
 
 /* Start a daemon (log level info) with extra flags (NULL-terminated, may be
- * NULL).  Returns 0 once it listens, -1 (after printing its log) otherwise. */
+ * NULL); $PPRPC_TEST_DEVICES, when set, is its --devices.  Returns 0 once it listens, -1 (after printing its log) otherwise. */
 int tdaemon_start(struct tdaemon *d, const char *const *extra);
 /* Stop by PID; prints the log when the exit status is not 0 (or
  * PPRPC_KEEP_LOGS is set).  Returns the waitpid status. */

@@ -368,6 +368,103 @@ static void test_sticky_errors(void **state)
 	pprpc_close(c);
 }
 
+/* Device 0's async state, and how many WAITs it held on the GPU. */
+static int device_async(pprpc_client *c, uint64_t *ret_gpu_waits, uint64_t *ret_gpu_signals)
+{
+	pprpc_stats *st = NULL;
+	int on;
+
+	assert_int_equal(pprpc_stats_get(c, &st), 0);
+	assert_true(st->ndevices >= 1);
+	on = strcmp(st->devices[0].async_status, "on") == 0;
+	if (!on && st->devices[0].async_status[0])
+		fprintf(stderr, "note: %s: GPU-side timelines %s\n", st->devices[0].info.name, st->devices[0].async_status);
+	*ret_gpu_waits = st->devices[0].gpu_waits;
+	*ret_gpu_signals = st->devices[0].gpu_signals;
+	pprpc_stats_free(st);
+	return on;
+}
+
+/*
+ * A WAIT with device work queued behind it, released by another connection
+ * of the same device.  With GPU-side waits this is the case that deadlocks
+ * if streams share a device stream (the releasing SIGNAL would queue behind
+ * the held WAIT): each pprpc stream has its own.  The graph behind the WAIT
+ * must not run before the release, and its result must be there after.
+ * On a CUDA device the stats must show the WAIT held on the GPU.
+ */
+static void test_wait_holds_device_work(void **state)
+{
+	pprpc_client *c = connect_ok(&g_a), *c2 = connect_ok(&g_a);
+	pprpc_timeline t, t2;
+	pprpc_buffer x, y;
+	pprpc_graph g;
+	float v[N], got[N], zero[N];
+	uint64_t w0, s0, w1, s1, val = 99;
+	int on;
+
+	(void)state;
+	memset(zero, 0, sizeof(zero));
+	fill(v, 5);
+	on = device_async(c, &w0, &s0);
+	assert_int_equal(pprpc_buffer_alloc(c, 0, N * 4, &x), 0);
+	assert_int_equal(pprpc_buffer_alloc(c, 0, N * 4, &y), 0);
+	g = scale_graph(c, x, y, 2.0f, 1.0f);
+	assert_int_equal(pprpc_tensor_set(c, x, 0, v, N * 4), 0);
+	assert_int_equal(pprpc_timeline_create(c, 0, 0, &t), 0);
+	assert_int_equal(pprpc_timeline_create(c2, 0, 0, &t2), 0);
+
+	assert_int_equal(pprpc_wait(c, 0, NULL, t2, 1), 0);
+	assert_int_equal(pprpc_graph_run_async(c, g), 0);
+	assert_int_equal(pprpc_signal(c, t, 1), 0);
+	/* Held: neither the graph nor the SIGNAL ran. */
+	assert_int_equal(pprpc_timeline_host_wait(c2, t, 1, 200), PPRPC_ETIMEDOUT);
+	assert_int_equal(pprpc_timeline_query(c2, t, &val), 0);
+	assert_int_equal(val, 0);
+	/* The other connection, same device, is not held by it. */
+	assert_int_equal(pprpc_signal(c2, t2, 1), 0);
+	assert_int_equal(pprpc_timeline_host_wait(c2, t, 1, 5000), 0);
+	assert_int_equal(pprpc_synchronize(c, 0), 0);
+	assert_int_equal(pprpc_tensor_get(c, y, 0, got, N * 4), 0);
+	for (int i = 0; i < N; i++)
+		assert_true(got[i] == v[i] * 2.0f + 1.0f);
+	if (on) {
+		device_async(c, &w1, &s1);
+		assert_true(w1 >= w0 + 1);  /* the WAIT was held on the GPU */
+		assert_true(s1 >= s0 + 2);  /* both SIGNALs written from a stream */
+	}
+
+	/* A held WAIT of a connection that goes away is released alone: the
+	 * device serves the others, and the closed one's graph run behind
+	 * the WAIT is cancelled, not left hanging. */
+	{
+		pprpc_client *c3 = connect_ok(&g_a);
+		pprpc_timeline never;
+
+		assert_int_equal(pprpc_timeline_create(c2, 0, 10, &never), 0);
+		assert_int_equal(pprpc_wait(c3, 0, NULL, never, 11), 0);
+		assert_int_equal(pprpc_signal(c3, never, 12), 0); /* not its owner: refused, sticky */
+		pprpc_close(c3);
+		assert_int_equal(pprpc_signal(c2, t2, 2), 0);
+		assert_int_equal(pprpc_timeline_host_wait(c2, t2, 2, 5000), 0);
+		assert_int_equal(pprpc_timeline_query(c2, never, &val), 0);
+		assert_int_equal(val, 10);
+		/* Still held by nobody: a WAIT on it from c is released by
+		 * the SIGNAL, as before. */
+		assert_int_equal(pprpc_wait(c, 0, NULL, never, 11), 0);
+		assert_int_equal(pprpc_graph_run_async(c, g), 0);
+		assert_int_equal(pprpc_signal(c2, never, 11), 0);
+		assert_int_equal(pprpc_synchronize(c, 0), 0);
+		/* Left held while both connections close (the owner's first):
+		 * released by the timeline's end; the daemon must still stop
+		 * cleanly (teardown checks its exit status). */
+		assert_int_equal(pprpc_wait(c, 0, NULL, never, 1000), 0);
+		assert_int_equal(pprpc_graph_run_async(c, g), 0);
+	}
+	pprpc_close(c2);
+	pprpc_close(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -377,6 +474,7 @@ int main(void)
 		cmocka_unit_test(test_cross_rank_wait),
 		cmocka_unit_test(test_host_wait_timeout),
 		cmocka_unit_test(test_sticky_errors),
+		cmocka_unit_test(test_wait_holds_device_work),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
