@@ -569,6 +569,18 @@ static void print_boundary_paths(struct ctx *x)
 			       b->path, (unsigned long long)b->transfers, b->bytes / 1048576.0,
 			       (unsigned long long)b->errors);
 		}
+		/* Where the WAITs were held: on the GPU (stream memory
+		 * operations) or resolved by the daemon's worker. */
+		for (uint32_t i = 0; i < st->ndevices; i++)
+			if (st->devices[i].async_status[0])
+				printf("timelines: rank %d (%s) %s: GPU-side %s, %llu WAITs held on the GPU, %llu SIGNALs "
+				       "written from a stream, graph runs %llu (captures %llu, replays %llu)\n",
+				       s, x->st[s].addr, st->devices[i].info.name, st->devices[i].async_status,
+				       (unsigned long long)st->devices[i].gpu_waits,
+				       (unsigned long long)st->devices[i].gpu_signals,
+				       (unsigned long long)st->devices[i].graph_runs,
+				       (unsigned long long)st->devices[i].graph_captures,
+				       (unsigned long long)st->devices[i].graph_replays);
 		pprpc_stats_free(st);
 	}
 }
