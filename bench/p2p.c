@@ -95,6 +95,7 @@ struct ctx {
 	struct rank a, b;
 	uint64_t next_id;          /* transfer ids: unique per source daemon while in flight */
 	int pairs, pairs_large, lat_iters;
+	int burst;                 /* back-to-back transfers per size (0: none) */
 	uint64_t p2p_done;         /* p2p transfers that completed (for the stats check) */
 };
 
@@ -334,6 +335,70 @@ out:
 		ret = pprpc_err(x->b.c, "buffer_free(B)", rc);
 	if (ba && (rc = pprpc_buffer_free(x->a.c, ba)) < 0 && ret == 0)
 		ret = pprpc_err(x->a.c, "buffer_free(A)", rc);
+	return ret;
+}
+
+/* ---- bursts ------------------------------------------------------------------------------------ */
+
+/*
+ * The steady state of a pipeline boundary: K transfers of n bytes issued
+ * back to back (every SEND and RECV queued before the one synchronize of
+ * B), so the devices and the daemons never idle between them.  The single
+ * transfers above pay a cold start each (the client path's long host work
+ * runs between them).  Parity: B holds A's pattern afterwards.  Returns
+ * 0, 1 when skipped (refused memory), -1 on an error.
+ */
+static int burst(struct ctx *x, uint64_t n, int k, double *ret_s, int *ret_parity)
+{
+	pprpc_buffer ba = 0, bb = 0;
+	uint8_t *host = alloc_touched((size_t)n);
+	uint64_t want;
+	double t0;
+	int rc, ret = -1;
+
+	if (!host)
+		return 1;
+	if ((rc = pprpc_buffer_alloc(x->a.c, 0, n, &ba)) < 0 || (rc = pprpc_buffer_alloc(x->b.c, 0, n, &bb)) < 0) {
+		ret = is_refusal(rc) ? 1 : pprpc_err(ba ? x->b.c : x->a.c, "buffer_alloc (burst)", rc);
+		goto out;
+	}
+	fill_pattern(host, (size_t)n, PATTERN_SEED ^ n ^ 0xb0b5ull);
+	want = hash64(host, (size_t)n);
+	if ((rc = pprpc_tensor_set(x->a.c, ba, 0, host, n)) < 0) {
+		pprpc_err(x->a.c, "tensor_set(A) (burst)", rc);
+		goto out;
+	}
+	t0 = now_s();
+	for (int i = 0; i < k; i++) {
+		uint64_t id = x->next_id++;
+
+		if ((rc = pprpc_send_async(x->a.c, ba, 0, n, id, x->b.addr)) < 0 ||
+		    (rc = pprpc_recv_async(x->b.c, bb, 0, n, id, x->a.addr)) < 0) {
+			pprpc_err(x->a.c, "send/recv_async (burst)", rc);
+			goto out;
+		}
+	}
+	if ((rc = pprpc_synchronize(x->b.c, 0)) < 0) {
+		pprpc_err(x->b.c, "synchronize(B) (burst)", rc);
+		goto out;
+	}
+	*ret_s = now_s() - t0;
+	if ((rc = pprpc_synchronize(x->a.c, 0)) < 0) {
+		pprpc_err(x->a.c, "synchronize(A) (burst)", rc);
+		goto out;
+	}
+	x->p2p_done += (uint64_t)k;
+	rc = dest_matches(x, bb, host, n, want);
+	if (rc < 0)
+		goto out;
+	*ret_parity = rc;
+	ret = 0;
+out:
+	munmap(host, (size_t)n);
+	if (bb)
+		pprpc_buffer_free(x->b.c, bb);
+	if (ba)
+		pprpc_buffer_free(x->a.c, ba);
 	return ret;
 }
 
@@ -657,6 +722,8 @@ static void usage(FILE *f)
 		"  --pairs K            interleaved pairs per size (default 7)\n"
 		"  --pairs-large K      pairs per size from 512 MiB on (default 3)\n"
 		"  --lat-iters N        round trips per path for the 4 KiB / 64 B latency (default 500; 0 = skip)\n"
+		"  --burst K            also, per size, K p2p transfers back to back (one synchronize):\n"
+		"                       the steady-state throughput, and the IPC copies' own (default 0 = skip)\n"
 		"  --floor-mib N        spawned daemons' --memory-floor-mib (default 1024)\n"
 		"  --staging-mib N      spawned daemons' --staging-mib (default: the daemon's)\n"
 		"  --devices DEV,DEV    spawned daemons' devices, A then B (e.g. cuda:0,cuda:1: GPU to GPU)\n"
@@ -755,7 +822,7 @@ int main(int argc, char **argv)
 		{ "pairs-large", required_argument, NULL, 'K' }, { "lat-iters", required_argument, NULL, 'n' },
 		{ "floor-mib", required_argument, NULL, 'f' },   { "staging-mib", required_argument, NULL, 'S' },
 		{ "json", required_argument, NULL, 'j' },        { "help", no_argument, NULL, 'h' },
-		{ "devices", required_argument, NULL, 'D' },
+		{ "devices", required_argument, NULL, 'D' },     { "burst", required_argument, NULL, 'B' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct result res[MAX_SIZES];
@@ -800,6 +867,12 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			*(opt == 'k' ? &x.pairs : &x.pairs_large) = v;
+			break;
+		case 'B':
+			if (parse_int(optarg, 0, 64, &x.burst) < 0) {
+				fprintf(stderr, "bench-p2p: --burst: expected 0..64\n");
+				return 2;
+			}
 			break;
 		case 'n':
 			if (parse_int(optarg, 0, MAX_LAT_ITERS, &x.lat_iters) < 0) {
@@ -895,6 +968,30 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bench-p2p: PARITY FAILURE at %" PRIu64 " bytes: %s\n", res[i].size,
 				res[i].parity_msg);
 			parity_ok = 0;
+		}
+		if (x.burst && !res[i].skipped) {
+			double bs = 0;
+			int bpar = 0, brc;
+
+			recv_copy_stats(&x.b, x.a.addr, &cb0, &cu0);
+			brc = burst(&x, res[i].size, x.burst, &bs, &bpar);
+			if (brc < 0)
+				goto out;
+			recv_copy_stats(&x.b, x.a.addr, &cb1, &cu1);
+			if (brc == 1) {
+				printf("       | burst: skipped (memory refused)\n");
+			} else {
+				printf("       | burst of %d back to back: %.1f GB/s end to end (%.3f ms), parity %s", x.burst,
+				       (double)res[i].size * x.burst / bs / 1e9, bs * 1e3, bpar ? "ok" : "FAIL");
+				if (cu1 > cu0)
+					printf("; IPC copies at B: %.1f GB/s", (double)(cb1 - cb0) / ((double)(cu1 - cu0) * 1e-6) / 1e9);
+				printf("\n");
+				if (!bpar) {
+					fprintf(stderr, "bench-p2p: PARITY FAILURE in the burst at %" PRIu64 " bytes\n",
+						res[i].size);
+					parity_ok = 0;
+				}
+			}
 		}
 	}
 
