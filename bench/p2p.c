@@ -531,7 +531,7 @@ static const pprpc_boundary_stats *bstat_find(const pprpc_stats *s, const char *
 	return NULL;
 }
 
-/* B's receive boundary from peer: bytes and IPC copy time so far (zeros
+/* B's receive boundary from peer: IPC bytes and IPC copy time so far (zeros
  * when STATS fails or there is none). */
 static void recv_copy_stats(struct rank *r, const char *peer, uint64_t *bytes, uint64_t *copy_us)
 {
@@ -541,7 +541,9 @@ static void recv_copy_stats(struct rank *r, const char *peer, uint64_t *bytes, u
 		return;
 	for (uint32_t i = 0; i < s->nboundaries; i++)
 		if (!strcmp(s->boundaries[i].peer, peer) && !strcmp(s->boundaries[i].direction, "recv")) {
-			*bytes = s->boundaries[i].bytes;
+			/* only what went by IPC: a transfer staged through the
+			 * host has bytes but no copy time */
+			*bytes = s->boundaries[i].ipc_bytes;
 			*copy_us = s->boundaries[i].copy_us;
 		}
 	pprpc_stats_free(s);
@@ -984,7 +986,9 @@ int main(int argc, char **argv)
 				printf("       | burst of %d back to back: %.1f GB/s end to end (%.3f ms), parity %s", x.burst,
 				       (double)res[i].size * x.burst / bs / 1e9, bs * 1e3, bpar ? "ok" : "FAIL");
 				if (cu1 > cu0)
-					printf("; IPC copies at B: %.1f GB/s", (double)(cb1 - cb0) / ((double)(cu1 - cu0) * 1e-6) / 1e9);
+					printf("; by IPC %.0f of %.0f MiB, IPC copies at B: %.1f GB/s", (double)(cb1 - cb0) / MIB,
+					       (double)res[i].size * x.burst / MIB,
+					       (double)(cb1 - cb0) / ((double)(cu1 - cu0) * 1e-6) / 1e9);
 				printf("\n");
 				if (!bpar) {
 					fprintf(stderr, "bench-p2p: PARITY FAILURE in the burst at %" PRIu64 " bytes\n",

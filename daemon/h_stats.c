@@ -156,6 +156,7 @@ void h_stats(struct conn *c, struct request *r)
 		bs[i].time_us = b->time_us;
 		bs[i].errors = b->errors;
 		bs[i].copy_us = b->copy_us;
+		bs[i].ipc_bytes = b->ipc_bytes;
 		bsp[i] = &bs[i];
 	}
 	i = 0;

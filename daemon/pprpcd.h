@@ -102,6 +102,10 @@ struct pprpcd {
 	struct xsend *xsends;
 	struct bstat *bstats;
 	struct ipc_block *ipc_blocks;  /* ranks whose CUDA IPC failed (xfer.c) */
+	/* xfer_lock: destination ranks that pulled by CUDA IPC (xfer.c), so a
+	 * SEND to them briefly waits for the PULL instead of host staging */
+	char ipc_peers[8][64];
+	unsigned ipc_peers_next;
 	struct xrecv *ipc_progress;    /* xfer_lock: RECVs whose IPC copies advanced (xfer.c) */
 	struct device *staging_pinned_by;  /* whose backend page-locked the staging ring */
 	char boot_id[40];              /* this host's, for CUDA IPC between daemons */

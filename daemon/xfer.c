@@ -150,6 +150,8 @@ static void bstat_add(struct pprpcd *d, const char *peer, const char *dir, const
 	b->bytes += bytes;
 	b->time_us += now_us() - t0;
 	b->copy_us += copy_us;
+	if (!strcmp(link, "ipc"))
+		b->ipc_bytes += bytes;
 }
 
 /* ---- source side ------------------------------------------------------------ */
@@ -510,6 +512,56 @@ static int ipc_pool_ready(struct pprpcd *d, struct device *dev)
 	return 0;
 }
 
+/* A destination rank that pulled by CUDA IPC before will, most likely,
+ * again.  Under xfer_lock. */
+static int ipc_peer_known(struct pprpcd *d, const char *rank)
+{
+	for (unsigned i = 0; i < sizeof(d->ipc_peers) / sizeof(d->ipc_peers[0]); i++)
+		if (rank[0] && !strcmp(d->ipc_peers[i], rank))
+			return 1;
+	return 0;
+}
+
+static void ipc_peer_note(struct pprpcd *d, const char *rank)
+{
+	const unsigned n = sizeof(d->ipc_peers) / sizeof(d->ipc_peers[0]);
+
+	if (!rank[0] || ipc_peer_known(d, rank))
+		return;
+	snprintf(d->ipc_peers[d->ipc_peers_next++ % n], sizeof(d->ipc_peers[0]), "%s", rank);
+}
+
+/*
+ * A SEND with later commands behind it must not wait for its destination,
+ * so with no PULL yet it captures into host staging.  To a destination
+ * that pulls by CUDA IPC that is the slow path (device to host, then the
+ * link: 10 to 40 times slower than the GPU pool), and the PULL is usually
+ * a few hundred microseconds away (the destination's RECV raced the SEND).
+ * So for such a rank the worker waits for it, at most IPC_PULL_GRACE_US.
+ * Returns whether the PULL came.
+ */
+#define IPC_PULL_GRACE_US 3000
+
+static int wait_ipc_pull(struct pprpcd *d, struct xsend *x, const struct qcmd *q)
+{
+	uint64_t t0 = now_us();
+	int pulling = 0, known;
+
+	pthread_mutex_lock(&d->xfer_lock);
+	known = ipc_peer_known(d, x->peer);
+	pthread_mutex_unlock(&d->xfer_lock);
+	if (!known)
+		return 0;
+	while (!pulling && now_us() - t0 < IPC_PULL_GRACE_US && !atomic_load(&q->stream->canceled) &&
+	       !atomic_load(&d->stopping_workers)) {
+		usleep(20);
+		pthread_mutex_lock(&d->xfer_lock);
+		pulling = x->pulling && !x->abort;
+		pthread_mutex_unlock(&d->xfer_lock);
+	}
+	return pulling;
+}
+
 /* Worker.  A SEND must leave the stream only once its bytes are safe from
  * what comes after it.
  *  - Captured into host staging, they are safe at once: the rule whenever a
@@ -560,11 +612,16 @@ static int send_exec(struct qcmd *q)
 		}
 		if (sc->next == x->nchunks)
 			return open ? QCMD_AGAIN : 0;
+		if (sc->mode == SM_UNDECIDED && !pulling && sc->behind && sc->ipc_ok && wait_ipc_pull(d, x, q))
+			continue; /* decide with the PULL's request */
 		if (sc->mode == SM_UNDECIDED) {
 			if (pulling && ipc_req && sc->ipc_ok && ipc_pool_ready(d, dev) == 0 &&
-			    send_relayout(d, x, dev->ipc_staging->slot_size) == 0)
+			    send_relayout(d, x, dev->ipc_staging->slot_size) == 0) {
 				sc->mode = SM_IPC;
-			else if (pulling && sc->in_place && !sc->behind)
+				pthread_mutex_lock(&d->xfer_lock);
+				ipc_peer_note(d, x->peer);
+				pthread_mutex_unlock(&d->xfer_lock);
+			} else if (pulling && sc->in_place && !sc->behind)
 				sc->mode = SM_IN_PLACE;
 			else if (!pulling && (sc->in_place || sc->ipc_ok) && !sc->behind)
 				return QCMD_AGAIN;
@@ -723,6 +780,8 @@ void h_pull(struct conn *c, struct request *r)
 	pthread_mutex_lock(&d->xfer_lock);
 	x->pulling = 1;
 	x->ipc_req = m->ipc_host && d->boot_id[0] && !strcmp(m->ipc_host, d->boot_id);
+	if (x->ipc_req)
+		ipc_peer_note(d, x->peer);
 	pthread_mutex_unlock(&d->xfer_lock);
 	pprpcd_kick_queues(d);
 	xsend_pump(d, x);

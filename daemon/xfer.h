@@ -49,6 +49,7 @@ struct bstat {
 	char path[16];          /* "p2p-tcp" | "p2p-rdma": the link of the last transfer */
 	uint64_t transfers, bytes, time_us, errors;
 	uint64_t copy_us;       /* recv by IPC: time in the copies themselves */
+	uint64_t ipc_bytes;     /* of bytes, those moved by IPC */
 };
 
 #endif

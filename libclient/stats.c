@@ -115,6 +115,7 @@ PPRPC_API int pprpc_stats_get(pprpc_client *c, pprpc_stats **out)
 		o->time_us = b->time_us;
 		o->errors = b->errors;
 		o->copy_us = b->copy_us;
+		o->ipc_bytes = b->ipc_bytes;
 	}
 	s->staging_bytes = r->staging_bytes;
 	s->staging_used = r->staging_used;

@@ -642,6 +642,7 @@ typedef struct pprpc_boundary_stats {
 	char path[16];           /* "p2p-tcp" | "p2p-rdma" | "p2p-ipc" */
 	uint64_t transfers, bytes, time_us, errors;
 	uint64_t copy_us;        /* recv over IPC: time in the copies themselves */
+	uint64_t ipc_bytes;      /* of bytes, those moved by IPC (copy throughput: ipc_bytes / copy_us) */
 } pprpc_boundary_stats;
 
 typedef struct pprpc_stats {
