@@ -816,7 +816,11 @@ void h_pull_release(struct conn *c, struct request *r)
 		}
 		return;
 	}
-	if ((m->error && *m->error) || x->nwritten != x->nchunks) {
+	/* The destination copied every byte, so it got every announcement;
+	 * the write callback of the last one may still be due on this loop
+	 * (libuv runs it an iteration later): nwritten catches up, and the
+	 * transfer is freed once it has. */
+	if ((m->error && *m->error) || x->nsent != x->nchunks) {
 		LOG(d, LOG_NOTICE_, "transfer %" PRIu64 " to %s over CUDA IPC failed at the destination: %s", x->id,
 		    x->peer, m->error && *m->error ? m->error : "released before every chunk was sent");
 		xsend_mark_failed(d, x, PPRPC_EDEVICE);
