@@ -526,44 +526,40 @@ int cuda_graph_submit(struct device *d, void *ds, struct graph *g, device_done_f
 	return rc < 0 ? rc : add_completion(c, ds, 1, done, arg, err, errlen);
 }
 
-int cuda_wait_submit(struct device *d, void *ds, volatile uint64_t *slot, device_done_fn done, void *arg,
-		     char *err, size_t errlen)
+/* One stream memory operation on the slot (none when op is NULL), then the
+ * completion callback. */
+static int memop_submit(struct device *d, struct cuda_stream *s, memop_fn op, const char *opname,
+			volatile uint64_t *slot, uint64_t value, unsigned flags, device_done_fn done, void *arg,
+			char *err, size_t errlen)
 {
 	struct cuda_dev *c = cdev(d);
-	struct cuda_stream *s = ds;
 	CUresult r;
 
 	if (cuda_use(c) < 0) {
 		snprintf(err, errlen, "%s: cannot make the device current", d->name);
 		return PPRPC_EDEVICE;
 	}
-	/* GEQ is a cyclic comparison ((int64_t)(*slot - 1) >= 0): a private
-	 * slot going from 0 to 1 is the one safe use. */
-	if (slot && (r = wait_value64((CUstream)s->stream, (CUdeviceptr)(uintptr_t)slot, 1, CU_STREAM_WAIT_VALUE_GEQ)) !=
-			    CUDA_SUCCESS) {
-		snprintf(err, errlen, "%s: cuStreamWaitValue64 failed (CUresult %d)", d->name, (int)r);
+	if (op && (r = op((CUstream)s->stream, (CUdeviceptr)(uintptr_t)slot, value, flags)) != CUDA_SUCCESS) {
+		snprintf(err, errlen, "%s: %s failed (CUresult %d)", d->name, opname, (int)r);
 		return PPRPC_EDEVICE;
 	}
 	return add_completion(c, s, 0, done, arg, err, errlen);
 }
 
+int cuda_wait_submit(struct device *d, void *ds, volatile uint64_t *slot, device_done_fn done, void *arg,
+		     char *err, size_t errlen)
+{
+	/* GEQ is a cyclic comparison ((int64_t)(*slot - 1) >= 0): a private
+	 * slot going from 0 to 1 is the one safe use. */
+	return memop_submit(d, ds, slot ? wait_value64 : NULL, "cuStreamWaitValue64", slot, 1, CU_STREAM_WAIT_VALUE_GEQ,
+			    done, arg, err, errlen);
+}
+
 int cuda_write_submit(struct device *d, void *ds, volatile uint64_t *slot, uint64_t value, device_done_fn done,
 		      void *arg, char *err, size_t errlen)
 {
-	struct cuda_dev *c = cdev(d);
-	struct cuda_stream *s = ds;
-	CUresult r;
-
-	if (cuda_use(c) < 0) {
-		snprintf(err, errlen, "%s: cannot make the device current", d->name);
-		return PPRPC_EDEVICE;
-	}
-	if ((r = write_value64((CUstream)s->stream, (CUdeviceptr)(uintptr_t)slot, value,
-			       CU_STREAM_WRITE_VALUE_DEFAULT)) != CUDA_SUCCESS) {
-		snprintf(err, errlen, "%s: cuStreamWriteValue64 failed (CUresult %d)", d->name, (int)r);
-		return PPRPC_EDEVICE;
-	}
-	return add_completion(c, s, 0, done, arg, err, errlen);
+	return memop_submit(d, ds, write_value64, "cuStreamWriteValue64", slot, value, CU_STREAM_WRITE_VALUE_DEFAULT,
+			    done, arg, err, errlen);
 }
 
 #endif /* PPRPC_HAVE_CUDA */
