@@ -223,9 +223,21 @@ int cuda_stream_open(struct device *d, void **ret_ds, char *err, size_t errlen)
 		c->idle = s->next;
 	pthread_mutex_unlock(&c->lock);
 	if (!s) {
+		size_t fr = 0, total = 0;
+
 		if (cuda_use(c) < 0) {
 			snprintf(err, errlen, "%s: cannot make the device current", d->name);
 			return PPRPC_EDEVICE;
+		}
+		/* The workspace is device memory like any buffer: it must leave
+		 * the floor (every connection that runs graphs here has one). */
+		if (cudaMemGetInfo(&fr, &total) == cudaSuccess &&
+		    (fr < CUDA_WORKSPACE_BYTES || fr - CUDA_WORKSPACE_BYTES < d->floor)) {
+			snprintf(err, errlen,
+				 "%s: a CUDA stream for this connection needs a %u MiB workspace, which would leave less "
+				 "than the memory floor (%zu MiB free)",
+				 d->name, CUDA_WORKSPACE_BYTES >> 20, fr >> 20);
+			return PPRPC_EFLOOR;
 		}
 		pthread_mutex_lock(&c->lock);
 		rc = stream_create(c, &s, err, errlen);
