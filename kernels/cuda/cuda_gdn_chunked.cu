@@ -184,12 +184,6 @@ static __device__ __forceinline__ float ex2(float x)
 	return y;
 }
 
-/* Element i0 of a row whose first byte is row. */
-static __device__ __forceinline__ float ldr(const char *row, int64_t nb0, int i0)
-{
-	return *(const float *)(row + i0 * nb0);
-}
-
 static __device__ __forceinline__ float wsum(float x)
 {
 	for (int o = 16; o > 0; o >>= 1)
@@ -257,6 +251,8 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 3 : C == 32 ? 2 : 1) k
 	 *    warp scan), beta and v.
 	 * Tokens past T are zeros with gate 0 and beta 0. */
 	if (warp < 4) {
+		const int64_t ks = 32 * a.k.nb[0], qs = 32 * a.q.nb[0];
+
 		for (int r0 = 4 * warp; r0 < C; r0 += 16) {
 			float kv[4][D / 32], qv[4][D / 32];
 
@@ -264,13 +260,13 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 3 : C == 32 ? 2 : 1) k
 			for (int u = 0; u < 4; u++) {
 				const bool ok = r0 + u < cn;
 				const int64_t tr = ok ? t0 + r0 + u : t0;
-				const char *rk = (const char *)kcu_at(a.k, 0, hk, tr, b);
-				const char *rq = (const char *)kcu_at(a.q, 0, hk, tr, b);
+				const char *rk = (const char *)kcu_at(a.k, lane, hk, tr, b);
+				const char *rq = (const char *)kcu_at(a.q, lane, hk, tr, b);
 
 #pragma unroll
 				for (int e = 0; e < D / 32; e++) {
-					kv[u][e] = ok ? ldr(rk, a.k.nb[0], lane + 32 * e) : 0.0f;
-					qv[u][e] = ok ? ldr(rq, a.q.nb[0], lane + 32 * e) : 0.0f;
+					kv[u][e] = ok ? *(const float *)(rk + e * ks) : 0.0f;
+					qv[u][e] = ok ? *(const float *)(rq + e * qs) : 0.0f;
 				}
 			}
 			if (a.l2) {
@@ -307,17 +303,18 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 3 : C == 32 ? 2 : 1) k
 		if (KDA) {
 			/* 16 tokens' loads in flight, then the running sum (log2). */
 			for (int c = gt; c < D; c += 128) {
+				const char *pg = (const char *)kcu_at(a.g, c, h, t0, b);
 				float run = 0.0f;
 
 				for (int r0 = 0; r0 < C; r0 += 16) {
 					float gv[16];
 
+					/* a pointer stepped by the token stride: a full index
+					 * computation per load costs more than the load */
 #pragma unroll
 					for (int u = 0; u < 16; u++) {
-						const bool ok = r0 + u < cn;
-						const int64_t tr = ok ? t0 + r0 + u : t0;
-
-						gv[u] = ok ? ldf(a.g, c, h, tr, b) : 0.0f;
+						gv[u] = r0 + u < cn ? *(const float *)pg : 0.0f;
+						pg += a.g.nb[2];
 					}
 #pragma unroll
 					for (int u = 0; u < 16; u += 4) {
@@ -359,17 +356,22 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 3 : C == 32 ? 2 : 1) k
 		for (int r = gt; r < C; r += 128)
 			bet[r] = r < cn ? ldf(a.beta, 0, h, t0 + r, b) : 0.0f;
 		/* v: 8 tokens' loads in flight per thread, lanes across channels. */
-		for (int c = gt; c < dv; c += 128)
+		for (int c = gt; c < dv; c += 128) {
+			const char *pv = (const char *)kcu_at(a.v, c, h, t0, b);
+
 			for (int r0 = 0; r0 < C; r0 += 8) {
 				float vv[8];
 
 #pragma unroll
-				for (int u = 0; u < 8; u++)
-					vv[u] = r0 + u < cn ? ldf(a.v, c, h, t0 + r0 + u, b) : 0.0f;
+				for (int u = 0; u < 8; u++) {
+					vv[u] = r0 + u < cn ? *(const float *)pv : 0.0f;
+					pv += a.v.nb[2];
+				}
 #pragma unroll
 				for (int u = 0; u < 8; u++)
 					Vb[(r0 + u) * LV + c] = __float2bfloat16(vv[u]);
 			}
+		}
 	}
 	__syncthreads();
 
@@ -592,7 +594,9 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 3 : C == 32 ? 2 : 1) k
 	{
 		float *stage = (float *)(sm + L.stage) + warp * 16 * 20;
 		const int ntn = (D + dv) / 16, nt = (C / 16) * ntn;
-		const int rr = lane >> 1, cc = (lane & 1) * 8;
+		/* lanes 0 .. 15 take the rows' first 8 columns: a quarter warp's
+		 * float4 reads of 8 rows 20 floats apart hit distinct banks */
+		const int rr = lane & 15, cc = (lane >> 4) * 8;
 
 		for (int tile = warp; tile < nt; tile += PREP_WARPS) {
 			const int mi = tile / ntn, ni = tile % ntn;
@@ -618,9 +622,13 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 3 : C == 32 ? 2 : 1) k
 				bf16 *dst = isw ? ca.w + (row0 + mi * 16 + rr) * D + ni * 16 + cc
 						: ca.u + (row0 + mi * 16 + rr) * dv + (ni - D / 16) * 16 + cc;
 
+				const float4 lo = *(const float4 *)sp, hi = *(const float4 *)(sp + 4);
+
 #pragma unroll
-				for (int e = 0; e < 8; e++)
-					pk[e] = __float2bfloat16(sp[e]);
+				for (int e = 0; e < 4; e++) {
+					pk[e] = __float2bfloat16(f4(lo, e));
+					pk[4 + e] = __float2bfloat16(f4(hi, e));
+				}
 				*(uint4 *)dst = *(const uint4 *)pk;
 			}
 			__syncwarp();
@@ -698,7 +706,7 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 	extern __shared__ __align__(128) unsigned char sm[];
 	const gdn_args &a = ca.a;
 	constexpr int LK = D + 8, LU = DVB + 8, LQ = C + 8, MS = D / 16, MC = C / 16;
-	constexpr int NT = WN / 8;
+	constexpr int NT = WN / 8, KS = MC <= 2 ? 2 : 1;
 	constexpr int NST = C == 16 ? 4 : 2;  /* rec_stages(C) */
 	const rec_smem L = rec_layout(C, D);
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
@@ -791,28 +799,43 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 			}
 		}
 
-		/* X = W S0 -> v_new = U - X;  O = QG S0. */
+		/* X = W S0 -> v_new = U - X;  O = QG S0.  The d_k sums run as KS
+		 * independent chains of mma (even and odd k steps where registers
+		 * allow), added at the end: a chain of dependent mma is this
+		 * kernel's critical path. */
 #pragma unroll
 		for (int m = 0; m < MC; m++) {
-			float x[NT][4];
+			float x[KS][NT][4], y[KS][NT][4];
 			const int ar = 16 * m + (lane & 15), ac = (lane >> 4) * 8;
 
 #pragma unroll
-			for (int j = 0; j < NT; j++)
+			for (int z = 0; z < KS; z++)
 #pragma unroll
-				for (int e = 0; e < 4; e++)
-					x[j][e] = o[m][j][e] = 0.0f;
+				for (int j = 0; j < NT; j++)
+#pragma unroll
+					for (int e = 0; e < 4; e++)
+						x[z][j][e] = y[z][j][e] = 0.0f;
 #pragma unroll
 			for (int k = 0; k < MS; k++) {
 				ldm_x4(fa, W + ar * LK + 16 * k + ac);
 #pragma unroll
 				for (int j = 0; j < NT; j++)
-					mma16816(x[j], fa, bs[k][j]);
+					mma16816(x[k % KS][j], fa, bs[k][j]);
 				ldm_x4(fa, QG + ar * LK + 16 * k + ac);
 #pragma unroll
 				for (int j = 0; j < NT; j++)
-					mma16816(o[m][j], fa, bs[k][j]);
+					mma16816(y[k % KS][j], fa, bs[k][j]);
 			}
+#pragma unroll
+			for (int j = 0; j < NT; j++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					for (int z = 1; z < KS; z++) {
+						x[0][j][e] += x[z][j][e];
+						y[0][j][e] += y[z][j][e];
+					}
+					o[m][j][e] = y[0][j][e];
+				}
 #pragma unroll
 			for (int j = 0; j < NT; j++) {
 				const int uc = wc + 8 * j + 2 * t4;
@@ -820,10 +843,10 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 				const __nv_bfloat162 u1 = *(const __nv_bfloat162 *)&U[(16 * m + g + 8) * LU + uc];
 
 				/* v_new rows are the k index of the products below */
-				bv[m][j][0] = movtrans(pack_bf16(__low2float(u0) - x[j][0],
-								 __high2float(u0) - x[j][1]));
-				bv[m][j][1] = movtrans(pack_bf16(__low2float(u1) - x[j][2],
-								 __high2float(u1) - x[j][3]));
+				bv[m][j][0] = movtrans(pack_bf16(__low2float(u0) - x[0][j][0],
+								 __high2float(u0) - x[0][j][1]));
+				bv[m][j][1] = movtrans(pack_bf16(__low2float(u1) - x[0][j][2],
+								 __high2float(u1) - x[0][j][3]));
 			}
 		}
 
