@@ -184,6 +184,25 @@ static __device__ __forceinline__ float ex2(float x)
 	return y;
 }
 
+/* (b, h) item -> h, b and the key head hk.  32-bit divisions where the
+ * values fit (always, in practice): every thread of a prep CTA does this,
+ * and a 64-bit division is a long software sequence. */
+static __device__ __forceinline__ void split_item(const gdn_args &a, int64_t item, int64_t *h,
+						  int64_t *b, int64_t *hk)
+{
+	if (((uint64_t)item | (uint64_t)a.h_v | (uint64_t)a.rep) >> 32 == 0) {
+		const unsigned it = (unsigned)item, hv = (unsigned)a.h_v, hh = it % hv;
+
+		*h = hh;
+		*b = it / hv;
+		*hk = hh / (unsigned)a.rep;
+	} else {
+		*h = item % a.h_v;
+		*b = item / a.h_v;
+		*hk = *h / a.rep;
+	}
+}
+
 static __device__ __forceinline__ float wsum(float x)
 {
 	for (int o = 16; o > 0; o >>= 1)
@@ -236,8 +255,10 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 3 : C == 32 ? 2 : 1) k
 	float *A = (float *)(sm + L.A), *bet = (float *)(sm + L.bet);
 	bf16 *Tb = (bf16 *)(sm + L.Tb), *Kb = (bf16 *)(sm + L.Kb), *Vb = (bf16 *)(sm + L.Vb);
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, n = blockIdx.x;
-	const int64_t il = blockIdx.y, item = ca.item0 + il, h = item % a.h_v, b = item / a.h_v;
-	const int64_t hk = h / a.rep, t0 = (int64_t)n * C, row0 = il * ca.tp + t0;
+	const int64_t il = blockIdx.y, item = ca.item0 + il;
+	int64_t h, b, hk;
+	split_item(a, item, &h, &b, &hk);
+	const int64_t t0 = (int64_t)n * C, row0 = il * ca.tp + t0;
 	const int cn = (int)(a.t - t0 < C ? a.t - t0 : C);
 
 	/* Loads, split by role so that no phase waits on a serial one:
@@ -254,14 +275,16 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 3 : C == 32 ? 2 : 1) k
 		const int64_t ks = 32 * a.k.nb[0], qs = 32 * a.q.nb[0];
 
 		for (int r0 = 4 * warp; r0 < C; r0 += 16) {
+			/* token t0 + r0 (possibly past T: only dereferenced for
+			 * tokens before cn) */
+			const char *rk0 = (const char *)kcu_at(a.k, lane, hk, t0 + r0, b);
+			const char *rq0 = (const char *)kcu_at(a.q, lane, hk, t0 + r0, b);
 			float kv[4][D / 32], qv[4][D / 32];
 
 #pragma unroll
 			for (int u = 0; u < 4; u++) {
 				const bool ok = r0 + u < cn;
-				const int64_t tr = ok ? t0 + r0 + u : t0;
-				const char *rk = (const char *)kcu_at(a.k, lane, hk, tr, b);
-				const char *rq = (const char *)kcu_at(a.q, lane, hk, tr, b);
+				const char *rk = rk0 + u * a.k.nb[2], *rq = rq0 + u * a.q.nb[2];
 
 #pragma unroll
 				for (int e = 0; e < D / 32; e++) {
@@ -711,7 +734,9 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 	const rec_smem L = rec_layout(C, D);
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
 	const int jb = blockIdx.x, wc = warp * WN;
-	const int64_t il = blockIdx.y, item = ca.item0 + il, h = item % a.h_v, b = item / a.h_v;
+	const int64_t il = blockIdx.y, item = ca.item0 + il;
+	int64_t h, b, hk;
+	split_item(a, item, &h, &b, &hk);
 	const int64_t dv = a.d_v, c0 = (int64_t)jb * DVB + wc;
 	float sacc[MS][NT][4];
 
@@ -726,15 +751,19 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 		const bf16 *w = ca.w + row * D, *qg = ca.qg + row * D, *kg = ca.kg + row * D;
 		const bf16 *u = ca.u + row * dv + (int64_t)jb * DVB, *aq = ca.aq + row * C;
 
-		for (int x = tid; x < C * D / 8; x += REC_THREADS) {
-			const int r = x / (D / 8), c = x % (D / 8) * 8;
+		/* whole rounds of REC_THREADS (C * D / 8 and C * DVB / 8 are
+		 * multiples of it), so the loops unroll and the offsets fold */
+#pragma unroll
+		for (int i = 0; i < C * D / 8 / REC_THREADS; i++) {
+			const int x = tid + i * REC_THREADS, r = x / (D / 8), c = x % (D / 8) * 8;
 
 			cp16(W + r * LK + c, w + r * D + c);
 			cp16(QG + r * LK + c, qg + r * D + c);
 			cp16(KG + r * LK + c, kg + r * D + c);
 		}
-		for (int x = tid; x < C * DVB / 8; x += REC_THREADS) {
-			const int r = x / (DVB / 8), c = x % (DVB / 8) * 8;
+#pragma unroll
+		for (int i = 0; i < C * DVB / 8 / REC_THREADS; i++) {
+			const int x = tid + i * REC_THREADS, r = x / (DVB / 8), c = x % (DVB / 8) * 8;
 
 			cp16(U + r * LU + c, u + r * dv + c);
 		}
