@@ -116,8 +116,14 @@ static __host__ __device__ inline prep_smem prep_layout(int C, int D, bool kda, 
 	o += al128((size_t)C * (D + 8) * 2);
 	l.Vb = o;
 	o += al128((size_t)C * (dv + 8) * 2);
-	l.stage = o;
-	o += al128((size_t)PREP_WARPS * 16 * 20 * 4);
+	/* the w / u staging tiles are written only once kT .. dT are dead:
+	 * overlaid on them, a C = 16 CTA fits four to an SM */
+	if (al128((size_t)PREP_WARPS * 16 * 20 * 4) <= l.A - l.kT) {
+		l.stage = l.kT;
+	} else {
+		l.stage = o;
+		o += al128((size_t)PREP_WARPS * 16 * 20 * 4);
+	}
 	l.total = o;
 	return l;
 }
@@ -241,7 +247,7 @@ typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_c;
 /* ---- phase 1: one CTA per (chunk, item) ---------------------------------- */
 
 template <int C, int D, bool KDA>
-__global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 3 : C == 32 ? 2 : 1) k_prep(chunk_args ca)
+__global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k_prep(chunk_args ca)
 {
 #if __CUDA_ARCH__ >= 800
 	extern __shared__ __align__(128) unsigned char sm[];
@@ -751,21 +757,26 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 		const bf16 *w = ca.w + row * D, *qg = ca.qg + row * D, *kg = ca.kg + row * D;
 		const bf16 *u = ca.u + row * dv + (int64_t)jb * DVB, *aq = ca.aq + row * C;
 
-		/* whole rounds of REC_THREADS (C * D / 8 and C * DVB / 8 are
-		 * multiples of it), so the loops unroll and the offsets fold */
+		/* a fixed number of rounds of REC_THREADS, so the loops unroll
+		 * and the offsets fold */
+		constexpr int NW = C * D / 8, NU = C * DVB / 8;
+
 #pragma unroll
-		for (int i = 0; i < C * D / 8 / REC_THREADS; i++) {
+		for (int i = 0; i < (NW + REC_THREADS - 1) / REC_THREADS; i++) {
 			const int x = tid + i * REC_THREADS, r = x / (D / 8), c = x % (D / 8) * 8;
 
-			cp16(W + r * LK + c, w + r * D + c);
-			cp16(QG + r * LK + c, qg + r * D + c);
-			cp16(KG + r * LK + c, kg + r * D + c);
+			if (NW % REC_THREADS == 0 || x < NW) {
+				cp16(W + r * LK + c, w + r * D + c);
+				cp16(QG + r * LK + c, qg + r * D + c);
+				cp16(KG + r * LK + c, kg + r * D + c);
+			}
 		}
 #pragma unroll
-		for (int i = 0; i < C * DVB / 8 / REC_THREADS; i++) {
+		for (int i = 0; i < (NU + REC_THREADS - 1) / REC_THREADS; i++) {
 			const int x = tid + i * REC_THREADS, r = x / (DVB / 8), c = x % (DVB / 8) * 8;
 
-			cp16(U + r * LU + c, u + r * dv + c);
+			if (NU % REC_THREADS == 0 || x < NU)
+				cp16(U + r * LU + c, u + r * dv + c);
 		}
 		for (int x = tid; x < C * C / 8; x += REC_THREADS) {
 			const int r = x / (C / 8), c = x % (C / 8) * 8;
@@ -1079,9 +1090,17 @@ static int preload_one(kfn f, size_t smem, char *err, size_t errlen)
 						    dev), "GATED_DELTA_NET", err, errlen);
 	if (rc || smem > (size_t)optin)
 		return rc;  /* kcu_gdn_chunked_check keeps such sizes off this device */
-	return kcu_err(cudaFuncSetAttribute((const void *)f,
-					    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-		       "GATED_DELTA_NET", err, errlen);
+	rc = kcu_err(cudaFuncSetAttribute((const void *)f,
+					  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+		     "GATED_DELTA_NET", err, errlen);
+	/* Shared memory, not L1, limits how many CTAs share an SM (four of
+	 * k_prep at C = 16 need the largest carveout); a hint only. */
+	if (!rc)
+		rc = kcu_err(cudaFuncSetAttribute((const void *)f,
+						  cudaFuncAttributePreferredSharedMemoryCarveout,
+						  cudaSharedmemCarveoutMaxShared),
+			     "GATED_DELTA_NET", err, errlen);
+	return rc;
 }
 
 int kcu_gdn_chunked_preload(char *err, size_t errlen)
