@@ -31,16 +31,16 @@
  *    cores (fp32), solves for T column by column (fp32, in registers),
  *    and forms w and u with bf16 mma (fp32 accumulation).  It writes w, u,
  *    Gam q, Gam_C Gam^-1 k (bf16), Aq (bf16) and Gam_C (fp32) to scratch.
- *  - k_recur, one CTA per (b, h) and block of DVB = 32 value columns (the
- *    columns of S are independent, so d_v splits without communication
- *    and 96 heads x 4 blocks give 384 CTAs): walks the chunks in order with
- *    the fp32 state S[:, block] in shared memory, next chunk's operands
- *    prefetched with cp.async, and per chunk computes v_new, the chunk's
- *    outputs (o = q S0 + Aq v_new: the output phase is fused here, so the
+ *  - k_recur, one CTA of two warps per (b, h) and block of DVB = 32 value
+ *    columns (the columns of S are independent, so d_v splits without
+ *    communication and 96 heads x 4 blocks give 384 CTAs): walks the
+ *    chunks in order with the fp32 state S[:, block] in registers as mma
+ *    accumulators (raw mma.sync / ldmatrix / movmatrix: their fragment
+ *    layouts are fixed by PTX), next chunk's operands prefetched with
+ *    cp.async, and per chunk computes v_new, the chunk's outputs
+ *    (o = q S0 + Aq v_new: the output phase is fused here, so the
  *    per-chunk states never go to memory) and the next state, all
- *    products on bf16 mma with fp32 accumulation.  The state lives in
- *    registers as mma accumulators (raw mma.sync / ldmatrix: their
- *    fragment layouts are fixed by PTX).
+ *    products on bf16 mma with fp32 accumulation.
  * Ragged tails: tokens past T in the last chunk are zeros with gate 0 and
  * beta 0, so they contribute exactly nothing and are never stored.
  *
@@ -133,10 +133,10 @@ struct rec_smem {
 };
 
 /* Chunk buffers in k_recur (chunks in flight + 1).  Measured on the H200
- * (KDA, T = 8192, H = 96): C = 16 with 4 at 2.554 ms, with 2 at 2.567 ms
- * (the same within noise; it still fits three CTAs per SM); C = 32 with 3
- * at 3.215 ms against 2.792 ms with 2, whose 72 KB keep three CTAs per SM
- * where 3 buffers leave two. */
+ * (KDA, T = 8192, H = 96) with the earlier 4-warp recurrence: C = 16 with
+ * 4 at 2.554 ms, with 2 at 2.567 ms (the same within noise; it still fits
+ * three CTAs per SM); C = 32 with 3 at 3.215 ms against 2.792 ms with 2,
+ * whose 72 KB keep three CTAs per SM where 3 buffers leave two. */
 static __host__ __device__ inline int rec_stages(int C)
 {
 	return C == 16 ? 4 : 2;
