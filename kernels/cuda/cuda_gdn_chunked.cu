@@ -31,16 +31,16 @@
  *    cores (fp32), solves for T column by column (fp32, in registers),
  *    and forms w and u with bf16 mma (fp32 accumulation).  It writes w, u,
  *    Gam q, Gam_C Gam^-1 k (bf16), Aq (bf16) and Gam_C (fp32) to scratch.
- *  - k_recur, one CTA per (b, h) and block of DVB = 32 value columns (the
- *    columns of S are independent, so d_v splits without communication
- *    and 96 heads x 4 blocks give 384 CTAs): walks the chunks in order with
- *    the fp32 state S[:, block] in shared memory, next chunk's operands
- *    prefetched with cp.async, and per chunk computes v_new, the chunk's
- *    outputs (o = q S0 + Aq v_new: the output phase is fused here, so the
+ *  - k_recur, one CTA of two warps per (b, h) and block of DVB = 32 value
+ *    columns (the columns of S are independent, so d_v splits without
+ *    communication and 96 heads x 4 blocks give 384 CTAs): walks the
+ *    chunks in order with the fp32 state S[:, block] in registers as mma
+ *    accumulators (raw mma.sync / ldmatrix / movmatrix: their fragment
+ *    layouts are fixed by PTX), next chunk's operands prefetched with
+ *    cp.async, and per chunk computes v_new, the chunk's outputs
+ *    (o = q S0 + Aq v_new: the output phase is fused here, so the
  *    per-chunk states never go to memory) and the next state, all
- *    products on bf16 mma with fp32 accumulation.  The state lives in
- *    registers as mma accumulators (raw mma.sync / ldmatrix: their
- *    fragment layouts are fixed by PTX).
+ *    products on bf16 mma with fp32 accumulation.
  * Ragged tails: tokens past T in the last chunk are zeros with gate 0 and
  * beta 0, so they contribute exactly nothing and are never stored.
  *
@@ -64,8 +64,9 @@ typedef __nv_bfloat16 bf16;
 #define LOG2E 1.4426950408889634f
 #define PREP_THREADS 256
 #define PREP_WARPS (PREP_THREADS / 32)
-#define REC_THREADS 128
 #define DVB 32  /* value columns per recurrence CTA */
+#define WN 16   /* value columns per recurrence warp */
+#define REC_THREADS (DVB / WN * 32)
 #define DV_MAX 256
 
 struct chunk_args {
@@ -115,29 +116,34 @@ static __host__ __device__ inline prep_smem prep_layout(int C, int D, bool kda, 
 	o += al128((size_t)C * (D + 8) * 2);
 	l.Vb = o;
 	o += al128((size_t)C * (dv + 8) * 2);
-	l.stage = o;
-	o += al128((size_t)PREP_WARPS * 16 * 20 * 4);
+	/* the w / u staging tiles are written only once kT .. dT are dead:
+	 * overlaid on them, a C = 16 CTA fits four to an SM */
+	if (al128((size_t)PREP_WARPS * 16 * 20 * 4) <= l.A - l.kT) {
+		l.stage = l.kT;
+	} else {
+		l.stage = o;
+		o += al128((size_t)PREP_WARPS * 16 * 20 * 4);
+	}
 	l.total = o;
 	return l;
 }
 
 struct rec_smem {
-	size_t W, QG, KG, U, AQ, GL, buf, T, total;
+	size_t W, QG, KG, U, AQ, GL, buf, total;
 };
 
 /* Chunk buffers in k_recur (chunks in flight + 1).  Measured on the H200
- * (KDA, T = 8192, H = 96): C = 16 with 4 at 2.554 ms, with 2 at 2.567 ms
- * (the same within noise; it still fits three CTAs per SM); C = 32 with 3
- * at 3.215 ms against 2.792 ms with 2, whose 72 KB keep three CTAs per SM
- * where 3 buffers leave two. */
+ * (KDA, T = 8192, H = 96) with the earlier 4-warp recurrence: C = 16 with
+ * 4 at 2.554 ms, with 2 at 2.567 ms (the same within noise; it still fits
+ * three CTAs per SM); C = 32 with 3 at 3.215 ms against 2.792 ms with 2,
+ * whose 72 KB keep three CTAs per SM where 3 buffers leave two. */
 static __host__ __device__ inline int rec_stages(int C)
 {
 	return C == 16 ? 4 : 2;
 }
 
 /* rec_stages buffers of the per-chunk operands (W, QG, KG, U, AQ, GL at
- * the offsets below plus buf per buffer), then per warp a bf16 scratch of
- * max(D, C) rows x 8 columns (S, then v_new, as mma B operands). */
+ * the offsets below plus buf per buffer). */
 static __host__ __device__ inline rec_smem rec_layout(int C, int D)
 {
 	rec_smem l;
@@ -157,8 +163,6 @@ static __host__ __device__ inline rec_smem rec_layout(int C, int D)
 	o += al128((size_t)D * 4);
 	l.buf = o;
 	o *= rec_stages(C);
-	l.T = o;
-	o += (size_t)(REC_THREADS / 32) * al128((size_t)(D > C ? D : C) * 8 * 2);
 	l.total = o;
 	return l;
 }
@@ -186,10 +190,23 @@ static __device__ __forceinline__ float ex2(float x)
 	return y;
 }
 
-/* Element i0 of a row whose first byte is row. */
-static __device__ __forceinline__ float ldr(const char *row, int64_t nb0, int i0)
+/* (b, h) item -> h, b and the key head hk.  32-bit divisions where the
+ * values fit (always, in practice): every thread of a prep CTA does this,
+ * and a 64-bit division is a long software sequence. */
+static __device__ __forceinline__ void split_item(const gdn_args &a, int64_t item, int64_t *h,
+						  int64_t *b, int64_t *hk)
 {
-	return *(const float *)(row + i0 * nb0);
+	if (((uint64_t)item | (uint64_t)a.h_v | (uint64_t)a.rep) >> 32 == 0) {
+		const unsigned it = (unsigned)item, hv = (unsigned)a.h_v, hh = it % hv;
+
+		*h = hh;
+		*b = it / hv;
+		*hk = hh / (unsigned)a.rep;
+	} else {
+		*h = item % a.h_v;
+		*b = item / a.h_v;
+		*hk = *h / a.rep;
+	}
 }
 
 static __device__ __forceinline__ float wsum(float x)
@@ -230,7 +247,7 @@ typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_c;
 /* ---- phase 1: one CTA per (chunk, item) ---------------------------------- */
 
 template <int C, int D, bool KDA>
-__global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 3 : C == 32 ? 2 : 1) k_prep(chunk_args ca)
+__global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k_prep(chunk_args ca)
 {
 #if __CUDA_ARCH__ >= 800
 	extern __shared__ __align__(128) unsigned char sm[];
@@ -244,116 +261,145 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 3 : C == 32 ? 2 : 1) k
 	float *A = (float *)(sm + L.A), *bet = (float *)(sm + L.bet);
 	bf16 *Tb = (bf16 *)(sm + L.Tb), *Kb = (bf16 *)(sm + L.Kb), *Vb = (bf16 *)(sm + L.Vb);
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, n = blockIdx.x;
-	const int64_t il = blockIdx.y, item = ca.item0 + il, h = item % a.h_v, b = item / a.h_v;
-	const int64_t hk = h / a.rep, t0 = (int64_t)n * C, row0 = il * ca.tp + t0;
+	const int64_t il = blockIdx.y, item = ca.item0 + il;
+	int64_t h, b, hk;
+	split_item(a, item, &h, &b, &hk);
+	const int64_t t0 = (int64_t)n * C, row0 = il * ca.tp + t0;
 	const int cn = (int)(a.t - t0 < C ? a.t - t0 : C);
 
-	/* Every row's loads (q, k, gates, beta, v: one warp per token, lanes
-	 * across channels, coalesced) are issued two tokens at a time before
-	 * any is used: this kernel is bound by latency, not bandwidth.  Tokens
-	 * past T are zeros with gate 0 and beta 0. */
-	for (int r0 = 2 * warp; r0 < C; r0 += 2 * PREP_WARPS) {
-		float kv[2][D / 32], qv[2][D / 32], gv[2][D / 32], vv[2][DV_MAX / 32], gb[2], bb[2];
+	/* Loads, split by role so that no phase waits on a serial one:
+	 *  - warps 0 .. 3: q and k, four tokens a warp (lanes across
+	 *    channels, coalesced), L2-normalised and stored as one float4 of
+	 *    four tokens per channel: with LT = C + 4 the 8 lanes of a quarter
+	 *    warp hit 8 distinct 4-bank groups (scalar stores of one token
+	 *    would be 4-way conflicts);
+	 *  - warps 4 .. 7: the gates (KDA: a lane per channel, the cumulative
+	 *    sum and the decays kept in registers; GDN: a lane per token, a
+	 *    warp scan), beta and v.
+	 * Tokens past T are zeros with gate 0 and beta 0. */
+	if (warp < 4) {
+		const int64_t ks = 32 * a.k.nb[0], qs = 32 * a.q.nb[0];
+
+		for (int r0 = 4 * warp; r0 < C; r0 += 16) {
+			/* token t0 + r0 (possibly past T: only dereferenced for
+			 * tokens before cn) */
+			const char *rk0 = (const char *)kcu_at(a.k, lane, hk, t0 + r0, b);
+			const char *rq0 = (const char *)kcu_at(a.q, lane, hk, t0 + r0, b);
+			float kv[4][D / 32], qv[4][D / 32];
 
 #pragma unroll
-		for (int u = 0; u < 2; u++) {
-			const bool ok = r0 + u < cn;
-			const int64_t tr = ok ? t0 + r0 + u : t0;
-			const char *rk = (const char *)kcu_at(a.k, 0, hk, tr, b);
-			const char *rq = (const char *)kcu_at(a.q, 0, hk, tr, b);
-			const char *rg = (const char *)kcu_at(a.g, 0, h, tr, b);
-			const char *rv = (const char *)kcu_at(a.v, 0, h, tr, b);
-
-#pragma unroll
-			for (int e = 0; e < D / 32; e++) {
-				const int c = lane + 32 * e;
-
-				kv[u][e] = ok ? ldr(rk, a.k.nb[0], c) : 0.0f;
-				qv[u][e] = ok ? ldr(rq, a.q.nb[0], c) : 0.0f;
-				gv[u][e] = KDA && ok ? ldr(rg, a.g.nb[0], c) : 0.0f;
-			}
-#pragma unroll
-			for (int e = 0; e < DV_MAX / 32; e++) {
-				const int c = lane + 32 * e;
-
-				vv[u][e] = ok && c < dv ? ldr(rv, a.v.nb[0], c) : 0.0f;
-			}
-			gb[u] = !KDA && ok ? *(const float *)rg : 0.0f;
-			bb[u] = ok ? ldf(a.beta, 0, h, tr, b) : 0.0f;
-		}
-#pragma unroll
-		for (int u = 0; u < 2; u++) {
-			const int r = r0 + u;
-			float sk = 0.0f, sq = 0.0f;
-
-#pragma unroll
-			for (int e = 0; e < D / 32; e++) {
-				sk += kv[u][e] * kv[u][e];
-				sq += qv[u][e] * qv[u][e];
-			}
-			if (a.l2) {
-				const float ik = 1.0f / fmaxf(sqrtf(wsum(sk)), a.eps);
-				const float iq = 1.0f / fmaxf(sqrtf(wsum(sq)), a.eps);
+			for (int u = 0; u < 4; u++) {
+				const bool ok = r0 + u < cn;
+				const char *rk = rk0 + u * a.k.nb[2], *rq = rq0 + u * a.q.nb[2];
 
 #pragma unroll
 				for (int e = 0; e < D / 32; e++) {
-					kv[u][e] *= ik;
-					qv[u][e] *= iq;
+					kv[u][e] = ok ? *(const float *)(rk + e * ks) : 0.0f;
+					qv[u][e] = ok ? *(const float *)(rq + e * qs) : 0.0f;
+				}
+			}
+			if (a.l2) {
+#pragma unroll
+				for (int u = 0; u < 4; u++) {
+					float sk = 0.0f, sq = 0.0f;
+
+#pragma unroll
+					for (int e = 0; e < D / 32; e++) {
+						sk += kv[u][e] * kv[u][e];
+						sq += qv[u][e] * qv[u][e];
+					}
+					const float ik = 1.0f / fmaxf(sqrtf(wsum(sk)), a.eps);
+					const float iq = 1.0f / fmaxf(sqrtf(wsum(sq)), a.eps);
+
+#pragma unroll
+					for (int e = 0; e < D / 32; e++) {
+						kv[u][e] *= ik;
+						qv[u][e] *= iq;
+					}
 				}
 			}
 #pragma unroll
 			for (int e = 0; e < D / 32; e++) {
 				const int c = lane + 32 * e;
 
-				kT[c * LT + r] = kv[u][e];
-				qT[c * LT + r] = qv[u][e];
-				if (KDA)
-					gT[c * LT + r] = gate(gv[u][e]) * LOG2E;
+				*(float4 *)&kT[c * LT + r0] = make_float4(kv[0][e], kv[1][e], kv[2][e], kv[3][e]);
+				*(float4 *)&qT[c * LT + r0] = make_float4(qv[0][e], qv[1][e], qv[2][e], qv[3][e]);
 			}
+		}
+	} else {
+		const int gt = tid - 128;  /* 0 .. 127 */
+
+		if (KDA) {
+			/* 16 tokens' loads in flight, then the running sum (log2). */
+			for (int c = gt; c < D; c += 128) {
+				const char *pg = (const char *)kcu_at(a.g, c, h, t0, b);
+				float run = 0.0f;
+
+				for (int r0 = 0; r0 < C; r0 += 16) {
+					float gv[16];
+
+					/* a pointer stepped by the token stride: a full index
+					 * computation per load costs more than the load */
 #pragma unroll
-			for (int e = 0; e < DV_MAX / 32; e++) {
-				const int c = lane + 32 * e;
+					for (int u = 0; u < 16; u++) {
+						gv[u] = r0 + u < cn ? *(const float *)pg : 0.0f;
+						pg += a.g.nb[2];
+					}
+#pragma unroll
+					for (int u = 0; u < 16; u += 4) {
+						float G[4], E[4];
 
-				if (c < dv)
-					Vb[r * LV + c] = __float2bfloat16(vv[u][e]);
+#pragma unroll
+						for (int x = 0; x < 4; x++) {
+							const float l = gate(gv[u + x]) * LOG2E;
+
+							E[x] = ex2(l);
+							run += l;
+							G[x] = run;
+						}
+						*(float4 *)&gT[c * LT + r0 + u] = make_float4(G[0], G[1], G[2], G[3]);
+						*(float4 *)&dT[c * LT + r0 + u] = make_float4(E[0], E[1], E[2], E[3]);
+					}
+				}
 			}
-			if (lane == 0) {
-				bet[r] = bb[u];
-				if (!KDA)
-					gT[r] = gate(gb[u]) * LOG2E;
+		} else if (warp == 4) {
+			/* GDN: inclusive scan of the head's gates over the chunk (log2). */
+			float run = 0.0f;
+
+			for (int base = 0; base < C; base += 32) {
+				const int r = base + lane;
+				float x = r < cn ? gate(ldf(a.g, 0, h, t0 + r, b)) * LOG2E : 0.0f;
+
+				for (int o = 1; o < 32; o <<= 1) {
+					float y = __shfl_up_sync(0xffffffffu, x, o);
+
+					if (lane >= o)
+						x += y;
+				}
+				x += run;
+				if (r < C)
+					gT[r] = x;
+				run = __shfl_sync(0xffffffffu, x, 31);
 			}
 		}
-	}
-	__syncthreads();
-	if (!KDA && warp == 0) {
-		/* GDN: inclusive scan of the head's gates over the chunk (log2). */
-		float run = 0.0f;
+		for (int r = gt; r < C; r += 128)
+			bet[r] = r < cn ? ldf(a.beta, 0, h, t0 + r, b) : 0.0f;
+		/* v: 8 tokens' loads in flight per thread, lanes across channels. */
+		for (int c = gt; c < dv; c += 128) {
+			const char *pv = (const char *)kcu_at(a.v, c, h, t0, b);
 
-		for (int base = 0; base < C; base += 32) {
-			const int r = base + lane;
-			float x = r < C ? gT[r] : 0.0f;
+			for (int r0 = 0; r0 < C; r0 += 8) {
+				float vv[8];
 
-			for (int o = 1; o < 32; o <<= 1) {
-				float y = __shfl_up_sync(0xffffffffu, x, o);
-
-				if (lane >= o)
-					x += y;
+#pragma unroll
+				for (int u = 0; u < 8; u++) {
+					vv[u] = r0 + u < cn ? *(const float *)pv : 0.0f;
+					pv += a.v.nb[2];
+				}
+#pragma unroll
+				for (int u = 0; u < 8; u++)
+					Vb[(r0 + u) * LV + c] = __float2bfloat16(vv[u]);
 			}
-			x += run;
-			if (r < C)
-				gT[r] = x;
-			run = __shfl_sync(0xffffffffu, x, 31);
-		}
-	}
-	if (KDA && tid < D) {
-		float s = 0.0f;
-
-		for (int r = 0; r < C; r++) {
-			const float g = gT[tid * LT + r];
-
-			dT[tid * LT + r] = ex2(g);
-			s += g;
-			gT[tid * LT + r] = s;
 		}
 	}
 	__syncthreads();
@@ -361,10 +407,10 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 3 : C == 32 ? 2 : 1) k
 	/* A and Aq in 4 x 4 register tiles over the lower triangle; SL
 	 * consecutive lanes share a tile, each taking every SL-th channel, so
 	 * short chunks still keep most threads busy (the per-thread channel
-	 * loop is this kernel's critical path). */
+	 * loop is this kernel's critical path; C = 16: 10 tiles x 16 lanes). */
 	{
 		constexpr int NT = C / 4, NOFF = NT * (NT - 1) / 2, NP = NOFF + NT;
-		constexpr int SL = C == 16 ? 8 : C == 32 ? 4 : 1;
+		constexpr int SL = C == 16 ? 16 : C == 32 ? 4 : 1, LOG_SL = C == 16 ? 4 : C == 32 ? 2 : 0;
 		bf16 *aq = ca.aq + row0 * C;
 
 		/* uniform trip count: the shuffles below need whole warps */
@@ -454,33 +500,54 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 3 : C == 32 ? 2 : 1) k
 					}
 				}
 			}
-#pragma unroll
-			for (int o = SL / 2; o > 0; o >>= 1)
-#pragma unroll
-				for (int x = 0; x < 4; x++)
-#pragma unroll
-					for (int y = 0; y < 4; y++) {
-						kk[x][y] += __shfl_xor_sync(0xffffffffu, kk[x][y], o);
-						qk[x][y] += __shfl_xor_sync(0xffffffffu, qk[x][y], o);
-					}
-			if (!act || sl != 0)
-				continue;
+			/* Reduce-scatter over the SL lanes of the tile: each level keeps
+			 * half of the 32 partial sums and trades the other half, so a
+			 * lane ends with 32 / SL finished entries (eb .. eb + 32 / SL - 1
+			 * of kk then qk, row-major) for a fraction of the shuffles of
+			 * an all-reduce. */
+			float v[32];
+			int eb = 0;
+
 #pragma unroll
 			for (int x = 0; x < 4; x++)
 #pragma unroll
 				for (int y = 0; y < 4; y++) {
-					const int i = i0 + x, j = j0 + y;
-					float kkv = kk[x][y], qkv = qk[x][y];
-
-					if (!KDA) {
-						const float e = ex2(fminf(gT[i] - gT[j], 0.0f));
-
-						kkv *= e;
-						qkv *= e;
-					}
-					A[i * LT + j] = bet[i] * kkv;
-					aq[i * C + j] = __float2bfloat16(j <= i ? qkv : 0.0f);
+					v[4 * x + y] = kk[x][y];
+					v[16 + 4 * x + y] = qk[x][y];
 				}
+#pragma unroll
+			for (int lv = 0; lv < LOG_SL; lv++) {
+				const int o = SL >> (lv + 1), nh = 16 >> lv;
+				const bool up = (sl & o) != 0;
+
+				/* a fixed trip count, so that both loops unroll and v stays
+				 * in registers */
+#pragma unroll
+				for (int e = 0; e < 16; e++) {
+					if (e < nh) {
+						const float send = up ? v[e] : v[e + nh];
+						const float keep = up ? v[e + nh] : v[e];
+
+						v[e] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+					}
+				}
+				if (up)
+					eb += nh;
+			}
+			if (!act)
+				continue;
+#pragma unroll
+			for (int e = 0; e < 32 / SL; e++) {
+				const int id = eb + e, i = i0 + (id & 15) / 4, j = j0 + (id & 3);
+				float val = v[e];
+
+				if (!KDA)
+					val *= ex2(fminf(gT[i] - gT[j], 0.0f));
+				if (id < 16)
+					A[i * LT + j] = bet[i] * val;
+				else
+					aq[i * C + j] = __float2bfloat16(j <= i ? val : 0.0f);
+			}
 		}
 		/* Aq's upper blocks are read by the 16 x 16 tiles of k_recur. */
 		for (int x = tid; x < C * C; x += PREP_THREADS)
@@ -556,7 +623,9 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 3 : C == 32 ? 2 : 1) k
 	{
 		float *stage = (float *)(sm + L.stage) + warp * 16 * 20;
 		const int ntn = (D + dv) / 16, nt = (C / 16) * ntn;
-		const int rr = lane >> 1, cc = (lane & 1) * 8;
+		/* lanes 0 .. 15 take the rows' first 8 columns: a quarter warp's
+		 * float4 reads of 8 rows 20 floats apart hit distinct banks */
+		const int rr = lane & 15, cc = (lane >> 4) * 8;
 
 		for (int tile = warp; tile < nt; tile += PREP_WARPS) {
 			const int mi = tile / ntn, ni = tile % ntn;
@@ -582,9 +651,13 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 3 : C == 32 ? 2 : 1) k
 				bf16 *dst = isw ? ca.w + (row0 + mi * 16 + rr) * D + ni * 16 + cc
 						: ca.u + (row0 + mi * 16 + rr) * dv + (ni - D / 16) * 16 + cc;
 
+				const float4 lo = *(const float4 *)sp, hi = *(const float4 *)(sp + 4);
+
 #pragma unroll
-				for (int e = 0; e < 8; e++)
-					pk[e] = __float2bfloat16(sp[e]);
+				for (int e = 0; e < 4; e++) {
+					pk[e] = __float2bfloat16(f4(lo, e));
+					pk[4 + e] = __float2bfloat16(f4(hi, e));
+				}
 				*(uint4 *)dst = *(const uint4 *)pk;
 			}
 			__syncwarp();
@@ -632,12 +705,26 @@ static __device__ __forceinline__ unsigned pack_bf16(float lo, float hi)
 	return *(unsigned *)&v;
 }
 
-/* Each warp owns 8 of the block's DVB value columns and, for them, the
- * whole d_k x 8 slice of S in registers: sacc[m] is rows 16 m .. 16 m + 15.
- * Per chunk (W, QG, KG, U, AQ, GL shared by the warps, prefetched one
- * chunk ahead with cp.async):
- *   S0 -> bf16 scratch -> B fragments; S decays by Gam_C in registers;
- *   X = W S0, O = QG S0;  v_new = U - X -> bf16 scratch -> B fragments;
+/* Transpose of an 8 x 8 bf16 fragment held as one register per lane (lane
+ * (g, t) holds row g, columns 2t, 2t + 1): an accumulator tile packed to
+ * bf16 becomes an mma B operand without a trip through shared memory. */
+static __device__ __forceinline__ unsigned movtrans(unsigned x)
+{
+	unsigned y;
+
+	asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+	return y;
+}
+
+/* Each warp owns WN = 16 of the block's DVB value columns (NT = 2 mma n
+ * tiles, so every A fragment loaded from shared memory feeds two mma: the
+ * A loads, not the mma, bound this kernel) and, for them, the whole
+ * d_k x 16 slice of S in registers: sacc[m][j] is rows 16 m .. 16 m + 15,
+ * columns 8 j .. 8 j + 7 of the warp's slice.  Per chunk (W, QG, KG, U,
+ * AQ, GL shared by the warps, prefetched NST - 1 chunks ahead with
+ * cp.async):
+ *   S0 -> bf16 B fragments (movmatrix); S decays by Gam_C in registers;
+ *   X = W S0, O = QG S0;  v_new = U - X -> bf16 B fragments (movmatrix);
  *   O += Aq v_new -> o;   S += KG^T v_new.
  * The warps never exchange data: two barriers per chunk guard the shared
  * buffers only. */
@@ -648,14 +735,16 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 	extern __shared__ __align__(128) unsigned char sm[];
 	const gdn_args &a = ca.a;
 	constexpr int LK = D + 8, LU = DVB + 8, LQ = C + 8, MS = D / 16, MC = C / 16;
+	constexpr int NT = WN / 8, KS = MC <= 2 ? 2 : 1;
 	constexpr int NST = C == 16 ? 4 : 2;  /* rec_stages(C) */
 	const rec_smem L = rec_layout(C, D);
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
-	const int jb = blockIdx.x, wc = warp * 8;
-	const int64_t il = blockIdx.y, item = ca.item0 + il, h = item % a.h_v, b = item / a.h_v;
+	const int jb = blockIdx.x, wc = warp * WN;
+	const int64_t il = blockIdx.y, item = ca.item0 + il;
+	int64_t h, b, hk;
+	split_item(a, item, &h, &b, &hk);
 	const int64_t dv = a.d_v, c0 = (int64_t)jb * DVB + wc;
-	bf16 *Tw = (bf16 *)(sm + L.T + (size_t)warp * al128((size_t)(D > C ? D : C) * 8 * 2));
-	float sacc[MS][4];
+	float sacc[MS][NT][4];
 
 	/* Chunk n's operands into buffer bf, 16 bytes per cp.async. */
 	auto issue = [&](int64_t n, int bf) {
@@ -668,17 +757,26 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 		const bf16 *w = ca.w + row * D, *qg = ca.qg + row * D, *kg = ca.kg + row * D;
 		const bf16 *u = ca.u + row * dv + (int64_t)jb * DVB, *aq = ca.aq + row * C;
 
-		for (int x = tid; x < C * D / 8; x += REC_THREADS) {
-			const int r = x / (D / 8), c = x % (D / 8) * 8;
+		/* a fixed number of rounds of REC_THREADS, so the loops unroll
+		 * and the offsets fold */
+		constexpr int NW = C * D / 8, NU = C * DVB / 8;
 
-			cp16(W + r * LK + c, w + r * D + c);
-			cp16(QG + r * LK + c, qg + r * D + c);
-			cp16(KG + r * LK + c, kg + r * D + c);
+#pragma unroll
+		for (int i = 0; i < (NW + REC_THREADS - 1) / REC_THREADS; i++) {
+			const int x = tid + i * REC_THREADS, r = x / (D / 8), c = x % (D / 8) * 8;
+
+			if (NW % REC_THREADS == 0 || x < NW) {
+				cp16(W + r * LK + c, w + r * D + c);
+				cp16(QG + r * LK + c, qg + r * D + c);
+				cp16(KG + r * LK + c, kg + r * D + c);
+			}
 		}
-		for (int x = tid; x < C * DVB / 8; x += REC_THREADS) {
-			const int r = x / (DVB / 8), c = x % (DVB / 8) * 8;
+#pragma unroll
+		for (int i = 0; i < (NU + REC_THREADS - 1) / REC_THREADS; i++) {
+			const int x = tid + i * REC_THREADS, r = x / (DVB / 8), c = x % (DVB / 8) * 8;
 
-			cp16(U + r * LU + c, u + r * dv + c);
+			if (NU % REC_THREADS == 0 || x < NU)
+				cp16(U + r * LU + c, u + r * dv + c);
 		}
 		for (int x = tid; x < C * C / 8; x += REC_THREADS) {
 			const int r = x / (C / 8), c = x % (C / 8) * 8;
@@ -693,8 +791,11 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 #pragma unroll
 	for (int m = 0; m < MS; m++)
 #pragma unroll
-		for (int e = 0; e < 4; e++)
-			sacc[m][e] = ldf(a.s0, 16 * m + g + 8 * (e >> 1), c0 + 2 * t4 + (e & 1), h, b);
+		for (int j = 0; j < NT; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				sacc[m][j][e] = ldf(a.s0, 16 * m + g + 8 * (e >> 1),
+						    c0 + 8 * j + 2 * t4 + (e & 1), h, b);
 	for (int st = 0; st < NST - 1; st++) {
 		if (st < ca.nch)
 			issue(st, st);
@@ -708,8 +809,8 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 		const bf16 *KG = (const bf16 *)(base + L.KG), *U = (const bf16 *)(base + L.U);
 		const bf16 *AQ = (const bf16 *)(base + L.AQ);
 		const float *GL = (const float *)(base + L.GL);
-		unsigned bs[MS][2], bv[MC][2], fa[4];
-		float o[MC][4];
+		unsigned bs[MS][NT][2], bv[MC][NT][2], fa[4];
+		float o[MC][NT][4];
 
 		/* every warp is done with chunk n - 1's buffer, which now takes
 		 * chunk n + NST - 1 */
@@ -721,73 +822,72 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 		cp_wait<NST - 1>();  /* chunk n has landed */
 		__syncthreads();
 
-		/* S0 as bf16 B operand rows; S decays to Gam_C S0 in place. */
+		/* S0 as bf16 B fragments (k = rows of S); S decays to Gam_C S0
+		 * in place. */
 #pragma unroll
 		for (int m = 0; m < MS; m++) {
 			const float d0 = GL[16 * m + g], d1 = GL[16 * m + g + 8];
 
-			*(unsigned *)&Tw[(16 * m + g) * 8 + 2 * t4] = pack_bf16(sacc[m][0], sacc[m][1]);
-			*(unsigned *)&Tw[(16 * m + g + 8) * 8 + 2 * t4] = pack_bf16(sacc[m][2], sacc[m][3]);
-			sacc[m][0] *= d0;
-			sacc[m][1] *= d0;
-			sacc[m][2] *= d1;
-			sacc[m][3] *= d1;
-		}
-		__syncwarp();
 #pragma unroll
-		for (int k = 0; k < MS; k += 2) {
-			unsigned r[4];
-
-			ldm_x4t(r, Tw + (16 * k + lane) * 8);
-			bs[k][0] = r[0];
-			bs[k][1] = r[1];
-			bs[k + 1][0] = r[2];
-			bs[k + 1][1] = r[3];
+			for (int j = 0; j < NT; j++) {
+				bs[m][j][0] = movtrans(pack_bf16(sacc[m][j][0], sacc[m][j][1]));
+				bs[m][j][1] = movtrans(pack_bf16(sacc[m][j][2], sacc[m][j][3]));
+				sacc[m][j][0] *= d0;
+				sacc[m][j][1] *= d0;
+				sacc[m][j][2] *= d1;
+				sacc[m][j][3] *= d1;
+			}
 		}
-		__syncwarp();  /* Tw is rewritten with v_new below */
 
-		/* X = W S0 -> v_new = U - X;  O = QG S0. */
+		/* X = W S0 -> v_new = U - X;  O = QG S0.  The d_k sums run as KS
+		 * independent chains of mma (even and odd k steps where registers
+		 * allow), added at the end: a chain of dependent mma is this
+		 * kernel's critical path. */
 #pragma unroll
 		for (int m = 0; m < MC; m++) {
-			float x[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+			float x[KS][NT][4], y[KS][NT][4];
 			const int ar = 16 * m + (lane & 15), ac = (lane >> 4) * 8;
 
 #pragma unroll
-			for (int e = 0; e < 4; e++)
-				o[m][e] = 0.0f;
+			for (int z = 0; z < KS; z++)
+#pragma unroll
+				for (int j = 0; j < NT; j++)
+#pragma unroll
+					for (int e = 0; e < 4; e++)
+						x[z][j][e] = y[z][j][e] = 0.0f;
 #pragma unroll
 			for (int k = 0; k < MS; k++) {
 				ldm_x4(fa, W + ar * LK + 16 * k + ac);
-				mma16816(x, fa, bs[k]);
-				ldm_x4(fa, QG + ar * LK + 16 * k + ac);
-				mma16816(o[m], fa, bs[k]);
-			}
-			{
-				const __nv_bfloat162 u0 = *(const __nv_bfloat162 *)&U[(16 * m + g) * LU + wc + 2 * t4];
-				const __nv_bfloat162 u1 = *(const __nv_bfloat162 *)&U[(16 * m + g + 8) * LU + wc + 2 * t4];
-
-				*(unsigned *)&Tw[(16 * m + g) * 8 + 2 * t4] =
-					pack_bf16(__low2float(u0) - x[0], __high2float(u0) - x[1]);
-				*(unsigned *)&Tw[(16 * m + g + 8) * 8 + 2 * t4] =
-					pack_bf16(__low2float(u1) - x[2], __high2float(u1) - x[3]);
-			}
-		}
-		__syncwarp();
 #pragma unroll
-		for (int k = 0; k < MC; k += 2) {
-			unsigned r[4];
-
-			if (k + 1 < MC) {
-				ldm_x4t(r, Tw + (16 * k + lane) * 8);
-				bv[k + 1][0] = r[2];
-				bv[k + 1][1] = r[3];
-			} else {
-				/* C = 16: one k step; rows 16 .. 31 of the x4 would run past
-				 * the chunk, so lanes 16 .. 31 repeat rows 0 .. 15. */
-				ldm_x4t(r, Tw + (lane & 15) * 8);
+				for (int j = 0; j < NT; j++)
+					mma16816(x[k % KS][j], fa, bs[k][j]);
+				ldm_x4(fa, QG + ar * LK + 16 * k + ac);
+#pragma unroll
+				for (int j = 0; j < NT; j++)
+					mma16816(y[k % KS][j], fa, bs[k][j]);
 			}
-			bv[k][0] = r[0];
-			bv[k][1] = r[1];
+#pragma unroll
+			for (int j = 0; j < NT; j++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					for (int z = 1; z < KS; z++) {
+						x[0][j][e] += x[z][j][e];
+						y[0][j][e] += y[z][j][e];
+					}
+					o[m][j][e] = y[0][j][e];
+				}
+#pragma unroll
+			for (int j = 0; j < NT; j++) {
+				const int uc = wc + 8 * j + 2 * t4;
+				const __nv_bfloat162 u0 = *(const __nv_bfloat162 *)&U[(16 * m + g) * LU + uc];
+				const __nv_bfloat162 u1 = *(const __nv_bfloat162 *)&U[(16 * m + g + 8) * LU + uc];
+
+				/* v_new rows are the k index of the products below */
+				bv[m][j][0] = movtrans(pack_bf16(__low2float(u0) - x[0][j][0],
+								 __high2float(u0) - x[0][j][1]));
+				bv[m][j][1] = movtrans(pack_bf16(__low2float(u1) - x[0][j][2],
+								 __high2float(u1) - x[0][j][3]));
+			}
 		}
 
 		/* O += Aq v_new (Aq lower: blocks above the diagonal skipped) -> o. */
@@ -802,7 +902,9 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 #pragma unroll
 				for (int k = 0; k <= m; k++) {
 					ldm_x4(fa, AQ + ar * LQ + 16 * k + ac);
-					mma16816(o[m], fa, bv[k]);
+#pragma unroll
+					for (int j = 0; j < NT; j++)
+						mma16816(o[m][j], fa, bv[k][j]);
 				}
 #pragma unroll
 				for (int hr = 0; hr < 2; hr++) {
@@ -811,8 +913,11 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 					if (r < cn) {
 						float *op = a.o + ((b * a.t + t0 + r) * a.h_v + h) * dv + c0 + 2 * t4;
 
-						op[0] = a.scale * o[m][2 * hr];
-						op[1] = a.scale * o[m][2 * hr + 1];
+#pragma unroll
+						for (int j = 0; j < NT; j++) {
+							op[8 * j] = a.scale * o[m][j][2 * hr];
+							op[8 * j + 1] = a.scale * o[m][j][2 * hr + 1];
+						}
 					}
 				}
 			}
@@ -826,15 +931,20 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 #pragma unroll
 			for (int k = 0; k < MC; k++) {
 				ldm_x4t(fa, KG + (16 * k + (q >> 1) * 8 + (lane & 7)) * LK + 16 * m + (q & 1) * 8);
-				mma16816(sacc[m], fa, bv[k]);
+#pragma unroll
+				for (int j = 0; j < NT; j++)
+					mma16816(sacc[m][j], fa, bv[k][j]);
 			}
 		}
 	}
 #pragma unroll
 	for (int m = 0; m < MS; m++)
 #pragma unroll
-		for (int e = 0; e < 4; e++)
-			a.s[(item * dv + c0 + 2 * t4 + (e & 1)) * D + 16 * m + g + 8 * (e >> 1)] = sacc[m][e];
+		for (int j = 0; j < NT; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				a.s[(item * dv + c0 + 8 * j + 2 * t4 + (e & 1)) * D + 16 * m + g +
+				    8 * (e >> 1)] = sacc[m][j][e];
 #endif
 }
 
@@ -980,9 +1090,17 @@ static int preload_one(kfn f, size_t smem, char *err, size_t errlen)
 						    dev), "GATED_DELTA_NET", err, errlen);
 	if (rc || smem > (size_t)optin)
 		return rc;  /* kcu_gdn_chunked_check keeps such sizes off this device */
-	return kcu_err(cudaFuncSetAttribute((const void *)f,
-					    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-		       "GATED_DELTA_NET", err, errlen);
+	rc = kcu_err(cudaFuncSetAttribute((const void *)f,
+					  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+		     "GATED_DELTA_NET", err, errlen);
+	/* Shared memory, not L1, limits how many CTAs share an SM (four of
+	 * k_prep at C = 16 need the largest carveout); a hint only. */
+	if (!rc)
+		rc = kcu_err(cudaFuncSetAttribute((const void *)f,
+						  cudaFuncAttributePreferredSharedMemoryCarveout,
+						  cudaSharedmemCarveoutMaxShared),
+			     "GATED_DELTA_NET", err, errlen);
+	return rc;
 }
 
 int kcu_gdn_chunked_preload(char *err, size_t errlen)
