@@ -16,27 +16,18 @@
 
 /* Chunk length for i[1] = 0 and the shortest T that takes the chunked
  * form, measured with bench-kda-cuda on an H200 (d = 128, B = 1, figures
- * in doc/results/kda-cuda.md):
- *  - C = 16 is fastest with many (b, h) (H = 96, T = 8192: KDA 2.58 ms
- *    against 2.82 at C = 32 and 4.40 at C = 64) and for short inputs
- *    (H = 32, T = 8 and 16: C = 32 only tied the serial kernel); C = 32
- *    wins with few (b, h) and long inputs (H = 32, T = 2048 .. 32768:
- *    KDA T = 8192 1.14 ms against 1.19 at C = 16): the recurrence kernel
- *    has one CTA per (b, h) and 32 value columns, and with few of them
- *    the shorter walk of C = 32 pays; with many, the cheaper parallel
- *    phase of C = 16 does.  The switch at 64 (b, h) lies between the
- *    measured H = 32 and 96; T = 2048 is the shortest measured long input.
+ * in doc/results/kda-cuda.md and h200-kda-cuda-bench.txt):
+ *  - C = 16 is the fastest chunk length in every measured cell, T in
+ *    {2048, 8192, 32768} by H in {32, 96}, KDA and GDN (KDA T = 8192:
+ *    H = 96 1.78 ms against 2.36 at C = 32 and 4.04 at C = 64; H = 32
+ *    0.83 against 0.96 and 1.36).  With the two-warp recurrence, C = 32
+ *    no longer wins for few (b, h) and long inputs, as it did with the
+ *    first kernels.
  *  - T = 8 is the first length where the chunked form (C = 16, H = 32)
  *    beats the serial kernel (x1.34 GDN, x1.22 KDA; x0.84 / x0.86 at
  *    T = 4). */
 #define KCU_GDN_CHUNK_MIN_T 8
-#define KCU_GDN_MANY_ITEMS 64
-#define KCU_GDN_LONG_T 2048
-
-static int default_chunk(const gdn_args *a)
-{
-	return a->h_v * a->b < KCU_GDN_MANY_ITEMS && a->t >= KCU_GDN_LONG_T ? 32 : 16;
-}
+#define KCU_GDN_DEFAULT_CHUNK 16
 
 static void count(uint64_t *c)
 {
@@ -85,7 +76,7 @@ KCU_DECL(gated_delta_net)
 		return kern_errf(err, errlen, rc, "GATED_DELTA_NET: bad layout");
 	a.o = (float *)dst->data;
 	a.s = a.o + n_o;
-	chunk = p->i[1] ? p->i[1] : default_chunk(&a);
+	chunk = p->i[1] ? p->i[1] : KCU_GDN_DEFAULT_CHUNK;
 
 	/* An explicit chunk length asks for the chunked form at any T. */
 	if (p->i[2] == 1 || (p->i[1] == 0 && a.t < KCU_GDN_CHUNK_MIN_T)) {

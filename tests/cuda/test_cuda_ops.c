@@ -1049,9 +1049,9 @@ static void t_gdn(struct env *e)
 	gdn_chunk_case(e, 128, 1, 3, 2048, 1, false, 0.01, 64, chunk_path(64), seed++);
 	gdn_chunk_case(e, 128, 2, 2, 1000, 1, true, 10.0, 64, chunk_path(64), seed++);
 	gdn_chunk_case(e, 64, 2, 2, 1000, 1, true, 10.0, 16, chunk_path(16), seed++);
-	/* Automatic choice (cuda_gdn_select.cu): C = 32 for few (b, h) and
-	 * long T, 16 otherwise, serial below T = 8. */
-	gdn_chunk_case(e, 128, 2, 4, 2048, 1, true, 0.3, 0, chunk_path(32), seed++);
+	/* Automatic choice (cuda_gdn_select.cu): C = 16 (few or many (b, h),
+	 * short or long T), serial below T = 8. */
+	gdn_chunk_case(e, 128, 2, 4, 2048, 1, true, 0.3, 0, chunk_path(16), seed++);
 	gdn_chunk_case(e, 64, 8, 64, 2048, 1, true, 0.3, 0, chunk_path(16), seed++);
 	gdn_chunk_case(e, 128, 2, 4, 8, 2, false, 0.3, 0, chunk_path(16), seed++);
 	gdn_chunk_case(e, 128, 2, 4, 7, 2, true, 0.3, 0, GP_SERIAL, seed++);
