@@ -182,6 +182,21 @@ static __device__ __forceinline__ float ldf(const kcu_t &t, int64_t i0, int64_t 
 
 /* 2^x for x <= 0 (or NaN): the hardware approximation (rel. error ~2^-22,
  * far below bf16's), subnormal results flushed to 0. */
+/* N consecutive tokens of one channel into out, the pointer stepped by the
+ * token stride (a full index computation per load costs more than the
+ * load); tokens from n on read as 0.  Returns the pointer stepped past
+ * them. */
+template <int N>
+static __device__ __forceinline__ const char *load_tokens(const char *p, int64_t stride, int n, float *out)
+{
+#pragma unroll
+	for (int u = 0; u < N; u++) {
+		out[u] = u < n ? *(const float *)p : 0.0f;
+		p += stride;
+	}
+	return p;
+}
+
 static __device__ __forceinline__ float ex2(float x)
 {
 	float y;
@@ -338,13 +353,7 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k
 				for (int r0 = 0; r0 < C; r0 += 16) {
 					float gv[16];
 
-					/* a pointer stepped by the token stride: a full index
-					 * computation per load costs more than the load */
-#pragma unroll
-					for (int u = 0; u < 16; u++) {
-						gv[u] = r0 + u < cn ? *(const float *)pg : 0.0f;
-						pg += a.g.nb[2];
-					}
+					pg = load_tokens<16>(pg, a.g.nb[2], cn - r0, gv);
 #pragma unroll
 					for (int u = 0; u < 16; u += 4) {
 						float G[4], E[4];
@@ -391,11 +400,7 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k
 			for (int r0 = 0; r0 < C; r0 += 8) {
 				float vv[8];
 
-#pragma unroll
-				for (int u = 0; u < 8; u++) {
-					vv[u] = r0 + u < cn ? *(const float *)pv : 0.0f;
-					pv += a.v.nb[2];
-				}
+				pv = load_tokens<8>(pv, a.v.nb[2], cn - r0, vv);
 #pragma unroll
 				for (int u = 0; u < 8; u++)
 					Vb[(r0 + u) * LV + c] = __float2bfloat16(vv[u]);
