@@ -465,6 +465,75 @@ static void test_wait_holds_device_work(void **state)
 	pprpc_close(c);
 }
 
+/*
+ * A failure found while the graph runs (a GET_ROWS id outside its table):
+ * the run fails with PPRPC_ERANGE and the reason at synchronize, the graph
+ * queued behind it does not count as done (its output is not the one a
+ * good run gives), and the next runs work.  On a GPU the failure is read
+ * from the device's status word when the run completes asynchronously.
+ */
+static void test_row_id_out_of_range(void **state)
+{
+	pprpc_client *c = connect_ok(&g_a);
+	enum { D = 8, V = 4, R = 3 };
+	pprpc_buffer tb, ib, db, x, y;
+	pprpc_graph g, g2;
+	pprpc_graph_builder *gb;
+	float table[V][D], out[R][D], got[N], v[N], zero[N];
+	int32_t good[R] = { 0, 2, 3 }, bad[R] = { 1, 9, 0 }, good2[R] = { 3, 1, 0 };
+	int it, ii, id;
+
+	(void)state;
+	memset(zero, 0, sizeof(zero));
+	fill(v, 2);
+	for (int r = 0; r < V; r++)
+		for (int k = 0; k < D; k++)
+			table[r][k] = (float)(r * 100 + k);
+	assert_int_equal(pprpc_buffer_alloc(c, 0, sizeof(table), &tb), 0);
+	assert_int_equal(pprpc_buffer_alloc(c, 0, sizeof(good), &ib), 0);
+	assert_int_equal(pprpc_buffer_alloc(c, 0, sizeof(out), &db), 0);
+	assert_int_equal(pprpc_buffer_alloc(c, 0, N * 4, &x), 0);
+	assert_int_equal(pprpc_buffer_alloc(c, 0, N * 4, &y), 0);
+	assert_int_equal(pprpc_tensor_set(c, tb, 0, table, sizeof(table)), 0);
+	assert_int_equal(pprpc_tensor_set(c, x, 0, v, N * 4), 0);
+	{
+		pprpc_tensor tt = pprpc_tensor_make(tb, 0, PPRPC_F32, D, V, 1, 1);
+		pprpc_tensor ti = pprpc_tensor_make(ib, 0, PPRPC_I32, R, 1, 1, 1);
+		pprpc_tensor td = pprpc_tensor_make(db, 0, PPRPC_F32, D, R, 1, 1);
+
+		assert_int_equal(pprpc_graph_builder_new(&gb), 0);
+		it = pprpc_gb_tensor(gb, &tt);
+		ii = pprpc_gb_tensor(gb, &ti);
+		id = pprpc_gb_tensor(gb, &td);
+		assert_true(pprpc_gb_get_rows(gb, it, ii, id) >= 0);
+		assert_int_equal(pprpc_graph_create(c, 0, gb, &g), 0);
+		pprpc_graph_builder_free(gb);
+	}
+	g2 = scale_graph(c, x, y, 4.0f, 0.0f);
+
+	for (int round = 0; round < 3; round++) {
+		const int32_t *ids = round == 0 ? good : round == 1 ? bad : good2;
+
+		assert_int_equal(pprpc_tensor_set(c, ib, 0, ids, sizeof(good)), 0);
+		assert_int_equal(pprpc_buffer_clear(c, y, 0), 0);
+		assert_int_equal(pprpc_graph_run_async(c, g), 0);
+		assert_int_equal(pprpc_graph_run_async(c, g2), 0);
+		if (round == 1) {
+			assert_int_equal(pprpc_synchronize(c, 0), PPRPC_ERANGE);
+			assert_non_null(strstr(pprpc_last_error(c), "GRAPH_RUN"));
+			continue;
+		}
+		assert_int_equal(pprpc_synchronize(c, 0), 0);
+		assert_int_equal(pprpc_tensor_get(c, db, 0, out, sizeof(out)), 0);
+		for (int r = 0; r < R; r++)
+			assert_memory_equal(out[r], table[ids[r]], sizeof(out[r]));
+		assert_int_equal(pprpc_tensor_get(c, y, 0, got, N * 4), 0);
+		for (int i = 0; i < N; i++)
+			assert_true(got[i] == v[i] * 4.0f);
+	}
+	pprpc_close(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -475,6 +544,7 @@ int main(void)
 		cmocka_unit_test(test_host_wait_timeout),
 		cmocka_unit_test(test_sticky_errors),
 		cmocka_unit_test(test_wait_holds_device_work),
+		cmocka_unit_test(test_row_id_out_of_range),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
