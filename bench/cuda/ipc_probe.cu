@@ -3,7 +3,10 @@
  * IPC-exported GPU memory costs, the way the daemon's IPC RECV does it
  * (cudaIpcOpenMemHandle with lazy peer access, then a copy on a stream of
  * the destination GPU), three ways: cudaMemcpyAsync, cudaMemcpyPeerAsync,
- * a copy kernel; each back to back and after 20 ms of idleness.
+ * a copy kernel, and cudaMemcpyAsync into memory of the stream-ordered
+ * allocator (where the daemon's buffers come from); each back to back and
+ * after 20 ms and 150 ms of idleness (a benchmark that runs host work
+ * between transfers leaves the GPUs idle that long).
  *
  *   bench-ipc-probe          (needs two GPUs; runs itself as the importer)
  *
@@ -42,11 +45,13 @@ __global__ void copy_kernel(int4 *d, const int4 *s, size_t n)
 
 static int importer(const char *hex)
 {
-	static const char *const names[3] = { "cudaMemcpyAsync", "cudaMemcpyPeerAsync", "copy kernel" };
+	static const char *const names[4] = { "cudaMemcpyAsync", "cudaMemcpyPeerAsync", "copy kernel",
+					      "memcpy to pool mem" };
+	static const int idle_us[3] = { 0, 20000, 150000 };
 	const size_t n = 64u << 20;
 	cudaIpcMemHandle_t h;
 	cudaStream_t st;
-	void *p, *d;
+	void *p, *d, *dp;
 
 	for (int i = 0; i < 64; i++) {
 		unsigned v;
@@ -59,23 +64,27 @@ static int importer(const char *hex)
 	CK(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess));
 	CK(cudaMalloc(&d, n));
 	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-	for (int m = 0; m < 3; m++)
-		for (int idle = 0; idle < 2; idle++) {
+	CK(cudaMallocAsync(&dp, n, st));
+	CK(cudaStreamSynchronize(st));
+	for (int m = 0; m < 4; m++)
+		for (int idle = 0; idle < 3; idle++) {
 			double enq = 0, tot = 0;
 			const int reps = 8;
 
 			for (int r = 0; r < reps; r++) {
 				double t0, t1;
 
-				if (idle)
-					usleep(20000);
+				if (idle_us[idle])
+					usleep(idle_us[idle]);
 				t0 = now_us();
 				if (m == 0)
 					CK(cudaMemcpyAsync(d, p, n, cudaMemcpyDeviceToDevice, st));
 				else if (m == 1)
 					CK(cudaMemcpyPeerAsync(d, 1, p, 0, n, st));
-				else
+				else if (m == 2)
 					copy_kernel<<<528, 512, 0, st>>>((int4 *)d, (const int4 *)p, n / 16);
+				else
+					CK(cudaMemcpyAsync(dp, p, n, cudaMemcpyDeviceToDevice, st));
 				t1 = now_us();
 				CK(cudaStreamSynchronize(st));
 				if (r) { /* the first is the warm-up */
@@ -83,8 +92,8 @@ static int importer(const char *hex)
 					tot += now_us() - t0;
 				}
 			}
-			printf("IPC-PROBE %-20s idle=%-5s enqueue %6.1f us, enqueue+copy+sync %6.1f us = %.1f GB/s\n",
-			       names[m], idle ? "20ms" : "no", enq / (reps - 1), tot / (reps - 1),
+			printf("IPC-PROBE %-20s idle=%3d ms enqueue %6.1f us, enqueue+copy+sync %6.1f us = %.1f GB/s\n",
+			       names[m], idle_us[idle] / 1000, enq / (reps - 1), tot / (reps - 1),
 			       n / (tot / (reps - 1)) / 1e3);
 		}
 	return 0;
