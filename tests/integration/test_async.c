@@ -534,6 +534,55 @@ static void test_row_id_out_of_range(void **state)
 	pprpc_close(c);
 }
 
+/*
+ * Many connections, each with a WAIT held and a graph behind it, on one
+ * timeline of another connection; every one of them needs its own device
+ * stream, made while the others are held.  Nothing made for a new stream
+ * may wait for the device as a whole (it would wait for the held streams,
+ * whose release needs the queue that is making it): with that bug this
+ * test hangs instead of passing.
+ */
+static void test_many_held_waits(void **state)
+{
+	enum { K = 6 };
+	pprpc_client *owner = connect_ok(&g_a), *c[K];
+	pprpc_timeline t, done[K];
+	pprpc_buffer x[K], y[K];
+	pprpc_graph g[K];
+	float v[N], got[N];
+	uint64_t val;
+
+	(void)state;
+	fill(v, 9);
+	assert_int_equal(pprpc_timeline_create(owner, 0, 0, &t), 0);
+	for (int i = 0; i < K; i++) {
+		c[i] = connect_ok(&g_a);
+		assert_int_equal(pprpc_buffer_alloc(c[i], 0, N * 4, &x[i]), 0);
+		assert_int_equal(pprpc_buffer_alloc(c[i], 0, N * 4, &y[i]), 0);
+		assert_int_equal(pprpc_tensor_set(c[i], x[i], 0, v, N * 4), 0);
+		g[i] = scale_graph(c[i], x[i], y[i], (float)(i + 1), 0.0f);
+		assert_int_equal(pprpc_timeline_create(c[i], 0, 0, &done[i]), 0);
+		assert_int_equal(pprpc_wait(c[i], 0, NULL, t, 1), 0);
+		assert_int_equal(pprpc_graph_run_async(c[i], g[i]), 0);
+		assert_int_equal(pprpc_signal(c[i], done[i], 1), 0);
+	}
+	/* All held. */
+	for (int i = 0; i < K; i++) {
+		assert_int_equal(pprpc_timeline_query(c[i], done[i], &val), 0);
+		assert_int_equal(val, 0);
+	}
+	assert_int_equal(pprpc_signal(owner, t, 1), 0);
+	for (int i = 0; i < K; i++) {
+		assert_int_equal(pprpc_timeline_host_wait(c[i], done[i], 1, 10000), 0);
+		assert_int_equal(pprpc_synchronize(c[i], 0), 0);
+		assert_int_equal(pprpc_tensor_get(c[i], y[i], 0, got, N * 4), 0);
+		for (int k = 0; k < N; k++)
+			assert_true(got[k] == v[k] * (float)(i + 1));
+		pprpc_close(c[i]);
+	}
+	pprpc_close(owner);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -545,6 +594,7 @@ int main(void)
 		cmocka_unit_test(test_sticky_errors),
 		cmocka_unit_test(test_wait_holds_device_work),
 		cmocka_unit_test(test_row_id_out_of_range),
+		cmocka_unit_test(test_many_held_waits),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
