@@ -41,6 +41,7 @@
 #include "kernels/tensor.h"
 #include "pprpc.h"
 #include "tools/common/spawn.h"
+#include "tools/common/list.h"
 #include "tools/common/measure.h"
 
 #define MAX_RANKS 16
@@ -608,22 +609,6 @@ static int write_json(const char *path, const struct ctx *x, const struct result
 }
 
 /* ---- main --------------------------------------------------------------------------- */
-
-static int parse_list(const char *s, char out[][64], int max)
-{
-	char *list = strdup(s), *save = NULL;
-	int n = 0;
-
-	for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		if (n == max) {
-			n = -1;
-			break;
-		}
-		snprintf(out[n++], 64, "%s", t);
-	}
-	free(list);
-	return n;
-}
 
 static int run_tokens(struct ctx *x, int T, struct result *res)
 {

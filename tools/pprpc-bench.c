@@ -38,6 +38,7 @@
 #include "kernels/tensor.h"
 #include "pprpc.h"
 #include "tools/common/spawn.h"
+#include "tools/common/list.h"
 #include "tools/common/measure.h"
 
 #define MAX_RANKS 16
@@ -1095,22 +1096,6 @@ static int parse_ints(const char *s, int *out, int max)
 		while (*s == ',' || *s == ' ' || *s == '\n' || *s == '\t' || *s == '\r')
 			s++;
 	}
-	return n;
-}
-
-static int parse_list(const char *s, char out[][64], int max)
-{
-	char *list = strdup(s), *save = NULL;
-	int n = 0;
-
-	for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		if (n == max) {
-			n = -1;
-			break;
-		}
-		snprintf(out[n++], 64, "%s", t);
-	}
-	free(list);
 	return n;
 }
 
