@@ -85,6 +85,16 @@ static __host__ __device__ inline size_t al128(size_t n)
 	return (n + 127) & ~(size_t)127;
 }
 
+/* The next region of a layout: its offset, *o moved past it (128-byte
+ * aligned). */
+static __host__ __device__ inline size_t carve(size_t *o, size_t bytes)
+{
+	const size_t at = *o;
+
+	*o += al128(bytes);
+	return at;
+}
+
 struct prep_smem {
 	size_t kT, qT, gT, dT, A, bet, Tb, Kb, Vb, stage, total;
 };
@@ -98,32 +108,21 @@ static __host__ __device__ inline prep_smem prep_layout(int C, int D, bool kda, 
 	prep_smem l;
 	size_t o = 0;
 
-	l.kT = o;
-	o += al128((size_t)D * (C + 4) * 4);
-	l.qT = o;
-	o += al128((size_t)D * (C + 4) * 4);
-	l.gT = o;
-	o += al128((size_t)(kda ? D : 1) * (C + 4) * 4);
-	l.dT = o;
-	o += al128((size_t)(kda ? D : 0) * (C + 4) * 4);
-	l.A = o;
-	o += al128((size_t)C * (C + 4) * 4);
-	l.bet = o;
-	o += al128((size_t)C * 4);
-	l.Tb = o;
-	o += al128((size_t)C * (C + 8) * 2);
-	l.Kb = o;
-	o += al128((size_t)C * (D + 8) * 2);
-	l.Vb = o;
-	o += al128((size_t)C * (dv + 8) * 2);
+	l.kT = carve(&o, (size_t)D * (C + 4) * 4);
+	l.qT = carve(&o, (size_t)D * (C + 4) * 4);
+	l.gT = carve(&o, (size_t)(kda ? D : 1) * (C + 4) * 4);
+	l.dT = carve(&o, (size_t)(kda ? D : 0) * (C + 4) * 4);
+	l.A = carve(&o, (size_t)C * (C + 4) * 4);
+	l.bet = carve(&o, (size_t)C * 4);
+	l.Tb = carve(&o, (size_t)C * (C + 8) * 2);
+	l.Kb = carve(&o, (size_t)C * (D + 8) * 2);
+	l.Vb = carve(&o, (size_t)C * (dv + 8) * 2);
 	/* the w / u staging tiles are written only once kT .. dT are dead:
 	 * overlaid on them, a C = 16 CTA fits four to an SM */
-	if (al128((size_t)PREP_WARPS * 16 * 20 * 4) <= l.A - l.kT) {
+	if (al128((size_t)PREP_WARPS * 16 * 20 * 4) <= l.A - l.kT)
 		l.stage = l.kT;
-	} else {
-		l.stage = o;
-		o += al128((size_t)PREP_WARPS * 16 * 20 * 4);
-	}
+	else
+		l.stage = carve(&o, (size_t)PREP_WARPS * 16 * 20 * 4);
 	l.total = o;
 	return l;
 }
@@ -149,18 +148,12 @@ static __host__ __device__ inline rec_smem rec_layout(int C, int D)
 	rec_smem l;
 	size_t o = 0;
 
-	l.W = o;
-	o += al128((size_t)C * (D + 8) * 2);
-	l.QG = o;
-	o += al128((size_t)C * (D + 8) * 2);
-	l.KG = o;
-	o += al128((size_t)C * (D + 8) * 2);
-	l.U = o;
-	o += al128((size_t)C * (DVB + 8) * 2);
-	l.AQ = o;
-	o += al128((size_t)C * (C + 8) * 2);
-	l.GL = o;
-	o += al128((size_t)D * 4);
+	l.W = carve(&o, (size_t)C * (D + 8) * 2);
+	l.QG = carve(&o, (size_t)C * (D + 8) * 2);
+	l.KG = carve(&o, (size_t)C * (D + 8) * 2);
+	l.U = carve(&o, (size_t)C * (DVB + 8) * 2);
+	l.AQ = carve(&o, (size_t)C * (C + 8) * 2);
+	l.GL = carve(&o, (size_t)D * 4);
 	l.buf = o;
 	o *= rec_stages(C);
 	l.total = o;
@@ -180,8 +173,6 @@ static __device__ __forceinline__ float ldf(const kcu_t &t, int64_t i0, int64_t 
 	return *(const float *)kcu_at(t, i0, i1, i2, i3);
 }
 
-/* 2^x for x <= 0 (or NaN): the hardware approximation (rel. error ~2^-22,
- * far below bf16's), subnormal results flushed to 0. */
 /* N consecutive tokens of one channel into out, the pointer stepped by the
  * token stride (a full index computation per load costs more than the
  * load); tokens from n on read as 0.  Returns the pointer stepped past
@@ -197,6 +188,8 @@ static __device__ __forceinline__ const char *load_tokens(const char *p, int64_t
 	return p;
 }
 
+/* 2^x for x <= 0 (or NaN): the hardware approximation (rel. error ~2^-22,
+ * far below bf16's), subnormal results flushed to 0. */
 static __device__ __forceinline__ float ex2(float x)
 {
 	float y;
