@@ -34,7 +34,7 @@ G := $(BUILD)/gen
 WARN    := -Wall -Wextra -Wstrict-prototypes -Wshadow -Wpointer-arith -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 $(WARN) -MMD -MP -fPIC -fvisibility=hidden -pthread
-CPPFLAGS += -I. -Ilibclient/include -I$(G) -D_GNU_SOURCE
+CPPFLAGS += -I. -Iinclude -Ilibclient/include -I$(G) -D_GNU_SOURCE
 LDFLAGS += -pthread
 
 ifneq ($(SANITIZE),)
@@ -126,7 +126,9 @@ TRANSPORT_SRCS := $(filter-out $(RDMA_SKIP),$(wildcard transport/*.c))
 KERNEL_SRCS    := $(wildcard kernels/*.c)
 KERNEL_CPU_SRCS := $(wildcard kernels/cpu/*.c)
 CLIENT_SRCS    := $(wildcard libclient/*.c)
-DAEMON_SRCS    := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+UTIL_SRCS      := $(wildcard util/*.c)
+# The daemon in sub-folders by part (README: Layout); backends in daemon/backend/<kind>/.
+DAEMON_SRCS    := $(filter-out daemon/main.c,$(wildcard daemon/*.c daemon/*/*.c daemon/*/*/*.c))
 
 obj = $(patsubst %.c,$(O)/%.o,$(1))
 
@@ -136,10 +138,11 @@ KERNEL_OBJS    := $(call obj,$(KERNEL_SRCS))
 KERNEL_CPU_OBJS := $(call obj,$(KERNEL_CPU_SRCS))
 CLIENT_OBJS    := $(call obj,$(CLIENT_SRCS))
 DAEMON_OBJS    := $(call obj,$(DAEMON_SRCS))
+UTIL_OBJS      := $(call obj,$(UTIL_SRCS))
 
 # The client library holds the client, the wire code and the shape rules
 # (not the CPU kernels: no BLAS).  libuv stays out: the client does its own I/O.
-LIBPPRPC_OBJS := $(CLIENT_OBJS) $(PROTO_OBJS) $(O)/transport/addr.o $(KERNEL_OBJS)
+LIBPPRPC_OBJS := $(CLIENT_OBJS) $(PROTO_OBJS) $(UTIL_OBJS) $(KERNEL_OBJS)
 
 TOOL_COMMON_OBJS := $(call obj,$(wildcard tools/common/*.c))
 TOOLS := $(patsubst tools/%.c,$(B)/%,$(wildcard tools/*.c))
@@ -184,7 +187,7 @@ $(L)/libpprpc.so: $(LIBPPRPC_OBJS)
 # (the shared library always links protobuf-c and libcrypto dynamically: a
 # static archive of non-PIC code cannot go into a shared object)
 
-$(B)/pprpcd: $(O)/daemon/main.o $(DAEMON_OBJS) $(PROTO_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)
+$(B)/pprpcd: $(O)/daemon/main.o $(DAEMON_OBJS) $(PROTO_OBJS) $(UTIL_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $^ $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) -lm
 
@@ -204,7 +207,7 @@ $(B)/bench-kda_cpu: $(O)/bench/kda_cpu.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS)
 # ---- tests ---------------------------------------------------------------
 # Unit tests link everything except daemon/main.o, so they can test daemon
 # internals as well as the library.
-TEST_LINK := $(DAEMON_OBJS) $(CLIENT_OBJS) $(PROTO_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)
+TEST_LINK := $(DAEMON_OBJS) $(CLIENT_OBJS) $(PROTO_OBJS) $(UTIL_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)
 $(T)/test_%: $(O)/tests/unit/test_%.o $(TEST_LINK)
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) -lm
@@ -221,7 +224,7 @@ $(T)/replay_%: tests/fuzz/%.c tests/fuzz/replay_main.c $(TEST_LINK) | $(PROTO_H)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/fuzz/$*.c tests/fuzz/replay_main.c $(TEST_LINK) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) -lm
 
 FUZZ_CC ?= clang
-FUZZ_LINK_SRCS := $(DAEMON_SRCS) $(PROTO_SRCS) $(TRANSPORT_SRCS) $(KERNEL_SRCS) $(KERNEL_CPU_SRCS) $(PROTO_C)
+FUZZ_LINK_SRCS := $(DAEMON_SRCS) $(PROTO_SRCS) $(UTIL_SRCS) $(TRANSPORT_SRCS) $(KERNEL_SRCS) $(KERNEL_CPU_SRCS) $(PROTO_C)
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK_SRCS)
 	@mkdir -p $(BUILD)/fuzz
 	$(FUZZ_CC) $(CPPFLAGS) -UPPRPC_HAVE_CUDA -std=gnu11 -g -O1 -pthread -fsanitize=fuzzer,address,undefined -o $@ $< \
@@ -286,7 +289,7 @@ $(O)/kernels/cuda/%.o: kernels/cuda/%.cu
 	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -MD -MP -MF $(@:.o=.d) -c $< -o $@
 
 $(O)/tests/cuda/%.o: CPPFLAGS += -I$(CUDA_HOME)/include
-$(O)/daemon/dev_cuda.o $(O)/daemon/dev_cuda_async.o: CPPFLAGS += -I$(CUDA_HOME)/include
+$(O)/daemon/backend/cuda/dev_cuda.o $(O)/daemon/backend/cuda/dev_cuda_async.o: CPPFLAGS += -I$(CUDA_HOME)/include
 
 $(T)/test_cuda_ops: $(O)/tests/cuda/test_cuda_ops.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)
 	@mkdir -p $(T)
@@ -338,7 +341,9 @@ install: all
 	ln -sf libpprpc.so.1.0.0 $(DESTDIR)$(PREFIX)/lib/libpprpc.so.1
 	ln -sf libpprpc.so.1 $(DESTDIR)$(PREFIX)/lib/libpprpc.so
 	install -m 644 $(L)/libpprpc.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 libclient/include/pprpc.h libclient/include/pprpc_types.h $(DESTDIR)$(PREFIX)/include/
+	install -d $(DESTDIR)$(PREFIX)/include/pprpc
+	install -m 644 libclient/include/pprpc.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/pprpc/types.h $(DESTDIR)$(PREFIX)/include/pprpc/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@PBC_LIBS@|$(PBC_LIBS) $(CRYPTO_LIBS)|g' pprpc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/pprpc.pc
 	sed -e 's|/usr/local/bin/pprpcd|$(PREFIX)/bin/pprpcd|' systemd/pprpcd@.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/pprpcd@.service
 	install -m 644 conf/pprpcd.conf conf/cluster.conf $(DESTDIR)$(PREFIX)/share/pprpc/

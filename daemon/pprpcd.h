@@ -10,10 +10,10 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "daemon/handles.h"
-#include "daemon/staging.h"
-#include "daemon/log.h"
-#include "daemon/options.h"
+#include "daemon/objects/handles.h"
+#include "daemon/exec/staging.h"
+#include "daemon/server/log.h"
+#include "daemon/server/options.h"
 
 #define PPRPCD_VERSION "0.1.0"
 #define PPRPCD_MAX_DEVICES 16

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 
 #define KERN_Q8_0_BLCK 32
 

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 
 /* Most elements one tensor may have.  Descriptors come from the network and
  * a zero-stride view can claim many elements in a few bytes; this bounds

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "pprpc.h"
-#include "transport/addr.h"
+#include "util/addr.h"
 
 #define CLUSTER_MAX_RANKS 1024
 

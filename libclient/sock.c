@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "libclient/client.h"
-#include "transport/addr.h"
+#include "util/addr.h"
 
 int sock_connect(const char *addr, int timeout_ms, int *ret_fd, char *err, size_t errlen)
 {

@@ -16,7 +16,7 @@
 #include <openssl/params.h>
 #include <openssl/rand.h>
 
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 
 static const char client_label[] = "pprpc-v1 client"; /* hashed with its NUL */
 static const char server_label[] = "pprpc-v1 server";

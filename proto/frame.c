@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 
 /* The header as it lies on the wire; only used to pin the layout. */
 struct frame_wire {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 
 void frame_reader_init(struct frame_reader *r, const struct frame_reader_ops *ops, void *ctx,
 		       const struct frame_limits *lim)

@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 
 /* Each allocation carries its size in front so the budget can be returned
  * on free.  The budget itself must outlive the message: the top-level

@@ -28,6 +28,9 @@ static const char *const names[MSG_TYPE_COUNT] = {
 	[MSG_PING] = "PING",
 	[MSG_PROBE] = "PROBE",
 	[MSG_PULL_RELEASE] = "PULL_RELEASE",
+	[MSG_GGML_GRAPH_CREATE] = "GGML_GRAPH_CREATE",
+	[MSG_GGML_SUPPORTS] = "GGML_SUPPORTS",
+	[MSG_GGML_ALLOC_SIZE] = "GGML_ALLOC_SIZE",
 };
 
 const char *msg_type_name(unsigned type)

@@ -31,6 +31,9 @@ enum msg_type {
 	MSG_PING = 23,           /* answered at once (link check) */
 	MSG_PROBE = 24,          /* client: can this daemon reach rank X? */
 	MSG_PULL_RELEASE = 25,   /* peer: GPU staging of an IPC transfer may be reused */
+	MSG_GGML_GRAPH_CREATE = 26, /* a ggml graph for a ggml device (doc/ggml.md) */
+	MSG_GGML_SUPPORTS = 27,  /* would the device's ggml backend run this op? */
+	MSG_GGML_ALLOC_SIZE = 28, /* ggml buffer type's allocation size of a tensor */
 	MSG_TYPE_COUNT
 };
 

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 
 /* Wire format, big-endian:
  *   descriptor: u64 addr, u32 rkey, u32 len, u32 tag, u32 zero   (24 bytes)

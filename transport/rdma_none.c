@@ -3,7 +3,7 @@
  * TCP with that reason and --transport rdma refuses to start. */
 #include <stdio.h>
 
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 #include "transport/rdma.h"
 
 #define NOT_BUILT "built without RDMA support (libibverbs/librdmacm not found at build time)"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 
 /* The design asks for at least this many posted receives where memory
  * allows; below it only the memlock ladder goes. */

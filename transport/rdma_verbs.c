@@ -29,9 +29,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 #include "proto/frame.h"
-#include "transport/addr.h"
+#include "util/addr.h"
 #include "transport/transport_impl.h"
 
 #define RESOLVE_MS 2000

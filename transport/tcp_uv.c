@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pprpc_types.h"
-#include "transport/addr.h"
+#include "pprpc/types.h"
+#include "util/addr.h"
 #include "transport/transport_impl.h"
 
 #define INBUF_SIZE (64 * 1024)

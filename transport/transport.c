@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 
 int transport_unsupported(struct transport_conn *c)
 {

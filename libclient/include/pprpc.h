@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 
 #ifdef __cplusplus
 extern "C" {

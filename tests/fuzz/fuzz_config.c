@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/options.h"
+#include "daemon/server/options.h"
 #include "daemon/pprpcd.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -26,16 +26,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/buffer.h"
-#include "daemon/conn.h"
-#include "daemon/device.h"
-#include "daemon/device_impl.h"
-#include "daemon/graph.h"
+#include "daemon/objects/buffer.h"
+#include "daemon/server/conn.h"
+#include "daemon/device/device.h"
+#include "daemon/device/device_impl.h"
+#include "daemon/objects/graph.h"
 #include "daemon/pprpcd.h"
-#include "daemon/timeline.h"
-#include "daemon/xfer.h"
+#include "daemon/objects/timeline.h"
+#include "daemon/xfer/xfer.h"
 #include "kernels/ops.h"
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 
 #define FZ_CHECK(c)                                                                  \
 	do {                                                                         \

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 #include "proto/frame.h"
 #include "proto/frame_reader.h"
 #include "proto/meta.h"

@@ -6,7 +6,7 @@
  * (the vtable of transport/transport_impl.h) whose send checks and records
  * each reply and completes it later, as a socket would.  The input's
  * records become frames fed through the transport's frame reader — so the
- * decode + validate layer (daemon/conn.c), the dispatch table and the
+ * decode + validate layer (daemon/server/conn.c), the dispatch table and the
  * handlers run as they do for a socket, queued commands execute on the CPU
  * device's worker, and completions come back through the uv loop.  The
  * connection then closes as a vanished client would (on_close), and
@@ -50,14 +50,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/dispatch.h"
-#include "daemon/queue.h"
-#include "daemon/staging.h"
+#include "daemon/server/dispatch.h"
+#include "daemon/exec/queue.h"
+#include "daemon/exec/staging.h"
 #include "proto/frame.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
 #include "tests/fuzz/fuzz_daemon.h"
-#include "transport/addr.h"
+#include "util/addr.h"
 #include "transport/transport_impl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 #include "transport/rdma_ring.h"
 
 #define CHUNK 4096u

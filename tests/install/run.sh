@@ -15,7 +15,7 @@ make --no-print-directory install DESTDIR="$dest" PREFIX=/usr/local >"$dest.log"
 rm -f "$dest.log"
 p="$dest/usr/local"
 for f in bin/pprpcd bin/pprpcctl bin/pp-fence-test lib/libpprpc.so.1.0.0 lib/libpprpc.so.1 lib/libpprpc.so \
-	lib/libpprpc.a include/pprpc.h include/pprpc_types.h lib/pkgconfig/pprpc.pc \
+	lib/libpprpc.a include/pprpc.h include/pprpc/types.h lib/pkgconfig/pprpc.pc \
 	lib/systemd/system/pprpcd@.service share/pprpc/pprpcd.conf share/pprpc/cluster.conf \
 	share/man/man8/pprpcd.8 share/man/man1/pprpcctl.1 share/man/man1/pp-fence-test.1; do
 	[ -e "$p/$f" ] && ok "installed $f" || bad "missing $f"

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 #include "proto/frame.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"

@@ -14,8 +14,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-#include "pprpc_types.h"
-#include "transport/addr.h"
+#include "pprpc/types.h"
+#include "util/addr.h"
 
 #define DEF_PORT 50052
 

@@ -1,5 +1,5 @@
 /* Unit tests: HELLO proofs and key files (proto/auth.c), the listen policy
- * (daemon/authn.c), and the authentication and limit settings. */
+ * (daemon/server/authn.c), and the authentication and limit settings. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,10 +17,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/authn.h"
-#include "daemon/options.h"
+#include "daemon/server/authn.h"
+#include "daemon/server/options.h"
 #include "daemon/pprpcd.h"
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 #include "proto/auth.h"
 
 static const uint8_t key[40] = "0123456789abcdef0123456789abcdef-key-40";

@@ -9,9 +9,9 @@
 
 #include <cmocka.h>
 
-#include "daemon/options.h"
+#include "daemon/server/options.h"
 #include "daemon/pprpcd.h"
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 
 #define MIB (1024ull * 1024ull)
 

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 #include "proto/frame.h"
 
 static const struct frame_limits lim_default = { .max_meta = PPRPC_MAX_META,

@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "daemon/handles.h"
-#include "pprpc_types.h"
+#include "daemon/objects/handles.h"
+#include "pprpc/types.h"
 
 static int objs[300];
 

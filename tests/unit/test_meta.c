@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 #include "proto/meta.h"
 
 static uint8_t *pack(const ProtobufCMessage *m, size_t *ret_len)

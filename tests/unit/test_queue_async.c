@@ -27,10 +27,10 @@
 #include <uv.h>
 
 #include "daemon/pprpcd.h"
-#include "daemon/queue.h"
-#include "daemon/stream.h"
-#include "daemon/timeline.h"
-#include "pprpc_types.h"
+#include "daemon/exec/queue.h"
+#include "daemon/exec/stream.h"
+#include "daemon/objects/timeline.h"
+#include "pprpc/types.h"
 
 /* ---- a fake device: completes handed-over commands in order, on its own thread */
 

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pprpc_types.h"
+#include "pprpc/types.h"
 #include "transport/rdma_ring.h"
 
 #define MAXQ 4096

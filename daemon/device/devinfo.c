@@ -1,0 +1,25 @@
+/* daemon/device/devinfo.c — see devinfo.h. */
+#include "daemon/device/devinfo.h"
+
+#include "daemon/device/device.h"
+
+void devinfo_fill(struct pprpcd *d, struct devinfo_set *set)
+{
+	set->n = d->ndev;
+	for (unsigned i = 0; i < d->ndev; i++) {
+		struct device *dev = d->dev[i];
+		Pprpc__DeviceInfo *di = &set->info[i];
+		uint64_t fr = 0, total = 0;
+
+		pprpc__device_info__init(di);
+		device_mem_info(dev, &fr, &total);
+		di->index = dev->index;
+		di->name = dev->name;
+		di->kind = (char *)device_kind(dev);
+		di->total_bytes = total;
+		di->free_bytes = fr;
+		di->floor_bytes = dev->floor;
+		di->description = dev->desc;
+		set->ptrs[i] = di;
+	}
+}

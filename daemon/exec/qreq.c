@@ -1,0 +1,165 @@
+/* daemon/exec/qreq.c — queued requests (see qreq.h). */
+#include "daemon/exec/qreq.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "daemon/server/conn.h"
+#include "daemon/device/device.h"
+#include "daemon/pprpcd.h"
+#include "daemon/server/reply.h"
+#include "daemon/exec/stream.h"
+#include "pprpc/types.h"
+#include "proto/frame.h"
+#include "proto/msgtype.h"
+
+static void qreq_done(struct qcmd *q)
+{
+	struct qreq *qr = (struct qreq *)q;
+	struct conn *c = qr->c;
+
+	qr->dev->commands++;
+	c->streams[qr->dev->index].inflight--;
+	if (q->status < 0)
+		qr->dev->errors++;
+	if (q->status < 0 && (!qr->queued || qr->always_reply))
+		reply_error(c, q->type, q->req_id, q->status, q->err);
+	else if (q->status == 0 && (!qr->queued || qr->reply))
+		qr->reply ? qr->reply(qr) : reply_ok(c, q->type, q->req_id);
+	if (qr->release)
+		qr->release(qr);
+	conn_unqueue(c, qr->staged);
+	conn_unref(c);
+	free(qr);
+}
+
+static void prepare(struct qreq *qr, struct conn *c, const struct request *r, struct device *dev,
+		    int (*exec)(struct qcmd *q))
+{
+	qr->c = c;
+	qr->dev = dev;
+	qr->queued = (r->hdr.flags & FRAME_F_QUEUED) != 0;
+	qr->q.exec = exec;
+	qr->q.done = qreq_done;
+	qr->q.stream = &c->streams[dev->index];
+	qr->q.req_id = r->hdr.req_id;
+	qr->q.type = r->hdr.type;
+	qr->q.sticky = (uint8_t)qr->queued;
+}
+
+/* Everything the worker reads is set before this: the push publishes it. */
+static void submit(struct qreq *qr)
+{
+	qr->q.stream->inflight++;
+	conn_ref(qr->c);
+	conn_enqueue(qr->c, qr->staged);
+	queue_push(qr->dev->q, &qr->q);
+}
+
+void qreq_push(struct qreq *qr, struct conn *c, const struct request *r, struct device *dev,
+	       int (*exec)(struct qcmd *q))
+{
+	prepare(qr, c, r, dev, exec);
+	submit(qr);
+}
+
+void qreq_device_done(void *arg, int status, const char *why)
+{
+	struct qreq *qr = arg;
+
+	queue_complete(qr->dev->q, &qr->q, status, why);
+}
+
+struct fail_cmd {
+	struct qreq qr;
+	int code;
+	char msg[200];
+};
+
+static int fail_exec(struct qcmd *q)
+{
+	struct fail_cmd *f = (struct fail_cmd *)q;
+
+	snprintf(q->err, sizeof(q->err), "%s", f->msg);
+	return f->code;
+}
+
+void qreq_refuse(struct conn *c, const struct request *r, int code, const char *msg)
+{
+	/* A GET always answers: its client waits for the bytes. */
+	if (!(r->hdr.flags & FRAME_F_QUEUED) || r->hdr.type == MSG_TENSOR_GET) {
+		reply_error(c, r->hdr.type, r->hdr.req_id, code, msg);
+		return;
+	}
+	c->errors++;
+	for (uint32_t i = 0; i < c->d->ndev; i++) {
+		struct fail_cmd *f = calloc(1, sizeof(*f));
+
+		if (!f)
+			return;
+		f->code = code;
+		snprintf(f->msg, sizeof(f->msg), "%s", msg);
+		qreq_push(&f->qr, c, r, c->d->dev[i], fail_exec);
+	}
+}
+
+static void fence_reply(struct qreq *qr)
+{
+	Pprpc__FenceReply rep = PPRPC__FENCE_REPLY__INIT;
+
+	rep.completed = qr->dev->commands;
+	reply_send(qr->c, qr->q.type, qr->q.req_id, &rep.base, NULL, 0, NULL, NULL);
+}
+
+static void fence_done(struct qcmd *q)
+{
+	struct qreq *qr = (struct qreq *)q;
+	Pprpc__ErrorReply e = PPRPC__ERROR_REPLY__INIT;
+
+	if (q->status < 0 && q->fail_cmd) {
+		/* The reply names the command that failed, not the FENCE. */
+		e.code = q->status;
+		e.message = q->err;
+		e.command = q->fail_cmd;
+		e.command_type = q->fail_type;
+		qr->dev->errors++;
+		reply_error_msg(qr->c, q->type, q->req_id, &e);
+		q->status = 0;
+		qr->reply = NULL;
+		qr->queued = 1; /* answered */
+	}
+	qreq_done(q);
+}
+
+void qreq_fence(struct conn *c, const struct request *r, struct device *dev)
+{
+	struct qreq *qr;
+
+	/* Idle stream: every earlier command of this connection on dev has
+	 * completed (inflight counts them until their done() ran here) and no
+	 * failure waits to be reported, so the marker would find nothing to
+	 * wait for, report or clear.  Answer on the loop instead of bouncing
+	 * loop -> worker -> uv_async -> loop, two thread wake-ups that make an
+	 * idle FENCE cost twice a TENSOR_GET.  A sticky error still takes the
+	 * queue: the worker owns err and clears it there. */
+	if (stream_idle(&c->streams[dev->index])) {
+		Pprpc__FenceReply rep = PPRPC__FENCE_REPLY__INIT;
+
+		dev->commands++; /* counted as the queued marker was */
+		rep.completed = dev->commands;
+		reply_send(c, r->hdr.type, r->hdr.req_id, &rep.base, NULL, 0, NULL, NULL);
+		return;
+	}
+	qr = calloc(1, sizeof(*qr));
+	if (!qr) {
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ENOMEM, "out of memory");
+		return;
+	}
+	prepare(qr, c, r, dev, NULL);
+	qr->reply = fence_reply;
+	qr->queued = 0; /* a FENCE always answers */
+	qr->q.sticky = 0;
+	qr->q.fence = 1;
+	qr->q.done = fence_done;
+	submit(qr);
+}

@@ -1,0 +1,325 @@
+/* daemon/exec/queue.c — worker thread + completion hand-off (see queue.h). */
+#include "daemon/exec/queue.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/exec/stream.h"
+#include "proto/errtext.h"
+#include "pprpc/types.h"
+#include "proto/msgtype.h"
+
+struct queue {
+	uv_async_t async;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct qcmd *head, *tail;        /* waiting to execute */
+	struct qcmd *done_head, *done_tail;
+	int stop;
+	uint64_t scan;     /* worker: pick() generation */
+	uint64_t kicks;    /* bumped by every push and kick (under lock) */
+	uint64_t kicks_seen;
+	uint64_t npending; /* commands handed to the device, not completed */
+	uint64_t pushed;   /* loop thread */
+	uint64_t completed; /* loop thread */
+	char name[16];
+};
+
+enum {
+	QS_WAITING,   /* in the waiting list */
+	QS_RUNNING,   /* picked: exec runs without the lock */
+	QS_PENDING,   /* exec returned QCMD_PENDING: the device completes it */
+	QS_EARLY,     /* completed by the device before the worker saw PENDING */
+};
+
+/* Before exec, under the lock: a cancelled stream's commands are not run,
+ * nor a failed stream's (FENCE excepted).  Returns 1 when it settled c. */
+static int skip(struct qcmd *c)
+{
+	struct stream *s = c->stream;
+
+	if (s && atomic_load(&s->canceled)) {
+		c->status = PPRPC_ECANCELED;
+		snprintf(c->err, sizeof(c->err), "cancelled: the connection closed");
+		return 1;
+	}
+	if (s && s->err && !c->fence) {
+		c->status = PPRPC_EQUEUE;
+		snprintf(c->err, sizeof(c->err), "skipped: command #%llu (%s) failed earlier: %.150s",
+			 (unsigned long long)s->err_cmd, msg_type_name(s->err_type), s->errmsg);
+		return 1;
+	}
+	return 0;
+}
+
+/* After exec, or when the device completes a pending command, under the
+ * lock: the stream's sticky-error rules. */
+static void settle(struct qcmd *c, int was_pending)
+{
+	struct stream *s = c->stream;
+
+	if (!s)
+		return;
+	if (was_pending && s->err && !c->fence && c->status == 0) {
+		/* It was already on the device when an earlier command failed,
+		 * and ran on what that command left: its results do not count. */
+		c->status = PPRPC_EQUEUE;
+		snprintf(c->err, sizeof(c->err), "ran after command #%llu (%s) failed, results invalid: %.150s",
+			 (unsigned long long)s->err_cmd, msg_type_name(s->err_type), s->errmsg);
+	}
+	if (c->fence && s->err) {
+		c->status = s->err;
+		c->fail_cmd = s->err_cmd;
+		c->fail_type = s->err_type;
+		snprintf(c->err, sizeof(c->err), "command #%llu (%s) failed: %.200s",
+			 (unsigned long long)s->err_cmd, msg_type_name(s->err_type), s->errmsg);
+		s->err = 0;
+	} else if (c->status < 0 && c->sticky && !s->err) {
+		s->err = c->status;
+		s->err_cmd = c->req_id;
+		s->err_type = c->type;
+		snprintf(s->errmsg, sizeof(s->errmsg), "%.199s", c->err[0] ? c->err : pprpc_err_text(c->status));
+	}
+}
+
+/* Can c run now?  A command that is not pure device work waits until its
+ * stream has nothing pending on the device (FENCE included: it must see
+ * every earlier failure).  Otherwise commands a stream will skip or cancel
+ * always can. */
+static int runnable(struct qcmd *c)
+{
+	struct stream *s = c->stream;
+
+	if (s && !c->async_ok && atomic_load(&s->pending) > 0)
+		return 0;
+	if (!c->ready || (s && (atomic_load(&s->canceled) || (s->err && !c->fence))))
+		return 1;
+	return c->ready(c);
+}
+
+/* The first command, in arrival order, that is the oldest of its stream
+ * and can run.  A stream whose oldest command cannot run is passed over
+ * entirely (its later commands wait behind it).  Under q->lock. */
+static struct qcmd *pick(struct queue *q, struct qcmd **ret_prev)
+{
+	struct qcmd *c, *prev = NULL;
+
+	q->scan++;
+	for (c = q->head; c; prev = c, c = c->next) {
+		struct stream *s = c->stream;
+
+		if (s && s->blocked_scan == q->scan)
+			continue;
+		if (runnable(c)) {
+			*ret_prev = prev;
+			return c;
+		}
+		if (s)
+			s->blocked_scan = q->scan;
+		else
+			break; /* no stream: device-wide order */
+	}
+	return NULL;
+}
+
+/* Under the lock: hand a finished command to the loop. */
+static void finish(struct queue *q, struct qcmd *c)
+{
+	c->next = NULL;
+	if (q->done_tail)
+		q->done_tail->next = c;
+	else
+		q->done_head = c;
+	q->done_tail = c;
+	uv_async_send(&q->async);
+}
+
+static int worker_done(const struct queue *q)
+{
+	return q->stop && !q->head && q->npending == 0;
+}
+
+static void *worker(void *arg)
+{
+	struct queue *q = arg;
+
+	pthread_setname_np(pthread_self(), q->name);
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		struct qcmd *c, *prev = NULL;
+		int st;
+
+		c = pick(q, &prev);
+		if (!c) {
+			if (worker_done(q))
+				break;
+			q->kicks_seen = q->kicks;
+			while (q->kicks == q->kicks_seen && !worker_done(q))
+				pthread_cond_wait(&q->cond, &q->lock);
+			continue;
+		}
+		if (skip(c)) {
+			st = c->status;
+		} else {
+			c->state = QS_RUNNING;
+			pthread_mutex_unlock(&q->lock);
+			st = c->exec ? c->exec(c) : 0;
+			pthread_mutex_lock(&q->lock);
+		}
+		if (st == QCMD_AGAIN) {
+			c->state = QS_WAITING;
+			continue; /* stays in place, behind its readiness */
+		}
+		/* prev may have left the list meanwhile only if it was pending
+		 * (it never is: pending commands are not in it), so it holds. */
+		if (prev)
+			prev->next = c->next;
+		else
+			q->head = c->next;
+		if (q->tail == c)
+			q->tail = prev;
+		c->next = NULL;
+		if (st == QCMD_PENDING && c->state != QS_EARLY) {
+			c->state = QS_PENDING;
+			atomic_fetch_add(&c->stream->pending, 1);
+			q->npending++;
+			continue;
+		}
+		if (st != QCMD_PENDING)
+			c->status = st;
+		settle(c, st == QCMD_PENDING);
+		finish(q, c);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+void queue_complete(struct queue *q, struct qcmd *c, int status, const char *why)
+{
+	pthread_mutex_lock(&q->lock);
+	c->status = status;
+	if (status < 0 && why)
+		snprintf(c->err, sizeof(c->err), "%s", why);
+	if (c->state == QS_RUNNING) {
+		/* The worker has not seen exec's QCMD_PENDING yet: it finishes
+		 * the command itself. */
+		c->state = QS_EARLY;
+		pthread_mutex_unlock(&q->lock);
+		return;
+	}
+	atomic_fetch_sub(&c->stream->pending, 1);
+	q->npending--;
+	settle(c, 1);
+	finish(q, c);
+	/* The stream's host-side commands may run now. */
+	q->kicks++;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+}
+
+int queue_stream_pending(const struct stream *s)
+{
+	return atomic_load(&s->pending);
+}
+
+static void drain(uv_async_t *a)
+{
+	struct queue *q = a->data;
+	struct qcmd *c;
+
+	pthread_mutex_lock(&q->lock);
+	c = q->done_head;
+	q->done_head = q->done_tail = NULL;
+	pthread_mutex_unlock(&q->lock);
+	while (c) {
+		struct qcmd *next = c->next;
+
+		q->completed++;
+		c->done(c);
+		c = next;
+	}
+}
+
+int queue_create(uv_loop_t *loop, const char *name, struct queue **ret_q)
+{
+	struct queue *q = calloc(1, sizeof(*q));
+
+	if (!q)
+		return PPRPC_ENOMEM;
+	snprintf(q->name, sizeof(q->name), "%s", name);
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_cond_init(&q->cond, NULL);
+	if (uv_async_init(loop, &q->async, drain) < 0)
+		goto fail;
+	q->async.data = q;
+	if (pthread_create(&q->thread, NULL, worker, q) != 0) {
+		uv_close((uv_handle_t *)&q->async, (uv_close_cb)free);
+		return PPRPC_ENOMEM;
+	}
+	*ret_q = q;
+	return 0;
+fail:
+	free(q);
+	return PPRPC_ENOMEM;
+}
+
+void queue_push(struct queue *q, struct qcmd *c)
+{
+	c->next = NULL;
+	c->status = 0;
+	c->state = QS_WAITING;
+	c->err[0] = '\0';
+	q->pushed++;
+	pthread_mutex_lock(&q->lock);
+	if (q->tail)
+		q->tail->next = c;
+	else
+		q->head = c;
+	q->tail = c;
+	q->kicks++;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+}
+
+void queue_kick(struct queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	q->kicks++;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+}
+
+uint64_t queue_depth(const struct queue *q)
+{
+	return q->pushed - q->completed;
+}
+
+pthread_t queue_thread(const struct queue *q)
+{
+	return q->thread;
+}
+
+uint64_t queue_completed(const struct queue *q)
+{
+	return q->completed;
+}
+
+void queue_destroy(struct queue *q)
+{
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->lock);
+	q->stop = 1;
+	q->kicks++;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	pthread_join(q->thread, NULL);
+	drain(&q->async);
+	pthread_mutex_destroy(&q->lock);
+	pthread_cond_destroy(&q->cond);
+	/* async is the first member: freeing the handle frees the queue. */
+	uv_close((uv_handle_t *)&q->async, (uv_close_cb)free);
+}

@@ -1,0 +1,83 @@
+/*
+ * daemon/exec/queue.h — a device's command queue.
+ *
+ * One worker thread owns the device's execution (memcached-style: work
+ * reaches it through a locked list plus a condition variable).  Completed
+ * commands go back to the event loop through uv_async_send; the loop drains
+ * every completed command on each wake-up, because async sends coalesce.
+ *
+ * Order is kept per stream (one connection on one device), not across the
+ * whole device: commands of different connections arrive on different
+ * sockets, in no defined order, so a device-wide order would let one
+ * connection's WAIT sit in front of the SIGNAL of another connection that
+ * it waits for — a deadlock.  A command that cannot run yet (a WAIT whose
+ * value is not reached, a RECV with no new bytes) says so through ready();
+ * the worker then runs other streams' commands and sleeps only when no
+ * stream can move.  Whoever makes a command ready (a SIGNAL, a peer's
+ * notification, arriving bytes, a cancellation) kicks the queue.
+ */
+#ifndef PPRPC_DAEMON_QUEUE_H
+#define PPRPC_DAEMON_QUEUE_H
+
+#include <stdint.h>
+#include <uv.h>
+
+struct stream;
+
+struct qcmd {
+	struct qcmd *next;
+	/* Runs on the worker thread; returns 0 or a negative code and may fill
+	 * err, or QCMD_AGAIN after partial progress (it is run again when
+	 * ready).  NULL for a pure marker. */
+	int (*exec)(struct qcmd *c);
+	/* optional, worker thread, under the queue lock: can exec make
+	 * progress now?  NULL = always. */
+	int (*ready)(struct qcmd *c);
+	/* Runs on the loop thread after exec, with status set. */
+	void (*done)(struct qcmd *c);
+	struct stream *stream;   /* sticky-error scope; NULL: none */
+	uint64_t req_id;         /* for error reports */
+	uint16_t type;
+	uint8_t sticky;          /* a failure marks the stream failed */
+	uint8_t fence;           /* report and clear the stream's failure */
+	/* May run while earlier commands of its stream are still pending on
+	 * the device (pure device work queued behind them on the same device
+	 * stream).  Every other command waits until its stream has nothing
+	 * pending, so host-side work never overtakes device-side work. */
+	uint8_t async_ok;
+	uint8_t state;           /* queue.c: where the command is (under the lock) */
+	int status;
+	uint64_t fail_cmd;       /* fence: the command that failed */
+	uint16_t fail_type;
+	char err[256];
+};
+
+#define QCMD_AGAIN 1
+/* exec handed the command to the device: it completes later, from any
+ * thread, through queue_complete().  Only for async_ok commands. */
+#define QCMD_PENDING 2
+
+struct queue;
+
+int queue_create(uv_loop_t *loop, const char *name, struct queue **ret_q);
+/* Enqueue (loop thread).  done() is always called, also at shutdown. */
+void queue_push(struct queue *q, struct qcmd *c);
+/* Commands pushed and not yet completed on the loop. */
+uint64_t queue_depth(const struct queue *q);
+uint64_t queue_completed(const struct queue *q);
+pthread_t queue_thread(const struct queue *q);
+/* Completion of a QCMD_PENDING command (any thread, exactly once): status
+ * 0 or a negative code, why (may be NULL) its reason.  Completions of one
+ * stream must arrive in the order the commands were issued (one device
+ * stream runs them in order). */
+void queue_complete(struct queue *q, struct qcmd *c, int status, const char *why);
+/* Commands of s handed to the device and not completed (any thread). */
+int queue_stream_pending(const struct stream *s);
+/* Something a waiting command depends on changed: re-check (any thread). */
+void queue_kick(struct queue *q);
+/* Stop the worker after it finished what is queued and every pending
+ * command completed; join it, run the
+ * remaining completions and close the async handle. */
+void queue_destroy(struct queue *q);
+
+#endif

@@ -1,0 +1,111 @@
+/* daemon/handlers/h_graph.c — GRAPH_CREATE / GRAPH_RUN / GRAPH_FREE. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "daemon/server/conn.h"
+#include "daemon/device/device.h"
+#include "daemon/server/dispatch.h"
+#include "daemon/objects/graph.h"
+#include "daemon/pprpcd.h"
+#include "daemon/exec/qreq.h"
+#include "daemon/server/reply.h"
+#include "pprpc/types.h"
+
+void h_graph_create(struct conn *c, struct request *r)
+{
+	const Pprpc__GraphCreate *m = (const Pprpc__GraphCreate *)r->msg;
+	Pprpc__GraphCreateReply rep = PPRPC__GRAPH_CREATE_REPLY__INIT;
+	struct graph *g;
+	char err[256] = "";
+	int rc;
+
+	if (c->ngraphs >= c->d->opts.max_conn_graphs) {
+		snprintf(err, sizeof(err), "connection graph limit (%u) reached", c->d->opts.max_conn_graphs);
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ELIMIT, err);
+		return;
+	}
+	rc = graph_create(c->d, c, m, &g, err, sizeof(err));
+	if (rc < 0) {
+		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
+		return;
+	}
+	rc = htab_insert(&c->d->graphs, g, &g->handle);
+	if (rc < 0) {
+		if (rc == PPRPC_ELIMIT)
+			snprintf(err, sizeof(err), "daemon graph limit (%u) reached", c->d->graphs.max);
+		else
+			snprintf(err, sizeof(err), "out of memory");
+		graph_unref(g);
+		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
+		return;
+	}
+	conn_add_graph(c, g);
+	g->dev->graph_creates++;
+	rep.graph = g->handle;
+	rep.arena_bytes = g->arena_size;
+	reply_send(c, r->hdr.type, r->hdr.req_id, &rep.base, NULL, 0, NULL, NULL);
+}
+
+struct run_cmd {
+	struct qreq qr;
+	struct graph *g;
+};
+
+static int run_exec(struct qcmd *q)
+{
+	struct run_cmd *rc = (struct run_cmd *)q;
+	int st;
+
+	if (!q->async_ok)
+		return device_graph_run(rc->g->dev, rc->g, q->err, sizeof(q->err));
+	/* On the stream's own device stream, behind whatever it holds (a
+	 * timeline wait included); completes from the device. */
+	st = device_graph_submit(rc->g->dev, q->stream, rc->g, qreq_device_done, &rc->qr, q->err, sizeof(q->err));
+	return st < 0 ? st : QCMD_PENDING;
+}
+
+static void run_release(struct qreq *qr)
+{
+	graph_unref(((struct run_cmd *)qr)->g);
+}
+
+void h_graph_run(struct conn *c, struct request *r)
+{
+	const Pprpc__GraphRun *m = (const Pprpc__GraphRun *)r->msg;
+	struct graph *g = graph_get(c->d, c, m->graph);
+	struct run_cmd *rc;
+	char err[96];
+
+	if (!g) {
+		snprintf(err, sizeof(err), "unknown graph handle 0x%016" PRIx64, m->graph);
+		qreq_refuse(c, r, PPRPC_EHANDLE, err);
+		return;
+	}
+	rc = calloc(1, sizeof(*rc));
+	if (!rc) {
+		qreq_refuse(c, r, PPRPC_ENOMEM, "out of memory");
+		return;
+	}
+	rc->g = g;
+	graph_ref(g);
+	g->dev->graph_runs++;
+	rc->qr.release = run_release;
+	rc->qr.q.async_ok = g->dev->async;
+	qreq_push(&rc->qr, c, r, g->dev, run_exec);
+}
+
+void h_graph_free(struct conn *c, struct request *r)
+{
+	const Pprpc__GraphFree *m = (const Pprpc__GraphFree *)r->msg;
+	struct graph *g = graph_get(c->d, c, m->graph);
+	char err[96];
+
+	if (!g) {
+		snprintf(err, sizeof(err), "unknown graph handle 0x%016" PRIx64, m->graph);
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EHANDLE, err);
+		return;
+	}
+	graph_retire(c->d, g);
+	reply_ok(c, r->hdr.type, r->hdr.req_id);
+}

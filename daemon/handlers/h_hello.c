@@ -1,0 +1,67 @@
+/* daemon/handlers/h_hello.c — HELLO: version check, authentication (authn.c),
+ * capabilities, devices. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "daemon/server/authn.h"
+#include "daemon/server/conn.h"
+#include "daemon/device/device.h"
+#include "daemon/server/dispatch.h"
+#include "daemon/pprpcd.h"
+#include "daemon/server/reply.h"
+#include "daemon/device/devinfo.h"
+#include "pprpc/types.h"
+
+void h_hello(struct conn *c, struct request *r)
+{
+	const Pprpc__Hello *m = (const Pprpc__Hello *)r->msg;
+	Pprpc__HelloReply rep = PPRPC__HELLO_REPLY__INIT;
+	Pprpc__Capabilities caps = PPRPC__CAPABILITIES__INIT;
+	struct devinfo_set set;
+	uint8_t proof[AUTH_PROOF_LEN];
+	char msg[160];
+
+	if (c->hello_done) {
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EPROTO, "HELLO was already received");
+		return;
+	}
+	if (m->proto_version != PPRPC_PROTO_VERSION) {
+		snprintf(msg, sizeof(msg), "client speaks protocol %u, this daemon speaks %u",
+			 m->proto_version, PPRPC_PROTO_VERSION);
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EVERSION, msg);
+		conn_close(c);
+		return;
+	}
+	if (c->d->auth_key_len) {
+		if (authn_hello(c, r, m, proof) != 0)
+			return; /* challenged, or refused and closing */
+		rep.auth_proof.data = proof;
+		rep.auth_proof.len = sizeof(proof);
+	}
+	c->hello_done = 1;
+	c->role = m->role;
+	if (m->client_name && *m->client_name)
+		snprintf(c->name, sizeof(c->name), "%.40s@%.20s", m->client_name, transport_peer(c->t));
+
+	/* Advertise only what this daemon really provides. */
+	caps.async = 1;   /* queued commands, sticky errors, FENCE */
+	caps.events = 1;  /* timelines: SIGNAL / WAIT (local and cross-rank) */
+	caps.p2p = 1;     /* SEND/RECV daemon to daemon (peer links) */
+	caps.rdma = c->d->rdma_listener != NULL;  /* an rdmacm listener is up on a device */
+	rep.proto_version = PPRPC_PROTO_VERSION;
+	rep.daemon_version = PPRPCD_VERSION;
+	rep.caps = &caps;
+	rep.max_bulk = c->d->opts.max_bulk;
+	rep.session = c->id;
+	rep.placement = c->d->placement;
+	char *unavail[PPRPCD_MAX_DEVICES];
+
+	for (uint32_t i = 0; i < c->d->nunavail; i++)
+		unavail[i] = c->d->unavail[i];
+	rep.n_unavailable = c->d->nunavail;
+	rep.unavailable = unavail;
+	devinfo_fill(c->d, &set);
+	rep.n_devices = set.n;
+	rep.devices = set.ptrs;
+	reply_send(c, r->hdr.type, r->hdr.req_id, &rep.base, NULL, 0, NULL, NULL);
+}

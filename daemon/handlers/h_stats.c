@@ -1,0 +1,199 @@
+/* daemon/handlers/h_stats.c — STATS: devices, connections, counters. */
+#include <stdlib.h>
+
+#include "daemon/server/conn.h"
+#include "daemon/device/device.h"
+#include "daemon/device/devinfo.h"
+#include "daemon/peer/peer.h"
+#include "daemon/server/dispatch.h"
+#include "daemon/pprpcd.h"
+#include "daemon/exec/queue.h"
+#include "daemon/server/reply.h"
+#include "daemon/exec/staging.h"
+#include "daemon/xfer/xfer.h"
+#include "pprpc/types.h"
+
+static uint64_t now_ms(uv_loop_t *loop)
+{
+	return uv_now(loop);
+}
+
+/* Transport facts of one connection; strings point into *ti. */
+static void fill_transport(Pprpc__ConnStats *cs, struct transport_conn *t, struct transport_info *ti)
+{
+	const struct transport_stats *ts = transport_stats(t);
+
+	transport_get_info(t, ti);
+	cs->transport = ti->kind;
+	cs->bytes_in = ts->bytes_in;
+	cs->bytes_out = ts->bytes_out;
+	cs->frames_in = ts->frames_in;
+	cs->frames_out = ts->frames_out;
+	cs->rdma_device = ti->device;
+	cs->gid_index = ti->gid_index;
+	cs->mtu = ti->mtu;
+	cs->rdma_chunk = ti->chunk;
+	cs->rdma_tx_depth = ti->tx_depth;
+	cs->rdma_rx_depth = ti->rx_depth;
+	cs->memlock_step = ti->ladder;
+	cs->memlock_why = ti->ladder_why;
+	cs->fallback_reason = ti->fallback;
+	cs->rdma_bulk = ti->bulk;
+	cs->bulk_bytes_in = ts->bulk_bytes_in;
+	cs->bulk_bytes_out = ts->bulk_bytes_out;
+}
+
+/* A device's IPC boundary state: its worker makes the pool on first use
+ * and publishes ipc_state last (release), so a ready state has its pool. */
+static void ipc_status(const struct device *dev, char *buf, size_t len, uint64_t *pool_bytes)
+{
+	int st = __atomic_load_n(&dev->ipc_state, __ATOMIC_ACQUIRE);
+
+	*pool_bytes = 0;
+	if (!device_has_ipc(dev))
+		snprintf(buf, len, "%s", "");
+	else if (st == 0)
+		snprintf(buf, len, "not used yet");
+	else if (st > 0) {
+		snprintf(buf, len, "ready");
+		*pool_bytes = dev->ipc_staging->bytes;
+	} else
+		snprintf(buf, len, "off: %.180s", dev->ipc_why);
+}
+
+void h_stats(struct conn *c, struct request *r)
+{
+	struct pprpcd *d = c->d;
+	Pprpc__StatsReply rep = PPRPC__STATS_REPLY__INIT;
+	Pprpc__DeviceStats ds[PPRPCD_MAX_DEVICES], *dsp[PPRPCD_MAX_DEVICES];
+	Pprpc__ConnStats *cs = NULL, **csp = NULL;
+	Pprpc__BoundaryStats *bs = NULL, **bsp = NULL;
+	Pprpc__ConnStats *ls = NULL, **lsp = NULL;
+	struct transport_info *ti = NULL, *lti = NULL;
+	size_t nlinks = 0;
+	struct peer *pl;
+	size_t nb = 0;
+	struct bstat *b;
+	struct devinfo_set set;
+	char ipc_text[PPRPCD_MAX_DEVICES][192];
+	char async_text[PPRPCD_MAX_DEVICES][192];
+	size_t nconn = 0, i = 0;
+	struct conn *it;
+
+	devinfo_fill(d, &set);
+	for (unsigned k = 0; k < d->ndev; k++) {
+		struct device *dev = d->dev[k];
+
+		pprpc__device_stats__init(&ds[k]);
+		ds[k].info = &set.info[k];
+		ds[k].buffers = dev->nbuffers;
+		ds[k].allocated_bytes = dev->allocated;
+		ds[k].queue_depth = queue_depth(dev->q);
+		ds[k].commands = dev->commands;
+		ds[k].errors = dev->errors;
+		ds[k].graph_creates = dev->graph_creates;
+		ds[k].graph_runs = dev->graph_runs;
+		ds[k].graph_captures = dev->graph_captures;
+		ds[k].graph_replays = dev->graph_replays;
+		ds[k].ipc_status = ipc_text[k];
+		ds[k].gpu_waits = __atomic_load_n(&dev->gpu_waits, __ATOMIC_RELAXED);
+		ds[k].gpu_signals = __atomic_load_n(&dev->gpu_signals, __ATOMIC_RELAXED);
+		if (dev->async)
+			snprintf(async_text[k], sizeof(async_text[k]), "on");
+		else if (dev->async_why[0])
+			snprintf(async_text[k], sizeof(async_text[k]), "off: %.180s", dev->async_why);
+		else
+			async_text[k][0] = '\0';
+		ds[k].async_status = async_text[k];
+		ipc_status(dev, ipc_text[k], sizeof(ipc_text[k]), &ds[k].ipc_pool_bytes);
+		dsp[k] = &ds[k];
+	}
+	for (it = d->conns; it; it = it->next)
+		nconn++;
+	for (b = d->bstats; b; b = b->next)
+		nb++;
+	for (pl = peer_first(d); pl; pl = peer_next(pl))
+		if (peer_transport(pl))
+			nlinks++;
+	ls = calloc(nlinks ? nlinks : 1, sizeof(*ls));
+	lsp = calloc(nlinks ? nlinks : 1, sizeof(*lsp));
+	lti = calloc(nlinks ? nlinks : 1, sizeof(*lti));
+	ti = calloc(nconn ? nconn : 1, sizeof(*ti));
+	cs = calloc(nconn ? nconn : 1, sizeof(*cs));
+	csp = calloc(nconn ? nconn : 1, sizeof(*csp));
+	bs = calloc(nb ? nb : 1, sizeof(*bs));
+	bsp = calloc(nb ? nb : 1, sizeof(*bsp));
+	if (!cs || !csp || !bs || !bsp || !ls || !lsp || !lti || !ti) {
+		free(cs);
+		free(csp);
+		free(bs);
+		free(bsp);
+		free(ls);
+		free(lsp);
+		free(lti);
+		free(ti);
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ENOMEM, "out of memory");
+		return;
+	}
+	for (it = d->conns; it; it = it->next, i++) {
+		pprpc__conn_stats__init(&cs[i]);
+		cs[i].peer = it->name;
+		fill_transport(&cs[i], it->t, &ti[i]);
+		cs[i].role = it->role ? "peer" : "client";
+		cs[i].errors = it->errors;
+		cs[i].buffers = it->nbuffers;
+		cs[i].allocated_bytes = it->allocated;
+		csp[i] = &cs[i];
+	}
+	i = 0;
+	for (b = d->bstats; b; b = b->next, i++) {
+		pprpc__boundary_stats__init(&bs[i]);
+		bs[i].peer = b->peer;
+		bs[i].direction = b->dir;
+		bs[i].path = b->path[0] ? b->path : "p2p-tcp";
+		bs[i].transfers = b->transfers;
+		bs[i].bytes = b->bytes;
+		bs[i].time_us = b->time_us;
+		bs[i].errors = b->errors;
+		bs[i].copy_us = b->copy_us;
+		bs[i].ipc_bytes = b->ipc_bytes;
+		bsp[i] = &bs[i];
+	}
+	i = 0;
+	for (pl = peer_first(d); pl; pl = peer_next(pl)) {
+		if (!peer_transport(pl))
+			continue;
+		pprpc__conn_stats__init(&ls[i]);
+		ls[i].peer = (char *)peer_rank(pl);
+		ls[i].role = "link";
+		fill_transport(&ls[i], peer_transport(pl), &lti[i]);
+		lsp[i] = &ls[i];
+		i++;
+	}
+	rep.n_links = nlinks;
+	rep.links = lsp;
+	rep.rdma_status = d->rdma_status;
+	rep.n_boundaries = nb;
+	rep.boundaries = bsp;
+	rep.staging_bytes = d->staging.bytes;
+	rep.staging_used = (uint64_t)staging_used(&d->staging) * d->staging.slot_size;
+	rep.daemon_version = PPRPCD_VERSION;
+	rep.uptime_ms = now_ms(d->loop) - d->start_ms;
+	rep.n_devices = d->ndev;
+	rep.devices = dsp;
+	rep.n_connections = nconn;
+	rep.connections = csp;
+	rep.connections_total = d->stats.connections_total;
+	rep.protocol_errors = d->stats.protocol_errors;
+	rep.requests = d->stats.requests;
+	rep.request_errors = d->stats.request_errors;
+	reply_send(c, r->hdr.type, r->hdr.req_id, &rep.base, NULL, 0, NULL, NULL);
+	free(cs);
+	free(csp);
+	free(bs);
+	free(bsp);
+	free(ls);
+	free(lsp);
+	free(lti);
+	free(ti);
+}

@@ -1,0 +1,281 @@
+/*
+ * daemon/handlers/h_tensor.c — TENSOR_SET / TENSOR_GET / TENSOR_COPY.
+ *
+ * Fast paths: when nothing of the connection is queued on the device (the
+ * stream is idle), SET receives its bulk straight into the buffer (the
+ * region is validated from the meta before a single bulk byte is accepted)
+ * and a plain GET sends straight from the buffer, holding a reference until
+ * the write completed.  Neither copies the payload, which is what lets them
+ * run at plain-TCP speed.
+ *
+ * Otherwise they must take their place in the queue: a SET's bulk is staged
+ * and copied in when the queue reaches it, and a GET copies the bytes out at
+ * its queue position (later commands may overwrite them) and replies from
+ * that copy.  Staging bytes count towards the connection's back-pressure.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "daemon/objects/buffer.h"
+#include "daemon/server/conn.h"
+#include "daemon/device/device.h"
+#include "daemon/server/dispatch.h"
+#include "daemon/pprpcd.h"
+#include "daemon/exec/qreq.h"
+#include "daemon/server/reply.h"
+#include "daemon/exec/stream.h"
+#include "proto/frame.h"
+#include "pprpc/types.h"
+
+int h_tensor_set_bulk(struct conn *c, struct request *r, void **ret_dst)
+{
+	const Pprpc__TensorSet *m = (const Pprpc__TensorSet *)r->msg;
+	struct dbuf *b;
+	int rc;
+
+	if (m->size != r->hdr.bulk_len) {
+		snprintf(r->errmsg, sizeof(r->errmsg),
+			 "TENSOR_SET: bulk of %" PRIu64 " bytes does not match size %" PRIu64,
+			 r->hdr.bulk_len, m->size);
+		r->err = PPRPC_EPROTO;
+		return r->err;
+	}
+	rc = buffer_region(c->d, c, m->buffer, m->offset, m->size, &b, r->errmsg, sizeof(r->errmsg));
+	if (rc < 0) {
+		r->err = rc;
+		return rc;
+	}
+	buffer_ref(b);
+	r->bulk_buf = b;
+	/* Device memory the host cannot address is always staged. */
+	if (device_host_visible(b->dev) && stream_idle(&c->streams[b->dev->index])) {
+		*ret_dst = b->ptr + m->offset;
+		return 0;
+	}
+	r->stage = malloc(m->size);
+	if (!r->stage) {
+		snprintf(r->errmsg, sizeof(r->errmsg), "TENSOR_SET: cannot stage %" PRIu64 " bytes", m->size);
+		r->err = PPRPC_ENOMEM;
+		return r->err;
+	}
+	*ret_dst = r->stage;
+	return 0;
+}
+
+struct set_cmd {
+	struct qreq qr;
+	struct dbuf *b;
+	uint64_t offset, size;
+	void *stage;
+};
+
+static int set_exec(struct qcmd *q)
+{
+	struct set_cmd *sc = (struct set_cmd *)q;
+
+	if (sc->size)
+		return device_upload(sc->b->dev, sc->b->ptr + sc->offset, sc->stage, sc->size);
+	return 0;
+}
+
+static void set_release(struct qreq *qr)
+{
+	struct set_cmd *sc = (struct set_cmd *)qr;
+
+	free(sc->stage);
+	buffer_unref(sc->b);
+}
+
+void h_tensor_set(struct conn *c, struct request *r)
+{
+	const Pprpc__TensorSet *m = (const Pprpc__TensorSet *)r->msg;
+	struct set_cmd *sc;
+	char err[256];
+	struct dbuf *b = r->bulk_buf;
+	int rc;
+
+	/* A zero-byte SET has no bulk phase: validate it here. */
+	if (!b) {
+		if (m->size != 0) {
+			qreq_refuse(c, r, PPRPC_EPROTO, "TENSOR_SET without its bulk payload");
+			return;
+		}
+		rc = buffer_region(c->d, c, m->buffer, m->offset, 0, &b, err, sizeof(err));
+		if (rc < 0) {
+			qreq_refuse(c, r, rc, err);
+			return;
+		}
+		buffer_ref(b);
+		r->bulk_buf = b;
+	}
+	if (!r->stage && device_host_visible(b->dev) && stream_idle(&c->streams[b->dev->index])) {
+		/* The bytes are already in place. */
+		if (!(r->hdr.flags & FRAME_F_QUEUED))
+			reply_ok(c, r->hdr.type, r->hdr.req_id);
+		return;
+	}
+	sc = calloc(1, sizeof(*sc));
+	if (!sc) {
+		qreq_refuse(c, r, PPRPC_ENOMEM, "out of memory");
+		return;
+	}
+	sc->b = b;
+	sc->offset = m->offset;
+	sc->size = r->stage ? m->size : 0;
+	sc->stage = r->stage;
+	sc->qr.staged = sc->size;
+	sc->qr.release = set_release;
+	r->stage = NULL;
+	r->bulk_buf = NULL; /* the command owns the reference now */
+	qreq_push(&sc->qr, c, r, b->dev, set_exec);
+}
+
+static void free_stage(void *arg, int status)
+{
+	(void)status;
+	free(arg);
+}
+
+static void get_sent(void *arg, int status)
+{
+	(void)status;
+	buffer_unref(arg);
+}
+
+struct get_cmd {
+	struct qreq qr;
+	struct dbuf *b;
+	uint64_t offset, size;
+	void *stage;
+};
+
+static int get_exec(struct qcmd *q)
+{
+	struct get_cmd *gc = (struct get_cmd *)q;
+
+	if (gc->size)
+		return device_download(gc->b->dev, gc->stage, gc->b->ptr + gc->offset, gc->size);
+	return 0;
+}
+
+static void get_reply(struct qreq *qr)
+{
+	struct get_cmd *gc = (struct get_cmd *)qr;
+	Pprpc__Empty e = PPRPC__EMPTY__INIT;
+
+	/* The staging copy now belongs to the reply; freed once written. */
+	reply_send(qr->c, qr->q.type, qr->q.req_id, &e.base, gc->stage, gc->size, free_stage, gc->stage);
+	gc->stage = NULL;
+}
+
+static void get_release(struct qreq *qr)
+{
+	struct get_cmd *gc = (struct get_cmd *)qr;
+
+	free(gc->stage);
+	buffer_unref(gc->b);
+}
+
+void h_tensor_get(struct conn *c, struct request *r)
+{
+	const Pprpc__TensorGet *m = (const Pprpc__TensorGet *)r->msg;
+	Pprpc__Empty e = PPRPC__EMPTY__INIT;
+	struct get_cmd *gc;
+	char err[256];
+	struct dbuf *b;
+	int rc;
+
+	rc = buffer_region(c->d, c, m->buffer, m->offset, m->size, &b, err, sizeof(err));
+	if (rc == 0 && m->size > c->d->opts.max_bulk) {
+		snprintf(err, sizeof(err), "TENSOR_GET of %" PRIu64 " bytes exceeds the bulk limit %" PRIu64,
+			 m->size, c->d->opts.max_bulk);
+		rc = PPRPC_ETOOBIG;
+	}
+	if (rc < 0) {
+		/* Every GET gets its reply: the client waits for the bytes. */
+		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
+		return;
+	}
+	buffer_ref(b);
+	if (!(r->hdr.flags & FRAME_F_QUEUED) && device_host_visible(b->dev) &&
+	    stream_idle(&c->streams[b->dev->index])) {
+		reply_send(c, r->hdr.type, r->hdr.req_id, &e.base, b->ptr + m->offset, m->size, get_sent, b);
+		return;
+	}
+	gc = calloc(1, sizeof(*gc));
+	if (gc && m->size)
+		gc->stage = malloc(m->size);
+	if (!gc || (m->size && !gc->stage)) {
+		if (gc)
+			free(gc);
+		buffer_unref(b);
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ENOMEM, "cannot stage the reply");
+		return;
+	}
+	gc->b = b;
+	gc->offset = m->offset;
+	gc->size = m->size;
+	gc->qr.staged = m->size;
+	gc->qr.always_reply = 1;
+	gc->qr.reply = get_reply;
+	gc->qr.release = get_release;
+	qreq_push(&gc->qr, c, r, b->dev, get_exec);
+}
+
+struct copy_cmd {
+	struct qreq qr;
+	struct dbuf *src, *dst;
+	uint64_t src_off, dst_off, size;
+};
+
+static int copy_exec(struct qcmd *q)
+{
+	struct copy_cmd *cc = (struct copy_cmd *)q;
+
+	return device_copy(cc->dst->dev, cc->dst->ptr + cc->dst_off, cc->src->ptr + cc->src_off, cc->size);
+}
+
+static void copy_release(struct qreq *qr)
+{
+	struct copy_cmd *cc = (struct copy_cmd *)qr;
+
+	buffer_unref(cc->src);
+	buffer_unref(cc->dst);
+}
+
+void h_tensor_copy(struct conn *c, struct request *r)
+{
+	const Pprpc__TensorCopy *m = (const Pprpc__TensorCopy *)r->msg;
+	struct dbuf *src, *dst;
+	struct copy_cmd *cc;
+	char err[256];
+	int rc;
+
+	rc = buffer_region(c->d, c, m->src_buffer, m->src_offset, m->size, &src, err, sizeof(err));
+	if (rc == 0)
+		rc = buffer_region(c->d, c, m->dst_buffer, m->dst_offset, m->size, &dst, err, sizeof(err));
+	if (rc == 0 && src->dev != dst->dev) {
+		snprintf(err, sizeof(err), "TENSOR_COPY between devices %s and %s is not supported",
+			 src->dev->name, dst->dev->name);
+		rc = PPRPC_EUNSUPP;
+	}
+	if (rc < 0) {
+		qreq_refuse(c, r, rc, err);
+		return;
+	}
+	cc = calloc(1, sizeof(*cc));
+	if (!cc) {
+		qreq_refuse(c, r, PPRPC_ENOMEM, "out of memory");
+		return;
+	}
+	cc->src = src;
+	cc->dst = dst;
+	cc->src_off = m->src_offset;
+	cc->dst_off = m->dst_offset;
+	cc->size = m->size;
+	buffer_ref(src);
+	buffer_ref(dst);
+	cc->qr.release = copy_release;
+	qreq_push(&cc->qr, c, r, dst->dev, copy_exec);
+}

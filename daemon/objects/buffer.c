@@ -1,0 +1,110 @@
+/* daemon/objects/buffer.c — buffer objects (see buffer.h). */
+#include "daemon/objects/buffer.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "daemon/server/conn.h"
+#include "daemon/device/device.h"
+#include "daemon/pprpcd.h"
+#include "kernels/tensor.h"
+#include "pprpc/types.h"
+
+int buffer_alloc(struct pprpcd *d, struct conn *c, struct device *dev, uint64_t size,
+		 struct dbuf **ret_b, char *err, size_t errlen)
+{
+	struct dbuf *b;
+	uint64_t fp;
+	int rc;
+
+	if (size == 0) {
+		snprintf(err, errlen, "buffer size must be > 0");
+		return PPRPC_EINVAL;
+	}
+	if (c->nbuffers >= d->opts.max_conn_buffers) {
+		snprintf(err, errlen, "connection buffer limit (%u) reached", d->opts.max_conn_buffers);
+		return PPRPC_ELIMIT;
+	}
+	rc = conn_charge_check(c, size, &fp, err, errlen);
+	if (rc < 0)
+		return rc;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return PPRPC_ENOMEM;
+	rc = device_alloc(dev, size, (void **)&b->ptr, err, errlen);
+	if (rc < 0)
+		goto fail;
+	rc = htab_insert(&d->buffers, b, &b->handle);
+	if (rc < 0) {
+		if (rc == PPRPC_ELIMIT)
+			snprintf(err, errlen, "daemon buffer limit (%u) reached", d->buffers.max);
+		else
+			snprintf(err, errlen, "out of memory");
+		device_free(dev, b->ptr, size);
+		goto fail;
+	}
+	b->dev = dev;
+	b->size = size;
+	b->footprint = fp;
+	b->refs = 1;
+	b->owner = c;
+	conn_add_buffer(c, b);
+	dev->nbuffers++;
+	*ret_b = b;
+	return 0;
+fail:
+	free(b);
+	return rc;
+}
+
+struct dbuf *buffer_get(struct pprpcd *d, struct conn *c, uint64_t handle)
+{
+	struct dbuf *b = htab_get(&d->buffers, handle);
+
+	return b && b->owner == c ? b : NULL;
+}
+
+void buffer_ref(struct dbuf *b)
+{
+	b->refs++;
+}
+
+void buffer_unref(struct dbuf *b)
+{
+	if (--b->refs > 0)
+		return;
+	device_free(b->dev, b->ptr, b->size);
+	b->dev->nbuffers--;
+	free(b);
+}
+
+void buffer_retire(struct pprpcd *d, struct dbuf *b)
+{
+	if (!b->handle)
+		return;
+	htab_remove(&d->buffers, b->handle);
+	b->handle = 0;
+	conn_remove_buffer(b->owner, b);
+	b->owner = NULL;
+	buffer_unref(b);
+}
+
+int buffer_region(struct pprpcd *d, struct conn *c, uint64_t handle, uint64_t offset,
+		  uint64_t size, struct dbuf **ret_b, char *err, size_t errlen)
+{
+	struct dbuf *b = buffer_get(d, c, handle);
+
+	if (!b) {
+		snprintf(err, errlen, "unknown buffer handle 0x%016" PRIx64, handle);
+		return PPRPC_EHANDLE;
+	}
+	if (!kern_region_ok(b->size, offset, size)) {
+		snprintf(err, errlen,
+			 "region [%" PRIu64 ", +%" PRIu64 ") is outside buffer 0x%016" PRIx64 " of %" PRIu64 " bytes",
+			 offset, size, handle, b->size);
+		return PPRPC_ERANGE;
+	}
+	*ret_b = b;
+	return 0;
+}

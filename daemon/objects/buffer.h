@@ -1,0 +1,45 @@
+/*
+ * daemon/objects/buffer.h — device buffers owned by a connection.
+ *
+ * A buffer is reference-counted: its handle holds one reference, and so does
+ * every in-flight use (a bulk being received into it, a reply being sent from
+ * it, a queued command, a graph that names it).  BUFFER_FREE (or the owner's
+ * disconnect) retires the handle at once; the memory goes back to the device
+ * when the last use ends, so an in-flight write never touches freed memory.
+ */
+#ifndef PPRPC_DAEMON_BUFFER_H
+#define PPRPC_DAEMON_BUFFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct pprpcd;
+struct conn;
+struct device;
+
+struct dbuf {
+	uint64_t handle;       /* 0 once retired */
+	struct device *dev;
+	struct conn *owner;
+	uint8_t *ptr;
+	uint64_t size;
+	uint64_t footprint;    /* size rounded to the page: charged to the owner */
+	int refs;
+	struct dbuf *next, *prev;  /* owner's list */
+};
+
+int buffer_alloc(struct pprpcd *d, struct conn *c, struct device *dev, uint64_t size,
+		 struct dbuf **ret_b, char *err, size_t errlen);
+/* Look up a live buffer of connection c.  NULL when unknown, stale or owned
+ * by someone else (indistinguishable on purpose). */
+struct dbuf *buffer_get(struct pprpcd *d, struct conn *c, uint64_t handle);
+/* Retire the handle (drops the handle's reference). */
+void buffer_retire(struct pprpcd *d, struct dbuf *b);
+void buffer_ref(struct dbuf *b);
+void buffer_unref(struct dbuf *b);
+
+/* Resolve [offset, offset+size) of handle for c; writes a reason to err. */
+int buffer_region(struct pprpcd *d, struct conn *c, uint64_t handle, uint64_t offset,
+		  uint64_t size, struct dbuf **ret_b, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,61 @@
+/*
+ * daemon/objects/graph.h — validated, planned compute graphs.
+ *
+ * GRAPH_CREATE is validated once, with the same shape rules the client uses
+ * (kernels/ops.h): every tensor descriptor, every region against its buffer,
+ * topology (each node reads only leaf tensors or outputs of earlier nodes;
+ * each tensor is written by at most one node), and each node's shapes and
+ * types.  Scratch tensors (no buffer) are placed in a per-graph arena.  The
+ * result holds resolved data pointers, so GRAPH_RUN does no checking at all.
+ */
+#ifndef PPRPC_DAEMON_GRAPH_H
+#define PPRPC_DAEMON_GRAPH_H
+
+#include <stdint.h>
+
+#include "kernels/ops.h"
+#include "proto/pprpc.pb-c.h"
+
+struct pprpcd;
+struct conn;
+struct dbuf;
+struct device;
+
+struct gnode {
+	int op;
+	int nsrc;
+	int src[PPRPC_MAX_SRC];
+	int dst;
+	struct pprpc_op_params p;
+};
+
+struct graph {
+	uint64_t handle;
+	struct conn *owner;
+	struct device *dev;
+	int refs;                 /* the handle + queued runs */
+	int ntensors;
+	struct kern_tensor *t;    /* data pointers resolved */
+	struct dbuf **bufs;       /* referenced buffers (refs held), nbufs */
+	int nbufs;
+	int nnodes;
+	struct gnode *nodes;
+	void *arena;
+	uint64_t arena_size;
+	void *dev_priv;           /* the backend's per-graph state (a CUDA graph) */
+	uint64_t footprint;       /* arena, page-rounded: charged to the owner */
+	struct graph *next, *prev;  /* owner's list */
+};
+
+/* Validate and plan.  Returns 0 and *ret_g (refs = 1), or a negative code
+ * with the reason in err.  Allocates the arena on the device (memory floor
+ * applies). */
+int graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GraphCreate *m,
+		 struct graph **ret_g, char *err, size_t errlen);
+/* Retire the handle and drop its reference (GRAPH_FREE, disconnect). */
+void graph_retire(struct pprpcd *d, struct graph *g);
+struct graph *graph_get(struct pprpcd *d, struct conn *c, uint64_t handle);
+void graph_ref(struct graph *g);
+void graph_unref(struct graph *g);
+
+#endif

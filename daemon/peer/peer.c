@@ -1,0 +1,781 @@
+/* daemon/peer/peer.c — outbound peer links (see peer.h). */
+#include "daemon/peer/peer.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/pprpcd.h"
+#include "pprpc/types.h"
+#include "proto/auth.h"
+#include "proto/meta.h"
+#include "proto/msgtype.h"
+#include "util/addr.h"
+#include "transport/rdma.h"
+#include "transport/tcp_uv.h"
+
+/* Largest reply bulk a link accepts (one PULL chunk). */
+#define PEER_MAX_BULK (64ull << 20)
+
+struct preq {
+	struct preq *next;
+	uint64_t id;
+	uint16_t type;
+	int sent;
+	uint8_t *frame;           /* header + meta, until sent */
+	size_t frame_len;
+	const struct preq_ops *ops;
+	void *arg;
+};
+
+/* A link says HELLO (authenticating with the daemon's own key when it has
+ * one, proto/auth.h) before any queued request leaves: requests pipelined
+ * behind an unanswered challenge would be refused as "before HELLO". */
+enum peer_state { PEER_CONNECTING, PEER_HELLO, PEER_UP, PEER_DEAD };
+
+struct peer {
+	struct pprpcd *d;
+	char rank[64];
+	enum peer_state state;
+	struct transport_conn *t;
+	uint64_t next_id;
+	struct preq *reqs;
+	struct preq *cur;            /* reply being received */
+	uint64_t last_rx_ms;         /* loop time of the last frame (or of link up) */
+	int ping_out;                /* a keepalive PING is outstanding */
+	char host[256];
+	uint16_t port;
+	char fallback[200];          /* why the link is TCP although RDMA was tried */
+	struct peer *next;
+	/* HELLO exchange */
+	int hello_code;              /* the last HELLO reply: 0 or an error code */
+	char hello_err[200];
+	int has_challenge, challenged, proof_ok;
+	uint8_t sn[AUTH_NONCE_LEN], cn[AUTH_NONCE_LEN];
+	int fail_code;               /* why the link is being closed (0 = lost) */
+	char fail_why[240];
+};
+
+static void peer_remove(struct pprpcd *d, struct peer *p)
+{
+	for (struct peer **pp = &d->peers; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			return;
+		}
+}
+
+static void preq_free(struct preq *q)
+{
+	free(q->frame);
+	free(q);
+}
+
+/* The link is gone: every request on it fails, so nothing waits forever. */
+static void peer_fail(struct peer *p, int code, const char *why)
+{
+	struct pprpcd *d = p->d;
+
+	if (p->state == PEER_DEAD)
+		return;
+	p->state = PEER_DEAD;
+	LOG(d, LOG_WARN_, "peer %s: link lost (%s)", p->rank, why);
+	peer_remove(d, p);
+	while (p->reqs) {
+		struct preq *q = p->reqs;
+
+		p->reqs = q->next;
+		if (q->ops)
+			q->ops->fail(q->arg, code, why);
+		preq_free(q);
+	}
+}
+
+static void sent_cb(void *arg, int status)
+{
+	(void)status;
+	free(arg);
+}
+
+static int send_req(struct peer *p, struct preq *q)
+{
+	struct iovec iov = { q->frame, q->frame_len };
+	int rc = transport_send(p->t, &iov, 1, sent_cb, q->frame);
+
+	if (rc < 0)
+		return rc;
+	q->frame = NULL; /* owned by the write now */
+	q->sent = 1;
+	return 0;
+}
+
+static struct preq *make_req(struct peer *p, uint16_t type, const ProtobufCMessage *m)
+{
+	size_t mlen = meta_size(m);
+	struct frame_hdr h = { .version = PPRPC_PROTO_VERSION, .type = type, .meta_len = (uint32_t)mlen };
+	struct preq *q = calloc(1, sizeof(*q));
+
+	if (!q || !(q->frame = malloc(FRAME_HDR_SIZE + mlen))) {
+		free(q);
+		return NULL;
+	}
+	q->id = h.req_id = ++p->next_id;
+	q->type = type;
+	q->frame_len = FRAME_HDR_SIZE + mlen;
+	frame_hdr_encode(&h, q->frame);
+	meta_pack(m, q->frame + FRAME_HDR_SIZE);
+	return q;
+}
+
+static struct preq *req_find(struct peer *p, uint64_t id, struct preq ***ret_pp)
+{
+	for (struct preq **pp = &p->reqs; *pp; pp = &(*pp)->next)
+		if ((*pp)->id == id) {
+			*ret_pp = pp;
+			return *pp;
+		}
+	return NULL;
+}
+
+static int on_header(void *ctx, const struct frame_hdr *h)
+{
+	struct peer *p = ctx;
+	struct preq **pp;
+	struct preq *q = req_find(p, h->req_id, &pp);
+
+	p->last_rx_ms = uv_now(p->d->loop);
+	if (!(h->flags & FRAME_F_REPLY) || !q || q->type != h->type || h->bulk_len > PEER_MAX_BULK)
+		return PPRPC_EPROTO;
+	if ((h->flags & FRAME_F_MORE) && h->type != MSG_PULL)
+		return PPRPC_EPROTO;
+	p->cur = q;
+	return 0;
+}
+
+static int on_meta(void *ctx, const struct frame_hdr *h, const uint8_t *meta, size_t len, void **bulk_dst)
+{
+	struct peer *p = ctx;
+	struct preq *q = p->cur;
+	ProtobufCMessage *m = NULL;
+	int code = 0, rc;
+	char msg[200] = "";
+
+	if (h->flags & FRAME_F_ERROR) {
+		if (meta_unpack(&pprpc__error_reply__descriptor, meta, len, &m) < 0)
+			return PPRPC_EPROTO;
+		code = ((Pprpc__ErrorReply *)m)->code;
+		if (code >= 0 || code <= -PPRPC_E_COUNT_)
+			code = PPRPC_EPROTO;
+		snprintf(msg, sizeof(msg), "%s", ((Pprpc__ErrorReply *)m)->message);
+		meta_free(m);
+		if (h->bulk_len)
+			return PPRPC_EPROTO;
+		if (h->type != MSG_HELLO) /* a challenge is normal; hello_done logs failures */
+			LOG(p->d, LOG_NOTICE_, "peer %s: %s refused: %s", p->rank, msg_type_name(h->type), msg);
+	}
+	rc = q->ops->meta(q->arg, code, msg, h, meta, len, bulk_dst);
+	if (rc == 0 && h->bulk_len && !*bulk_dst)
+		rc = PPRPC_EPROTO; /* a peer reply's bulk always has a home */
+	return rc;
+}
+
+static int on_frame(void *ctx, const struct frame_hdr *h)
+{
+	struct peer *p = ctx;
+	struct preq **pp = NULL, *q = req_find(p, h->req_id, &pp);
+	int more = (h->flags & FRAME_F_MORE) && !(h->flags & FRAME_F_ERROR);
+
+	p->cur = NULL;
+	if (!more)
+		*pp = q->next;
+	q->ops->done(q->arg, h, more);
+	if (!more)
+		preq_free(q);
+	return 0;
+}
+
+static void on_reader_error(void *ctx, int code, uint64_t req_id)
+{
+	struct peer *p = ctx;
+
+	(void)req_id;
+	LOG(p->d, LOG_WARN_, "peer %s: reply stream unusable (%d)", p->rank, code);
+	transport_close(p->t);
+}
+
+static void on_close(void *ctx, int status)
+{
+	struct peer *p = ctx;
+
+	(void)status;
+	peer_fail(p, p->fail_code ? p->fail_code : PPRPC_ECONN, p->fail_why[0] ? p->fail_why : "connection closed");
+	free(p);
+}
+
+static const struct frame_reader_ops peer_frame_ops = {
+	.on_header = on_header,
+	.on_meta = on_meta,
+	.on_frame = on_frame,
+};
+
+static const struct transport_owner peer_owner = {
+	.frame = &peer_frame_ops,
+	.on_reader_error = on_reader_error,
+	.on_close = on_close,
+};
+
+static void on_connect(void *ctx, struct transport_conn *t, int status, const char *err)
+{
+	struct peer *p = ctx;
+	struct frame_limits lim = { .max_meta = PPRPC_MAX_META, .max_bulk = PEER_MAX_BULK };
+
+	if (status < 0) {
+		peer_fail(p, PPRPC_ECONN, err ? err : "connect failed");
+		free(p);
+		return;
+	}
+	p->t = t;
+	if (p->state == PEER_DEAD) {
+		/* Shut down while connecting: on_close frees p. */
+		transport_start(t, &peer_owner, p, &lim);
+		transport_close(t);
+		return;
+	}
+	if (transport_start(t, &peer_owner, p, &lim) < 0) {
+		transport_close(t);
+		return;
+	}
+	p->state = PEER_HELLO;
+	/* p->reqs starts with the HELLO; the rest waits for its answer. */
+	if (send_req(p, p->reqs) < 0)
+		transport_close(t);
+}
+
+/* ---- the link's HELLO ------------------------------------------------------------ */
+
+static void link_refuse(struct peer *p, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void link_refuse(struct peer *p, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	p->fail_code = code;
+	va_start(ap, fmt);
+	vsnprintf(p->fail_why, sizeof(p->fail_why), fmt, ap);
+	va_end(ap);
+	LOG(p->d, LOG_ERR_, "peer %s: %s", p->rank, p->fail_why);
+	transport_close(p->t);
+}
+
+static int hello_meta(void *arg, int code, const char *errmsg, const struct frame_hdr *h,
+		      const uint8_t *meta, size_t len, void **bulk_dst)
+{
+	struct peer *p = arg;
+	struct pprpcd *d = p->d;
+	ProtobufCMessage *m = NULL;
+	uint8_t want[AUTH_PROOF_LEN];
+
+	(void)h;
+	(void)bulk_dst;
+	p->hello_code = code;
+	p->has_challenge = 0;
+	p->proof_ok = 0;
+	snprintf(p->hello_err, sizeof(p->hello_err), "%s", errmsg ? errmsg : "");
+	if (code < 0) {
+		if (meta_unpack(&pprpc__error_reply__descriptor, meta, len, &m) < 0)
+			return PPRPC_EPROTO;
+		const Pprpc__ErrorReply *e = (const Pprpc__ErrorReply *)m;
+
+		if (code == PPRPC_EAUTH && e->auth_challenge.len == AUTH_NONCE_LEN) {
+			memcpy(p->sn, e->auth_challenge.data, AUTH_NONCE_LEN);
+			p->has_challenge = 1;
+		}
+		meta_free(m);
+		return 0;
+	}
+	if (meta_unpack(&pprpc__hello_reply__descriptor, meta, len, &m) < 0)
+		return PPRPC_EPROTO;
+	const Pprpc__HelloReply *rep = (const Pprpc__HelloReply *)m;
+
+	if (d->auth_key_len && p->challenged && rep->auth_proof.len == AUTH_PROOF_LEN &&
+	    auth_server_proof(d->auth_key, d->auth_key_len, p->cn, p->sn, want) == 0)
+		p->proof_ok = auth_equal(want, rep->auth_proof.data, AUTH_PROOF_LEN);
+	auth_wipe(want, sizeof(want));
+	meta_free(m);
+	return 0;
+}
+
+static void hello_done(void *arg, const struct frame_hdr *h, int more);
+
+static void hello_fail(void *arg, int code, const char *why)
+{
+	(void)arg;
+	(void)code;
+	(void)why; /* the link's own failure: peer_fail reports it to the others */
+}
+
+static const struct preq_ops hello_ops = { .meta = hello_meta, .done = hello_done, .fail = hello_fail };
+
+static struct preq *make_hello(struct peer *p, const uint8_t *proof)
+{
+	Pprpc__Hello hello = PPRPC__HELLO__INIT;
+	struct preq *q;
+
+	hello.proto_version = PPRPC_PROTO_VERSION;
+	hello.role = PPRPC__ROLE__ROLE_PEER;
+	hello.client_name = "pprpcd-peer";
+	if (proof) {
+		hello.client_nonce.data = p->cn;
+		hello.client_nonce.len = AUTH_NONCE_LEN;
+		hello.server_nonce.data = p->sn;
+		hello.server_nonce.len = AUTH_NONCE_LEN;
+		hello.auth_proof.data = (uint8_t *)proof;
+		hello.auth_proof.len = AUTH_PROOF_LEN;
+	}
+	q = make_req(p, MSG_HELLO, &hello.base);
+	if (q) {
+		q->ops = &hello_ops;
+		q->arg = p;
+	}
+	return q;
+}
+
+/* Answer a challenge (the answer goes first on the link), refuse a daemon
+ * that cannot prove the key, or open the link for the queued requests. */
+static void hello_done(void *arg, const struct frame_hdr *h, int more)
+{
+	struct peer *p = arg;
+	struct pprpcd *d = p->d;
+	uint8_t proof[AUTH_PROOF_LEN];
+	struct preq *q;
+
+	(void)h;
+	(void)more;
+	if (p->state != PEER_HELLO)
+		return;
+	if (p->hello_code == PPRPC_EAUTH && p->has_challenge && !p->challenged) {
+		if (!d->auth_key_len) {
+			link_refuse(p, PPRPC_EAUTH, "rank requires authentication and this daemon has no auth-key-file");
+			return;
+		}
+		p->challenged = 1;
+		if (auth_random(p->cn, AUTH_NONCE_LEN) < 0 ||
+		    auth_client_proof(d->auth_key, d->auth_key_len, p->sn, p->cn, PPRPC__ROLE__ROLE_PEER,
+				      "pprpcd-peer", proof) < 0 ||
+		    !(q = make_hello(p, proof))) {
+			auth_wipe(proof, sizeof(proof));
+			link_refuse(p, PPRPC_EINTERNAL, "cannot answer the rank's authentication challenge");
+			return;
+		}
+		auth_wipe(proof, sizeof(proof));
+		q->next = p->reqs;
+		p->reqs = q;
+		if (send_req(p, q) < 0)
+			transport_close(p->t);
+		return;
+	}
+	if (p->hello_code < 0) {
+		link_refuse(p, p->hello_code, "rank refused HELLO: %s", p->hello_err);
+		return;
+	}
+	if (d->auth_key_len && !p->proof_ok) {
+		link_refuse(p, PPRPC_EAUTH, "authentication failed: the rank %s",
+			    p->challenged ? "could not prove the shared key (another key?)"
+					  : "asked for no authentication (it has no auth-key-file)");
+		return;
+	}
+	p->state = PEER_UP;
+	p->last_rx_ms = uv_now(d->loop);
+	if (p->fallback[0])
+		transport_set_fallback(p->t, p->fallback);
+	{
+		char how[400];
+
+		transport_describe(p->t, how, sizeof(how));
+		LOG(d, LOG_NOTICE_, "peer %s: link up over %s%s", p->rank, how,
+		    d->auth_key_len ? " (authenticated)" : "");
+	}
+	for (q = p->reqs; q; q = q->next)
+		if (!q->sent && send_req(p, q) < 0) {
+			transport_close(p->t);
+			return;
+		}
+}
+
+/* RDMA did not come up: auto goes on over TCP, saying why; rdma fails. */
+static void on_rdma_connect(void *ctx, struct transport_conn *t, int status, const char *err)
+{
+	struct peer *p = ctx;
+	struct pprpcd *d = p->d;
+
+	if (status == 0 || p->state == PEER_DEAD || d->opts.transport == PPRPCD_TRANSPORT_RDMA) {
+		on_connect(p, t, status, err);
+		return;
+	}
+	snprintf(p->fallback, sizeof(p->fallback), "%s", err ? err : "RDMA connect failed");
+	LOG(d, LOG_NOTICE_, "peer %s: RDMA not used (%s); connecting over TCP", p->rank, p->fallback);
+	if (tcp_connect(d->loop, p->host, p->port, on_connect, p) < 0)
+		on_connect(p, NULL, PPRPC_ECONN, "cannot connect over TCP");
+}
+
+/* Start the link: RDMA first unless transport = tcp. */
+static int link_connect(struct peer *p, char *err, size_t errlen)
+{
+	struct pprpcd *d = p->d;
+	char why[256];
+
+	if (d->opts.transport != PPRPCD_TRANSPORT_TCP) {
+		if (d->rdma && rdma_transport_connect(d->rdma, p->host, p->port, on_rdma_connect, p, why,
+						      sizeof(why)) == 0)
+			return 0;
+		if (!d->rdma)
+			snprintf(why, sizeof(why), "%.200s", d->rdma_status);
+		if (d->opts.transport == PPRPCD_TRANSPORT_RDMA) {
+			snprintf(err, errlen, "RDMA link to %s impossible: %s", p->rank, why);
+			return PPRPC_EUNSUPP;
+		}
+		snprintf(p->fallback, sizeof(p->fallback), "%.190s", why);
+		LOG(d, LOG_NOTICE_, "peer %s: RDMA not used (%s); connecting over TCP", p->rank, why);
+	}
+	if (tcp_connect(d->loop, p->host, p->port, on_connect, p) < 0) {
+		snprintf(err, errlen, "cannot connect to rank %s", p->rank);
+		return PPRPC_ECONN;
+	}
+	return 0;
+}
+
+static struct peer *peer_get(struct pprpcd *d, const char *rank, char *err, size_t errlen)
+{
+	struct peer *p;
+	char host[256];
+	uint16_t port;
+	struct preq *q;
+
+	for (p = d->peers; p; p = p->next)
+		if (strcmp(p->rank, rank) == 0)
+			return p;
+	if (d->stopping) {
+		snprintf(err, errlen, "shutting down");
+		return NULL;
+	}
+	if (strlen(rank) >= sizeof(p->rank) || addr_split(rank, host, sizeof(host), &port, 50052) < 0) {
+		snprintf(err, errlen, "bad rank address '%.80s' (expected HOST:PORT)", rank);
+		return NULL;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		goto oom;
+	p->d = d;
+	snprintf(p->rank, sizeof(p->rank), "%s", rank);
+	snprintf(p->host, sizeof(p->host), "%s", host);
+	p->port = port;
+	q = make_hello(p, NULL);
+	if (!q) {
+		free(p);
+		goto oom;
+	}
+	p->reqs = q;  /* HELLO stays first on the link */
+	if (link_connect(p, err, errlen) < 0) {
+		preq_free(q);
+		free(p);
+		return NULL;
+	}
+	p->next = d->peers;
+	d->peers = p;
+	return p;
+oom:
+	snprintf(err, errlen, "out of memory");
+	return NULL;
+}
+
+int peer_request(struct pprpcd *d, const char *rank, uint16_t type, const ProtobufCMessage *m,
+		 const struct preq_ops *ops, void *arg, char *err, size_t errlen)
+{
+	struct peer *p = peer_get(d, rank, err, errlen);
+	struct preq *q, **tail;
+
+	if (!p)
+		return PPRPC_ECONN;
+	q = make_req(p, type, m);
+	if (!q) {
+		snprintf(err, errlen, "out of memory");
+		return PPRPC_ENOMEM;
+	}
+	q->ops = ops;
+	q->arg = arg;
+	for (tail = &p->reqs; *tail; tail = &(*tail)->next)
+		;
+	*tail = q;
+	if (p->state == PEER_UP && send_req(p, q) < 0) {
+		/* The link is failing: q fails with it (its fail callback runs). */
+		transport_close(p->t);
+	}
+	return 0;
+}
+
+/* ---- keepalive ---------------------------------------------------------------- */
+
+static int ping_meta(void *arg, int code, const char *errmsg, const struct frame_hdr *h, const uint8_t *meta,
+		     size_t len, void **bulk_dst)
+{
+	(void)arg, (void)code, (void)errmsg, (void)h, (void)meta, (void)len, (void)bulk_dst;
+	return 0;
+}
+
+static void ping_done(void *arg, const struct frame_hdr *h, int more)
+{
+	struct peer *p = arg;
+
+	(void)h;
+	(void)more;
+	p->ping_out = 0;
+}
+
+static void ping_fail(void *arg, int code, const char *why)
+{
+	(void)arg, (void)code, (void)why;
+}
+
+static const struct preq_ops keepalive_ops = { .meta = ping_meta, .done = ping_done, .fail = ping_fail };
+
+/* A link with requests outstanding must show signs of life: after a quiet
+ * interval it is PINGed, and a peer silent for the whole timeout (stopped,
+ * wedged, or its host gone without a reset) is dropped, which fails every
+ * request on it with a clear error instead of letting them wait for ever.
+ * TCP keepalive alone would not notice a stopped process: its kernel
+ * still acknowledges. */
+void peer_keepalive(struct pprpcd *d, uint64_t now_ms)
+{
+	uint64_t timeout = d->opts.peer_timeout_ms;
+	struct peer *p, *next;
+
+	if (!timeout)
+		return;
+	for (p = d->peers; p; p = next) {
+		uint64_t quiet;
+		int busy = 0;
+
+		next = p->next;
+		if (p->state != PEER_UP)
+			continue;
+		for (struct preq *q = p->reqs; q; q = q->next)
+			if (q->ops && q->ops != &keepalive_ops)
+				busy = 1;
+		quiet = now_ms - p->last_rx_ms;
+		if (!busy) {
+			p->last_rx_ms = now_ms;  /* nothing expected: quiet is fine */
+			continue;
+		}
+		if (quiet >= timeout) {
+			char why[120];
+
+			snprintf(why, sizeof(why), "no answer for %llu ms (keepalive timeout)", (unsigned long long)quiet);
+			transport_close(p->t);
+			peer_fail(p, PPRPC_ECONN, why);
+		} else if (quiet >= timeout / 3 && !p->ping_out) {
+			Pprpc__Empty e = PPRPC__EMPTY__INIT;
+			struct preq *q = make_req(p, MSG_PING, &e.base), **tail;
+
+			if (!q)
+				continue;
+			q->ops = &keepalive_ops;
+			q->arg = p;
+			for (tail = &p->reqs; *tail; tail = &(*tail)->next)
+				;
+			*tail = q;
+			p->ping_out = 1;
+			if (send_req(p, q) < 0)
+				transport_close(p->t);
+		}
+	}
+}
+
+struct peer *peer_first(struct pprpcd *d)
+{
+	return d->peers;
+}
+
+struct peer *peer_next(struct peer *p)
+{
+	return p->next;
+}
+
+const char *peer_rank(const struct peer *p)
+{
+	return p->rank;
+}
+
+struct transport_conn *peer_transport(struct peer *p)
+{
+	return p->state == PEER_UP ? p->t : NULL;
+}
+
+const char *peer_path(struct pprpcd *d, const char *rank)
+{
+	for (struct peer *p = d->peers; p; p = p->next)
+		if (!strcmp(p->rank, rank) && p->state == PEER_UP)
+			return transport_name(p->t);
+	return "tcp";
+}
+
+void peer_close_all(struct pprpcd *d)
+{
+	while (d->peers) {
+		struct peer *p = d->peers;
+
+		if (p->state == PEER_UP || p->state == PEER_HELLO)
+			transport_close(p->t);
+		/* Still connecting: on_connect sees DEAD and cleans up. */
+		peer_fail(p, PPRPC_ECONN, "shutting down");
+	}
+	while (d->mirrors) {
+		struct rtl *m = d->mirrors;
+
+		d->mirrors = m->next;
+		m->next = NULL;
+		m->failed = 1;
+		timeline_cell_set(d, &m->cell, 0, PPRPC_ECANCELED);
+		peer_mirror_unref(d, m);
+	}
+}
+
+/* ---- remote timeline mirrors ------------------------------------------------- */
+
+struct sub {
+	struct pprpcd *d;
+	struct rtl *m;
+	uint64_t value;
+	int code;
+};
+
+static int sub_meta(void *arg, int code, const char *errmsg, const struct frame_hdr *h,
+		    const uint8_t *meta, size_t len, void **bulk_dst)
+{
+	struct sub *s = arg;
+	ProtobufCMessage *m = NULL;
+
+	(void)errmsg;
+	(void)h;
+	(void)bulk_dst;
+	s->code = code;
+	if (code < 0)
+		return 0;
+	if (meta_unpack(&pprpc__subscribe_reply__descriptor, meta, len, &m) < 0)
+		return PPRPC_EPROTO;
+	s->value = ((Pprpc__SubscribeReply *)m)->value;
+	meta_free(m);
+	return 0;
+}
+
+static void sub_finish(struct sub *s, int code, const char *why)
+{
+	if (code < 0) {
+		s->m->failed = 1;
+		timeline_cell_fail(s->d, &s->m->cell, code, why);
+	} else {
+		timeline_cell_set(s->d, &s->m->cell, s->value, 0);
+	}
+	peer_mirror_unref(s->d, s->m);
+	free(s);
+}
+
+static void sub_done(void *arg, const struct frame_hdr *h, int more)
+{
+	struct sub *s = arg;
+
+	(void)h;
+	(void)more;
+	sub_finish(s, s->code, NULL);
+}
+
+static void sub_fail(void *arg, int code, const char *why)
+{
+	char msg[160];
+
+	snprintf(msg, sizeof(msg), "link lost: %.140s", why);
+	sub_finish(arg, code, msg);
+}
+
+static const struct preq_ops sub_ops = { .meta = sub_meta, .done = sub_done, .fail = sub_fail };
+
+struct rtl *peer_mirror_get(struct pprpcd *d, const char *rank, uint64_t handle, uint64_t value,
+			    char *err, size_t errlen)
+{
+	struct rtl *m, **pp;
+
+	for (pp = &d->mirrors; (m = *pp); pp = &m->next) {
+		if (m->handle != handle || strcmp(m->rank, rank) != 0)
+			continue;
+		if (!m->failed)
+			break;
+		/* A failed mirror stays failed for the WAITs that saw it; a new
+		 * WAIT gets a fresh one (and, if needed, a new link). */
+		*pp = m->next;
+		m->next = NULL;
+		peer_mirror_unref(d, m);
+		m = NULL;
+		break;
+	}
+	if (!m) {
+		if (strlen(rank) >= sizeof(m->rank)) {
+			snprintf(err, errlen, "rank address too long");
+			return NULL;
+		}
+		m = calloc(1, sizeof(*m));
+		if (!m) {
+			snprintf(err, errlen, "out of memory");
+			return NULL;
+		}
+		snprintf(m->rank, sizeof(m->rank), "%s", rank);
+		m->handle = handle;
+		m->refs = 1; /* the table's */
+		m->next = d->mirrors;
+		d->mirrors = m;
+	}
+	if (value > m->requested) {
+		Pprpc__Subscribe req = PPRPC__SUBSCRIBE__INIT;
+		struct sub *s = calloc(1, sizeof(*s));
+
+		if (!s) {
+			snprintf(err, errlen, "out of memory");
+			return NULL;
+		}
+		s->d = d;
+		s->m = m;
+		req.timeline = handle;
+		req.value = value;
+		m->refs++;
+		if (peer_request(d, rank, MSG_SUBSCRIBE, &req.base, &sub_ops, s, err, errlen) < 0) {
+			m->refs--;
+			free(s);
+			return NULL;
+		}
+		m->requested = value;
+	}
+	m->refs++;
+	return m;
+}
+
+void peer_mirror_unref(struct pprpcd *d, struct rtl *m)
+{
+	/* Only the table still holds it (no WAIT, no subscription in flight):
+	 * drop it, or every timeline ever waited on would keep a mirror. */
+	if (m->refs == 2 && !m->failed) {
+		for (struct rtl **pp = &d->mirrors; *pp; pp = &(*pp)->next)
+			if (*pp == m) {
+				*pp = m->next;
+				m->refs--;
+				break;
+			}
+	}
+	if (--m->refs > 0)
+		return;
+	for (struct rtl **pp = &d->mirrors; *pp; pp = &(*pp)->next)
+		if (*pp == m) {
+			*pp = m->next;
+			break;
+		}
+	free(m);
+}

@@ -1,0 +1,390 @@
+/* daemon/server/conn.c — connection lifetime and the decode + validate layer. */
+#include "daemon/server/conn.h"
+#include "daemon/device/device.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/server/authn.h"
+#include "daemon/objects/buffer.h"
+#include "daemon/server/dispatch.h"
+#include "daemon/objects/graph.h"
+#include "daemon/pprpcd.h"
+#include "daemon/exec/qreq.h"
+#include "daemon/server/reply.h"
+#include "daemon/objects/timeline.h"
+#include "daemon/xfer/xfer.h"
+#include "pprpc/types.h"
+#include "proto/meta.h"
+#include "proto/msgtype.h"
+
+static void refuse(struct request *r, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void refuse(struct request *r, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (r->err)
+		return;
+	r->err = code;
+	va_start(ap, fmt);
+	vsnprintf(r->errmsg, sizeof(r->errmsg), fmt, ap);
+	va_end(ap);
+}
+
+static void request_reset(struct request *r)
+{
+	meta_free(r->msg);
+	r->msg = NULL;
+	if (r->bulk_buf)
+		buffer_unref(r->bulk_buf);
+	r->bulk_buf = NULL;
+	free(r->stage);
+	r->stage = NULL;
+	r->err = 0;
+	r->errmsg[0] = '\0';
+	r->h = NULL;
+}
+
+static int on_header(void *ctx, const struct frame_hdr *h)
+{
+	struct conn *c = ctx;
+	struct request *r = &c->cur;
+
+	request_reset(r);
+	r->hdr = *h;
+	/* Requests pipelined behind a fatal one (same read) are not executed. */
+	if (c->closing)
+		return PPRPC_ECLOSED;
+	if (h->flags & (FRAME_F_REPLY | FRAME_F_ERROR)) {
+		snprintf(r->errmsg, sizeof(r->errmsg), "a request may not carry the reply/error flags");
+		return PPRPC_EPROTO;
+	}
+	if (!c->hello_done && h->type != MSG_HELLO) {
+		snprintf(r->errmsg, sizeof(r->errmsg), "HELLO must be the first message (got %s)",
+			 msg_type_name(h->type));
+		return PPRPC_EPROTO;
+	}
+	/* Before a keyed daemon knows who talks, it reads no bulk and decodes
+	 * no large metas. */
+	if (!c->hello_done && c->d->auth_key_len && (h->bulk_len || h->meta_len > AUTHN_MAX_HELLO_META)) {
+		snprintf(r->errmsg, sizeof(r->errmsg),
+			 "before authentication a HELLO carries no bulk and at most %u bytes of meta",
+			 AUTHN_MAX_HELLO_META);
+		return PPRPC_EPROTO;
+	}
+	if (c->queued_cmds + c->waits + c->unsent_replies >= c->d->opts.max_conn_inflight) {
+		snprintf(r->errmsg, sizeof(r->errmsg),
+			 "connection in-flight limit (%u) reached: %" PRIu64 " commands queued, %" PRIu64
+			 " waits pending, %" PRIu64 " replies unsent; closing",
+			 c->d->opts.max_conn_inflight, c->queued_cmds, c->waits, c->unsent_replies);
+		return PPRPC_ELIMIT;
+	}
+	r->h = dispatch_lookup(h->type);
+	if (!r->h)
+		refuse(r, PPRPC_EUNSUPP, "message type %u (%s) is not supported by this daemon",
+		       h->type, msg_type_name(h->type));
+	else if (h->bulk_len && !r->h->bulk)
+		refuse(r, PPRPC_EPROTO, "%s carries no bulk payload (got %" PRIu64 " bytes)",
+		       msg_type_name(h->type), h->bulk_len);
+	return 0;
+}
+
+static int on_meta(void *ctx, const struct frame_hdr *h, const uint8_t *meta, size_t len,
+		   void **bulk_dst)
+{
+	struct conn *c = ctx;
+	struct request *r = &c->cur;
+	int rc;
+
+	if (r->err)
+		return 0;
+	rc = meta_unpack(r->h->desc, meta, len, &r->msg);
+	if (rc < 0) {
+		refuse(r, rc, "%s: malformed meta (%zu bytes)", msg_type_name(h->type), len);
+		return 0;
+	}
+	if (h->bulk_len) {
+		rc = r->h->bulk(c, r, bulk_dst);
+		if (rc < 0) {
+			*bulk_dst = NULL;
+			refuse(r, rc, "%s refused", msg_type_name(h->type));
+		}
+	}
+	return 0;
+}
+
+static int on_frame(void *ctx, const struct frame_hdr *h)
+{
+	struct conn *c = ctx;
+	struct request *r = &c->cur;
+
+	c->requests++;
+	c->d->stats.requests++;
+	conn_ref(c);
+	if (r->err)
+		qreq_refuse(c, r, r->err, r->errmsg);
+	else
+		r->h->run(c, r);
+	request_reset(r);
+	conn_unref(c);
+	return 0;
+}
+
+static void on_reader_error(void *ctx, int code, uint64_t req_id)
+{
+	struct conn *c = ctx;
+	struct request *r = &c->cur;
+	struct frame_hdr raw;
+	char msg[256];
+
+	if (c->closing)
+		return;
+	c->d->stats.protocol_errors++;
+	frame_hdr_peek(transport_reader(c->t)->hdr_buf, &raw);
+	if (r->errmsg[0] && (code == PPRPC_EPROTO || code == PPRPC_ELIMIT) && !r->err)
+		snprintf(msg, sizeof(msg), "%s", r->errmsg);
+	else if (code == PPRPC_EVERSION)
+		snprintf(msg, sizeof(msg), "protocol version %u is not supported (this daemon speaks %u)",
+			 raw.version, PPRPC_PROTO_VERSION);
+	else if (code == PPRPC_ETOOBIG)
+		snprintf(msg, sizeof(msg),
+			 "frame too large: meta %u bytes (max-meta-kib limit %u), bulk %" PRIu64
+			 " bytes (max-bulk-mib limit %" PRIu64 ")",
+			 raw.meta_len, transport_reader(c->t)->lim.max_meta, raw.bulk_len,
+			 transport_reader(c->t)->lim.max_bulk);
+	else
+		snprintf(msg, sizeof(msg), "malformed frame header (bad magic or flags)");
+	LOG(c->d, LOG_NOTICE_, "conn %" PRIu64 " (%s): protocol error: %s; closing", c->id, c->name, msg);
+	reply_error(c, raw.type, req_id, code, msg);
+	conn_close(c);
+}
+
+static void on_close(void *ctx, int status)
+{
+	struct conn *c = ctx;
+	struct pprpcd *d = c->d;
+
+	c->closed = 1;
+	/* Queued work of a vanished client is cancelled, not run. */
+	for (uint32_t i = 0; i < PPRPCD_CONN_MAX_DEVICES; i++)
+		atomic_store(&c->streams[i].canceled, 1);
+	timeline_wake_all(d);
+	xfer_wake(d);
+	xfer_conn_closed(d, c);
+	LOG(d, LOG_INFO_, "conn %" PRIu64 " (%s) closed%s: %" PRIu64 " requests, %" PRIu64 " errors",
+	    c->id, c->name, status ? " on error" : "", c->requests, c->errors);
+	/* Resources die with their owner: a vanished client leaks nothing. */
+	while (c->graphs)
+		graph_retire(d, c->graphs);
+	conn_cancel_lwaits(c);
+	while (c->timelines)
+		timeline_retire(d, c->timelines);
+	while (c->bufs)
+		buffer_retire(d, c->bufs);
+	request_reset(&c->cur);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		d->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->t = NULL;
+	conn_unref(c);
+	pprpcd_conn_gone(d);
+}
+
+static const struct frame_reader_ops frame_ops = {
+	.on_header = on_header,
+	.on_meta = on_meta,
+	.on_frame = on_frame,
+};
+
+static const struct transport_owner owner_ops = {
+	.frame = &frame_ops,
+	.on_reader_error = on_reader_error,
+	.on_close = on_close,
+};
+
+void conn_accept(struct pprpcd *d, struct transport_conn *t)
+{
+	struct frame_limits lim = { .max_meta = d->opts.max_meta, .max_bulk = d->opts.max_bulk };
+	struct conn *c;
+
+	if (d->stopping || !(c = calloc(1, sizeof(*c)))) {
+		transport_close(t);
+		return;
+	}
+	c->d = d;
+	c->t = t;
+	c->refs = 1; /* the transport's */
+	c->id = ++d->next_conn_id;
+	snprintf(c->name, sizeof(c->name), "%s", transport_peer(t));
+	c->next = d->conns;
+	if (d->conns)
+		d->conns->prev = c;
+	d->conns = c;
+	d->stats.connections_total++;
+	{
+		char how[400];
+
+		/* RDMA activation is logged where it happens (notice level);
+		 * plain TCP clients only at info. */
+		transport_describe(t, how, sizeof(how));
+		LOG(d, strcmp(transport_name(t), "tcp") ? LOG_NOTICE_ : LOG_INFO_, "conn %" PRIu64 " from %s over %s",
+		    c->id, c->name, how);
+	}
+	if (transport_start(t, &owner_ops, c, &lim) < 0)
+		transport_close(t);
+}
+
+#define HIGH_CMDS 4096
+#define HIGH_STAGED (256ull << 20)
+
+/* Pause reading above the high-water marks, resume below half of them. */
+static void flow(struct conn *c)
+{
+	uint64_t n = c->queued_cmds + c->waits + c->unsent_replies;
+	uint64_t high = c->d->opts.max_conn_inflight / 2;
+
+	if (high > HIGH_CMDS)
+		high = HIGH_CMDS;
+	if (!c->t)
+		return;
+	if (!c->paused && (n > high || c->staged_bytes > HIGH_STAGED)) {
+		c->paused = 1;
+		LOG(c->d, LOG_DEBUG_, "conn %" PRIu64 ": paused (%" PRIu64 " in flight)", c->id, n);
+		transport_pause(c->t);
+	} else if (c->paused && n <= high / 2 && c->staged_bytes <= HIGH_STAGED / 2) {
+		c->paused = 0;
+		transport_resume(c->t);
+	}
+}
+
+void conn_enqueue(struct conn *c, uint64_t staged)
+{
+	c->queued_cmds++;
+	c->staged_bytes += staged;
+	flow(c);
+}
+
+void conn_unqueue(struct conn *c, uint64_t staged)
+{
+	c->queued_cmds--;
+	c->staged_bytes -= staged;
+	flow(c);
+}
+
+void conn_reply_queued(struct conn *c)
+{
+	c->unsent_replies++;
+	flow(c);
+}
+
+void conn_reply_sent(struct conn *c)
+{
+	c->unsent_replies--;
+	flow(c);
+}
+
+int conn_charge_check(const struct conn *c, uint64_t size, uint64_t *ret_footprint, char *err,
+		      size_t errlen)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), max = c->d->opts.max_conn_bytes;
+	uint64_t fp = size > UINT64_MAX - (page - 1) ? UINT64_MAX : (size + page - 1) / page * page;
+
+	if (max && (fp > max || c->charged > max - fp)) {
+		snprintf(err, errlen,
+			 "connection memory limit (%" PRIu64 " MiB) reached: %" PRIu64 " bytes held, %" PRIu64
+			 " more requested (page-rounded)", max >> 20, c->charged, fp);
+		return PPRPC_ELIMIT;
+	}
+	*ret_footprint = fp;
+	return 0;
+}
+
+void conn_ref(struct conn *c)
+{
+	c->refs++;
+}
+
+void conn_unref(struct conn *c)
+{
+	if (--c->refs)
+		return;
+	/* Nothing of it is in flight any more: its device streams go back. */
+	for (uint32_t i = 0; i < c->d->ndev && i < PPRPCD_CONN_MAX_DEVICES; i++)
+		device_stream_release(c->d->dev[i], &c->streams[i]);
+	free(c);
+}
+
+void conn_close(struct conn *c)
+{
+	c->closing = 1;
+	if (c->t)
+		transport_close(c->t);
+}
+
+#define LIST_ADD(head, x)                 \
+	do {                              \
+		(x)->prev = NULL;         \
+		(x)->next = (head);       \
+		if (head)                 \
+			(head)->prev = (x); \
+		(head) = (x);             \
+	} while (0)
+#define LIST_DEL(head, x)                            \
+	do {                                         \
+		if ((x)->prev)                       \
+			(x)->prev->next = (x)->next; \
+		else                                 \
+			(head) = (x)->next;          \
+		if ((x)->next)                       \
+			(x)->next->prev = (x)->prev; \
+		(x)->next = (x)->prev = NULL;        \
+	} while (0)
+
+void conn_add_buffer(struct conn *c, struct dbuf *b)
+{
+	LIST_ADD(c->bufs, b);
+	c->nbuffers++;
+	c->allocated += b->size;
+	c->charged += b->footprint;
+}
+
+void conn_remove_buffer(struct conn *c, struct dbuf *b)
+{
+	LIST_DEL(c->bufs, b);
+	c->nbuffers--;
+	c->allocated -= b->size;
+	c->charged -= b->footprint;
+}
+
+void conn_add_graph(struct conn *c, struct graph *g)
+{
+	LIST_ADD(c->graphs, g);
+	c->ngraphs++;
+	c->charged += g->footprint;
+}
+
+void conn_remove_graph(struct conn *c, struct graph *g)
+{
+	LIST_DEL(c->graphs, g);
+	c->ngraphs--;
+	c->charged -= g->footprint;
+}
+
+void conn_add_timeline(struct conn *c, struct timeline *t)
+{
+	LIST_ADD(c->timelines, t);
+}
+
+void conn_remove_timeline(struct conn *c, struct timeline *t)
+{
+	LIST_DEL(c->timelines, t);
+}

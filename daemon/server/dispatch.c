@@ -1,0 +1,40 @@
+/* daemon/server/dispatch.c — the handler table, indexed by message type. */
+#include "daemon/server/dispatch.h"
+
+#include "proto/msgtype.h"
+#include "proto/pprpc.pb-c.h"
+
+static const struct handler table[MSG_TYPE_COUNT] = {
+	[MSG_HELLO] = { &pprpc__hello__descriptor, NULL, h_hello },
+	[MSG_BUFFER_ALLOC] = { &pprpc__buffer_alloc__descriptor, NULL, h_buffer_alloc },
+	[MSG_BUFFER_FREE] = { &pprpc__buffer_free__descriptor, NULL, h_buffer_free },
+	[MSG_BUFFER_CLEAR] = { &pprpc__buffer_clear__descriptor, NULL, h_buffer_clear },
+	[MSG_TENSOR_SET] = { &pprpc__tensor_set__descriptor, h_tensor_set_bulk, h_tensor_set },
+	[MSG_TENSOR_GET] = { &pprpc__tensor_get__descriptor, NULL, h_tensor_get },
+	[MSG_TENSOR_COPY] = { &pprpc__tensor_copy__descriptor, NULL, h_tensor_copy },
+	[MSG_GRAPH_CREATE] = { &pprpc__graph_create__descriptor, NULL, h_graph_create },
+	[MSG_GRAPH_RUN] = { &pprpc__graph_run__descriptor, NULL, h_graph_run },
+	[MSG_GRAPH_FREE] = { &pprpc__graph_free__descriptor, NULL, h_graph_free },
+	[MSG_FENCE] = { &pprpc__fence__descriptor, NULL, h_fence },
+	[MSG_STATS] = { &pprpc__stats__descriptor, NULL, h_stats },
+	[MSG_TIMELINE_CREATE] = { &pprpc__timeline_create__descriptor, NULL, h_timeline_create },
+	[MSG_TIMELINE_DESTROY] = { &pprpc__timeline_destroy__descriptor, NULL, h_timeline_destroy },
+	[MSG_SIGNAL] = { &pprpc__signal__descriptor, NULL, h_signal },
+	[MSG_WAIT] = { &pprpc__wait__descriptor, NULL, h_wait },
+	[MSG_TIMELINE_QUERY] = { &pprpc__timeline_query__descriptor, NULL, h_timeline_query },
+	[MSG_HOST_WAIT] = { &pprpc__host_wait__descriptor, NULL, h_host_wait },
+	[MSG_SUBSCRIBE] = { &pprpc__subscribe__descriptor, NULL, h_subscribe },
+	[MSG_SEND] = { &pprpc__send__descriptor, NULL, h_send },
+	[MSG_RECV] = { &pprpc__recv__descriptor, NULL, h_recv },
+	[MSG_PULL] = { &pprpc__pull__descriptor, NULL, h_pull },
+	[MSG_PING] = { &pprpc__empty__descriptor, NULL, h_ping },
+	[MSG_PROBE] = { &pprpc__probe__descriptor, NULL, h_probe },
+	[MSG_PULL_RELEASE] = { &pprpc__pull_release__descriptor, NULL, h_pull_release },
+};
+
+const struct handler *dispatch_lookup(unsigned type)
+{
+	if (type >= MSG_TYPE_COUNT || !table[type].run)
+		return NULL;
+	return &table[type];
+}

@@ -1,0 +1,55 @@
+/*
+ * daemon/server/dispatch.h — the dispatch table: message type → handler.
+ */
+#ifndef PPRPC_DAEMON_DISPATCH_H
+#define PPRPC_DAEMON_DISPATCH_H
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "proto/pprpc.pb-c.h"
+
+struct conn;
+struct request;
+
+struct handler {
+	const ProtobufCMessageDescriptor *desc;   /* request meta */
+	/* optional: the request carries bulk.  Validate the request and name
+	 * where the bulk goes (*ret_dst); on failure fill r->errmsg and return
+	 * a negative code — the bulk is then read and discarded. */
+	int (*bulk)(struct conn *c, struct request *r, void **ret_dst);
+	/* Handle a complete, decoded request.  Replies now or later. */
+	void (*run)(struct conn *c, struct request *r);
+};
+
+/* NULL for a type this daemon does not implement. */
+const struct handler *dispatch_lookup(unsigned type);
+
+/* Handlers (h_*.c). */
+void h_hello(struct conn *c, struct request *r);
+void h_buffer_alloc(struct conn *c, struct request *r);
+void h_buffer_free(struct conn *c, struct request *r);
+void h_buffer_clear(struct conn *c, struct request *r);
+int h_tensor_set_bulk(struct conn *c, struct request *r, void **ret_dst);
+void h_tensor_set(struct conn *c, struct request *r);
+void h_tensor_get(struct conn *c, struct request *r);
+void h_tensor_copy(struct conn *c, struct request *r);
+void h_graph_create(struct conn *c, struct request *r);
+void h_graph_run(struct conn *c, struct request *r);
+void h_graph_free(struct conn *c, struct request *r);
+void h_fence(struct conn *c, struct request *r);
+void h_stats(struct conn *c, struct request *r);
+void h_timeline_create(struct conn *c, struct request *r);
+void h_timeline_destroy(struct conn *c, struct request *r);
+void h_timeline_query(struct conn *c, struct request *r);
+void h_signal(struct conn *c, struct request *r);
+void h_wait(struct conn *c, struct request *r);
+void h_host_wait(struct conn *c, struct request *r);
+void h_subscribe(struct conn *c, struct request *r);
+void h_send(struct conn *c, struct request *r);
+void h_recv(struct conn *c, struct request *r);
+void h_pull(struct conn *c, struct request *r);
+void h_pull_release(struct conn *c, struct request *r);
+void h_ping(struct conn *c, struct request *r);
+void h_probe(struct conn *c, struct request *r);
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * daemon/server/options.h — the settings table (flags and configuration file) and
+ * CPU placement specs.
+ */
+#ifndef PPRPC_DAEMON_OPTIONS_H
+#define PPRPC_DAEMON_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define PPRPCD_DEFAULT_CONFIG "/etc/pprpc/pprpcd.conf"
+#define AFFINITY_MAX_CPUS 1024
+
+/* CPU sets for the event-loop thread and the device workers (and their
+ * BLAS / kernel threads).  An empty set means "not pinned". */
+struct cpu_affinity {
+	uint64_t loop[AFFINITY_MAX_CPUS / 64];
+	uint64_t device[AFFINITY_MAX_CPUS / 64];
+	int has_loop, has_device;
+};
+
+struct pprpcd_opts;
+
+struct optdef {
+	const char *name;   /* flag --name, file key name (or name_with_underscores) */
+	const char *arg;
+	const char *help;
+	int (*set)(struct pprpcd_opts *o, const char *v, char *err, size_t errlen);
+	void (*show)(const struct pprpcd_opts *o, char *buf, size_t len);
+};
+
+/* Parse a configuration text (path is only for messages).  Errors name
+ * path:line. */
+int pprpcd_config_parse(struct pprpcd_opts *o, const char *path, const char *text, size_t len,
+			char *err, size_t errlen);
+/* Read and parse a file; a missing file is fine unless must_exist. */
+int pprpcd_config_load(struct pprpcd_opts *o, const char *path, int must_exist, char *err, size_t errlen);
+void pprpcd_config_print(const struct pprpcd_opts *o, FILE *f);
+/* Apply PPRPC_RDMA_CHUNK / _TX_DEPTH / _RX_DEPTH and PPRPC_TRANSPORT. */
+int pprpcd_opts_env(struct pprpcd_opts *o, char *err, size_t errlen);
+/* Cross-field and vocabulary checks (addresses parse, devices known). */
+int pprpcd_opts_validate(const struct pprpcd_opts *o, char *err, size_t errlen);
+
+/* "loop=0,device=1-3" (either part optional; lists like 0,2-3 inside a
+ * part use ':' as separator: device=1:3-5). */
+int affinity_parse(const char *s, struct cpu_affinity *out, char *err, size_t errlen);
+void affinity_format(const struct cpu_affinity *a, char *buf, size_t len);
+
+#endif

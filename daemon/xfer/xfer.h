@@ -1,0 +1,55 @@
+/*
+ * daemon/xfer/xfer.h — stage-boundary transfers between daemons (SEND / RECV).
+ *
+ * SEND(region, id, dst rank) on the source queue captures the region into
+ * staging slots, chunk by chunk, when the queue reaches it, and the queue
+ * moves on (it stalls only when the staging ring is full).  A SEND that is
+ * the last command of its stream while the destination pulls skips the
+ * capture copy and streams from the tensor in place, keeping the stream
+ * until those bytes are written; a later command makes it capture the rest
+ * (send_exec in xfer.c).  RECV(region, id,
+ * src rank) on the destination makes the destination daemon PULL the
+ * transfer from the source over its peer link; the source streams each
+ * chunk as soon as it is captured (chunk i+1 is captured while chunk i is on
+ * the wire), and the destination's queue, on reaching RECV, copies chunks
+ * into the region as they arrive.  Bytes never pass through the client.
+ *
+ * Source and destination meet by transfer id: a PULL that arrives before
+ * its SEND waits for it.  A transfer fails as a whole (never counted
+ * complete with partial data): a lost link, a vanished client or mismatched
+ * sizes fail the RECV with an error instead of leaving it waiting.
+ */
+#ifndef PPRPC_DAEMON_XFER_H
+#define PPRPC_DAEMON_XFER_H
+
+#include <stdint.h>
+
+struct pprpcd;
+struct conn;
+struct request;
+
+int xfer_init(struct pprpcd *d);
+void xfer_fini(struct pprpcd *d);
+/* A connection closed: drop what it was pulling or sending. */
+void xfer_conn_closed(struct pprpcd *d, struct conn *c);
+/* Fail transfers whose other half did not come within the timeout. */
+void xfer_expire(struct pprpcd *d, uint64_t now_ms);
+/* Shutdown, loop side: close the completion handle. */
+void xfer_stop(struct pprpcd *d);
+/* Shutdown, before the devices close: undo the staging ring's page lock. */
+void xfer_unpin(struct pprpcd *d);
+/* Wake workers blocked on staging or on arriving chunks. */
+void xfer_wake(struct pprpcd *d);
+
+/* Per-boundary statistics (loop thread). */
+struct bstat {
+	struct bstat *next;
+	char peer[64];
+	char dir[8];            /* "send" | "recv" */
+	char path[16];          /* "p2p-tcp" | "p2p-rdma": the link of the last transfer */
+	uint64_t transfers, bytes, time_us, errors;
+	uint64_t copy_us;       /* recv by IPC: time in the copies themselves */
+	uint64_t ipc_bytes;     /* of bytes, those moved by IPC */
+};
+
+#endif

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Build the pinned llama.cpp release (fetched by scripts/fetch-llama.sh) with
+# CMake into a git-ignored build tree, once: ninja rebuilds nothing when
+# nothing changed.  CPU build by default; LLAMA_CUDA=1 adds ggml-cuda (sm_90).
+#
+#   scripts/build-llama.sh [SRC [BUILD]]   (default: ext/llama.cpp ext/llama.cpp/build-cpu)
+#
+# One patch is applied to the source before building (scripts/llama-patches/):
+# test-llama-archs does not call ggml_backend_load_all() in this release, so it
+# never sees a backend named by GGML_BACKEND_PATH; the patch adds that one call
+# at the top of main() (what llama-bench, llama-cli and test-backend-ops do).
+# What the test checks is unchanged.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+SRC=${1:-ext/llama.cpp}
+BUILD=${2:-$SRC/build-${LLAMA_CUDA:+cuda}${LLAMA_CUDA:-cpu}}
+[ "${LLAMA_CUDA:-0}" = 1 ] && BUILD=${2:-$SRC/build-cuda}
+[ "${LLAMA_CUDA:-0}" = 1 ] || BUILD=${2:-$SRC/build-cpu}
+JOBS=${JOBS:-$(nproc)}
+TARGETS=${LLAMA_TARGETS:-"ggml-base ggml-cpu ggml llama test-backend-ops test-llama-archs llama-bench llama-simple llama-completion llama-quantize ggml-rpc-server"}
+
+[ -d "$SRC" ] || scripts/fetch-llama.sh "$SRC"
+
+for p in scripts/llama-patches/*.patch; do
+	if git -C "$SRC" apply --check -R "$root/$p" 2>/dev/null; then
+		continue # already applied
+	fi
+	git -C "$SRC" apply "$root/$p"
+	echo "build-llama: applied $p"
+done
+
+cuda_flags=()
+if [ "${LLAMA_CUDA:-0}" = 1 ]; then
+	cuda_flags=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${LLAMA_CUDA_ARCHS:-90}")
+fi
+if [ ! -f "$BUILD/build.ninja" ]; then
+	cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+		-DBUILD_SHARED_LIBS=ON -DGGML_RPC=ON -DGGML_NATIVE="${LLAMA_NATIVE:-ON}" \
+		-DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=ON \
+		-DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_EXAMPLES=ON \
+		"${cuda_flags[@]}" >/dev/null
+fi
+# shellcheck disable=SC2086
+ninja -C "$BUILD" -j "$JOBS" $TARGETS | grep -v '^\[' || true
+for t in test-backend-ops test-llama-archs llama-bench llama-simple ggml-rpc-server; do
+	[ -x "$BUILD/bin/$t" ] || { echo "build-llama: $BUILD/bin/$t missing after the build" >&2; exit 1; }
+done
+echo "build-llama: $BUILD ready"
