@@ -116,6 +116,38 @@ RDMA_SKIP := transport/rdma_verbs.c
 RDMA_INFO := no (libibverbs-dev/librdmacm-dev not found): TCP only
 endif
 
+# ---- the pinned llama.cpp / ggml (doc/ggml.md) ------------------------------
+# `make llama` fetches (scripts/fetch-llama.sh) and builds (scripts/build-llama.sh)
+# the pinned release into the git-ignored ext/; nothing is rebuilt when nothing
+# changed.  GGML=auto links the ggml engine into pprpcd when those libraries are
+# there; GGML=1 requires them; GGML=0 builds without.
+LLAMA_DIR   ?= ext/llama.cpp
+LLAMA_BUILD ?= $(LLAMA_DIR)/build-cpu
+GGML_LIB_DIR ?= $(LLAMA_BUILD)/bin
+GGML ?= auto
+ifeq ($(GGML),0)
+GGML_ON := 0
+else ifneq ($(wildcard $(GGML_LIB_DIR)/libggml.so),)
+GGML_ON := 1
+else ifeq ($(GGML),1)
+$(error GGML=1 but $(GGML_LIB_DIR)/libggml.so was not found: run `make llama`)
+else
+GGML_ON := 0
+endif
+ifeq ($(GGML_ON),1)
+GGML_INC := -I$(LLAMA_DIR)/ggml/include -I$(LLAMA_DIR)/ggml/src
+GGML_LIBS := -L$(GGML_LIB_DIR) -Wl,-rpath,$(abspath $(GGML_LIB_DIR)) -lggml -lggml-base
+GGML_INFO := $(GGML_LIB_DIR)
+else
+GGML_INC :=
+GGML_LIBS :=
+GGML_INFO := no ($(if $(filter 0,$(GGML)),GGML=0,run `make llama`)): no ggml devices
+endif
+
+.PHONY: llama
+llama:
+	scripts/build-llama.sh $(LLAMA_DIR) $(LLAMA_BUILD)
+
 # ---- sources ------------------------------------------------------------
 PROTO      := proto/pprpc.proto
 PROTO_C    := $(G)/proto/pprpc.pb-c.c
@@ -160,6 +192,7 @@ all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES)
 
 info:
 	@echo "pprpc build: libuv $$($(PKG_CONFIG) --modversion libuv), protobuf-c $$($(PKG_CONFIG) --modversion libprotobuf-c), libcrypto $$($(PKG_CONFIG) --modversion libcrypto), rdma: $(RDMA_INFO), openblas: $(if $(BLAS_LIBS),yes,no), static deps: $(STATIC)$(if $(SANITIZE), sanitize=$(SANITIZE))"
+	@echo "pprpc build: ggml engine: $(GGML_INFO)"
 	@echo "pprpc build: CUDA $(if $(filter 1,$(CUDA_ON)),found: $(NVCC_PATH) (release $(CUDA_MAJOR).$(CUDA_MINOR), archs $(CUDA_ARCHS)),not found or disabled (CUDA=$(CUDA)): CPU only)"
 
 # ---- generated protobuf-c code -------------------------------------------

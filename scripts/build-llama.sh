@@ -14,9 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 SRC=${1:-ext/llama.cpp}
-BUILD=${2:-$SRC/build-${LLAMA_CUDA:+cuda}${LLAMA_CUDA:-cpu}}
-[ "${LLAMA_CUDA:-0}" = 1 ] && BUILD=${2:-$SRC/build-cuda}
-[ "${LLAMA_CUDA:-0}" = 1 ] || BUILD=${2:-$SRC/build-cpu}
+if [ "${LLAMA_CUDA:-0}" = 1 ]; then BUILD=${2:-$SRC/build-cuda}; else BUILD=${2:-$SRC/build-cpu}; fi
 JOBS=${JOBS:-$(nproc)}
 TARGETS=${LLAMA_TARGETS:-"ggml-base ggml-cpu ggml llama test-backend-ops test-llama-archs llama-bench llama-simple llama-completion llama-quantize ggml-rpc-server"}
 
@@ -41,8 +39,14 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 		-DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_EXAMPLES=ON \
 		"${cuda_flags[@]}" >/dev/null
 fi
+# Progress lines and compiler warnings of the foreign code stay in the log.
+log="$BUILD/pprpc-build.log"
 # shellcheck disable=SC2086
-ninja -C "$BUILD" -j "$JOBS" $TARGETS | grep -v '^\[' || true
+if ! ninja -C "$BUILD" -j "$JOBS" $TARGETS >"$log" 2>&1; then
+	grep -E "error|FAILED" "$log" | head -20 >&2
+	echo "build-llama: ninja failed, see $log" >&2
+	exit 1
+fi
 for t in test-backend-ops test-llama-archs llama-bench llama-simple ggml-rpc-server; do
 	[ -x "$BUILD/bin/$t" ] || { echo "build-llama: $BUILD/bin/$t missing after the build" >&2; exit 1; }
 done

