@@ -213,7 +213,8 @@ $(O)/gen/pprpc.pb-c.o: $(PROTO_C)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-shadow -c $< -o $@
 
 # The ggml engine and the tests that build ggml graphs see ggml's headers.
-$(O)/daemon/backend/ggml/%.o $(O)/tests/integration/%ggml%.o: CPPFLAGS += $(GGML_INC)
+$(O)/daemon/backend/ggml/%.o: CPPFLAGS += $(GGML_INC)
+$(O)/tests/integration/test_ggml.o $(O)/tests/integration/ggml_wire.o: CPPFLAGS += $(GGML_INC)
 
 # Every object may include the generated header.
 $(O)/%.o: %.c | $(PROTO_H)
