@@ -271,16 +271,19 @@ $(T)/test_%: $(O)/tests/integration/test_%.o $(O)/tests/integration/harness.o $(
 
 # Fuzz targets: the same source is built twice — with a replay main (any
 # compiler; runs over the saved corpus in `make test`) and with libFuzzer.
-$(T)/replay_%: tests/fuzz/%.c tests/fuzz/replay_main.c $(TEST_LINK) | $(PROTO_H)
+# A target's extra sources: FUZZ_EXTRA_<target>.
+FUZZ_EXTRA_fuzz_ggml_graph := tests/integration/ggml_wire.c
+.SECONDEXPANSION:
+$(T)/replay_%: tests/fuzz/%.c tests/fuzz/replay_main.c $$(FUZZ_EXTRA_$$*) $(TEST_LINK) | $(PROTO_H)
 	@mkdir -p $(T)
-	$(CC) $(CPPFLAGS) $(GGML_INC) $(CFLAGS) -o $@ tests/fuzz/$*.c tests/fuzz/replay_main.c $(TEST_LINK) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
+	$(CC) $(CPPFLAGS) $(GGML_INC) $(CFLAGS) -o $@ tests/fuzz/$*.c tests/fuzz/replay_main.c $(FUZZ_EXTRA_$*) $(TEST_LINK) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
 
 FUZZ_CC ?= clang
 FUZZ_LINK_SRCS := $(DAEMON_SRCS) $(PROTO_SRCS) $(UTIL_SRCS) $(TRANSPORT_SRCS) $(KERNEL_SRCS) $(KERNEL_CPU_SRCS) $(PROTO_C)
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK_SRCS)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $$(FUZZ_EXTRA_$$*) $(FUZZ_LINK_SRCS)
 	@mkdir -p $(BUILD)/fuzz
 	$(FUZZ_CC) $(CPPFLAGS) $(GGML_INC) -UPPRPC_HAVE_CUDA -std=gnu11 -g -O1 -pthread -fsanitize=fuzzer,address,undefined -o $@ $< \
-		$(FUZZ_LINK_SRCS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
+		$(FUZZ_EXTRA_$*) $(FUZZ_LINK_SRCS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
 
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done

@@ -419,6 +419,44 @@ static void test_hello(void **state)
 	close(fd);
 }
 
+/* PPRPC_GGML_SEED_DIR=dir: write the model's graph as a seed of the fuzz
+ * target tests/fuzz/fuzz_ggml_graph.c (weights in its buffer 3, the rest
+ * in its buffer 2; run when accepted). */
+static void save_seed(struct model *m)
+{
+	const char *dir = getenv("PPRPC_GGML_SEED_DIR");
+	uint64_t *saved = calloc(m->wg.msg.n_tensors + 1, sizeof(*saved));
+	uint8_t *buf;
+	size_t n;
+	char path[512];
+	FILE *f;
+
+	if (!dir || !saved) {
+		free(saved);
+		return;
+	}
+	for (size_t i = 0; i < m->wg.msg.n_tensors; i++) {
+		saved[i] = m->wg.t[i].buffer;
+		if (saved[i])
+			m->wg.t[i].buffer = saved[i] == m->rw ? 3 : 2;
+	}
+	n = meta_size(&m->wg.msg.base);
+	buf = malloc(n + 2);
+	assert_non_null(buf);
+	buf[0] = 2;
+	buf[1] = (uint8_t)gw_index(&m->wg, m->mm);
+	meta_pack(&m->wg.msg.base, buf + 2);
+	snprintf(path, sizeof(path), "%s/test_ggml-model", dir);
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(buf, 1, n + 2, f), n + 2);
+	fclose(f);
+	for (size_t i = 0; i < m->wg.msg.n_tensors; i++)
+		m->wg.t[i].buffer = saved[i];
+	free(buf);
+	free(saved);
+}
+
 /* Created once, run with new inputs several times: the local result each
  * time; the device counts one create and every run. */
 static void test_graph_matches_local(void **state)
@@ -429,6 +467,7 @@ static void test_graph_matches_local(void **state)
 
 	(void)state;
 	open_model(&m);
+	save_seed(&m);
 	stats(&m, DEV_GGML, &c0, &r0, &a0);
 	assert_true(a0 >= ggml_backend_buffer_get_size(m.bw) + ggml_backend_buffer_get_size(m.bc));
 	assert_int_equal(create(&m, &g, err, sizeof(err)), 0);

@@ -151,13 +151,21 @@ static int mul_mat(const struct ggml_tensor *node, char *err, size_t errlen)
 	return 0;
 }
 
+/* ggml_is_padded_1d (static in ggml.c): ggml_scale asserts it. */
+static bool padded_1d(const struct ggml_tensor *t)
+{
+	return t->nb[0] == ggml_type_size(t->type) && t->nb[2] == t->nb[1] * (size_t)t->ne[1] &&
+	       t->nb[3] == t->nb[2] * (size_t)t->ne[2];
+}
+
 static int scale(const struct ggml_tensor *node, char *err, size_t errlen)
 {
 	const struct ggml_tensor *a = node->src[0];
 
 	if (!srcs_are(node, 1) || !params_zero_from(node, 2 * sizeof(float)))
 		FAIL("takes source a and two parameters (scale, bias)");
-	if (a->type != GGML_TYPE_F32 || !nonempty(a) || !ggml_is_contiguous(a))
+	/* the constructor asserts padded rows, the kernel contiguity */
+	if (a->type != GGML_TYPE_F32 || !nonempty(a) || !ggml_is_contiguous(a) || !padded_1d(a))
 		FAIL("interim rule: a contiguous, non-empty f32 tensor");
 	if (!fresh(node, GGML_TYPE_F32, a->ne) && !view_of(node, a))
 		FAIL("the result must be a new f32 tensor shaped like a, or a itself");
