@@ -548,7 +548,7 @@ static void test_hostile_graphs(void **state)
 	HOSTILE(&m, m.wg.nodes[0], (int32_t)iw, PPRPC_EINVAL, "has no op");
 	/* ops and their rules */
 	HOSTILE(&m, t[imm].op, (uint32_t)GGML_OP_COUNT + 5, PPRPC_EUNSUPP, "unknown ggml op");
-	HOSTILE(&m, t[imm].op, (uint32_t)GGML_OP_SIN, PPRPC_EUNSUPP, "SIN");
+	HOSTILE(&m, t[imm].op, (uint32_t)GGML_OP_CROSS_ENTROPY_LOSS, PPRPC_EUNSUPP, "CROSS_ENTROPY_LOSS");
 	HOSTILE(&m, t[imm].op, (uint32_t)GGML_OP_MAP_CUSTOM1, PPRPC_EUNSUPP, "MAP_CUSTOM1");
 	ne_saved = t[imm].ne[0];
 	HOSTILE(&m, t[imm].ne[0], ne_saved - 1, PPRPC_EINVAL, "MUL_MAT");
@@ -616,6 +616,95 @@ static void test_index_guard(void **state)
 	run_and_compare(&m, g);
 	assert_true(tdaemon_alive(&g_d));
 	close_model(&m);
+}
+
+/* Ids computed inside the graph: rows of an i32 table picked by input ids,
+ * then used to pick embedding rows.  The first ids are checked before the
+ * run (an input); the second only exist once the first GET_ROWS ran, so the
+ * run is cut there and they are checked in between: a bad table entry fails
+ * the run after the first segment wrote its output, and nothing after. */
+static void test_split_guard(void **state)
+{
+	struct model m;
+	struct ggml_context *ctx = ctx_new(16);
+	struct ggml_tensor *table, *ids, *ids2, *emb, *rows, *out;
+	struct ggml_cgraph *gf;
+	ggml_backend_buffer_t lb;
+	struct gw_map map[1];
+	int32_t tab[20], in[T], got_ids[T];
+	float e[K * V], want[K * T], got[K * T];
+	uint64_t g = 0, rb, base;
+	uint32_t seed = 3;
+	char err[320] = "";
+	int code;
+
+	(void)state;
+	m.fd = traw_connect(&g_d);
+	m.req = 100;
+	assert_true(m.fd >= 0);
+	assert_int_equal(wire_hello(m.fd), 0);
+	table = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 1, 20);
+	ids = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, T);
+	emb = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, V);
+	rows = ggml_get_rows(ctx, table, ids);             /* [1, T] i32 */
+	ids2 = ggml_reshape_1d(ctx, rows, T);
+	out = ggml_scale(ctx, ggml_get_rows(ctx, emb, ids2), 2.0f);
+	gf = ggml_new_graph(ctx);
+	ggml_build_forward_expand(gf, out);
+	lb = ggml_backend_alloc_ctx_tensors(ctx, g_cpu);
+	assert_non_null(lb);
+	base = (uint64_t)(uintptr_t)ggml_backend_buffer_get_base(lb);
+	rb = alloc_remote(&m, DEV_GGML, ggml_backend_buffer_get_size(lb), &code, NULL, 0);
+	assert_int_equal(code, 0);
+	map[0] = (struct gw_map){ lb, rb };
+	assert_int_equal(gw_serialize(gf, map, 1, DEV_GGML, &m.wg), 0);
+	assert_int_equal(create(&m, &g, err, sizeof(err)), 0);
+
+	for (int i = 0; i < 20; i++)
+		tab[i] = (i * 7) % V;
+	for (int i = 0; i < T; i++)
+		in[i] = (i * 3) % 20;
+	for (int i = 0; i < K * V; i++)
+		e[i] = frand(&seed);
+	ggml_backend_tensor_set(table, tab, 0, sizeof(tab));
+	ggml_backend_tensor_set(ids, in, 0, sizeof(in));
+	ggml_backend_tensor_set(emb, e, 0, sizeof(e));
+	set_remote(&m, rb, 0, ggml_backend_buffer_get_base(lb), ggml_backend_buffer_get_size(lb));
+	assert_int_equal(ggml_backend_graph_compute(g_cpu, gf), GGML_STATUS_SUCCESS);
+	ggml_backend_tensor_get(out, want, 0, sizeof(want));
+	assert_int_equal(run(&m, g, err, sizeof(err)), 0);
+	get_remote(&m, rb, (uintptr_t)out->data - base, got, sizeof(got));
+	assert_memory_equal(got, want, sizeof(got));
+
+	/* a table entry past the embeddings: caught between the segments */
+	tab[(size_t)in[2]] = V + 7;
+	set_remote(&m, rb, (uintptr_t)table->data - base, tab, sizeof(tab));
+	memset(got, 0, sizeof(got));
+	set_remote(&m, rb, (uintptr_t)out->data - base, got, sizeof(got));
+	assert_int_equal(run(&m, g, err, sizeof(err)), PPRPC_ERANGE);
+	assert_non_null(strstr(err, "GET_ROWS"));
+	assert_non_null(strstr(err, "index 57"));
+	assert_non_null(strstr(err, "outside [0, 50)"));
+	get_remote(&m, rb, (uintptr_t)rows->data - base, got_ids, sizeof(got_ids));
+	assert_int_equal(got_ids[2], V + 7);   /* the first segment ran */
+	get_remote(&m, rb, (uintptr_t)out->data - base, got, sizeof(got));
+	for (int i = 0; i < K * T; i++)        /* the second did not */
+		assert_true(got[i] == 0.0f);
+
+	/* an input id past the table: caught before anything runs */
+	tab[(size_t)in[2]] = 1;
+	set_remote(&m, rb, (uintptr_t)table->data - base, tab, sizeof(tab));
+	in[0] = 20;
+	set_remote(&m, rb, (uintptr_t)ids->data - base, in, sizeof(in));
+	assert_int_equal(run(&m, g, err, sizeof(err)), PPRPC_ERANGE);
+	assert_non_null(strstr(err, "outside [0, 20)"));
+	get_remote(&m, rb, (uintptr_t)rows->data - base, got_ids, sizeof(got_ids));
+	assert_int_equal(got_ids[2], V + 7);   /* untouched */
+
+	close(m.fd);
+	gw_free(&m.wg);
+	ggml_backend_buffer_free(lb);
+	ggml_free(ctx);
 }
 
 /* Queued SET/RUN: a failing run is the stream's sticky error, what follows
@@ -743,12 +832,13 @@ static void test_probes(void **state)
 			      err, sizeof(err)), 0);
 	assert_true(((Pprpc__GgmlSupportsReply *)rep)->supported);
 	meta_free(rep);
-	/* an op without a rule: not supported, and why */
-	m.wg.t[imm].op = GGML_OP_SIN;
+	/* an op without a rule (training, in every rule set): not supported,
+	 * and why */
+	m.wg.t[imm].op = GGML_OP_CROSS_ENTROPY_LOSS;
 	assert_int_equal(call(&m, MSG_GGML_SUPPORTS, &q.base, NULL, 0, &pprpc__ggml_supports_reply__descriptor, &rep,
 			      err, sizeof(err)), 0);
 	assert_false(((Pprpc__GgmlSupportsReply *)rep)->supported);
-	assert_non_null(strstr(((Pprpc__GgmlSupportsReply *)rep)->reason, "no rule for ggml op SIN"));
+	assert_non_null(strstr(((Pprpc__GgmlSupportsReply *)rep)->reason, "CROSS_ENTROPY_LOSS"));
 	meta_free(rep);
 	m.wg.t[imm].op = GGML_OP_MUL_MAT;
 	/* malformed requests are errors */
@@ -876,6 +966,7 @@ int main(void)
 		cmocka_unit_test(test_graph_matches_local),
 		cmocka_unit_test(test_hostile_graphs),
 		cmocka_unit_test(test_index_guard),
+		cmocka_unit_test(test_split_guard),
 		cmocka_unit_test(test_queue_sticky),
 		cmocka_unit_test(test_wait_holds_run),
 		cmocka_unit_test(test_probes),

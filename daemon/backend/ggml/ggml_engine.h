@@ -43,6 +43,7 @@ struct gge_dev {
 	ggml_backend_buffer_type_t buft;
 	struct ggml_threadpool *tp;      /* ggml-cpu: persistent compute threads */
 	void (*tp_free)(struct ggml_threadpool *tp);
+	bool worker_ready;               /* gge_dev_worker_init ran */
 	bool host;                       /* buffers are host memory */
 	size_t alignment, max_size;
 	enum ggml_backend_dev_type type;
@@ -57,6 +58,8 @@ struct gge_dev {
  * backend cannot start. */
 int gge_dev_open(const char *name, int threads, struct gge_dev **ret_g, char *err, size_t errlen);
 void gge_dev_close(struct gge_dev *g);
+/* On the thread that runs the device's graphs, before its first run. */
+void gge_dev_worker_init(struct gge_dev *g);
 /* Free and total memory behind the device's buffers (see dev_ggml.c for
  * host memory, where ggml-cpu reports everything as free). */
 int gge_dev_memory(const struct gge_dev *g, uint64_t *ret_free, uint64_t *ret_total);

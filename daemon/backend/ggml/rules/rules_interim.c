@@ -14,8 +14,8 @@
  *                   b->ne2/ne3 multiples of a's; result f32 {a1, b1, b2, b3}
  *   SCALE           f32 contiguous; result like a, or a in place
  *   SOFT_MAX        f32 contiguous, no mask, no sinks, max_bias 0
- *   GET_ROWS        a f32 rows, b i32 ids (a->ne2 == b->ne1, a->ne3 ==
- *                   b->ne2, b->ne3 == 1); result f32 {a0, b0, b1, b2}; the
+ *   GET_ROWS        a f32/i32 rows, b i32 ids (a->ne2 == b->ne1, a->ne3 ==
+ *                   b->ne2, b->ne3 == 1); result {a0, b0, b1, b2} of a's type; the
  *                   ids' values are guarded at run time (ggml_guard.c)
  *   CPY             f32/f16 to f32/f16 of as many elements; the result is b
  *   CONT            f32/f16; contiguous, as many elements, same type
@@ -196,23 +196,25 @@ static int get_rows(const struct ggml_tensor *node, char *err, size_t errlen)
 
 	if (!srcs_are(node, 2) || !params_zero_from(node, 0))
 		FAIL("takes sources a, ids and no parameters");
-	if (a->type != GGML_TYPE_F32 || b->type != GGML_TYPE_I32)
-		FAIL("interim rule: a f32, ids i32 (a %s, ids %s)", ggml_type_name(a->type), ggml_type_name(b->type));
+	if ((a->type != GGML_TYPE_F32 && a->type != GGML_TYPE_I32) || b->type != GGML_TYPE_I32)
+		FAIL("interim rule: a f32/i32, ids i32 (a %s, ids %s)", ggml_type_name(a->type),
+		     ggml_type_name(b->type));
 	if (!nonempty(a) || !nonempty(b))
 		FAIL("interim rule: no empty tensors");
 	if (a->ne[2] != b->ne[1] || a->ne[3] != b->ne[2] || b->ne[3] != 1)
 		FAIL("ids [%lld %lld %lld %lld] do not fit a [%lld %lld %lld %lld]", (long long)b->ne[0],
 		     (long long)b->ne[1], (long long)b->ne[2], (long long)b->ne[3], (long long)a->ne[0],
 		     (long long)a->ne[1], (long long)a->ne[2], (long long)a->ne[3]);
-	if (a->nb[0] != sizeof(float))
+	if (a->nb[0] != ggml_type_size(a->type))
 		FAIL("a's elements must be contiguous in dimension 0");
 	ne[0] = a->ne[0];
 	ne[1] = b->ne[0];
 	ne[2] = b->ne[1];
 	ne[3] = b->ne[2];
-	if (!fresh(node, GGML_TYPE_F32, ne))
-		FAIL("the result must be a new f32 tensor [%lld %lld %lld %lld]", (long long)ne[0], (long long)ne[1],
-		     (long long)ne[2], (long long)ne[3]);
+	/* ggml_get_rows: rows of i32 stay i32, anything else becomes f32 */
+	if (!fresh(node, a->type, ne))
+		FAIL("the result must be a new %s tensor [%lld %lld %lld %lld]", ggml_type_name(a->type),
+		     (long long)ne[0], (long long)ne[1], (long long)ne[2], (long long)ne[3]);
 	return 0;
 }
 
