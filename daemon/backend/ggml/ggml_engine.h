@@ -154,6 +154,8 @@ int gge_guards_plan(struct gge_graph *gg, const Pprpc__GgmlTensor *const *w, cha
 /* Check the guards of class `when` (GGE_GUARD_*) for node positions in
  * [from, to). */
 int gge_guards_check(struct gge_graph *gg, int from, int to, int when, char *err, size_t errlen);
+/* How many guards a graph has of class when. */
+int gge_guards_count(const struct gge_graph *gg, int when);
 /* First node position >= from with a run-time split guard, nnodes if none. */
 int gge_guards_next_split(const struct gge_graph *gg, int from);
 

@@ -17,11 +17,13 @@
  *   GET_ROWS        a f32/i32 rows, b i32 ids (a->ne2 == b->ne1, a->ne3 ==
  *                   b->ne2, b->ne3 == 1); result {a0, b0, b1, b2} of a's type; the
  *                   ids' values are guarded at run time (ggml_guard.c)
+ *   ARGSORT         f32 rows, either order; result i32 shaped like a
  *   CPY             f32/f16 to f32/f16 of as many elements; the result is b
  *   CONT            f32/f16; contiguous, as many elements, same type
  *   RESHAPE, VIEW, PERMUTE, TRANSPOSE   views of a as ggml makes them
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -218,6 +220,22 @@ static int get_rows(const struct ggml_tensor *node, char *err, size_t errlen)
 	return 0;
 }
 
+static int argsort(const struct ggml_tensor *node, char *err, size_t errlen)
+{
+	const struct ggml_tensor *a = node->src[0];
+	int32_t order = node->op_params[0];
+
+	if (!srcs_are(node, 1) || !params_zero_from(node, sizeof(int32_t)) ||
+	    (order != GGML_SORT_ORDER_ASC && order != GGML_SORT_ORDER_DESC))
+		FAIL("takes source a and a sort order");
+	/* the kernel reads a's rows as plain floats */
+	if (a->type != GGML_TYPE_F32 || !nonempty(a) || a->nb[0] != sizeof(float) || a->ne[0] > INT32_MAX)
+		FAIL("interim rule: a non-empty f32 tensor with contiguous rows");
+	if (!fresh(node, GGML_TYPE_I32, a->ne))
+		FAIL("the result must be a new i32 tensor shaped like a");
+	return 0;
+}
+
 static bool f32_or_f16(enum ggml_type t)
 {
 	return t == GGML_TYPE_F32 || t == GGML_TYPE_F16;
@@ -322,6 +340,9 @@ int ggml_rules_check(const struct ggml_tensor *node, char *err, size_t errlen)
 		break;
 	case GGML_OP_GET_ROWS:
 		rc = get_rows(node, err, errlen);
+		break;
+	case GGML_OP_ARGSORT:
+		rc = argsort(node, err, errlen);
 		break;
 	case GGML_OP_CPY:
 		rc = cpy(node, err, errlen);
