@@ -277,9 +277,8 @@ static int view_op(const struct ggml_tensor *node, char *err, size_t errlen)
 {
 	const struct ggml_tensor *a = node->src[0];
 	size_t ao, off;
-	const struct ggml_tensor *ab = base_of(a, &ao);
 
-	if (!srcs_are(node, 1) || node->view_src != ab || node->type != a->type)
+	if (!srcs_are(node, 1) || node->view_src != base_of(a, &ao) || node->type != a->type)
 		FAIL("must be a view of its source a, of a's type");
 	switch (node->op) {
 	case GGML_OP_RESHAPE:
