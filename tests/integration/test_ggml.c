@@ -806,6 +806,134 @@ static void test_wait_holds_run(void **state)
 	close_model(&m);
 }
 
+/* Two stages on two daemons, as llama.cpp splits a model: rank A runs
+ * h = mul_mat(W, get_rows(E, ids)) and SENDs h; rank B RECVs it into its
+ * ggml buffer and runs soft_max(scale(h)).  All of it queued, each rank's
+ * commands in order; B's output is what ggml computes in one piece here. */
+static void test_two_ranks(void **state)
+{
+	static const char *const extra[] = { "--devices", "ggml:CPU", "--threads", "1", NULL };
+	struct tdaemon db;
+	struct model a, b;
+	struct ggml_context *c1 = ctx_new(8), *c2 = ctx_new(8);
+	struct ggml_tensor *E, *W, *ids, *h, *hin, *out;
+	struct ggml_cgraph *g1, *g2;
+	ggml_backend_buffer_t l1, l2;
+	struct gw_map map;
+	struct gw_graph w1, w2;
+	Pprpc__GraphRun r = PPRPC__GRAPH_RUN__INIT;
+	Pprpc__Send snd = PPRPC__SEND__INIT;
+	Pprpc__Recv rcv = PPRPC__RECV__INIT;
+	uint64_t ra, rb, ga = 0, gb = 0, base1, base2;
+	float want[M * T], got[M * T];
+	char err[320] = "";
+	int code;
+
+	(void)state;
+	assert_int_equal(tdaemon_start(&db, extra), 0);
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	a.fd = traw_connect(&g_d);
+	b.fd = traw_connect(&db);
+	a.req = b.req = 100;
+	assert_int_equal(wire_hello(a.fd), 0);
+	assert_int_equal(wire_hello(b.fd), 0);
+
+	E = ggml_new_tensor_2d(c1, GGML_TYPE_F32, K, V);
+	W = ggml_new_tensor_2d(c1, GGML_TYPE_F16, K, M);
+	ids = ggml_new_tensor_1d(c1, GGML_TYPE_I32, T);
+	h = ggml_mul_mat(c1, W, ggml_get_rows(c1, E, ids));
+	g1 = ggml_new_graph(c1);
+	ggml_build_forward_expand(g1, h);
+	hin = ggml_new_tensor_2d(c2, GGML_TYPE_F32, M, T);
+	out = ggml_soft_max(c2, ggml_scale(c2, hin, 0.125f));
+	g2 = ggml_new_graph(c2);
+	ggml_build_forward_expand(g2, out);
+	l1 = ggml_backend_alloc_ctx_tensors(c1, g_cpu);
+	l2 = ggml_backend_alloc_ctx_tensors(c2, g_cpu);
+	assert_true(l1 && l2);
+	base1 = (uint64_t)(uintptr_t)ggml_backend_buffer_get_base(l1);
+	base2 = (uint64_t)(uintptr_t)ggml_backend_buffer_get_base(l2);
+	{
+		uint32_t seed = 21;
+		float e[K * V];
+		ggml_fp16_t wv[K * M];
+		int32_t iv[T];
+
+		for (int i = 0; i < K * V; i++)
+			e[i] = frand(&seed);
+		for (int i = 0; i < K * M; i++)
+			wv[i] = ggml_fp32_to_fp16(frand(&seed));
+		for (int i = 0; i < T; i++)
+			iv[i] = (i * 11) % V;
+		ggml_backend_tensor_set(E, e, 0, sizeof(e));
+		ggml_backend_tensor_set(W, wv, 0, sizeof(wv));
+		ggml_backend_tensor_set(ids, iv, 0, sizeof(iv));
+	}
+	/* the reference, in one piece */
+	assert_int_equal(ggml_backend_graph_compute(g_cpu, g1), GGML_STATUS_SUCCESS);
+	ggml_backend_tensor_copy(h, hin);
+	assert_int_equal(ggml_backend_graph_compute(g_cpu, g2), GGML_STATUS_SUCCESS);
+	ggml_backend_tensor_get(out, want, 0, sizeof(want));
+
+	ra = alloc_remote(&a, DEV_GGML, ggml_backend_buffer_get_size(l1), &code, NULL, 0);
+	assert_int_equal(code, 0);
+	rb = alloc_remote(&b, 0, ggml_backend_buffer_get_size(l2), &code, NULL, 0);
+	assert_int_equal(code, 0);
+	set_remote(&a, ra, 0, ggml_backend_buffer_get_base(l1), ggml_backend_buffer_get_size(l1));
+	map = (struct gw_map){ l1, ra };
+	assert_int_equal(gw_serialize(g1, &map, 1, DEV_GGML, &w1), 0);
+	map = (struct gw_map){ l2, rb };
+	assert_int_equal(gw_serialize(g2, &map, 1, 0, &w2), 0);
+	a.wg = w1;
+	assert_int_equal(create(&a, &ga, err, sizeof(err)), 0);
+	b.wg = w2;
+	assert_int_equal(create(&b, &gb, err, sizeof(err)), 0);
+
+	/* B: RECV h, run.  A: run, SEND h.  Both queued. */
+	rcv.device = 0;
+	rcv.buffer = rb;
+	rcv.offset = (uintptr_t)hin->data - base2;
+	rcv.size = ggml_nbytes(h);
+	rcv.transfer_id = 77;
+	rcv.src_rank = g_d.addr;
+	send_queued(&b, MSG_RECV, &rcv.base, NULL, 0);
+	r.graph = gb;
+	send_queued(&b, MSG_GRAPH_RUN, &r.base, NULL, 0);
+	r.graph = ga;
+	send_queued(&a, MSG_GRAPH_RUN, &r.base, NULL, 0);
+	snd.device = DEV_GGML;
+	snd.buffer = ra;
+	snd.offset = (uintptr_t)h->data - base1;
+	snd.size = ggml_nbytes(h);
+	snd.transfer_id = 77;
+	snd.dst_rank = db.addr;
+	send_queued(&a, MSG_SEND, &snd.base, NULL, 0);
+	assert_int_equal(fence(&a, NULL, err, sizeof(err)), 0);
+	{
+		Pprpc__Fence f = PPRPC__FENCE__INIT;
+		struct wire_reply wr;
+
+		assert_int_equal(wire_call(b.fd, MSG_FENCE, ++b.req, &f.base, NULL, 0, &wr), 0);
+		if (wr.is_error)
+			fprintf(stderr, "rank B: %s\n", wr.msg);
+		assert_false(wr.is_error);
+		wire_reply_free(&wr);
+	}
+	get_remote(&b, rb, (uintptr_t)out->data - base2, got, sizeof(got));
+	assert_memory_equal(got, want, sizeof(got));
+
+	close(a.fd);
+	close(b.fd);
+	gw_free(&w1);
+	gw_free(&w2);
+	ggml_backend_buffer_free(l1);
+	ggml_backend_buffer_free(l2);
+	ggml_free(c1);
+	ggml_free(c2);
+	assert_int_equal(tdaemon_stop(&db), 0);
+}
+
 /* GGML_SUPPORTS and GGML_ALLOC_SIZE on tensors that have no memory yet. */
 static void test_probes(void **state)
 {
@@ -969,6 +1097,7 @@ int main(void)
 		cmocka_unit_test(test_split_guard),
 		cmocka_unit_test(test_queue_sticky),
 		cmocka_unit_test(test_wait_holds_run),
+		cmocka_unit_test(test_two_ranks),
 		cmocka_unit_test(test_probes),
 		cmocka_unit_test(test_clear_copy),
 		cmocka_unit_test(test_memory_floor),
