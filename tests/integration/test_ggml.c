@@ -545,6 +545,8 @@ static void test_hostile_graphs(void **state)
 	HOSTILE(&m, t[itr].view_src, (int32_t)itr + 1, PPRPC_EGRAPH, "does not precede");
 	assert_int_equal(t[imm].src[1], src_saved);
 	HOSTILE(&m, m.wg.nodes[1], m.wg.nodes[0], PPRPC_EGRAPH, "not after");
+	/* the product written over its own input */
+	HOSTILE(&m, t[imm].offset, t[gw_index(&m.wg, m.mm->src[1])].offset + 4, PPRPC_EGRAPH, "overlaps source 1");
 	HOSTILE(&m, m.wg.nodes[0], (int32_t)iw, PPRPC_EINVAL, "has no op");
 	/* ops and their rules */
 	HOSTILE(&m, t[imm].op, (uint32_t)GGML_OP_COUNT + 5, PPRPC_EUNSUPP, "unknown ggml op");
