@@ -263,8 +263,25 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK_SRCS)
 	$(FUZZ_CC) $(CPPFLAGS) -UPPRPC_HAVE_CUDA -std=gnu11 -g -O1 -pthread -fsanitize=fuzzer,address,undefined -o $@ $< \
 		$(FUZZ_LINK_SRCS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(RDMA_LIBS) -lm
 
+# The ggml per-op validation rules (daemon/backend/ggml/rules, doc/ggml.md) need
+# the pinned ggml headers; their test also links ggml-cpu.  Without ggml the
+# test is skipped (and said so by `make unit`).  GGML_RULES_OBJS is for whatever
+# links the rules (the ggml engine).
+GGML_RULES_SRCS := $(wildcard daemon/backend/ggml/rules/*.c)
+ifeq ($(GGML_ON),1)
+GGML_RULES_OBJS := $(call obj,$(GGML_RULES_SRCS))
+$(GGML_RULES_OBJS) $(O)/tests/unit/test_ggml_rules.o: CPPFLAGS += $(GGML_INC)
+$(T)/test_ggml_rules: $(O)/tests/unit/test_ggml_rules.o $(GGML_RULES_OBJS)
+	@mkdir -p $(T)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(GGML_LIBS) -lggml-cpu -lm
+else
+GGML_RULES_OBJS :=
+UNIT_TESTS := $(filter-out $(T)/test_ggml_rules%,$(UNIT_TESTS))
+endif
+
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
+	@$(if $(filter 1,$(GGML_ON)),:,echo "== test_ggml_rules: skipped, ggml engine: $(GGML_INFO)")
 
 integration: $(INTEG_TESTS) $(B)/pprpcd $(TOOLS)
 	@set -e; for t in $(INTEG_TESTS); do echo "== $$t"; PPRPCD=$(B)/pprpcd BINDIR=$(B) $$t; done
