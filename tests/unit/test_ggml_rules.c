@@ -67,7 +67,7 @@ static void expect_bad(const struct ggml_tensor *n, const char *what)
 
 /* ---- one valid node per op with a rule (more for some) ---- */
 
-enum { SKIP_NB = 1, SKIP_NE = 2 };
+enum { SKIP_NB = 1, SKIP_NE = 2, NO_SRC = 4 };
 
 struct sample {
 	const char *name;
@@ -256,6 +256,30 @@ static void build_samples(struct ggml_context *ctx)
 		add("rope_on_view", ggml_rope_ext(ctx, ggml_view_3d(ctx, x16, 64, 4, 8, x16->nb[1], x16->nb[1] * 4, 0), pos, NULL, 64, GGML_ROPE_TYPE_NEOX, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f), 0);
 	}
 
+	/* SET, ARANGE, POOL_2D, DeepSeek's indexer and hyper-connections */
+	{
+		struct ggml_tensor *a = ggml_new_tensor_3d(ctx, F32, 64, 8, 4);
+		struct ggml_tensor *b = ggml_new_tensor_3d(ctx, F32, 64, 2, 4);
+		add("set_inplace", ggml_set_inplace(ctx, a, b, a->nb[1], a->nb[2], a->nb[3], 6 * a->nb[1]), 0);
+		add("set", ggml_set(ctx, a, b, a->nb[1], a->nb[2], a->nb[3], 0), 0);
+		add("set_1d", ggml_set_1d(ctx, ggml_new_tensor_1d(ctx, I32, 100), ggml_new_tensor_1d(ctx, I32, 10), 90 * 4), 0);
+		add("arange", ggml_arange(ctx, 0.0f, 10.0f, 1.0f), SKIP_NE | NO_SRC);
+		add("arange_frac", ggml_arange(ctx, 0.5f, 3.0f, 0.75f), SKIP_NE | NO_SRC);
+		add("pool_2d_max", ggml_pool_2d(ctx, ggml_new_tensor_3d(ctx, F32, 64, 8, 4), GGML_OP_POOL_MAX, 16, 1, 16, 1, 0, 0), 0);
+		add("pool_2d_avg_pad", ggml_pool_2d(ctx, ggml_new_tensor_3d(ctx, F32, 10, 7, 2), GGML_OP_POOL_AVG, 3, 3, 2, 2, 1, 1), 0);
+
+		struct ggml_tensor *iq = ggml_new_tensor_4d(ctx, F32, 128, 64, 8, 1);
+		struct ggml_tensor *ik = ggml_new_tensor_4d(ctx, F16, 128, 1, 32, 1);
+		struct ggml_tensor *iw = ggml_new_tensor_4d(ctx, F32, 64, 8, 1, 1);
+		struct ggml_tensor *im = ggml_new_tensor_4d(ctx, F16, 32, 8, 1, 1);
+		add("lightning_indexer", ggml_lightning_indexer(ctx, iq, ik, iw, im), 0);
+		add("dsv4_hc_comb", ggml_dsv4_hc_comb(ctx, ggml_new_tensor_2d(ctx, F32, 24, 8), ggml_new_tensor_1d(ctx, F32, 3),
+						     ggml_new_tensor_1d(ctx, F32, 24), 1e-6f, 20), 0);
+		add("dsv4_hc_pre", ggml_dsv4_hc_pre(ctx, ggml_new_tensor_3d(ctx, F32, 64, 4, 8), ggml_new_tensor_2d(ctx, F32, 4, 8)), 0);
+		add("dsv4_hc_post", ggml_dsv4_hc_post(ctx, ggml_new_tensor_2d(ctx, F32, 64, 8), ggml_new_tensor_3d(ctx, F32, 64, 4, 8),
+						     ggml_new_tensor_2d(ctx, F32, 4, 8), ggml_new_tensor_3d(ctx, F32, 4, 4, 8)), 0);
+	}
+
 	/* misc and state-space */
 	add("tri", ggml_tri(ctx, ggml_new_tensor_3d(ctx, F32, 8, 8, 2), GGML_TRI_TYPE_LOWER), 0);
 	add("solve_tri", ggml_solve_tri(ctx, ggml_new_tensor_3d(ctx, F32, 8, 8, 2), ggml_new_tensor_3d(ctx, F32, 4, 8, 2), true, true, false), 0);
@@ -327,7 +351,8 @@ static void test_generic_mutations(void **state)
 		struct ggml_tensor *n = samples[i].node;
 		const char *name = samples[i].name;
 
-		MUTATE(n, name, m->src[0] = NULL);
+		if (!(samples[i].skip & NO_SRC))
+			MUTATE(n, name, m->src[0] = NULL);
 		MUTATE(n, name, m->src[GGML_MAX_SRC - 1] = other);
 		MUTATE(n, name, m->type = GGML_TYPE_I8);
 		if (!(samples[i].skip & SKIP_NB))
@@ -667,6 +692,56 @@ static void test_ssm(void **state)
 	ggml_free(ctx);
 }
 
+static void test_misc(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	build_samples(ctx);
+	struct ggml_tensor *si = sample("set_inplace"), *st = sample("set");
+
+	MUTATE(si, "block past the end", m->op_params[3] = 7 * 256);
+	MUTATE(si, "last element starting at nbytes", m->op_params[3] = 6 * 256 + 4);
+	MUTATE(si, "negative stride", m->op_params[0] = -256);
+	MUTATE(si, "negative offset", m->op_params[3] = -4);
+	MUTATE(si, "in-place flag on a new tensor", m->view_src = NULL);
+	MUTATE(st, "flag says in-place", m->op_params[4] = 1);
+	MUTATE(st, "F16", { m->src[1] = ggml_new_tensor_3d(ctx, F16, 64, 2, 4); });
+	MUTATE(st, "src1 bigger", m->src[1] = ggml_new_tensor_3d(ctx, F32, 64, 9, 4));
+
+	struct ggml_tensor *ar = sample("arange");
+	MUTATE(ar, "step 0", { float z = 0.0f; memcpy(&m->op_params[2], &z, 4); });
+	MUTATE(ar, "step NaN", { float z = NAN; memcpy(&m->op_params[2], &z, 4); });
+	MUTATE(ar, "stop < start", { float z = -1.0f; memcpy(&m->op_params[1], &z, 4); });
+	MUTATE(ar, "length", m->ne[0] = 11);
+	MUTATE(ar, "with a source", m->src[0] = sample("add"));
+
+	struct ggml_tensor *pl = sample("pool_2d_max");
+	MUTATE(pl, "pool kind 2", m->op_params[0] = GGML_OP_POOL_COUNT);
+	MUTATE(pl, "stride 0", m->op_params[3] = 0);
+	MUTATE(pl, "kernel 0 (average divides by it)", m->op_params[1] = 0);
+	MUTATE(pl, "kernel wider than the input", { m->op_params[1] = 65; m->ne[0] = 1; });
+	MUTATE(pl, "output width", m->ne[0] = 5);
+	MUTATE(pl, "input F16", m->src[0] = ggml_new_tensor_3d(ctx, F16, 64, 8, 4));
+	MUTATE(pl, "input permuted", m->src[0] = ggml_permute(ctx, ggml_new_tensor_3d(ctx, F32, 64, 4, 8), 0, 2, 1, 3));
+
+	struct ggml_tensor *li = sample("lightning_indexer");
+	MUTATE(li, "mask F32", m->src[3] = ggml_new_tensor_4d(ctx, F32, 32, 8, 1, 1));
+	MUTATE(li, "mask shorter than KV", m->src[3] = ggml_new_tensor_4d(ctx, F16, 16, 8, 1, 1));
+	MUTATE(li, "k with heads", m->src[1] = ggml_new_tensor_4d(ctx, F16, 128, 2, 32, 1));
+	MUTATE(li, "weights per head", m->src[2] = ggml_new_tensor_4d(ctx, F32, 32, 8, 1, 1));
+	MUTATE(li, "k I32", m->src[1] = ggml_new_tensor_4d(ctx, I32, 128, 1, 32, 1));
+
+	struct ggml_tensor *cb = sample("dsv4_hc_comb"), *pr = sample("dsv4_hc_pre"), *po = sample("dsv4_hc_post");
+	MUTATE(cb, "hc 3", m->src[0] = ggml_new_tensor_2d(ctx, F32, 15, 8));
+	MUTATE(cb, "n_iter 0", m->op_params[1] = 0);
+	MUTATE(cb, "n_iter huge", m->op_params[1] = INT32_MAX);
+	MUTATE(cb, "scale too short", m->src[1] = ggml_new_tensor_1d(ctx, F32, 2));
+	MUTATE(pr, "weights per token", m->src[1] = ggml_new_tensor_2d(ctx, F32, 4, 7));
+	MUTATE(pr, "x 4-d", m->src[0] = ggml_new_tensor_4d(ctx, F32, 64, 4, 8, 2));
+	MUTATE(po, "comb shape", m->src[3] = ggml_new_tensor_3d(ctx, F32, 4, 3, 8));
+	MUTATE(po, "post F16", m->src[2] = ggml_new_tensor_2d(ctx, F16, 4, 8));
+	ggml_free(ctx);
+}
+
 static void test_reduce(void **state)
 {
 	struct ggml_context *ctx = meta_ctx();
@@ -809,6 +884,7 @@ int main(void)
 		cmocka_unit_test(test_attention),
 		cmocka_unit_test(test_ssm),
 		cmocka_unit_test(test_reduce),
+		cmocka_unit_test(test_misc),
 		cmocka_unit_test(test_cpu_compute),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

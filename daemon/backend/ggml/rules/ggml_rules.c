@@ -75,6 +75,13 @@ static const rule_fn rules[GGML_OP_COUNT] = {
 	[GGML_OP_SSM_SCAN] = rule_ssm_scan,
 	[GGML_OP_SOLVE_TRI] = rule_solve_tri,
 	[GGML_OP_GATED_DELTA_NET] = rule_gated_delta_net,
+	[GGML_OP_SET] = rule_set,
+	[GGML_OP_ARANGE] = rule_arange,
+	[GGML_OP_POOL_2D] = rule_pool_2d,
+	[GGML_OP_LIGHTNING_INDEXER] = rule_lightning_indexer,
+	[GGML_OP_DSV4_HC_COMB] = rule_dsv4_hc_comb,
+	[GGML_OP_DSV4_HC_PRE] = rule_dsv4_hc_pre,
+	[GGML_OP_DSV4_HC_POST] = rule_dsv4_hc_post,
 	[GGML_OP_UNARY] = rule_unary,
 	[GGML_OP_GLU] = rule_glu,
 };

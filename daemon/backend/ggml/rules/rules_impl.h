@@ -173,5 +173,13 @@ int rule_ssm_scan(struct rule_ctx *c);
 int rule_gated_delta_net(struct rule_ctx *c);
 int rule_solve_tri(struct rule_ctx *c);
 int rule_tri(struct rule_ctx *c);
+/* rules_misc.c */
+int rule_set(struct rule_ctx *c);
+int rule_arange(struct rule_ctx *c);
+int rule_pool_2d(struct rule_ctx *c);
+int rule_lightning_indexer(struct rule_ctx *c);
+int rule_dsv4_hc_comb(struct rule_ctx *c);
+int rule_dsv4_hc_pre(struct rule_ctx *c);
+int rule_dsv4_hc_post(struct rule_ctx *c);
 
 #endif
