@@ -274,10 +274,21 @@ $(GGML_RULES_OBJS) $(O)/tests/unit/test_ggml_rules.o: CPPFLAGS += $(GGML_INC)
 $(T)/test_ggml_rules: $(O)/tests/unit/test_ggml_rules.o $(GGML_RULES_OBJS)
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(GGML_LIBS) -lggml-cpu -lm
+# The rules over every graph llama.cpp's test-llama-archs builds (an LD_PRELOAD
+# shim; minutes, so not in `make unit`).  ARCH=name runs one architecture.
+$(T)/ggml_rules_archs.so: tests/unit/test_ggml_rules_archs.c $(GGML_RULES_SRCS)
+	@mkdir -p $(T)
+	$(CC) $(CPPFLAGS) $(GGML_INC) $(CFLAGS) -shared -o $@ $^ $(GGML_LIBS) -ldl -lm
+test-ggml-rules-archs: $(T)/ggml_rules_archs.so
+	LD_PRELOAD=$(abspath $<) $(LLAMA_BUILD)/bin/test-llama-archs $(if $(ARCH),-a $(ARCH))
 else
 GGML_RULES_OBJS :=
 UNIT_TESTS := $(filter-out $(T)/test_ggml_rules%,$(UNIT_TESTS))
+test-ggml-rules-archs:
+	@echo "test-ggml-rules-archs: no ggml ($(GGML_INFO))"; exit 1
 endif
+UNIT_TESTS := $(filter-out $(T)/test_ggml_rules_archs,$(UNIT_TESTS))
+.PHONY: test-ggml-rules-archs
 
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
