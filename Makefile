@@ -278,7 +278,7 @@ $(T)/test_ggml_rules: $(O)/tests/unit/test_ggml_rules.o $(GGML_RULES_OBJS)
 # shim; minutes, so not in `make unit`).  ARCH=name runs one architecture.
 $(T)/ggml_rules_archs.so: tests/unit/test_ggml_rules_archs.c $(GGML_RULES_SRCS)
 	@mkdir -p $(T)
-	$(CC) $(CPPFLAGS) $(GGML_INC) $(CFLAGS) -shared -o $@ $^ $(GGML_LIBS) -ldl -lm
+	$(CC) $(CPPFLAGS) $(GGML_INC) $(CFLAGS) -shared -o $@ $(filter %.c,$^) $(GGML_LIBS) -ldl -lm
 test-ggml-rules-archs: $(T)/ggml_rules_archs.so
 	LD_PRELOAD=$(abspath $<) $(LLAMA_BUILD)/bin/test-llama-archs $(if $(ARCH),-a $(ARCH))
 else
