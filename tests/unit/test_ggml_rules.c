@@ -14,7 +14,11 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ggml.h"
 #include "ggml-backend.h"
@@ -867,6 +871,148 @@ static void test_cpu_compute(void **state)
 	ggml_free(ctx);
 }
 
+/* ---- what the rules accept does not abort ggml-cpu ----
+ *
+ * For every sample, built with real (zeroed) data: random op_params and
+ * smaller shapes of the sources and of the result (ne reduced with the
+ * strides kept, so every extent stays inside its allocation, as the
+ * structural validator guarantees).  Each variant the rules accept is
+ * computed on ggml-cpu in a child process, which must exit normally within
+ * a few seconds (an abort, a fault or a hang fails the test). */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (uint32_t)(rng_state >> 16);
+}
+
+static int32_t fuzz_param(void)
+{
+	static const int32_t ints[] = { 0, 1, -1, 2, 3, 4, 7, 8, 16, 24, 31, 40, 64, 65, 1 << 30, INT32_MIN, INT32_MAX };
+	static const float floats[] = { 0.0f, 1.0f, -1.0f, 0.5f, 1e30f, -1e30f, NAN, INFINITY, -INFINITY };
+	if (rnd() % 2) {
+		int32_t v;
+		memcpy(&v, &floats[rnd() % (sizeof(floats) / sizeof(floats[0]))], sizeof(v));
+		return v;
+	}
+	return ints[rnd() % (sizeof(ints) / sizeof(ints[0]))];
+}
+
+static int64_t shrink(int64_t ne, int64_t blck)
+{
+	switch (rnd() % 3) {
+	case 0: return 0;
+	case 1: return ne > blck ? ne - blck : ne;
+	default: return blck;
+	}
+}
+
+/* 0: computed, 1: refused, -1: the child died */
+static int try_compute(ggml_backend_t cpu, struct ggml_context *ctx, struct ggml_tensor *m, char *why, size_t len)
+{
+	char err[256];
+	if (ggml_rules_check(m, err, sizeof(err)) != 0)
+		return 1;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(10);
+		struct ggml_cgraph *gf = ggml_new_graph_custom(ctx, 8, false);
+		ggml_graph_add_node(gf, m);
+		_exit(ggml_backend_graph_compute(cpu, gf) == GGML_STATUS_SUCCESS ? 0 : 3);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	snprintf(why, len, "%s %d", WIFSIGNALED(st) ? "signal" : "exit", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	return -1;
+}
+
+static void describe(const struct ggml_tensor *m)
+{
+	fprintf(stderr, "  node %s %s ne=[%lld,%lld,%lld,%lld] nb=[%zu,%zu,%zu,%zu] params:", ggml_op_name(m->op),
+		ggml_type_name(m->type), (long long)m->ne[0], (long long)m->ne[1], (long long)m->ne[2], (long long)m->ne[3],
+		m->nb[0], m->nb[1], m->nb[2], m->nb[3]);
+	for (int i = 0; i < 16; i++)
+		fprintf(stderr, " %d", m->op_params[i]);
+	fprintf(stderr, "\n");
+	for (int i = 0; i < GGML_MAX_SRC; i++)
+		if (m->src[i])
+			fprintf(stderr, "  src[%d] %s ne=[%lld,%lld,%lld,%lld] nb=[%zu,%zu,%zu,%zu]\n", i,
+				ggml_type_name(m->src[i]->type), (long long)m->src[i]->ne[0], (long long)m->src[i]->ne[1],
+				(long long)m->src[i]->ne[2], (long long)m->src[i]->ne[3], m->src[i]->nb[0], m->src[i]->nb[1],
+				m->src[i]->nb[2], m->src[i]->nb[3]);
+}
+
+static void test_fuzz_compute(void **state)
+{
+	struct ggml_init_params p = { .mem_size = 256u << 20, .mem_buffer = NULL, .no_alloc = false };
+	struct ggml_context *ctx = ggml_init(p);
+	assert_non_null(ctx);
+	build_samples(ctx);
+	for (struct ggml_tensor *t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t))
+		if (t->data && !t->view_src)
+			memset(t->data, 0, ggml_nbytes(t));
+	ggml_backend_t cpu = ggml_backend_cpu_init();
+	assert_non_null(cpu);
+	ggml_backend_cpu_set_n_threads(cpu, 1);
+
+	const int rounds = getenv("RULES_FUZZ_ROUNDS") ? atoi(getenv("RULES_FUZZ_ROUNDS")) : 24;
+	if (getenv("RULES_FUZZ_SEED"))
+		rng_state = strtoull(getenv("RULES_FUZZ_SEED"), NULL, 0) | 1;
+	int computed = 0, refused = 0, died = 0;
+	for (int i = 0; i < n_samples; i++) {
+		struct ggml_tensor *n = samples[i].node;
+		char why[64];
+
+		/* the sample itself computes */
+		if (try_compute(cpu, ctx, n, why, sizeof(why)) < 0) {
+			fprintf(stderr, "%s: valid sample died (%s)\n", samples[i].name, why);
+			describe(n);
+			died++;
+		}
+		for (int r = 0; r < rounds; r++) {
+			struct ggml_tensor m = *n, srcs[GGML_MAX_SRC];
+			for (int k = 0; k < GGML_MAX_SRC; k++)
+				if (m.src[k] == n)
+					m.src[k] = &m;
+			const uint32_t what = rnd() % 3;
+			if (what == 0) {
+				for (int k = 1 + rnd() % 2; k > 0; k--)
+					m.op_params[rnd() % 16] = fuzz_param();
+			} else if (what == 1) {
+				int k = rnd() % GGML_MAX_SRC;
+				if (!m.src[k] || m.src[k] == &m)
+					continue;
+				srcs[k] = *m.src[k];
+				const int d = rnd() % 4;
+				srcs[k].ne[d] = shrink(srcs[k].ne[d], d == 0 ? ggml_blck_size(srcs[k].type) : 1);
+				m.src[k] = &srcs[k];
+			} else {
+				const int d = rnd() % 4;
+				m.ne[d] = shrink(m.ne[d], d == 0 ? ggml_blck_size(m.type) : 1);
+			}
+			const int res = try_compute(cpu, ctx, &m, why, sizeof(why));
+			if (res < 0) {
+				fprintf(stderr, "%s: accepted variant died (%s)\n", samples[i].name, why);
+				describe(&m);
+				died++;
+			}
+			computed += res == 0;
+			refused += res == 1;
+		}
+	}
+	fprintf(stderr, "fuzz: %d samples, %d variants computed, %d refused, %d died\n", n_samples, computed, refused, died);
+	assert_int_equal(died, 0);
+	ggml_backend_free(cpu);
+	ggml_free(ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -886,6 +1032,7 @@ int main(void)
 		cmocka_unit_test(test_reduce),
 		cmocka_unit_test(test_misc),
 		cmocka_unit_test(test_cpu_compute),
+		cmocka_unit_test(test_fuzz_compute),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
