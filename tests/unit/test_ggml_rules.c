@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "ggml.h"
+#include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 
@@ -911,19 +913,50 @@ static int64_t shrink(int64_t ne, int64_t blck)
 	}
 }
 
-/* 0: computed, 1: refused, -1: the child died */
-static int try_compute(ggml_backend_t cpu, struct ggml_context *ctx, struct ggml_tensor *m, char *why, size_t len)
+/* Where the variants run: ggml-cpu in a forked child by default;
+ * RULES_FUZZ_BACKEND=CUDA0 (any ggml backend name) runs them in this process,
+ * with ggml's abort callback jumping back here (a device cannot be forked). */
+static sigjmp_buf fuzz_jmp;
+static char fuzz_abort_msg[256];
+
+static void fuzz_on_abort(const char *msg)
+{
+	snprintf(fuzz_abort_msg, sizeof(fuzz_abort_msg), "%s", msg);
+	siglongjmp(fuzz_jmp, 1);
+}
+
+/* 0: computed, 1: refused (by the rules or, past them, by supports_op),
+ * -1: the computation aborted, faulted or hung */
+static int try_compute(ggml_backend_t be, bool use_fork, struct ggml_context *ctx, struct ggml_tensor *m,
+		       char *why, size_t len)
 {
 	char err[256];
 	if (ggml_rules_check(m, err, sizeof(err)) != 0)
 		return 1;
+	if (!ggml_backend_supports_op(be, m))
+		return 1;
+	struct ggml_cgraph *gf = ggml_new_graph_custom(ctx, 8, false);
+	ggml_graph_add_node(gf, m);
+	if (!use_fork) {
+		ggml_abort_callback_t old = ggml_set_abort_callback(fuzz_on_abort);
+		if (sigsetjmp(fuzz_jmp, 1)) {
+			ggml_set_abort_callback(old);
+			snprintf(why, len, "abort: %s", fuzz_abort_msg);
+			return -1;
+		}
+		enum ggml_status st = ggml_backend_graph_compute(be, gf);
+		ggml_set_abort_callback(old);
+		if (st != GGML_STATUS_SUCCESS) {
+			snprintf(why, len, "status %d", (int)st);
+			return -1;
+		}
+		return 0;
+	}
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0) {
 		alarm(10);
-		struct ggml_cgraph *gf = ggml_new_graph_custom(ctx, 8, false);
-		ggml_graph_add_node(gf, m);
-		_exit(ggml_backend_graph_compute(cpu, gf) == GGML_STATUS_SUCCESS ? 0 : 3);
+		_exit(ggml_backend_graph_compute(be, gf) == GGML_STATUS_SUCCESS ? 0 : 3);
 	}
 	int st = 0;
 	waitpid(pid, &st, 0);
@@ -951,16 +984,25 @@ static void describe(const struct ggml_tensor *m)
 
 static void test_fuzz_compute(void **state)
 {
-	struct ggml_init_params p = { .mem_size = 256u << 20, .mem_buffer = NULL, .no_alloc = false };
-	struct ggml_context *ctx = ggml_init(p);
-	assert_non_null(ctx);
+	const char *be_name = getenv("RULES_FUZZ_BACKEND");
+	const bool use_fork = !be_name || strcmp(be_name, "CPU") == 0;
+	ggml_backend_t cpu;
+	if (use_fork) {
+		cpu = ggml_backend_cpu_init();
+		assert_non_null(cpu);
+		ggml_backend_cpu_set_n_threads(cpu, 1);
+	} else {
+		ggml_backend_load_all();
+		cpu = ggml_backend_init_by_name(be_name, NULL);
+		if (!cpu)
+			fail_msg("no ggml backend %s", be_name);
+	}
+	struct ggml_context *ctx = meta_ctx();
 	build_samples(ctx);
-	for (struct ggml_tensor *t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t))
-		if (t->data && !t->view_src)
-			memset(t->data, 0, ggml_nbytes(t));
-	ggml_backend_t cpu = ggml_backend_cpu_init();
-	assert_non_null(cpu);
-	ggml_backend_cpu_set_n_threads(cpu, 1);
+	/* zeroed data: every index is 0, hence in range */
+	ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, cpu);
+	assert_non_null(buf);
+	ggml_backend_buffer_clear(buf, 0);
 
 	const int rounds = getenv("RULES_FUZZ_ROUNDS") ? atoi(getenv("RULES_FUZZ_ROUNDS")) : 24;
 	if (getenv("RULES_FUZZ_SEED"))
@@ -968,10 +1010,10 @@ static void test_fuzz_compute(void **state)
 	int computed = 0, refused = 0, died = 0;
 	for (int i = 0; i < n_samples; i++) {
 		struct ggml_tensor *n = samples[i].node;
-		char why[64];
+		char why[300];
 
 		/* the sample itself computes */
-		if (try_compute(cpu, ctx, n, why, sizeof(why)) < 0) {
+		if (try_compute(cpu, use_fork, ctx, n, why, sizeof(why)) < 0) {
 			fprintf(stderr, "%s: valid sample died (%s)\n", samples[i].name, why);
 			describe(n);
 			died++;
@@ -997,7 +1039,7 @@ static void test_fuzz_compute(void **state)
 				const int d = rnd() % 4;
 				m.ne[d] = shrink(m.ne[d], d == 0 ? ggml_blck_size(m.type) : 1);
 			}
-			const int res = try_compute(cpu, ctx, &m, why, sizeof(why));
+			const int res = try_compute(cpu, use_fork, ctx, &m, why, sizeof(why));
 			if (res < 0) {
 				fprintf(stderr, "%s: accepted variant died (%s)\n", samples[i].name, why);
 				describe(&m);
@@ -1007,8 +1049,10 @@ static void test_fuzz_compute(void **state)
 			refused += res == 1;
 		}
 	}
-	fprintf(stderr, "fuzz: %d samples, %d variants computed, %d refused, %d died\n", n_samples, computed, refused, died);
+	fprintf(stderr, "fuzz on %s: %d samples, %d variants computed, %d refused, %d died\n",
+		ggml_backend_name(cpu), n_samples, computed, refused, died);
 	assert_int_equal(died, 0);
+	ggml_backend_buffer_free(buf);
 	ggml_backend_free(cpu);
 	ggml_free(ctx);
 }
