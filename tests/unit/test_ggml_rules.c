@@ -873,6 +873,48 @@ static void test_cpu_compute(void **state)
 	ggml_free(ctx);
 }
 
+/* llama.cpp's backend sampling graphs (llama-sampler.cpp: top-p over sorted
+ * logits, penalties through set_rows) reach the device too */
+static void test_sampler_graph(void **state)
+{
+	struct ggml_init_params p = { .mem_size = 16u << 20, .mem_buffer = NULL, .no_alloc = false };
+	struct ggml_context *ctx = ggml_init(p);
+	assert_non_null(ctx);
+	ggml_backend_t cpu = ggml_backend_cpu_init();
+	assert_non_null(cpu);
+
+	const int nv = 50;
+	struct ggml_tensor *in = ggml_new_tensor_2d(ctx, F32, nv, 1);
+	fill(in, 3.0f, 0.0f);
+
+	struct ggml_tensor *logits = ggml_reshape_1d(ctx, in, nv);
+	struct ggml_tensor *sorted_idx = ggml_argsort(ctx, logits, GGML_SORT_ORDER_DESC);
+	struct ggml_tensor *sorted = ggml_reshape_1d(ctx, ggml_get_rows(ctx, ggml_reshape_2d(ctx, logits, 1, nv), sorted_idx), nv);
+	struct ggml_tensor *cand = ggml_get_rows(ctx, ggml_reshape_2d(ctx, sorted_idx, 1, nv), sorted_idx);
+	struct ggml_tensor *cdf = ggml_cumsum(ctx, ggml_soft_max(ctx, sorted));
+	struct ggml_tensor *mask = ggml_step(ctx, ggml_scale_bias(ctx, cdf, -1.0f, 0.9f));
+	struct ggml_tensor *idxf = ggml_clamp(ctx, ggml_sum(ctx, mask), 0.0f, nv - 1);
+	struct ggml_tensor *ones = ggml_scale_bias(ctx, idxf, 0.0f, 1.0f);
+	struct ggml_tensor *mr = ggml_set_rows(ctx, ggml_reshape_2d(ctx, mask, 1, nv), ones, ggml_cast(ctx, idxf, I32));
+	struct ggml_tensor *out = ggml_add(ctx, sorted, ggml_log(ctx, ggml_reshape_1d(ctx, mr, nv)));
+	struct ggml_tensor *amax = ggml_argmax(ctx, ggml_reshape_2d(ctx, out, nv, 1));
+
+	struct ggml_cgraph *gf = ggml_new_graph(ctx);
+	ggml_build_forward_expand(gf, amax);
+	ggml_build_forward_expand(gf, cand);
+	for (int i = 0; i < ggml_graph_n_nodes(gf); i++)
+		expect_ok(ggml_graph_node(gf, i), ggml_op_name(ggml_graph_node(gf, i)->op));
+	assert_int_equal(ggml_backend_graph_compute(cpu, gf), GGML_STATUS_SUCCESS);
+
+	/* the CDF ends at 1, the best logit survives the mask */
+	assert_float_equal(((float *)cdf->data)[nv - 1], 1.0f, 1e-4);
+	assert_int_equal(((int32_t *)amax->data)[0], 0);
+	for (int i = 1; i < nv; i++)
+		assert_true(((float *)sorted->data)[i - 1] >= ((float *)sorted->data)[i]);
+	ggml_backend_free(cpu);
+	ggml_free(ctx);
+}
+
 /* ---- what the rules accept does not abort ggml-cpu ----
  *
  * For every sample, built with real (zeroed) data: random op_params and
@@ -1076,6 +1118,7 @@ int main(void)
 		cmocka_unit_test(test_reduce),
 		cmocka_unit_test(test_misc),
 		cmocka_unit_test(test_cpu_compute),
+		cmocka_unit_test(test_sampler_graph),
 		cmocka_unit_test(test_fuzz_compute),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
