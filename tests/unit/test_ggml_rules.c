@@ -71,6 +71,14 @@ static void expect_bad(const struct ggml_tensor *n, const char *what)
 		expect_bad(m, what); \
 	} while (0)
 
+/* The same, for statements that make their own source copies and check
+ * inside their scope. */
+#define WITH_COPY(node, ...) do { \
+		struct ggml_tensor m_ = *(node); \
+		struct ggml_tensor *m = &m_; \
+		__VA_ARGS__; \
+	} while (0)
+
 /* ---- one valid node per op with a rule (more for some) ---- */
 
 enum { SKIP_NB = 1, SKIP_NE = 2, NO_SRC = 4 };
@@ -403,7 +411,7 @@ static void test_empty_sources(void **state)
 	/* an empty K dimension: the result is non-empty, the kernels would sum nothing
 	 * (or divide by zero when broadcasting) */
 	struct ggml_tensor *n = ggml_mul_mat(ctx, ggml_new_tensor_2d(ctx, F32, 1, 4), ggml_new_tensor_2d(ctx, F32, 1, 3));
-	MUTATE(n, "mul_mat over an empty K", {
+	WITH_COPY(n, {
 		struct ggml_tensor a = *n->src[0], b = *n->src[1];
 		a.ne[0] = b.ne[0] = 0;
 		a.nb[1] = a.nb[2] = a.nb[3] = b.nb[1] = b.nb[2] = b.nb[3] = 4;
@@ -415,7 +423,7 @@ static void test_empty_sources(void **state)
 	expect_ok(ggml_add(ctx, ggml_new_tensor_2d(ctx, F32, 0, 3), ggml_new_tensor_1d(ctx, F32, 0)), "empty add");
 	/* ggml_can_mul_mat would divide by a zero ne[2] */
 	struct ggml_tensor *mm = ggml_mul_mat(ctx, ggml_new_tensor_3d(ctx, F32, 4, 4, 2), ggml_new_tensor_3d(ctx, F32, 4, 3, 2));
-	MUTATE(mm, "mul_mat, src0 ne[2] = 0", {
+	WITH_COPY(mm, {
 		struct ggml_tensor a = *mm->src[0];
 		a.ne[2] = 0;
 		m->src[0] = &a;
@@ -472,7 +480,7 @@ static void test_matmul(void **state)
 	MUTATE(n, "Hadamard of a non-square src0", m->op_params[1] = GGML_HINT_SRC0_IS_HADAMARD);
 	MUTATE(sample("mul_mat_f16_bcast"), "batch not broadcastable",
 	       m->src[1] = ggml_new_tensor_4d(ctx, F32, 64, 8, 3, 3));
-	MUTATE(n, "src1 with padded elements", {
+	WITH_COPY(n, {
 		struct ggml_tensor b = *n->src[1];
 		b.nb[0] = 8;
 		m->src[1] = &b;
@@ -578,7 +586,7 @@ static void test_rows(void **state)
 	MUTATE(s, "rows of another width", m->src[0] = ggml_new_tensor_2d(ctx, F32, 32, 8));
 	MUTATE(s, "rows BF16", m->src[0] = ggml_new_tensor_2d(ctx, GGML_TYPE_BF16, 64, 8));
 	MUTATE(s, "result not a view of the destination", m->view_src = NULL);
-	MUTATE(s, "indices with a zero broadcast dim", {
+	WITH_COPY(s, {
 		struct ggml_tensor ix = *s->src[1];
 		ix.ne[1] = 0;
 		m->src[1] = &ix;
@@ -639,7 +647,7 @@ static void test_attention(void **state)
 	MUTATE(fa, "K head size", m->src[1] = ggml_new_tensor_4d(ctx, F16, 32, 32, 2, 1));
 	MUTATE(fa, "K heads not dividing", m->src[1] = ggml_new_tensor_4d(ctx, F16, 64, 32, 3, 1));
 	MUTATE(fa, "V rows != K rows", m->src[2] = ggml_new_tensor_4d(ctx, F16, 64, 16, 2, 1));
-	MUTATE(fa, "V heads zero", {
+	WITH_COPY(fa, {
 		struct ggml_tensor vv = *fa->src[2];
 		vv.ne[2] = 0;
 		m->src[2] = &vv;
