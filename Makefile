@@ -324,6 +324,10 @@ unit: $(UNIT_TESTS)
 
 integration: $(INTEG_TESTS) $(B)/pprpcd $(TOOLS)
 	@set -e; for t in $(INTEG_TESTS); do echo "== $$t"; PPRPCD=$(B)/pprpcd BINDIR=$(B) $$t; done
+ifeq ($(GGML_ON),1)
+	@echo "== $(T)/test_ggml, ggml:CPU staged as a GPU device is (PPRPC_GGML_STAGED=1)"
+	@PPRPC_GGML_STAGED=1 PPRPCD=$(B)/pprpcd BINDIR=$(B) $(T)/test_ggml
+endif
 
 fuzz-replay: $(FUZZ_REPLAY)
 	@set -e; for t in $(FUZZ_REPLAY); do n=$${t##*/replay_}; echo "== $$t tests/fuzz/corpus/$$n"; $$t tests/fuzz/corpus/$$n; done

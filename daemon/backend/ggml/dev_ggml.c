@@ -279,6 +279,7 @@ static const struct device_ops gdev_dev_ops = {
 int ggml_device_create(struct device **ret_dev, const char *name, int threads, char *err, size_t errlen)
 {
 	struct ggml_device *gd = calloc(1, sizeof(*gd));
+	bool staged;
 	int rc;
 
 	if (!gd)
@@ -289,9 +290,13 @@ int ggml_device_create(struct device **ret_dev, const char *name, int threads, c
 		return rc;
 	}
 	pthread_mutex_init(&gd->lock, NULL);
-	gd->d.ops = gd->g->host ? &gdev_host_ops : &gdev_dev_ops;
+	/* PPRPC_GGML_STAGED=1 serves host memory as device memory is served
+	 * (bulk staged, bytes through ggml's buffer interface): the ggml-cuda
+	 * path, testable on ggml-cpu (make integration runs test_ggml so). */
+	staged = getenv("PPRPC_GGML_STAGED") && !strcmp(getenv("PPRPC_GGML_STAGED"), "1");
+	gd->d.ops = gd->g->host && !staged ? &gdev_host_ops : &gdev_dev_ops;
 	snprintf(gd->d.name, sizeof(gd->d.name), "ggml:%.26s", gd->g->name);
-	snprintf(gd->d.desc, sizeof(gd->d.desc), "%.127s", gd->g->desc);
+	snprintf(gd->d.desc, sizeof(gd->d.desc), "%.110s%s", gd->g->desc, staged ? " (staged)" : "");
 	gd->d.ggml_alignment = gd->g->alignment;
 	gd->d.ggml_max_size = gd->g->max_size;
 	gd->d.ggml_dev_type = (uint32_t)gd->g->type;
