@@ -2,8 +2,9 @@
  * Integration: the ggml engine (doc/ggml.md) against a real pprpcd serving
  * ggml:CPU next to the native cpu device.
  *
- * A small llama-like graph (GET_ROWS, MUL_MAT with f16 weights, ADD with a
- * broadcast bias, SCALE, SOFT_MAX, TRANSPOSE + CONT, CPY to f16) is built
+ * A small llama-like graph (GET_ROWS, MUL_MAT with f16 weights, ROPE over
+ * heads, ADD with a broadcast bias, SCALE, SOFT_MAX, TRANSPOSE + CONT, CPY to
+ * f16) is built
  * with ggml in this process, computed here by ggml-cpu, and sent in its wire
  * form (ggml_wire.c) to the daemon: created once, run with new inputs each
  * time, its output compared with the local one.  Then hostile variants of
@@ -35,8 +36,9 @@
 #include "tests/integration/wire.h"
 
 /* The model: E [K, V] f32 embeddings, W [K, M] f16 weights, b [M] f32 bias,
- * ids [T] i32; out [T, M] f16 = cpy(cont(transpose(soft_max(scale(
- * mul_mat(W, get_rows(E, ids)) + b, 1/8))))). */
+ * ids [T] i32 tokens, pos [T] i32 positions; q = rope(mul_mat(W,
+ * get_rows(E, ids)) as [8, M/8, T] heads, pos); out [T, M] f16 =
+ * cpy(cont(transpose(soft_max(scale(q + b, 1/8))))). */
 enum { K = 64, V = 50, M = 32, T = 8 };
 #define DEV_GGML 0u
 #define DEV_CPU 1u
@@ -49,7 +51,7 @@ struct model {
 	ggml_backend_buffer_t bw, bc;           /* weights; inputs and compute */
 	uint64_t rw, rc;                        /* their remote buffers */
 	struct ggml_cgraph *gf;
-	struct ggml_tensor *E, *W, *b, *ids, *mm, *out;
+	struct ggml_tensor *E, *W, *b, *ids, *pos, *mm, *add, *out;
 	struct gw_graph wg;
 	int fd;
 	uint64_t req;
@@ -233,16 +235,18 @@ static float frand(uint32_t *s)
 static void fill_inputs(struct model *m, uint32_t seed)
 {
 	float e[K * V];
-	int32_t ids[T];
+	int32_t ids[T], pos[T];
 
 	for (int i = 0; i < K * V; i++)
 		e[i] = frand(&seed) * 4.0f;
 	for (int i = 0; i < T; i++) {
 		frand(&seed);
 		ids[i] = (int32_t)((seed >> 8) % V);
+		pos[i] = (int32_t)(seed % 64) + i;
 	}
 	ggml_backend_tensor_set(m->E, e, 0, sizeof(e));
 	ggml_backend_tensor_set(m->ids, ids, 0, sizeof(ids));
+	ggml_backend_tensor_set(m->pos, pos, 0, sizeof(pos));
 }
 
 static void model_build(struct model *m, int fd)
@@ -265,9 +269,13 @@ static void model_build(struct model *m, int fd)
 	ggml_set_name(m->b, "b");
 	m->ids = ggml_new_tensor_1d(m->cc, GGML_TYPE_I32, T);
 	ggml_set_name(m->ids, "ids");
+	m->pos = ggml_new_tensor_1d(m->cc, GGML_TYPE_I32, T);
+	ggml_set_name(m->pos, "pos");
 	x = ggml_get_rows(m->cc, m->E, m->ids);
 	y = m->mm = ggml_mul_mat(m->cc, m->W, x);
-	z = ggml_add(m->cc, y, m->b);
+	y = ggml_rope_ext(m->cc, ggml_reshape_3d(m->cc, y, 8, M / 8, T), m->pos, NULL, 8, 0, 0, 10000.0f, 1.0f,
+			  0.0f, 1.0f, 32.0f, 1.0f);
+	z = m->add = ggml_add(m->cc, ggml_reshape_2d(m->cc, y, M, T), m->b);
 	s = ggml_scale(m->cc, z, 0.125f);
 	p = ggml_soft_max(m->cc, s);
 	t = ggml_cont(m->cc, ggml_transpose(m->cc, p));
@@ -326,6 +334,7 @@ static void run_and_compare(struct model *m, uint64_t graph)
 
 	upload(m, m->E);
 	upload(m, m->ids);
+	upload(m, m->pos);
 	assert_int_equal(ggml_backend_graph_compute(g_cpu, m->gf), GGML_STATUS_SUCCESS);
 	ggml_backend_tensor_get(m->out, want, 0, sizeof(want));
 	assert_int_equal(run(m, graph, err, sizeof(err)), 0);
@@ -552,8 +561,8 @@ static void test_hostile_graphs(void **state)
 	HOSTILE(&m, t[imm].op, (uint32_t)GGML_OP_COUNT + 5, PPRPC_EUNSUPP, "unknown ggml op");
 	HOSTILE(&m, t[imm].op, (uint32_t)GGML_OP_CROSS_ENTROPY_LOSS, PPRPC_EUNSUPP, "CROSS_ENTROPY_LOSS");
 	HOSTILE(&m, t[imm].op, (uint32_t)GGML_OP_MAP_CUSTOM1, PPRPC_EUNSUPP, "MAP_CUSTOM1");
-	ne_saved = t[imm].ne[0];
-	HOSTILE(&m, t[imm].ne[0], ne_saved - 1, PPRPC_EINVAL, "MUL_MAT");
+	ne_saved = t[gw_index(&m.wg, m.add)].ne[0];
+	HOSTILE(&m, t[gw_index(&m.wg, m.add)].ne[0], ne_saved - 1, PPRPC_EINVAL, "ADD");
 	HOSTILE(&m, t[imm].flags, 0x40, PPRPC_EINVAL, "flags");
 	HOSTILE(&m, t[imm].op_params.len, (size_t)65, PPRPC_EINVAL, "op_params");
 	/* buffers */
@@ -782,6 +791,7 @@ static void test_wait_holds_run(void **state)
 	fill_inputs(&m, 9);
 	upload(&m, m.E);
 	upload(&m, m.ids);
+	upload(&m, m.pos);
 	memset(zero, 0, sizeof(zero));
 	set_remote(&m, m.rc, off, zero, sizeof(zero));
 
