@@ -1064,6 +1064,34 @@ static void test_memory_floor(void **state)
 	assert_int_equal(tdaemon_stop(&d), 0);
 }
 
+/* A graph's ggml context counts against the connection's memory limit:
+ * creating the same graph over and over is refused once it is full. */
+static void test_graph_charge(void **state)
+{
+	static const char *const extra[] = { "--devices", "ggml:CPU", "--max-conn-mib", "1", NULL };
+	struct tdaemon d;
+	struct model m;
+	uint64_t g;
+	char err[320] = "";
+	int rc = 0, n;
+
+	(void)state;
+	assert_int_equal(tdaemon_start(&d, extra), 0);
+	m.fd = traw_connect(&d);
+	assert_true(m.fd >= 0);
+	assert_int_equal(wire_hello(m.fd), 0);
+	model_build(&m, m.fd);
+	model_remote(&m);
+	for (n = 0; n < 1000 && (rc = create(&m, &g, err, sizeof(err))) == 0; n++)
+		;
+	assert_int_equal(rc, PPRPC_ELIMIT);
+	assert_non_null(strstr(err, "connection memory limit"));
+	/* page-rounded contexts: far fewer than 1 MiB of bare graphs */
+	assert_true(n > 4 && n < 256);
+	close_model(&m);
+	assert_int_equal(tdaemon_stop(&d), 0);
+}
+
 /* An unknown ggml device is reported (HELLO's unavailable says why), the
  * others are served; with none left the daemon does not start. */
 static void test_device_names(void **state)
@@ -1113,6 +1141,7 @@ int main(void)
 		cmocka_unit_test(test_probes),
 		cmocka_unit_test(test_clear_copy),
 		cmocka_unit_test(test_memory_floor),
+		cmocka_unit_test(test_graph_charge),
 		cmocka_unit_test(test_device_names),
 	};
 

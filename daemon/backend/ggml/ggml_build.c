@@ -50,10 +50,16 @@ static const char *node_who(const struct ggml_tensor *t, size_t i, char *buf, si
 	return buf;
 }
 
-/* A context with room for n tensors and, when graph_size > 0, a graph. */
+/* Bytes of a context with room for n tensors and, when graph_size > 0, a
+ * graph. */
+static size_t ctx_size(size_t n, size_t graph_size)
+{
+	return n * ggml_tensor_overhead() + (graph_size ? ggml_graph_overhead_custom(graph_size, false) : 0);
+}
+
 static int ctx_new(size_t n, size_t graph_size, void **ret_mem, struct ggml_context **ret_ctx)
 {
-	size_t size = n * ggml_tensor_overhead() + (graph_size ? ggml_graph_overhead_custom(graph_size, false) : 0);
+	size_t size = ctx_size(n, graph_size);
 	struct ggml_init_params ip = { .mem_size = size, .no_alloc = true };
 
 	ip.mem_buffer = malloc(size);
@@ -265,6 +271,8 @@ int gge_graph_build(struct gge_dev *g, const Pprpc__GgmlTensor *const *w, size_t
 	rc = gge_guards_plan(gg, w, err, errlen);
 	if (rc < 0)
 		goto fail;
+	gg->host_bytes = ctx_size(n, n) + n * (sizeof(*gg->plan) + sizeof(*gg->t)) + nnodes * sizeof(*gg->order) +
+			 (uint64_t)gg->nguards * 32;
 	*ret_gg = gg;
 	return 0;
 fail:

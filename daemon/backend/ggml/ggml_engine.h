@@ -128,6 +128,7 @@ struct gge_graph {
 	bool inited;                 /* buffer init_tensor done (first run) */
 	void *scratch;               /* host copy of indices on device buffers */
 	size_t scratch_size;
+	uint64_t host_bytes;         /* what the graph holds in host memory */
 };
 
 /* Validate and materialize a whole graph (steps 1-3). */
