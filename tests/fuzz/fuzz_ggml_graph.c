@@ -16,7 +16,7 @@
  * Input:
  *   byte 0  bit 0: 0 = the rest is a packed GgmlGraphCreate (as received),
  *           1 = a recipe (below); bit 1: also run an accepted graph
- *   byte 1  tensor index the probes ask about
+ *   byte 1  tensor index the probes ask about; seed of the buffers' contents
  *   rest    as selected
  * A buffer handle 1..FZ_NBUF names static buffer (h - 1); others are
  * unknown.  A recipe builds a graph with ggml's own constructors (only with
@@ -416,6 +416,18 @@ static void from_recipe(const uint8_t *data, size_t size)
 	ggml_free(ctx);
 }
 
+/* The buffers' contents for this input: small i32 values, -1 among them
+ * (an index a guard must catch), so a run depends on the input alone. */
+static void fill_buffers(uint8_t seed)
+{
+	for (int b = 0; b < FZ_NBUF; b++) {
+		int32_t *p = ggml_backend_buffer_get_base(fz.buf[b]);
+
+		for (uint64_t i = 0; i < fz.size[b] / sizeof(int32_t); i++)
+			p[i] = (int32_t)((i * (seed | 1u)) % 11) - 1;
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	ProtobufCMessage *pm = NULL;
@@ -423,6 +435,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 2)
 		return 0;
 	fz_init();
+	fill_buffers(data[1]);
 	if (data[0] & 1) {
 		from_recipe(data, size);
 		return 0;
