@@ -53,8 +53,10 @@ struct qcmd {
 };
 
 #define QCMD_AGAIN 1
-/* exec handed the command to the device: it completes later, from any
- * thread, through queue_complete().  Only for async_ok commands. */
+/* exec handed the command to its device stream: it completes through
+ * queue_complete(), from any thread — later (CUDA's callback thread), or
+ * before exec even returned (a stream that completes inline: the CPU).
+ * Only for async_ok commands. */
 #define QCMD_PENDING 2
 
 struct queue;

@@ -31,9 +31,9 @@ struct stream {
 	/* commands handed to the device and not completed (queue lock; read
 	 * atomically by exec) */
 	atomic_int pending;
-	/* the device backend's context for this stream (a CUDA stream with its
-	 * workspace), made by the worker on first use, given back when the
-	 * connection is freed */
+	/* the backend's stream context (backend_impl.h: a CUDA stream with its
+	 * workspace; the CPU's kernel context), opened by the worker on first
+	 * use, closed when the connection is freed */
 	void *dev_stream;
 };
 
