@@ -50,9 +50,15 @@ static void prepare(struct qreq *qr, struct conn *c, const struct request *r, st
 /* Everything the worker reads is set before this: the push publishes it. */
 static void submit(struct qreq *qr)
 {
+	/* Inline only behind nothing of its own stream: its done() must not
+	 * overtake an earlier command's. */
+	int idle = stream_idle(qr->q.stream);
+
 	qr->q.stream->inflight++;
 	conn_ref(qr->c);
 	conn_enqueue(qr->c, qr->staged);
+	if (qr->inline_ok && idle && queue_run_inline(qr->dev->q, &qr->q))
+		return;
 	queue_push(qr->dev->q, &qr->q);
 }
 

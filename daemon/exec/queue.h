@@ -64,6 +64,16 @@ struct queue;
 int queue_create(uv_loop_t *loop, const char *name, struct queue **ret_q);
 /* Enqueue (loop thread).  done() is always called, also at shutdown. */
 void queue_push(struct queue *q, struct qcmd *c);
+/*
+ * Run c now on the calling thread (the loop) instead of pushing it, when
+ * the device is idle: nothing waiting or pending, the worker not running a
+ * command.  Returns 1 when c was taken — done() has run already, unless c
+ * was left pending on the device or turned out not ready (it then completes
+ * as a pushed command would) — or 0: the caller pushes it.  For small work
+ * only: the loop serves every connection meanwhile.  The caller ensures
+ * nothing of c's stream is in flight (completions keep issue order).
+ */
+int queue_run_inline(struct queue *q, struct qcmd *c);
 /* Commands pushed and not yet completed on the loop. */
 uint64_t queue_depth(const struct queue *q);
 uint64_t queue_completed(const struct queue *q);

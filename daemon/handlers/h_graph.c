@@ -91,6 +91,7 @@ void h_graph_run(struct conn *c, struct request *r)
 	g->dev->graph_runs++;
 	rc->qr.release = run_release;
 	rc->qr.q.async_ok = 1;
+	rc->qr.inline_ok = device_completes_inline(g->dev) && g->work <= GRAPH_INLINE_WORK;
 	qreq_push(&rc->qr, c, r, g->dev, run_exec);
 }
 
