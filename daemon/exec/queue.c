@@ -303,7 +303,9 @@ int queue_run_inline(struct queue *q, struct qcmd *c)
 	int st;
 
 	pthread_mutex_lock(&q->lock);
-	if (q->head || q->npending || q->worker_running || q->stop) {
+	/* A marker (no exec) does not use the device: only its stream must be
+	 * quiet, which the caller ensures. */
+	if (c->exec && (q->head || q->npending || q->worker_running || q->stop)) {
 		pthread_mutex_unlock(&q->lock);
 		return 0;
 	}

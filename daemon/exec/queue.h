@@ -67,7 +67,7 @@ void queue_push(struct queue *q, struct qcmd *c);
 /*
  * Run c now on the calling thread (the loop) instead of pushing it, when
  * the device is idle: nothing waiting or pending, the worker not running a
- * command.  Returns 1 when c was taken — done() has run already, unless c
+ * command (a marker, with no exec, is always taken).  Returns 1 when c was taken — done() has run already, unless c
  * was left pending on the device or turned out not ready (it then completes
  * as a pushed command would) — or 0: the caller pushes it.  For small work
  * only: the loop serves every connection meanwhile.  The caller ensures

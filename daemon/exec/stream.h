@@ -20,6 +20,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+struct qreq;
+
 struct stream {
 	int err;
 	char errmsg[200];
@@ -35,6 +37,10 @@ struct stream {
 	 * workspace; the CPU's kernel context), opened by the worker on first
 	 * use, closed when the connection is freed */
 	void *dev_stream;
+	/* A FENCE waiting on the loop for the commands in flight before it
+	 * (qreq.c; counted in inflight): it is settled on the loop when they
+	 * have completed, or pushed behind them when a command follows it. */
+	struct qreq *fence;
 };
 
 /* Nothing of this stream is queued or failed: a command may take a fast
