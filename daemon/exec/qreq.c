@@ -175,9 +175,15 @@ static void fence_done(struct qcmd *q)
  * - idle stream (nothing in flight, no failure): answered at once;
  * - nothing in flight, a failure to report: settled on the loop under the
  *   queue's lock, which reports and clears it as the worker would;
- * - commands in flight: parked on the stream and settled by the last one's
- *   done() (settle_parked_fence), or pushed behind them when the client
- *   queues another command first (submit), so issue order holds.
+ * - commands in flight, none of them waiting in the queue or running on
+ *   the worker (pending on the device, or completed and not drained yet):
+ *   parked on the stream and settled by the last one's done()
+ *   (settle_parked_fence), or pushed behind them when the client queues
+ *   another command first (submit), so issue order holds;
+ * - otherwise into the queue as a marker: a command still waiting there
+ *   may depend on what follows it (a SEND that is last in its stream
+ *   streams its tensor in place and keeps the stream, xfer.c), and the
+ *   worker is busy with the stream anyway, so the marker costs little.
  */
 void qreq_fence(struct conn *c, const struct request *r, struct device *dev)
 {
@@ -206,7 +212,7 @@ void qreq_fence(struct conn *c, const struct request *r, struct device *dev)
 	if (s->inflight == 0) {
 		count(qr);
 		queue_run_inline(dev->q, &qr->q);
-	} else if (!s->fence) {
+	} else if (!s->fence && queue_stream_quiet(dev->q, s)) {
 		count(qr);
 		s->fence = qr;
 	} else {

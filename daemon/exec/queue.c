@@ -27,6 +27,7 @@ struct queue {
 	 * the loop (queue_run_inline); never both at once */
 	int worker_running;
 	int loop_running;
+	struct qcmd *running;  /* the worker's command while worker_running */
 	uint64_t pushed;   /* loop thread */
 	uint64_t completed; /* loop thread */
 	char name[16];
@@ -186,10 +187,12 @@ static void *worker(void *arg)
 		} else {
 			c->state = QS_RUNNING;
 			q->worker_running = 1;
+			q->running = c;
 			pthread_mutex_unlock(&q->lock);
 			st = c->exec ? c->exec(c) : 0;
 			pthread_mutex_lock(&q->lock);
 			q->worker_running = 0;
+			q->running = NULL;
 		}
 		if (st == QCMD_AGAIN) {
 			c->state = QS_WAITING;
@@ -351,6 +354,20 @@ int queue_run_inline(struct queue *q, struct qcmd *c)
 	q->completed++;
 	c->done(c);
 	return 1;
+}
+
+int queue_stream_quiet(struct queue *q, const struct stream *s)
+{
+	int quiet = 1;
+
+	pthread_mutex_lock(&q->lock);
+	if (q->running && q->running->stream == s)
+		quiet = 0;
+	for (const struct qcmd *c = q->head; c && quiet; c = c->next)
+		if (c->stream == s)
+			quiet = 0;
+	pthread_mutex_unlock(&q->lock);
+	return quiet;
 }
 
 void queue_kick(struct queue *q)

@@ -74,6 +74,11 @@ void queue_push(struct queue *q, struct qcmd *c);
  * nothing of c's stream is in flight (completions keep issue order).
  */
 int queue_run_inline(struct queue *q, struct qcmd *c);
+/* Nothing of s waits in the queue or runs on the worker (its commands in
+ * flight, if any, are pending on the device or completed, their done()
+ * not run yet).  A command that waits may depend on what follows it in
+ * the queue (a SEND streams in place while nothing does): loop thread. */
+int queue_stream_quiet(struct queue *q, const struct stream *s);
 /* Commands pushed and not yet completed on the loop. */
 uint64_t queue_depth(const struct queue *q);
 uint64_t queue_completed(const struct queue *q);

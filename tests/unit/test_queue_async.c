@@ -440,6 +440,58 @@ static void test_run_inline_refused(void **state)
 	rig_stop(&r);
 }
 
+/* queue_stream_quiet: a stream is quiet when nothing of it waits in the
+ * queue or runs on the worker — what is pending on the device, or another
+ * stream's work, does not count. */
+static void test_stream_quiet(void **state)
+{
+	struct rig r;
+	struct stream a = { 0 }, b = { 0 };
+	struct tcmd *w;
+
+	(void)state;
+	rig_start(&r);
+	assert_true(queue_stream_quiet(r.q, &a));
+	/* waiting (not ready): a is not quiet, b is */
+	w = cmd(&r, &a, 0, 0);
+	w->q.ready = not_ready;
+	queue_push(r.q, &w->q);
+	usleep(10000);
+	assert_false(queue_stream_quiet(r.q, &a));
+	assert_true(queue_stream_quiet(r.q, &b));
+	w->q.ready = NULL;
+	queue_kick(r.q);
+	run_until(&r, 1);
+	assert_true(queue_stream_quiet(r.q, &a));
+
+	/* running on the worker */
+	g_gate.open = g_gate.entered = 0;
+	w = cmd(&r, &a, 0, 0);
+	w->q.exec = exec_gated;
+	queue_push(r.q, &w->q);
+	pthread_mutex_lock(&g_gate.lock);
+	while (!g_gate.entered)
+		pthread_cond_wait(&g_gate.cond, &g_gate.lock);
+	pthread_mutex_unlock(&g_gate.lock);
+	assert_false(queue_stream_quiet(r.q, &a));
+	assert_true(queue_stream_quiet(r.q, &b));
+	pthread_mutex_lock(&g_gate.lock);
+	g_gate.open = 1;
+	pthread_cond_broadcast(&g_gate.cond);
+	pthread_mutex_unlock(&g_gate.lock);
+	run_until(&r, 2);
+
+	/* pending on the device only: quiet */
+	fdev_hold(&r.f, 1);
+	queue_push(r.q, &cmd(&r, &a, 1, 0)->q);
+	while (queue_stream_pending(&a) == 0)
+		usleep(1000);
+	assert_true(queue_stream_quiet(r.q, &a));
+	fdev_hold(&r.f, 0);
+	run_until(&r, 3);
+	rig_stop(&r);
+}
+
 /* ---- WAITs held on a device: the release rules (timeline.c) ---------------------- */
 
 static struct pprpcd *tl_daemon(void)
@@ -580,6 +632,7 @@ int main(void)
 		cmocka_unit_test(test_destroy_waits),
 		cmocka_unit_test(test_run_inline),
 		cmocka_unit_test(test_run_inline_refused),
+		cmocka_unit_test(test_stream_quiet),
 		cmocka_unit_test(test_gpu_wait_release),
 		cmocka_unit_test(test_gpu_wait_decided_and_stop),
 		cmocka_unit_test(test_signal_two_step),
