@@ -320,11 +320,13 @@ int queue_run_inline(struct queue *q, struct qcmd *c)
 	 * nothing while loop_running) so the device has one owner. */
 	if (skip(c)) {
 		st = c->status;
+	} else if (!c->exec) {
+		st = 0; /* a marker: settled below, the lock never dropped */
 	} else {
 		c->state = QS_RUNNING;
 		q->loop_running = 1;
 		pthread_mutex_unlock(&q->lock);
-		st = c->exec ? c->exec(c) : 0;
+		st = c->exec(c);
 		pthread_mutex_lock(&q->lock);
 		q->loop_running = 0;
 	}

@@ -5,6 +5,9 @@
  * reaches it through a locked list plus a condition variable).  Completed
  * commands go back to the event loop through uv_async_send; the loop drains
  * every completed command on each wake-up, because async sends coalesce.
+ * The one exception: small work the loop runs itself while the device is
+ * idle (queue_run_inline), with the worker kept out meanwhile, because two
+ * thread hand-offs cost more than the work.
  *
  * Order is kept per stream (one connection on one device), not across the
  * whole device: commands of different connections arrive on different
@@ -26,7 +29,8 @@ struct stream;
 
 struct qcmd {
 	struct qcmd *next;
-	/* Runs on the worker thread; returns 0 or a negative code and may fill
+	/* Runs on the worker thread (or the loop: queue_run_inline); returns 0
+	 * or a negative code and may fill
 	 * err, or QCMD_AGAIN after partial progress (it is run again when
 	 * ready).  NULL for a pure marker. */
 	int (*exec)(struct qcmd *c);
