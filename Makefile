@@ -382,7 +382,8 @@ $(O)/kernels/cuda/%.o: kernels/cuda/%.cu
 	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -MD -MP -MF $(@:.o=.d) -c $< -o $@
 
 $(O)/tests/cuda/%.o: CPPFLAGS += -I$(CUDA_HOME)/include
-$(O)/daemon/backend/cuda/dev_cuda.o $(O)/daemon/backend/cuda/dev_cuda_async.o: CPPFLAGS += -I$(CUDA_HOME)/include
+# Every file of the CUDA backend folder sees the CUDA headers.
+$(O)/daemon/backend/cuda/%.o: CPPFLAGS += -I$(CUDA_HOME)/include
 
 $(T)/test_cuda_ops: $(O)/tests/cuda/test_cuda_ops.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)
 	@mkdir -p $(T)

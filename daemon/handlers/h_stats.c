@@ -98,12 +98,7 @@ void h_stats(struct conn *c, struct request *r)
 		ds[k].ipc_status = ipc_text[k];
 		ds[k].gpu_waits = __atomic_load_n(&dev->gpu_waits, __ATOMIC_RELAXED);
 		ds[k].gpu_signals = __atomic_load_n(&dev->gpu_signals, __ATOMIC_RELAXED);
-		if (dev->async)
-			snprintf(async_text[k], sizeof(async_text[k]), "on");
-		else if (dev->async_why[0])
-			snprintf(async_text[k], sizeof(async_text[k]), "off: %.180s", dev->async_why);
-		else
-			async_text[k][0] = '\0';
+		device_waits_status(dev, async_text[k], sizeof(async_text[k]));
 		ds[k].async_status = async_text[k];
 		ipc_status(dev, ipc_text[k], sizeof(ipc_text[k]), &ds[k].ipc_pool_bytes);
 		dsp[k] = &ds[k];

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "daemon/server/options.h"
+#include "daemon/device/device.h"
 #include "daemon/pprpcd.h"
 #include "pprpc/types.h"
 #include "util/addr.h"
@@ -610,9 +611,8 @@ int pprpcd_opts_validate(const struct pprpcd_opts *o, char *err, size_t errlen)
 	}
 	memcpy(list, o->devices, sizeof(list));
 	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-		if (strcmp(tok, "cpu") != 0 && strncmp(tok, "cuda:", 5) != 0 &&
-		    (strncmp(tok, "ggml:", 5) != 0 || !tok[5])) {
-			snprintf(err, errlen, "devices: unknown device '%s' (cpu, cuda:N, ggml:NAME)", tok);
+		if (!device_spec_known(tok)) {
+			snprintf(err, errlen, "devices: unknown device '%s' (%s)", tok, device_spec_names());
 			return PPRPC_EINVAL;
 		}
 	return 0;

@@ -1,5 +1,5 @@
 /*
- * daemon/backend/cuda/dev_cuda_async.c — asynchronous execution on the CUDA backend:
+ * daemon/backend/cuda/cuda_stream.c — the CUDA backend's streams and events:
  * one CUDA stream per pprpc stream, GRAPH_RUN with CUDA-graph replay,
  * timeline WAITs held on the GPU and SIGNALs written from the stream.
  *
@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/device/device_impl.h"
+#include "daemon/device/backend_impl.h"
 #include "daemon/objects/graph.h"
 #include "pprpc/types.h"
 
@@ -36,7 +36,7 @@
 
 #include <cuda.h>
 
-#include "daemon/backend/cuda/dev_cuda.h"
+#include "daemon/backend/cuda/cuda_backend.h"
 
 /* Host-mapped slots for waits and signals, carved from pages. */
 #define SLOT_PAGE_BYTES 65536u
@@ -72,7 +72,8 @@ static int resolve(const char *name, memop_fn *ret, char *why, size_t whylen)
 }
 
 /* Can this device hold a stream on a 64-bit host-mapped value?  Sets
- * async_why when not (the daemon then resolves WAITs on the host). */
+ * waits_why when not (the queue then holds WAITs until they are decided,
+ * and SIGNALs are published by their completion alone). */
 static int memops_supported(struct cuda_dev *c)
 {
 	typedef CUresult (*attr_fn)(int *, CUdevice_attribute, CUdevice);
@@ -80,8 +81,8 @@ static int memops_supported(struct cuda_dev *c)
 	attr_fn get_attr = NULL;
 	int v = 0;
 
-	if (resolve("cuStreamWaitValue64", &wait_value64, c->async_why, sizeof(c->async_why)) < 0 ||
-	    resolve("cuStreamWriteValue64", &write_value64, c->async_why, sizeof(c->async_why)) < 0)
+	if (resolve("cuStreamWaitValue64", &wait_value64, c->waits_why, sizeof(c->waits_why)) < 0 ||
+	    resolve("cuStreamWriteValue64", &write_value64, c->waits_why, sizeof(c->waits_why)) < 0)
 		return 0;
 	if (cudaGetDriverEntryPointByVersion("cuDeviceGetAttribute", (void **)&get_attr, 12000, cudaEnableDefault, &q) !=
 		    cudaSuccess ||
@@ -91,7 +92,7 @@ static int memops_supported(struct cuda_dev *c)
 		v = 0;
 	}
 	if (!v) {
-		snprintf(c->async_why, sizeof(c->async_why), "the device has no 64-bit stream memory operations");
+		snprintf(c->waits_why, sizeof(c->waits_why), "the device has no 64-bit stream memory operations");
 		return 0;
 	}
 	return 1;
@@ -123,11 +124,15 @@ static int slot_page_add(struct cuda_dev *c)
 	return 0;
 }
 
-int cuda_slot_alloc(struct device *d, volatile uint64_t **ret_slot)
+/* Slots are only of use with stream memory operations (the pages exist
+ * only then). */
+int cuda_slot_alloc(void *ctx, volatile uint64_t **ret_slot)
 {
-	struct cuda_dev *c = cdev(d);
+	struct cuda_dev *c = ctx;
 	int rc = 0;
 
+	if (!c->memops)
+		return PPRPC_EUNSUPP;
 	pthread_mutex_lock(&c->lock);
 	for (int tries = 0; tries < 2; tries++) {
 		for (struct slot_page *p = c->pages; p; p = p->next)
@@ -148,9 +153,9 @@ out:
 	return rc;
 }
 
-void cuda_slot_free(struct device *d, volatile uint64_t *slot)
+void cuda_slot_free(void *ctx, volatile uint64_t *slot)
 {
-	struct cuda_dev *c = cdev(d);
+	struct cuda_dev *c = ctx;
 
 	pthread_mutex_lock(&c->lock);
 	for (struct slot_page *p = c->pages; p; p = p->next)
@@ -184,15 +189,16 @@ static int stream_create(struct cuda_dev *c, struct cuda_stream **ret, char *err
 
 	if (!s)
 		return PPRPC_ENOMEM;
+	s->c = c;
 	s->kctx.device = c->ordinal;
 	/* pprpc_gdn_runs_total shows which GATED_DELTA_NET form ran here too */
-	s->kctx.gdn_stats = &c->base.gdn_stats;
+	s->kctx.gdn_stats = &c->dev->gdn_stats;
 	if ((e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess ||
 	    (e = cudaMalloc(&s->kctx.workspace, CUDA_WORKSPACE_BYTES)) != cudaSuccess ||
 	    (e = cudaHostAlloc((void **)&s->status_host, sizeof(int32_t), cudaHostAllocMapped)) != cudaSuccess ||
 	    (e = cudaHostGetDevicePointer((void **)&s->kctx.status, s->status_host, 0)) != cudaSuccess) {
 		cudaGetLastError();
-		snprintf(err, errlen, "%s: a CUDA stream with its %u MiB workspace: %s", c->base.name,
+		snprintf(err, errlen, "%s: a CUDA stream with its %u MiB workspace: %s", c->name,
 			 CUDA_WORKSPACE_BYTES >> 20, cudaGetErrorString(e));
 		goto fail;
 	}
@@ -200,7 +206,7 @@ static int stream_create(struct cuda_dev *c, struct cuda_stream **ret, char *err
 	s->kctx.stream = s->stream;
 	s->kctx.workspace_bytes = CUDA_WORKSPACE_BYTES;
 	if (kern_cuda_blas_create(s->stream, &s->kctx.blas, why, sizeof(why)) < 0) {
-		snprintf(err, errlen, "%s: %s", c->base.name, why);
+		snprintf(err, errlen, "%s: %s", c->name, why);
 		goto fail;
 	}
 	s->id = ++c->next_stream_id;
@@ -211,9 +217,9 @@ fail:
 	return PPRPC_EDEVICE;
 }
 
-int cuda_stream_open(struct device *d, void **ret_ds, char *err, size_t errlen)
+int cuda_stream_open(void *ctx, void **ret_sctx, char *err, size_t errlen)
 {
-	struct cuda_dev *c = cdev(d);
+	struct cuda_dev *c = ctx;
 	struct cuda_stream *s;
 	int rc;
 
@@ -226,17 +232,17 @@ int cuda_stream_open(struct device *d, void **ret_ds, char *err, size_t errlen)
 		size_t fr = 0, total = 0;
 
 		if (cuda_use(c) < 0) {
-			snprintf(err, errlen, "%s: cannot make the device current", d->name);
+			snprintf(err, errlen, "%s: cannot make the device current", c->name);
 			return PPRPC_EDEVICE;
 		}
 		/* The workspace is device memory like any buffer: it must leave
 		 * the floor (every connection that runs graphs here has one). */
 		if (cudaMemGetInfo(&fr, &total) == cudaSuccess &&
-		    (fr < CUDA_WORKSPACE_BYTES || fr - CUDA_WORKSPACE_BYTES < d->floor)) {
+		    (fr < CUDA_WORKSPACE_BYTES || fr - CUDA_WORKSPACE_BYTES < c->dev->floor)) {
 			snprintf(err, errlen,
 				 "%s: a CUDA stream for this connection needs a %u MiB workspace, which would leave less "
 				 "than the memory floor (%zu MiB free)",
-				 d->name, CUDA_WORKSPACE_BYTES >> 20, fr >> 20);
+				 c->name, CUDA_WORKSPACE_BYTES >> 20, fr >> 20);
 			return PPRPC_EFLOOR;
 		}
 		pthread_mutex_lock(&c->lock);
@@ -246,16 +252,16 @@ int cuda_stream_open(struct device *d, void **ret_ds, char *err, size_t errlen)
 			return rc;
 	}
 	s->next = NULL;
-	*ret_ds = s;
+	*ret_sctx = s;
 	return 0;
 }
 
 /* Back to the idle list: its work may still run, which is harmless (the
  * next user's work queues behind it on the same CUDA stream). */
-void cuda_stream_close(struct device *d, void *ds)
+void cuda_stream_close(void *ctx, void *sctx)
 {
-	struct cuda_dev *c = cdev(d);
-	struct cuda_stream *s = ds;
+	struct cuda_dev *c = ctx;
+	struct cuda_stream *s = sctx;
 
 	pthread_mutex_lock(&c->lock);
 	s->next = c->idle;
@@ -263,7 +269,7 @@ void cuda_stream_close(struct device *d, void *ds)
 	pthread_mutex_unlock(&c->lock);
 }
 
-int cuda_async_init(struct cuda_dev *c, char *err, size_t errlen)
+int cuda_streams_init(struct cuda_dev *c, char *err, size_t errlen)
 {
 	struct cuda_stream *s;
 	int rc;
@@ -279,17 +285,14 @@ int cuda_async_init(struct cuda_dev *c, char *err, size_t errlen)
 	pthread_mutex_unlock(&c->lock);
 	if (rc < 0)
 		return rc;
-	if (memops_supported(c) && slot_page_add(c) == 0) {
-		c->base.async = true;
-	} else {
-		if (!c->async_why[0])
-			snprintf(c->async_why, sizeof(c->async_why), "no host-mapped memory for timeline slots");
-		snprintf(c->base.async_why, sizeof(c->base.async_why), "%s", c->async_why);
-	}
+	if (memops_supported(c) && slot_page_add(c) == 0)
+		c->memops = true;
+	else if (!c->waits_why[0])
+		snprintf(c->waits_why, sizeof(c->waits_why), "no host-mapped memory for timeline slots");
 	return 0;
 }
 
-void cuda_async_fini(struct cuda_dev *c)
+void cuda_streams_fini(struct cuda_dev *c)
 {
 	while (c->idle) {
 		struct cuda_stream *s = c->idle;
@@ -370,7 +373,7 @@ static int exec_slot(struct cuda_graph_state *st, uint64_t sid)
  * say which happened.  The tensors' addresses are fixed for the graph's
  * lifetime, so a capture never goes stale.
  */
-static int run_captured(struct cuda_dev *c, struct cuda_stream *s, struct graph *g, char *err, size_t errlen)
+static int run_captured(struct cuda_stream *s, struct graph *g, char *err, size_t errlen)
 {
 	struct cuda_graph_state *st = g->dev_priv;
 	cudaGraph_t graph = NULL;
@@ -404,25 +407,25 @@ static int run_captured(struct cuda_dev *c, struct cuda_stream *s, struct graph 
 			return launch_nodes(s, g, err, errlen);
 		}
 		cudaGraphDestroy(graph);
-		c->base.graph_captures++;
+		s->c->dev->graph_captures++;
 	} else {
-		c->base.graph_replays++;
+		s->c->dev->graph_replays++;
 	}
 	st->e[i].last_use = ++st->clock;
 	if ((e = cudaGraphLaunch(st->e[i].exec, s->stream)) != cudaSuccess) {
-		snprintf(err, errlen, "%s: graph launch: %s", c->base.name, cudaGetErrorString(e));
+		snprintf(err, errlen, "%s: graph launch: %s", s->c->name, cudaGetErrorString(e));
 		return PPRPC_EDEVICE;
 	}
 	return 0;
 }
 
-static int enqueue_graph(struct cuda_dev *c, struct cuda_stream *s, struct graph *g, char *err, size_t errlen)
+static int enqueue_graph(struct cuda_stream *s, struct graph *g, char *err, size_t errlen)
 {
-	if (cuda_use(c) < 0) {
-		snprintf(err, errlen, "%s: cannot make the device current", c->base.name);
+	if (cuda_use(s->c) < 0) {
+		snprintf(err, errlen, "%s: cannot make the device current", s->c->name);
 		return PPRPC_EDEVICE;
 	}
-	return c->use_graphs ? run_captured(c, s, g, err, errlen) : launch_nodes(s, g, err, errlen);
+	return s->c->use_graphs ? run_captured(s, g, err, errlen) : launch_nodes(s, g, err, errlen);
 }
 
 /* Data-dependent failures found on the GPU (an id outside its table) are
@@ -439,39 +442,16 @@ static int take_status(struct cuda_stream *s, char *err, size_t errlen, const ch
 	return rc;
 }
 
-void cuda_graph_release(struct device *d, struct graph *g)
+void cuda_graph_release(void *ctx, struct graph *g)
 {
 	struct cuda_graph_state *st = g->dev_priv;
 
-	if (st && cuda_use(cdev(d)) == 0)
+	if (st && cuda_use(ctx) == 0)
 		for (int i = 0; i < GRAPH_EXECS; i++)
 			if (st->e[i].exec)
 				cudaGraphExecDestroy(st->e[i].exec);
 	free(st);
 	g->dev_priv = NULL;
-}
-
-/* Synchronous GRAPH_RUN (a device without asynchronous execution): on a
- * stream context of its own, waited for. */
-int cuda_graph_run(struct device *d, struct graph *g, char *err, size_t errlen)
-{
-	struct cuda_dev *c = cdev(d);
-	struct cuda_stream *s;
-	cudaError_t e;
-	int rc = cuda_stream_open(d, (void **)&s, err, errlen);
-
-	if (rc < 0)
-		return rc;
-	rc = enqueue_graph(c, s, g, err, errlen);
-	e = cudaStreamSynchronize(s->stream);
-	if (rc == 0 && e != cudaSuccess) {
-		snprintf(err, errlen, "%s: %s", d->name, cudaGetErrorString(e));
-		rc = PPRPC_EDEVICE;
-	}
-	if (rc == 0)
-		rc = take_status(s, err, errlen, d->name);
-	cuda_stream_close(d, s);
-	return rc;
 }
 
 /* ---- submissions ---------------------------------------------------------------- */
@@ -503,8 +483,8 @@ static void CUDART_CB on_complete(cudaStream_t stream, cudaError_t status, void 
 }
 
 /* Queue the completion callback behind what was just enqueued on s. */
-static int add_completion(struct cuda_dev *c, struct cuda_stream *s, int check_status, device_done_fn done,
-			  void *arg, char *err, size_t errlen)
+static int add_completion(struct cuda_stream *s, int check_status, device_done_fn done, void *arg, char *err,
+			  size_t errlen)
 {
 	struct completion *cp = calloc(1, sizeof(*cp));
 	cudaError_t e;
@@ -517,61 +497,81 @@ static int add_completion(struct cuda_dev *c, struct cuda_stream *s, int check_s
 	cp->done = done;
 	cp->arg = arg;
 	cp->check_status = check_status;
-	snprintf(cp->name, sizeof(cp->name), "%s", c->base.name);
+	snprintf(cp->name, sizeof(cp->name), "%s", s->c->name);
 	if ((e = cudaStreamAddCallback(s->stream, on_complete, cp, 0)) != cudaSuccess) {
 		cudaGetLastError();
 		free(cp);
-		snprintf(err, errlen, "%s: completion callback: %s", c->base.name, cudaGetErrorString(e));
+		snprintf(err, errlen, "%s: completion callback: %s", s->c->name, cudaGetErrorString(e));
 		return PPRPC_EDEVICE;
 	}
 	return 0;
 }
 
-int cuda_graph_submit(struct device *d, void *ds, struct graph *g, device_done_fn done, void *arg, char *err,
-		      size_t errlen)
+static int cuda_graph_submit(void *sctx, struct graph *g, device_done_fn done, void *arg, char *err, size_t errlen)
 {
-	struct cuda_dev *c = cdev(d);
-	int rc = enqueue_graph(c, ds, g, err, errlen);
+	int rc = enqueue_graph(sctx, g, err, errlen);
 
 	/* A launch error leaves earlier nodes queued; the stream is marked
 	 * failed by the caller and nothing waits for them. */
-	return rc < 0 ? rc : add_completion(c, ds, 1, done, arg, err, errlen);
+	return rc < 0 ? rc : add_completion(sctx, 1, done, arg, err, errlen);
 }
 
 /* One stream memory operation on the slot (none when op is NULL), then the
  * completion callback. */
-static int memop_submit(struct device *d, struct cuda_stream *s, memop_fn op, const char *opname,
-			volatile uint64_t *slot, uint64_t value, unsigned flags, device_done_fn done, void *arg,
-			char *err, size_t errlen)
+static int memop_submit(struct cuda_stream *s, memop_fn op, const char *opname, volatile uint64_t *slot,
+			uint64_t value, unsigned flags, device_done_fn done, void *arg, char *err, size_t errlen)
 {
-	struct cuda_dev *c = cdev(d);
+	struct cuda_dev *c = s->c;
 	CUresult r;
 
 	if (cuda_use(c) < 0) {
-		snprintf(err, errlen, "%s: cannot make the device current", d->name);
+		snprintf(err, errlen, "%s: cannot make the device current", c->name);
 		return PPRPC_EDEVICE;
 	}
 	if (op && (r = op((CUstream)s->stream, (CUdeviceptr)(uintptr_t)slot, value, flags)) != CUDA_SUCCESS) {
-		snprintf(err, errlen, "%s: %s failed (CUresult %d)", d->name, opname, (int)r);
+		snprintf(err, errlen, "%s: %s failed (CUresult %d)", c->name, opname, (int)r);
 		return PPRPC_EDEVICE;
 	}
-	return add_completion(c, s, 0, done, arg, err, errlen);
+	return add_completion(s, 0, done, arg, err, errlen);
 }
 
-int cuda_wait_submit(struct device *d, void *ds, volatile uint64_t *slot, device_done_fn done, void *arg,
-		     char *err, size_t errlen)
+/* The memory operations exist only where the device has them (memops):
+ * elsewhere the daemon never passes a slot (holds_waits is off, slots are
+ * refused), and these refuse one too rather than call a missing entry. */
+static int no_memops(struct cuda_stream *s, char *err, size_t errlen)
 {
+	snprintf(err, errlen, "%s: no stream memory operations: %s", s->c->name, s->c->waits_why);
+	return PPRPC_EUNSUPP;
+}
+
+static int cuda_wait_submit(void *sctx, volatile uint64_t *slot, device_done_fn done, void *arg, char *err,
+			    size_t errlen)
+{
+	struct cuda_stream *s = sctx;
+
+	if (slot && !s->c->memops)
+		return no_memops(s, err, errlen);
 	/* GEQ is a cyclic comparison ((int64_t)(*slot - 1) >= 0): a private
 	 * slot going from 0 to 1 is the one safe use. */
-	return memop_submit(d, ds, slot ? wait_value64 : NULL, "cuStreamWaitValue64", slot, 1, CU_STREAM_WAIT_VALUE_GEQ,
+	return memop_submit(s, slot ? wait_value64 : NULL, "cuStreamWaitValue64", slot, 1, CU_STREAM_WAIT_VALUE_GEQ,
 			    done, arg, err, errlen);
 }
 
-int cuda_write_submit(struct device *d, void *ds, volatile uint64_t *slot, uint64_t value, device_done_fn done,
-		      void *arg, char *err, size_t errlen)
+static int cuda_write_submit(void *sctx, volatile uint64_t *slot, uint64_t value, device_done_fn done, void *arg,
+			     char *err, size_t errlen)
 {
-	return memop_submit(d, ds, write_value64, "cuStreamWriteValue64", slot, value, CU_STREAM_WRITE_VALUE_DEFAULT,
+	struct cuda_stream *s = sctx;
+
+	if (!s->c->memops)
+		return no_memops(s, err, errlen);
+	return memop_submit(s, write_value64, "cuStreamWriteValue64", slot, value, CU_STREAM_WRITE_VALUE_DEFAULT,
 			    done, arg, err, errlen);
 }
+
+const struct stream_i cuda_stream_i = {
+	.graph_submit = cuda_graph_submit,
+	.wait_submit = cuda_wait_submit,
+	.write_submit = cuda_write_submit,
+};
 
 #endif /* PPRPC_HAVE_CUDA */
