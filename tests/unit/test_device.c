@@ -50,11 +50,13 @@ static void test_registry(void **state)
 	assert_false(device_spec_known("cud"));
 	assert_false(device_spec_may_be_absent("cpu"));
 	assert_true(device_spec_may_be_absent("cuda:3"));
-	assert_string_equal(device_spec_names(), "cpu, cuda:N");
+	assert_true(device_spec_known("ggml:CPU"));
+	assert_true(device_spec_may_be_absent("ggml:CUDA0"));
+	assert_string_equal(device_spec_names(), "cpu, cuda:N, ggml:NAME");
 
 	assert_int_equal(uv_loop_init(&loop), 0);
 	assert_int_equal(device_open(&loop, "gpu", 0, &conf, &d, err, sizeof(err)), PPRPC_EINVAL);
-	assert_non_null(strstr(err, "unknown device 'gpu' (cpu, cuda:N)"));
+	assert_non_null(strstr(err, "unknown device 'gpu' (cpu, cuda:N, ggml:NAME)"));
 	/* The row matched, its open refuses what follows the prefix. */
 	assert_int_equal(device_open(&loop, "cpu0", 0, &conf, &d, err, sizeof(err)), PPRPC_EINVAL);
 	assert_non_null(strstr(err, "cpu0"));

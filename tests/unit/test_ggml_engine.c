@@ -232,6 +232,57 @@ static void test_input_ids_at_start(void **state)
 	net_free(&n);
 }
 
+/* A contiguous view [4, 1, 3] of a [4, 3] f32 tensor: ggml's contiguity
+ * ignores nb[1] (ne[1] is 1), but a kernel walking its rows as one run uses
+ * it (ggml-cpu's SCALE: row i at i * nb[1]).  A stride pointing past the
+ * buffer is refused (fuzz_ggml_graph: SCALE read 2 GiB away). */
+static void test_row_walk_reach(void **state)
+{
+	struct net n;
+	Pprpc__GgmlTensor w[2], *wp[2] = { &w[0], &w[1] };
+	int64_t ne0[4] = { 4, 3, 1, 1 }, ne1[4] = { 4, 1, 3, 1 };
+	uint64_t nb0[4] = { 4, 16, 48, 48 }, nb1[4] = { 4, 16, 16, 48 };
+	struct gge_wt plan[2];
+	char err[256] = "";
+
+	(void)state;
+	net_init(&n);
+	n.buf = ggml_backend_alloc_buffer(g_cpu, 4096);
+	for (int i = 0; i < 2; i++) {
+		pprpc__ggml_tensor__init(&w[i]);
+		w[i].type = GGML_TYPE_F32;
+		w[i].n_ne = w[i].n_nb = 4;
+		w[i].view_src = -1;
+	}
+	w[0].ne = ne0;
+	w[0].nb = nb0;
+	w[0].buffer = 1;
+	w[1].ne = ne1;
+	w[1].nb = nb1;
+	w[1].view_src = 0;
+	/* canonical stride: fine */
+	assert_int_equal(gge_wire_check((const Pprpc__GgmlTensor *const *)wp, 2, NULL, 0, GGE_GRAPH, resolve, &n, plan,
+					err, sizeof(err)), 0);
+	assert_int_equal(plan[1].reach, 48);
+	/* within the source's bytes: fine too (the walk stays in them) */
+	nb1[1] = 8;
+	assert_int_equal(gge_wire_check((const Pprpc__GgmlTensor *const *)wp, 2, NULL, 0, GGE_GRAPH, resolve, &n, plan,
+					err, sizeof(err)), 0);
+	/* far away: refused */
+	nb1[1] = UINT64_C(1) << 31;
+	assert_int_equal(gge_wire_check((const Pprpc__GgmlTensor *const *)wp, 2, NULL, 0, GGE_GRAPH, resolve, &n, plan,
+					err, sizeof(err)), PPRPC_ERANGE);
+	assert_non_null(strstr(err, "outside its source"));
+	/* the same stride on a tensor of its own: outside its buffer */
+	w[0].ne = ne1;
+	w[0].nb = nb1;
+	assert_int_equal(gge_wire_check((const Pprpc__GgmlTensor *const *)wp, 1, NULL, 0, GGE_GRAPH, resolve, &n, plan,
+					err, sizeof(err)), PPRPC_ERANGE);
+	assert_non_null(strstr(err, "outside its buffer"));
+	ggml_backend_buffer_free(n.buf);
+	ggml_free(n.ctx);
+}
+
 static int setup(void **state)
 {
 	char err[256];
@@ -256,6 +307,7 @@ int main(void)
 		cmocka_unit_test(test_argsort_wider_than_table),
 		cmocka_unit_test(test_aliased_ids_checked),
 		cmocka_unit_test(test_input_ids_at_start),
+		cmocka_unit_test(test_row_walk_reach),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -253,7 +253,7 @@ int gge_graph_build(struct gge_dev *g, const Pprpc__GgmlTensor *const *w, size_t
 		if (rc == 0 && node)
 			rc = check_node(g, gg->t[i], i, err, errlen);
 		if (rc == 0 && node)
-			rc = check_overlap(gg->t[i], gg->plan[i].extent, i, err, errlen);
+			rc = check_overlap(gg->t[i], gg->plan[i].reach, i, err, errlen);
 		if (rc < 0)
 			goto fail;
 	}

@@ -101,6 +101,7 @@ struct gge_wt {
 	uint64_t offset;     /* the base's first byte in wb */
 	uint64_t extent;     /* bytes from the first to one past the last element */
 	uint64_t dense;      /* ggml_row_size(ne0) * ne1 * ne2 * ne3 */
+	uint64_t reach;      /* the furthest byte a kernel may touch (ggml_wire.c: reach) */
 	int node;            /* position in the node order, -1 for a leaf */
 };
 

@@ -68,14 +68,14 @@ static int classify(const struct gge_graph *gg, int pos, int idx, int64_t bound,
 
 	for (int k = pos - 1; k >= 0; k--) {
 		const struct ggml_tensor *w = gg->cg->nodes[k];
-		uint64_t ew = gg->plan[gg->order[k]].extent;
+		uint64_t ew = gg->plan[gg->order[k]].reach;
 
 		if (*budget == 0)
 			return GGE_GUARD_SPLIT;
 		(*budget)--;
-		/* A node writes nothing outside its own extent (the rules
-		 * hold its shape to what ggml makes); view ops write nothing
-		 * at all (no backend runs them). */
+		/* A node writes nothing outside its reach (ggml_wire.c; the
+		 * rules hold its shape to what ggml makes); view ops write
+		 * nothing at all (no backend runs them). */
 		if (ggml_op_is_empty(w->op) || !ew || !ex || lo(w) >= lo(x) + ex || lo(x) >= lo(w) + ew)
 			continue;
 		if ((w->op == GGML_OP_ARGSORT || w->op == GGML_OP_TOP_K) && w->type == GGML_TYPE_I32 &&
