@@ -53,6 +53,7 @@
 #include "daemon/server/dispatch.h"
 #include "daemon/exec/queue.h"
 #include "daemon/exec/staging.h"
+#include "daemon/xfer/xfer.h"
 #include "proto/frame.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
@@ -656,7 +657,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FZ_CHECK(d->conns == NULL);
 	FZ_CHECK(d->buffers.count == nbuffers && d->graphs.count == 0 && d->timelines.count == 0);
 	FZ_CHECK(d->dev[0]->allocated == allocated);
-	FZ_CHECK(d->xsends == NULL && staging_used(&d->staging) == 0);
+	FZ_CHECK(xfer_live_sources(d) == 0 && staging_used(&d->staging) == 0);
 	FZ_CHECK(queue_depth(d->dev[0]->q) == 0);
 	return 0;
 }
