@@ -96,6 +96,7 @@ struct pprpcd {
 	struct tl_gpu_wait *gpu_waits;   /* WAITs held on a device stream (tl_lock) */
 	atomic_int stopping_workers;
 	struct peer *peers;        /* outbound links to other ranks (peer.c) */
+	uint64_t peer_links;       /* links opened so far: each one's serial (peer.c) */
 	struct rtl *mirrors;       /* remote timelines waited on (peer.c) */
 	/* Stage-boundary transfers (daemon/xfer). */
 	struct xfer *xfer;             /* the part's context (xfer_impl.h) */

@@ -47,6 +47,7 @@ struct peer {
 	int ping_out;                /* a keepalive PING is outstanding */
 	char host[256];
 	uint16_t port;
+	uint64_t serial;             /* this connection's, unique in the daemon */
 	char fallback[200];          /* why the link is TCP although RDMA was tried */
 	struct peer *next;
 	/* HELLO exchange */
@@ -468,6 +469,7 @@ static struct peer *peer_get(struct pprpcd *d, const char *rank, char *err, size
 	if (!p)
 		goto oom;
 	p->d = d;
+	p->serial = ++d->peer_links;
 	snprintf(p->rank, sizeof(p->rank), "%s", rank);
 	snprintf(p->host, sizeof(p->host), "%s", host);
 	p->port = port;
@@ -618,6 +620,17 @@ const char *peer_path(struct pprpcd *d, const char *rank)
 		if (!strcmp(p->rank, rank) && p->state == PEER_UP)
 			return transport_name(p->t);
 	return "tcp";
+}
+
+int peer_link_info(struct pprpcd *d, const char *rank, char *addr, size_t len, uint64_t *ret_serial)
+{
+	for (struct peer *p = d->peers; p; p = p->next)
+		if (!strcmp(p->rank, rank) && p->state == PEER_UP) {
+			snprintf(addr, len, "%s", transport_peer(p->t));
+			*ret_serial = p->serial;
+			return 0;
+		}
+	return PPRPC_ECONN;
 }
 
 void peer_close_all(struct pprpcd *d)

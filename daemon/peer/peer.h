@@ -58,6 +58,10 @@ const char *peer_rank(const struct peer *p);
 struct transport_conn *peer_transport(struct peer *p);
 /* "rdma" or "tcp": what the link to rank runs on now. */
 const char *peer_path(struct pprpcd *d, const char *rank);
+/* The live link to rank: the numeric address it is connected to ("ip:port",
+ * "[ip6]:port") and a serial that differs for every connection the daemon
+ * opens.  0, or PPRPC_ECONN when the link is not up. */
+int peer_link_info(struct pprpcd *d, const char *rank, char *addr, size_t len, uint64_t *ret_serial);
 /* Shutdown: close every link (outstanding requests fail). */
 void peer_close_all(struct pprpcd *d);
 

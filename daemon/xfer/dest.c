@@ -47,7 +47,7 @@ static void ipc_block(struct xfer *xf, const char *rank, const char *why)
 	snprintf(b->rank, sizeof(b->rank), "%s", rank);
 	b->next = xf->blocks;
 	xf->blocks = b;
-	LOG(xf->d, LOG_WARN_, "CUDA IPC from %s does not work (%s): its transfers use the staging path from now on",
+	LOG(xf->d, LOG_WARN_, "IPC from %s does not work (%s): its transfers use the staging path from now on",
 	    rank, why);
 }
 
@@ -162,6 +162,21 @@ static int pull_meta(void *arg, int code, const char *errmsg, const struct frame
 		cm.handle_len = pc->ipc_handle.len;
 		cm.pool_off = pc->ipc_offset;
 		cm.pool_bytes = pc->ipc_pool_bytes;
+		/* Before anything of a CMA announcement is recorded (the worker
+		 * copies what is): it must name the linked process's pool. */
+		if (cm.handle_len == XR_HANDLE && xr->cma && xr->sm.ipc_asked && !xr->cma_checked) {
+			char why[220];
+
+			rc = xpath_cma_check(xr->xf, xr->peer, cm.handle, why, sizeof(why));
+			if (rc < 0) {
+				LOG(xr->xf->d, LOG_WARN_, "transfer %" PRIu64 " from %s refused: %s", xr->sm.id, xr->peer, why);
+				xrecv_fail(xr, rc, why);
+				ipc_block(xr->xf, xr->peer, why);
+				meta_free(m);
+				return PPRPC_EPROTO; /* the link's stream cannot be trusted */
+			}
+			xr->cma_checked = true;
+		}
 	}
 	pthread_mutex_lock(&xr->xf->lock);
 	rc = recv_sm_on_chunk(&xr->sm, code, errmsg, h->bulk_len, &cm, &land, &off);
@@ -404,6 +419,7 @@ void xdst_recv(struct conn *c, struct request *r, const Pprpc__Recv *m, struct d
 	/* GPU to GPU on one host: ask for IPC (the source decides). */
 	ipc = xdev_has_ipc(b->dev) && d->boot_id[0] && !ipc_blocked(xf, m->src_rank);
 	xr->xf = xf;
+	xr->cma = ipc && xdev_host_visible(b->dev);
 	recv_sm_init(&xr->sm, m->transfer_id, m->size, ipc);
 	xr->refs = 2;   /* the PULL's and the command's */
 	xr->t0_us = xfer_now_us();

@@ -28,6 +28,7 @@
 struct device;
 struct staging;
 struct pprpcd;
+struct xfer;
 
 struct xpath {
 	const struct xpath_ops *ops;
@@ -66,6 +67,13 @@ void xpath_dest(struct device *dev, struct xpath *out);
  * of a full ring — and returns -1 once a cancel flag is set). */
 int xpath_slot_get(const struct xpath *p, const atomic_int *cancel1, const atomic_int *cancel2);
 void xpath_slot_put(const struct xpath *p, int slot);
+
+/* CMA, destination, loop: may the region's daemon read the pool a source
+ * announced (handle) over its link to rank?  Only the pool of the process
+ * at the other end of that link, the same pool for the link's life.  0, or
+ * PPRPC_EAUTH with the reason (path_cma.c). */
+int xpath_cma_check(struct xfer *xf, const char *rank, const uint8_t *handle, char *err, size_t errlen);
+void xpath_cma_fini(struct xfer *xf);
 
 /* Stubs for optional operations. */
 int xpath_no_capture(const struct xpath *p, int slot, const void *src, uint64_t n);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "daemon/exec/staging.h"
+#include "daemon/xfer/path.h"
 #include "daemon/xfer/xdev.h"
 #include "daemon/xfer/xfer_impl.h"
 #include "pprpc/types.h"
@@ -121,6 +122,7 @@ void xfer_fini(struct pprpcd *d)
 		return;
 	xsrc_fini(xf);
 	xdst_fini(xf);
+	xpath_cma_fini(xf);
 	if (d->xfer_ready)
 		staging_fini(&d->staging);
 	pthread_mutex_destroy(&xf->lock);

@@ -42,6 +42,7 @@ struct dbuf;
 struct device;
 
 struct ipc_block;
+struct cma_links;
 
 struct xfer {
 	struct pprpcd *d;
@@ -56,6 +57,7 @@ struct xfer {
 	char ipc_peers[8][64];
 	unsigned ipc_peers_next;
 	struct ipc_block *blocks;   /* loop: ranks whose IPC copies failed */
+	struct cma_links *cma;      /* loop: links whose CMA pool was checked (path_cma.c) */
 	int handles;                /* loop: uv handles not yet closed */
 };
 
@@ -82,6 +84,8 @@ struct xrecv {
 	uint8_t *dst;               /* lock: the region, once the RECV claimed it */
 	struct dbuf *b;             /* the region's buffer: held while chunks may land */
 	int refs;                   /* the PULL + the RECV command (loop) */
+	bool cma;                   /* IPC here is cross-memory attach (a host-visible region) */
+	bool cma_checked;           /* loop: its pool announcement passed xpath_cma_check */
 	char peer[64];              /* the source rank */
 	uint64_t t0_us;
 	uint64_t copy_us;           /* worker: time in IPC copies (read after the RECV) */

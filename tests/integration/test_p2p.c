@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "pprpc.h"
+#include "tests/integration/fake_rank.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/wire.h"
 
@@ -562,6 +563,110 @@ static void test_ipc_sizes(void **state)
 	assert_true(c1 > c0);
 }
 
+/* The pool handle of the CPU backend's cross-memory attach as it goes on
+ * the wire (daemon/backend/cpu/dev_cpu.c). */
+struct cma_wire {
+	char magic[8];
+	uint64_t pid, addr, bytes;
+};
+
+/* Where pid's executable is mapped from its first byte (its ELF header). */
+static uint64_t elf_base(pid_t pid)
+{
+	char path[64], line[512];
+	unsigned long long lo = 0, off;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx-%*x %*s %llx", &lo, &off) == 2 && off == 0 && strstr(line, "pprpcd"))
+			break;
+		else
+			lo = 0;
+	fclose(f);
+	assert_true(lo != 0);
+	return lo;
+}
+
+/* B pulls transfer id from fake rank f, which answers with one IPC chunk
+ * naming pool h.  Returns B's synchronize result (its message in why); dst
+ * gets the region. */
+static int pull_from_fake(struct pair *p, struct fake_rank *f, uint64_t id, const struct cma_wire *h, uint8_t *dst,
+			  size_t n, char *why, size_t whylen)
+{
+	Pprpc__PullChunk pc = PPRPC__PULL_CHUNK__INIT;
+	uint8_t handle[64] = { 0 };
+	ProtobufCMessage *m = NULL;
+	struct frame_hdr fh;
+	pprpc_buffer bb;
+	int rc;
+
+	memcpy(handle, h, sizeof(*h));
+	assert_int_equal(pprpc_buffer_alloc(p->cb, 0, n, &bb), 0);
+	assert_int_equal(pprpc_recv_async(p->cb, bb, 0, n, id, f->addr), 0);
+	assert_int_equal(fake_rank_accept(f, WIRE_TIMEOUT_MS), 0);
+	assert_int_equal(fake_expect(f, MSG_PULL, &pprpc__pull__descriptor, &fh, &m, WIRE_TIMEOUT_MS), 0);
+	/* B is on this host and asked for IPC */
+	assert_true(((Pprpc__Pull *)m)->ipc_host && *((Pprpc__Pull *)m)->ipc_host);
+	meta_free(m);
+	pc.offset = 0;
+	pc.size = n;
+	pc.ipc_handle.data = handle;
+	pc.ipc_handle.len = sizeof(handle);
+	pc.ipc_offset = 0;
+	pc.ipc_pool_bytes = h->bytes;
+	assert_int_equal(fake_reply(f->fd, MSG_PULL, fh.req_id, FRAME_F_MORE, &pc.base, NULL, 0), 0);
+	rc = pprpc_synchronize(p->cb, 0);
+	snprintf(why, whylen, "%s", pprpc_last_error(p->cb));
+	if (rc == 0)
+		assert_int_equal(pprpc_tensor_get(p->cb, bb, 0, dst, n), 0);
+	assert_int_equal(pprpc_buffer_free(p->cb, bb), 0);
+	return rc;
+}
+
+/* Issue 19.1: a PULL answer names the process and address the destination
+ * reads with process_vm_readv.  A rank may only make it read its own pool:
+ * the pid must be the process at the other end of the link (the one
+ * listening at the rank's address).  Here the test is the rank: naming
+ * its own memory works (the control), naming the destination daemon's own
+ * memory (its ELF header) is refused, and the RECV fails saying why. */
+static void test_cma_pool_of_the_link_only(void **state)
+{
+	struct pair *p = *state;
+	struct fake_rank good, evil;
+	static uint8_t pool[8192];
+	uint8_t dst[4096];
+	struct cma_wire h;
+	char why[256];
+	int rc;
+
+	skip_without_ipc(p);
+	fill(pool, sizeof(pool), 1919);
+	assert_int_equal(fake_rank_listen(&good), 0);
+	assert_int_equal(fake_rank_listen(&evil), 0);
+	memcpy(h.magic, "pprpcCMA", 8);
+	h.pid = (uint64_t)getpid();
+	h.addr = (uint64_t)(uintptr_t)pool;
+	h.bytes = sizeof(pool);
+	assert_int_equal(pull_from_fake(p, &good, 1901, &h, dst, sizeof(dst), why, sizeof(why)), 0);
+	assert_memory_equal(dst, pool, sizeof(dst));
+
+	h.pid = (uint64_t)p->b.pid;
+	h.addr = elf_base(p->b.pid);
+	h.bytes = sizeof(dst);
+	memset(dst, 0, sizeof(dst));
+	rc = pull_from_fake(p, &evil, 1902, &h, dst, sizeof(dst), why, sizeof(why));
+	assert_false(rc == 0 && !memcmp(dst, "\x7f" "ELF", 4)); /* the disclosure */
+	assert_int_equal(rc, PPRPC_EAUTH);
+	assert_non_null(strstr(why, "not the process listening"));
+	/* B serves on, and its real IPC transfers still work (test_ipc_sizes). */
+	assert_int_equal(pprpc_synchronize(p->cb, 0), 0);
+	fake_rank_close(&good);
+	fake_rank_close(&evil);
+}
+
 static void test_ipc_ring_full(void **state)
 {
 	skip_without_ipc(*state);
@@ -587,6 +692,7 @@ int main(void)
 	const struct CMUnitTest ipc_tests[] = {
 		cmocka_unit_test(test_ipc_sizes),
 		cmocka_unit_test(test_ipc_ring_full),
+		cmocka_unit_test(test_cma_pool_of_the_link_only),
 	};
 	int failed = cmocka_run_group_tests_name("integration_p2p", tests, setup, teardown);
 
