@@ -14,10 +14,12 @@
 #include "daemon/objects/buffer.h"
 #include "daemon/peer/peer.h"
 #include "daemon/server/conn.h"
+#include "daemon/server/reply.h"
 #include "daemon/xfer/path.h"
 #include "daemon/xfer/xdev.h"
 #include "daemon/xfer/xfer_impl.h"
 #include "pprpc/types.h"
+#include "proto/auth.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
 
@@ -424,8 +426,16 @@ void xdst_recv(struct conn *c, struct request *r, const Pprpc__Recv *m, struct d
 	xr->refs = 2;   /* the PULL's and the command's */
 	xr->t0_us = xfer_now_us();
 	snprintf(xr->peer, sizeof(xr->peer), "%s", m->src_rank);
+	/* What proves to the source that this PULL is ours (PullCheck). */
+	if (auth_random(xr->nonce, sizeof(xr->nonce)) < 0) {
+		snprintf(err, sizeof(err), "no randomness for the transfer's nonce");
+		code = PPRPC_EINTERNAL;
+		goto refuse;
+	}
 	pull.transfer_id = m->transfer_id;
 	pull.size = m->size;
+	pull.nonce.data = xr->nonce;
+	pull.nonce.len = sizeof(xr->nonce);
 	if (ipc)
 		pull.ipc_host = d->boot_id;
 	xfer_table_add(&xf->recvs, &xr->node, m->transfer_id);
@@ -453,6 +463,28 @@ refuse:
 	}
 	free(rc);
 	qreq_refuse(c, r, code, err);
+}
+
+/* A source asks whether a PULL it got is one of ours: the transfer it
+ * names belongs to this rank, and it serves the bytes only to this rank's
+ * own PULL.  The nonce went only to the source our RECV named. */
+void xdst_pull_check(struct conn *c, struct request *r, const Pprpc__PullCheck *m)
+{
+	struct xfer *xf = c->d->xfer;
+	char err[160];
+
+	if (m->nonce.len == XFER_NONCE)
+		for (struct xfer_node *n = xfer_table_find(&xf->recvs, m->transfer_id); n;
+		     n = xfer_table_find_next(n)) {
+			struct xrecv *xr = xfer_container(n, struct xrecv, node);
+
+			if (auth_equal(xr->nonce, m->nonce.data, XFER_NONCE)) {
+				reply_ok(c, r->hdr.type, r->hdr.req_id);
+				return;
+			}
+		}
+	snprintf(err, sizeof(err), "no RECV here pulls transfer %" PRIu64 " with that nonce", m->transfer_id);
+	reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EAUTH, err);
 }
 
 void xdst_fini(struct xfer *xf)

@@ -1,7 +1,8 @@
 /*
  * daemon/xfer/handlers.c — the transfer part's wire handlers: SEND and RECV
  * (from clients, queued on a device), PULL and PULL_RELEASE (from the peer
- * link of a destination daemon).  Each decodes and validates, then hands
+ * link of a destination daemon), PULL_CHECK (from a source asking whether a
+ * PULL is ours).  Each decodes and validates, then hands
  * over to the source (source.c) or the destination (dest.c).
  */
 #include <stdio.h>
@@ -54,6 +55,12 @@ void h_recv(struct conn *c, struct request *r)
 void h_pull(struct conn *c, struct request *r)
 {
 	xsrc_pull(c, r, (const Pprpc__Pull *)r->msg);
+}
+
+/* A source checks that a PULL it got is ours (the SEND named this rank). */
+void h_pull_check(struct conn *c, struct request *r)
+{
+	xdst_pull_check(c, r, (const Pprpc__PullCheck *)r->msg);
 }
 
 /* The destination copied an IPC transfer out of our pool, or part of it,

@@ -326,11 +326,11 @@ void send_sm_put_all(struct send_sm *s, xs_put_fn put, void *arg)
 	}
 }
 
-enum xs_expiry send_sm_expired(const struct send_sm *s, uint64_t now_ms, uint64_t limit_ms)
+enum xs_expiry send_sm_expired(const struct send_sm *s, uint64_t now_ms, uint64_t limit_ms, bool asked)
 {
 	if (!limit_ms || s->failed || now_ms - s->born_ms < limit_ms)
 		return XS_KEEP;
-	if (!s->have_send && s->pulling)
+	if (!s->have_send && (s->pulling || asked))
 		return XS_NO_SEND;
 	if (s->have_send && !s->pulling &&
 	    (s->exec_done || (s->exec_ms && now_ms - s->exec_ms >= limit_ms)))

@@ -204,10 +204,12 @@ bool send_sm_can_free(const struct send_sm *s);
 void send_sm_put_all(struct send_sm *s, xs_put_fn put, void *arg);
 
 /* Expiry (loop tick): has the other half not come within limit ms?
- * XS_NO_SEND: a PULL waited for a SEND that never came; XS_NOT_PULLED: a
- * SEND nobody pulled (captured: since it arrived; still executing: since
- * the queue reached it — a SEND queued behind long work is not late). */
+ * XS_NO_SEND: a PULL waited for a SEND that never came (asked: PULLs wait
+ * that are not attached yet — they are checked once the SEND names its
+ * rank); XS_NOT_PULLED: a SEND nobody pulled (captured: since it arrived;
+ * still executing: since the queue reached it — a SEND queued behind long
+ * work is not late). */
 enum xs_expiry { XS_KEEP, XS_NO_SEND, XS_NOT_PULLED };
-enum xs_expiry send_sm_expired(const struct send_sm *s, uint64_t now_ms, uint64_t limit_ms);
+enum xs_expiry send_sm_expired(const struct send_sm *s, uint64_t now_ms, uint64_t limit_ms, bool asked);
 
 #endif

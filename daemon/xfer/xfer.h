@@ -16,7 +16,9 @@
  * into the region as they arrive.  Bytes never pass through the client.
  *
  * Source and destination meet by transfer id: a PULL that arrives before
- * its SEND waits for it.  A transfer fails as a whole (never counted
+ * its SEND waits for it.  A transfer belongs to the rank its SEND names:
+ * the source serves a PULL only once that rank confirmed it as its own
+ * (PULL_CHECK with the PULL's nonce, source.c).  A transfer fails as a whole (never counted
  * complete with partial data): a lost link, a vanished client or mismatched
  * sizes fail the RECV with an error instead of leaving it waiting.
  */

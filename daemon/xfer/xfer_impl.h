@@ -41,8 +41,13 @@ struct request;
 struct dbuf;
 struct device;
 
+/* Bytes of the nonce a destination draws for each PULL (proto: Pull.nonce). */
+#define XFER_NONCE 16
+
 struct ipc_block;
 struct cma_links;
+struct xcand;
+struct xverified;
 
 struct xfer {
 	struct pprpcd *d;
@@ -58,6 +63,7 @@ struct xfer {
 	unsigned ipc_peers_next;
 	struct ipc_block *blocks;   /* loop: ranks whose IPC copies failed */
 	struct cma_links *cma;      /* loop: links whose CMA pool was checked (path_cma.c) */
+	struct xverified *verified; /* loop: inbound connections shown to be a rank's (source.c) */
 	int handles;                /* loop: uv handles not yet closed */
 };
 
@@ -68,6 +74,8 @@ struct xsend {
 	struct xfer *xf;
 	struct conn *puller;        /* the connection pulling it (reference held) */
 	uint64_t pull_req;
+	struct xcand *cands;        /* PULLs not yet shown to be the named rank's */
+	unsigned ncands;
 	struct device *dev;         /* the SEND's device (its IPC pool) */
 	const uint8_t *tensor;      /* the SEND's region (in-place chunks) */
 	struct dbuf *src_b;         /* its buffer, held while in-place bytes are on the wire */
@@ -84,6 +92,7 @@ struct xrecv {
 	uint8_t *dst;               /* lock: the region, once the RECV claimed it */
 	struct dbuf *b;             /* the region's buffer: held while chunks may land */
 	int refs;                   /* the PULL + the RECV command (loop) */
+	uint8_t nonce[XFER_NONCE];  /* its PULL's: the source checks it with us (PullCheck) */
 	bool cma;                   /* IPC here is cross-memory attach (a host-visible region) */
 	bool cma_checked;           /* loop: its pool announcement passed xpath_cma_check */
 	char peer[64];              /* the source rank */
@@ -109,6 +118,7 @@ uint64_t xsrc_grace_next(struct xfer *xf, uint64_t now_us, bool *ret_due);
 
 /* dest.c */
 void xdst_recv(struct conn *c, struct request *r, const Pprpc__Recv *m, struct dbuf *b);
+void xdst_pull_check(struct conn *c, struct request *r, const Pprpc__PullCheck *m);
 void xdst_progress_pump(struct xfer *xf);
 void xdst_fini(struct xfer *xf);
 

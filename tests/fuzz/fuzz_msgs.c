@@ -21,7 +21,7 @@
  *           bit 7 close without draining the queue first
  *   byte 1  see bit 6
  *   then records:
- *     type    1 byte: message type = b % 27 (0 and 26 are not implemented);
+ *     type    1 byte: message type = b % (MSG_TYPE_COUNT + 1) (those without a handler are refused);
  *             0xf8.. : 2 more bytes, a raw type
  *     flags   1 byte: bit 0 FRAME_F_QUEUED; bit 1 bulk from the input;
  *             bit 2 the meta as is: no handle mapping, and the input's
@@ -379,6 +379,8 @@ static int fixup(struct input *in, uint16_t type, ProtobufCMessage *msg, int raw
 		if (!raw)
 			check_region(fz, m->buffer, m->offset, m->size);
 		m->buffer = map(o->buf, o->nbuf, m->buffer);
+		/* A PULL of it would ask the named rank whether it is its own. */
+		return no_network(m->dst_rank);
 		break;
 	}
 	case MSG_RECV: {

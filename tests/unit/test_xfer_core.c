@@ -784,27 +784,32 @@ static void test_expiry(void **state)
 	/* a PULL whose SEND never comes */
 	send_sm_init(&s, 1, 1000);
 	send_sm_on_pull(&s, 10, false);
-	assert_int_equal(send_sm_expired(&s, 1000 + 499, 500), XS_KEEP);
-	assert_int_equal(send_sm_expired(&s, 1000 + 500, 500), XS_NO_SEND);
-	assert_int_equal(send_sm_expired(&s, 1000 + 500, 0), XS_KEEP);   /* 0 = never */
+	assert_int_equal(send_sm_expired(&s, 1000 + 499, 500, false), XS_KEEP);
+	assert_int_equal(send_sm_expired(&s, 1000 + 500, 500, false), XS_NO_SEND);
+	assert_int_equal(send_sm_expired(&s, 1000 + 500, 0, false), XS_KEEP);   /* 0 = never */
 	send_sm_fail(&s, PPRPC_ETIMEDOUT);
-	assert_int_equal(send_sm_expired(&s, 5000, 500), XS_KEEP);       /* once */
+	assert_int_equal(send_sm_expired(&s, 5000, 500, false), XS_KEEP);       /* once */
+	send_sm_fini(&s);
+	/* PULLs still to be checked wait for a SEND too */
+	send_sm_init(&s, 4, 1000);
+	assert_int_equal(send_sm_expired(&s, 1600, 500, false), XS_KEEP);
+	assert_int_equal(send_sm_expired(&s, 1600, 500, true), XS_NO_SEND);
 	send_sm_fini(&s);
 	/* a captured SEND nobody pulls: counted from its arrival */
 	send_sm_init(&s, 2, 1000);
 	assert_int_equal(send_sm_on_send(&s, 10, 64, 0, 0, &in_use), 0);
 	s.exec_done = true;
-	assert_int_equal(send_sm_expired(&s, 1500, 500), XS_NOT_PULLED);
+	assert_int_equal(send_sm_expired(&s, 1500, 500, false), XS_NOT_PULLED);
 	send_sm_fini(&s);
 	/* a SEND queued behind long work: counted from when the queue reached it */
 	send_sm_init(&s, 3, 1000);
 	assert_int_equal(send_sm_on_send(&s, 1 << 20, 64 * KIB, 1, 0, &in_use), 0);
-	assert_int_equal(send_sm_expired(&s, 9000, 500), XS_KEEP);       /* not reached yet */
+	assert_int_equal(send_sm_expired(&s, 9000, 500, false), XS_KEEP);       /* not reached yet */
 	e.now_us = 9000 * 1000ull;
 	assert_false(send_sm_ready(&s, &e));                              /* reached, waits */
 	assert_int_equal(s.exec_ms, 9000);
-	assert_int_equal(send_sm_expired(&s, 9499, 500), XS_KEEP);
-	assert_int_equal(send_sm_expired(&s, 9500, 500), XS_NOT_PULLED);
+	assert_int_equal(send_sm_expired(&s, 9499, 500, false), XS_KEEP);
+	assert_int_equal(send_sm_expired(&s, 9500, 500, false), XS_NOT_PULLED);
 	send_sm_fini(&s);
 }
 
