@@ -53,6 +53,7 @@ struct pprpcd_opts {
 	uint32_t drain_ms;         /* SIGTERM: how long queued work may finish */
 	uint64_t xfer_timeout_ms;  /* a transfer half without its partner fails after this */
 	uint64_t peer_timeout_ms;  /* a peer link silent this long with requests outstanding is dropped */
+	uint64_t peer_connect_timeout_ms;  /* a peer link not up (connected, HELLO answered) this long fails */
 	int cuda_graphs;           /* capture CUDA graphs on first run, replay after */
 	int send_in_place;         /* a SEND with nothing behind it streams from the tensor (xfer/send_sm.h) */
 	int cpu_ipc;               /* CPU boundaries between daemons of one host by cross-memory attach */

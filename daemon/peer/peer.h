@@ -48,8 +48,10 @@ struct preq_ops {
  * or a negative code with a reason (then no callback runs). */
 int peer_request(struct pprpcd *d, const char *rank, uint16_t type, const ProtobufCMessage *m,
 		 const struct preq_ops *ops, void *arg, char *err, size_t errlen);
-/* Periodic: ping quiet links that have requests outstanding, drop those
- * silent past peer_timeout_ms (their requests fail). */
+/* Periodic: fail links not up (connected, HELLO answered) within
+ * peer_connect_timeout_ms, ping quiet links that have requests
+ * outstanding, drop those silent past peer_timeout_ms (their requests
+ * fail, naming the rank and what timed out). */
 void peer_keepalive(struct pprpcd *d, uint64_t now_ms);
 /* For STATS: the links, their rank and transport (NULL while connecting). */
 struct peer *peer_first(struct pprpcd *d);
