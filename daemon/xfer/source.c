@@ -101,6 +101,8 @@ static void xsend_drop_puller(struct xsend *x, int status)
 	pprpcd_kick_queues(x->xf->d);
 }
 
+/* A slot goes back (loop; possibly under xf->lock, so the caller kicks
+ * the queues afterwards: a SEND may wait for the slot). */
 static void put_slot(void *arg, enum xs_where where, int32_t slot)
 {
 	struct xsend *x = arg;
@@ -141,7 +143,23 @@ static void xsend_maybe_free(struct xsend *x)
 	xstats_add(xf->d, x->peer[0] ? x->peer : "?", "send",
 		   x->sm.ipc ? "ipc" : x->puller && x->puller->t ? transport_name(x->puller->t) : "tcp", x->sm.size,
 		   x->t0_us, 0, !finished);
+	if (x->stalled) {
+		/* The destination stopped and may still read the IPC slots it was
+		 * told of (it copies when it runs again): they never go back, and
+		 * new SENDs on this device stop using the pool. */
+		uint32_t lost = send_sm_forget_announced(&x->sm);
+
+		if (lost) {
+			pthread_mutex_lock(&xf->lock);
+			xf->pool_retired[xdev_index(x->dev)] = true;
+			pthread_mutex_unlock(&xf->lock);
+			LOG(xf->d, LOG_WARN_, "%s: %u IPC pool slots stay out of use (the stopped destination %s may "
+			    "still read them); later SENDs on this device do not use IPC", xdev_name(x->dev), lost,
+			    x->peer);
+		}
+	}
 	send_sm_put_all(&x->sm, put_slot, x);
+	pprpcd_kick_queues(xf->d);
 	release_src(x);
 	xfer_table_del(&xf->sends, &x->node);
 	if (x->puller)
@@ -272,6 +290,8 @@ static void cand_accept(struct xcand *k)
 	x->puller = k->c;   /* the candidate's reference passes to the transfer */
 	x->pull_req = k->req;
 	k->c = NULL;
+	x->progress_ms = uv_now(xf->d->loop);
+	x->frames_seen = x->puller->t ? transport_stats(x->puller->t)->frames_in : 0;
 	pthread_mutex_lock(&xf->lock);
 	send_sm_on_pull(&x->sm, k->size, k->ipc_req);
 	if (k->ipc_req)
@@ -395,9 +415,11 @@ static void chunk_written(void *arg, int status)
 	pthread_mutex_lock(&x->xf->lock);
 	send_sm_on_written(&x->sm, w->i, status, &out);
 	pthread_mutex_unlock(&x->xf->lock);
+	if (status == 0)
+		x->progress_ms = uv_now(x->xf->d->loop);
 	if (out.put_slot >= 0)
 		put_slot(x, XS_STAGED, out.put_slot);
-	if (out.inplace_freed || status)
+	if (out.inplace_freed || out.put_slot >= 0 || status)
 		pprpcd_kick_queues(x->xf->d);
 	if (out.inplace_freed)
 		release_src(x);
@@ -475,6 +497,18 @@ static bool stream_has_later(const struct qcmd *q)
 	return false;
 }
 
+/* Worker: is a slot free where a capture would go?  (Read without the
+ * transfer lock: staging has its own.) */
+static void rooms(const struct xsend *x, struct xs_env *e)
+{
+	struct xpath host, pool;
+
+	xpath_source(x->xf->d, x->dev, XS_STAGED, &host);
+	xpath_source(x->xf->d, x->dev, XS_POOL, &pool);
+	e->room_host = xpath_has_room(&host);
+	e->room_pool = xpath_has_room(&pool);
+}
+
 /* Worker, under the queue lock. */
 static int send_ready(struct qcmd *q)
 {
@@ -487,6 +521,7 @@ static int send_ready(struct qcmd *q)
 	e.behind = sc->behind;
 	e.stop = atomic_load(&x->xf->d->stopping_workers);
 	e.now_us = xfer_now_us();
+	rooms(x, &e);
 	pthread_mutex_lock(&x->xf->lock);
 	ready = send_sm_ready(&x->sm, &e);
 	pthread_mutex_unlock(&x->xf->lock);
@@ -499,6 +534,10 @@ static int send_failed(struct qcmd *q, struct xsend *x, const struct xs_act *a)
 
 	if (a->why == XS_WHY_CANCELLED)
 		snprintf(q->err, sizeof(q->err), "SEND cancelled");
+	else if (x->stalled)
+		snprintf(q->err, sizeof(q->err), "SEND of transfer %" PRIu64 " failed: the destination %.63s took "
+			 "nothing for %" PRIu64 " ms (stopped or wedged?); its link was dropped", x->sm.id, x->peer,
+			 x->xf->d->opts.peer_timeout_ms);
 	else
 		snprintf(q->err, sizeof(q->err), "SEND of transfer %" PRIu64 " failed: %s", x->sm.id,
 			 st == PPRPC_ETIMEDOUT ? "the destination did not pull it within the transfer timeout"
@@ -520,11 +559,9 @@ static int send_capture(struct send_cmd *sc, const struct xs_act *a)
 	int slot, rc;
 
 	xpath_source(xf->d, x->dev, where, &p);
-	slot = xpath_slot_get(&p, &q->stream->canceled, &xf->d->stopping_workers);
-	if (slot < 0) {
-		snprintf(q->err, sizeof(q->err), "SEND cancelled while waiting for staging space");
-		return PPRPC_ECANCELED;
-	}
+	slot = xpath_slot_take(&p);
+	if (slot < 0)
+		return QCMD_AGAIN; /* another worker took the last one: wait for a free one */
 	rc = p.ops->capture(&p, slot, x->tensor + ch.off, ch.len);
 	if (rc < 0) {
 		xpath_slot_put(&p, slot);
@@ -559,8 +596,11 @@ static int send_exec(struct qcmd *q)
 		e.stop = atomic_load(&q->stream->canceled) || atomic_load(&d->stopping_workers);
 		e.pool_slot = pool ? pool->slot_size : 0;
 		e.now_us = xfer_now_us();
+		rooms(x, &e);
 		pthread_mutex_lock(&xf->lock);
 		e.peer_ipc = ipc_peer_known(xf, x->peer);
+		if (xf->pool_retired[xdev_index(x->dev)])
+			e.pool = -1;
 		send_sm_step(&x->sm, &e, &a);
 		pthread_mutex_unlock(&xf->lock);
 		switch (a.kind) {
@@ -589,7 +629,7 @@ static int send_exec(struct qcmd *q)
 			continue;
 		case XS_ACT_CAPTURE:
 			rc = send_capture(sc, &a);
-			if (rc < 0)
+			if (rc != 0)
 				return rc;
 			continue;
 		}
@@ -764,9 +804,11 @@ void xsrc_pull_release(struct conn *c, struct request *r, const Pprpc__PullRelea
 		return;
 	}
 	reply_ok(c, r->hdr.type, r->hdr.req_id);
+	x->progress_ms = uv_now(c->d->loop);
 	pthread_mutex_lock(&xf->lock);
 	rel = send_sm_on_release(&x->sm, m->done, error, put_slot, x);
 	pthread_mutex_unlock(&xf->lock);
+	pprpcd_kick_queues(c->d);   /* a SEND may wait for the slots */
 	if (rel == XS_REL_PROGRESS)
 		return;
 	if (rel == XS_REL_FAILED) {
@@ -783,6 +825,44 @@ void xsrc_pull_release(struct conn *c, struct request *r, const Pprpc__PullRelea
 
 /* ---- loop: timeouts, closed links, shutdown ---------------------------------------- */
 
+/* A destination that asked for a transfer must take it: while the transfer
+ * waits on it (bytes on the wire, IPC slots not released), its connection
+ * must show life within peer-timeout-ms — a write completed, a release,
+ * or any frame (a destination waiting on us PINGs its quiet link every
+ * third of its peer-timeout).  One that does not (stopped, wedged) loses
+ * the transfer and the connection: aborting it is the only way to get back
+ * the staging slots its unwritten replies hold, and the SEND fails with the
+ * reason instead of holding its stream. */
+static void check_stalled(struct xsend *x, uint64_t now_ms)
+{
+	struct xfer *xf = x->xf;
+	uint64_t limit = xf->d->opts.peer_timeout_ms, frames;
+	bool waits;
+
+	if (!limit || !x->puller || !x->puller->t)
+		return;
+	frames = transport_stats(x->puller->t)->frames_in;
+	if (frames != x->frames_seen) {
+		x->frames_seen = frames;
+		x->progress_ms = now_ms;
+	}
+	pthread_mutex_lock(&xf->lock);
+	waits = send_sm_waits_on_puller(&x->sm);
+	if (waits && now_ms - x->progress_ms >= limit) {
+		x->stalled = true;
+		send_sm_fail(&x->sm, PPRPC_ETIMEDOUT);
+	}
+	pthread_mutex_unlock(&xf->lock);
+	if (!x->stalled)
+		return;
+	LOG(xf->d, LOG_WARN_, "transfer %" PRIu64 " to %s: the destination took nothing for %" PRIu64
+	    " ms (stopped or wedged?); dropping its link", x->sm.id, x->peer, now_ms - x->progress_ms);
+	pprpcd_kick_queues(xf->d);
+	/* The writes it did not take come back failed, then the connection
+	 * closes (xsrc_conn_closed); x goes once both happened. */
+	conn_abort(x->puller);
+}
+
 void xsrc_expire(struct xfer *xf, uint64_t now_ms)
 {
 	struct pprpcd *d = xf->d;
@@ -790,6 +870,12 @@ void xsrc_expire(struct xfer *xf, uint64_t now_ms)
 	struct xfer_node *n, *next;
 	char msg[160];
 
+	for (n = xf->sends.head; n; n = n->next) {
+		struct xsend *x = xsend_of(n);
+
+		if (!x->stalled)
+			check_stalled(x, now_ms);
+	}
 	if (!limit)
 		return;
 	for (n = xf->sends.head; n; n = next) {

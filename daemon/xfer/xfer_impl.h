@@ -64,6 +64,9 @@ struct xfer {
 	struct ipc_block *blocks;   /* loop: ranks whose IPC copies failed */
 	struct cma_links *cma;      /* loop: links whose CMA pool was checked (path_cma.c) */
 	struct xverified *verified; /* loop: inbound connections shown to be a rank's (source.c) */
+	/* lock: devices whose IPC pool lost slots to a stopped destination:
+	 * new SENDs there do not use it (source.c) */
+	bool pool_retired[PPRPCD_MAX_DEVICES];
 	int handles;                /* loop: uv handles not yet closed */
 };
 
@@ -76,6 +79,9 @@ struct xsend {
 	uint64_t pull_req;
 	struct xcand *cands;        /* PULLs not yet shown to be the named rank's */
 	unsigned ncands;
+	uint64_t progress_ms;       /* the puller's last sign of life (loop time) */
+	uint64_t frames_seen;       /* frames received on the puller's connection then */
+	bool stalled;               /* lock: dropped, the puller showed no life */
 	struct device *dev;         /* the SEND's device (its IPC pool) */
 	const uint8_t *tensor;      /* the SEND's region (in-place chunks) */
 	struct dbuf *src_b;         /* its buffer, held while in-place bytes are on the wire */
