@@ -3,14 +3,8 @@
  * command on its device worker (what send_sm_step says: capture, publish in
  * place, make the IPC pool, wait), and on the loop the PULL's replies (each
  * published chunk handed to the puller's link in order), releases, expiry.
- *
- * Who may pull.  A transfer belongs to the rank its SEND names; a PULL
- * from anyone else (any connection can send one) must get nothing.  A PULL
- * carries a nonce its destination drew; it waits as a candidate until the
- * SEND names the rank, then the source asks that rank, over its own link to
- * the rank's address, whether the PULL is its own (PULL_CHECK).  Only then
- * does it become the puller.  The connection it came on is remembered as
- * the rank's, so later transfers to that rank on it skip the question.
+ * Who may pull is pull_auth.c's question; a PULL it confirms is attached
+ * here (xsrc_attach).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -72,15 +66,11 @@ static void ipc_peer_note(struct xfer *xf, const char *rank)
 	snprintf(xf->ipc_peers[xf->ipc_peers_next++ % n], sizeof(xf->ipc_peers[0]), "%s", rank);
 }
 
-struct xcand;
-
-static void xsend_maybe_free(struct xsend *x);
 static void xsend_pump(struct xsend *x);
-static void cand_refuse(struct xcand *k, int code, const char *msg);
 
 /* ---- loop: failure, slots, freeing ----------------------------------------------- */
 
-static void xsend_fail(struct xsend *x, int status)
+void xsrc_fail(struct xsend *x, int status)
 {
 	pthread_mutex_lock(&x->xf->lock);
 	send_sm_fail(&x->sm, status);
@@ -122,7 +112,7 @@ static void release_src(struct xsend *x)
 	}
 }
 
-static void xsend_maybe_free(struct xsend *x)
+void xsrc_maybe_free(struct xsend *x)
 {
 	struct xfer *xf = x->xf;
 	bool finished;
@@ -130,12 +120,12 @@ static void xsend_maybe_free(struct xsend *x)
 	if (!send_sm_can_free(&x->sm))
 		return;
 	finished = send_sm_finished(&x->sm);
-	while (x->cands) {
+	if (x->cands) {
 		char msg[160];
 
 		snprintf(msg, sizeof(msg), "transfer %" PRIu64 " ended before this PULL was shown to be its rank's",
 			 x->sm.id);
-		cand_refuse(x->cands, x->sm.status ? x->sm.status : PPRPC_ECANCELED, msg);
+		xauth_refuse_all(x, x->sm.status ? x->sm.status : PPRPC_ECANCELED, msg);
 	}
 	if (x->puller && x->sm.failed && !finished)
 		reply_error(x->puller, MSG_PULL, x->pull_req, x->sm.status ? x->sm.status : PPRPC_ECANCELED,
@@ -168,89 +158,9 @@ static void xsend_maybe_free(struct xsend *x)
 	free(x);
 }
 
-/* ---- who may pull: the rank the SEND names ------------------------------------------- */
-
-/* Candidates one transfer keeps at most (beyond: refused; a flood of PULLs
- * for an id must not grow memory without bound). */
-#define XS_MAX_CANDIDATES 16
-
-struct xcheck;
-
-/* A PULL not yet shown to come from the rank the SEND names. */
-struct xcand {
-	struct xcand *next;
-	struct xsend *x;
-	struct conn *c;             /* reference held */
-	uint64_t req, size;
-	bool ipc_req;
-	uint8_t nonce[XFER_NONCE];
-	struct xcheck *check;       /* its PULL_CHECK in flight, or NULL */
-};
-
-/* A PULL_CHECK in flight; cand is cleared when the candidate goes first. */
-struct xcheck {
-	struct xcand *cand;
-	int code;
-	char why[200];
-};
-
-/* An inbound connection shown to be a rank's (no reference: dropped when
- * it closes). */
-struct xverified {
-	struct xverified *next;
-	struct conn *c;
-	char rank[64];
-};
-
-static bool verified(const struct xfer *xf, const struct conn *c, const char *rank)
-{
-	for (const struct xverified *v = xf->verified; v; v = v->next)
-		if (v->c == c && !strcmp(v->rank, rank))
-			return true;
-	return false;
-}
-
-static void verified_add(struct xfer *xf, struct conn *c, const char *rank)
-{
-	struct xverified *v;
-
-	if (verified(xf, c, rank) || !(v = calloc(1, sizeof(*v))))
-		return;
-	v->c = c;
-	snprintf(v->rank, sizeof(v->rank), "%s", rank);
-	v->next = xf->verified;
-	xf->verified = v;
-}
-
-static void cand_unlink(struct xcand *k)
-{
-	for (struct xcand **pp = &k->x->cands; *pp; pp = &(*pp)->next)
-		if (*pp == k) {
-			*pp = k->next;
-			k->x->ncands--;
-			return;
-		}
-}
-
-static void cand_free(struct xcand *k)
-{
-	if (k->check)
-		k->check->cand = NULL;
-	if (k->c)
-		conn_unref(k->c);
-	free(k);
-}
-
-static void cand_refuse(struct xcand *k, int code, const char *msg)
-{
-	reply_error(k->c, MSG_PULL, k->req, code, msg);
-	cand_unlink(k);
-	cand_free(k);
-}
-
 /* A transfer only PULLs made, none of them waiting any more: nothing to
  * keep (it counts in no statistics: nobody sent or received anything). */
-static void xsend_discard_if_unasked(struct xsend *x)
+void xsrc_discard_if_unasked(struct xsend *x)
 {
 	if (x->sm.have_send || x->puller || x->cands)
 		return;
@@ -259,144 +169,42 @@ static void xsend_discard_if_unasked(struct xsend *x)
 	free(x);
 }
 
-/* The candidate is the named rank's: it becomes the puller. */
-static void cand_accept(struct xcand *k)
+void xsrc_attach(struct xsend *x, struct conn *c, uint64_t req, uint64_t size, bool ipc_req)
 {
-	struct xsend *x = k->x;
 	struct xfer *xf = x->xf;
 	enum xs_pull_check chk;
 	char err[200];
 
-	cand_unlink(k);
 	pthread_mutex_lock(&xf->lock);
-	chk = send_sm_check_pull(&x->sm, k->size);
+	chk = send_sm_check_pull(&x->sm, size);
 	pthread_mutex_unlock(&xf->lock);
 	if (chk != XS_PULL_OK) {
 		if (chk == XS_PULL_SIZE)
 			snprintf(err, sizeof(err), "transfer %" PRIu64 ": the source sends another size (%" PRIu64
-				 " bytes, %" PRIu64 " expected)", x->sm.id, x->sm.size, k->size);
+				 " bytes, %" PRIu64 " expected)", x->sm.id, x->sm.size, size);
 		else
 			snprintf(err, sizeof(err), "transfer %" PRIu64 ": already being pulled", x->sm.id);
-		reply_error(k->c, MSG_PULL, k->req, PPRPC_EINVAL, err);
-		cand_free(k);
+		reply_error(c, MSG_PULL, req, PPRPC_EINVAL, err);
+		conn_unref(c);
 		/* The rank expects another size: nobody can receive this SEND,
 		 * which must not hold staging slots. */
 		if (chk == XS_PULL_SIZE && !x->puller) {
-			xsend_fail(x, PPRPC_EINVAL);
-			xsend_maybe_free(x);
+			xsrc_fail(x, PPRPC_EINVAL);
+			xsrc_maybe_free(x);
 		}
 		return;
 	}
-	x->puller = k->c;   /* the candidate's reference passes to the transfer */
-	x->pull_req = k->req;
-	k->c = NULL;
+	x->puller = c;
+	x->pull_req = req;
 	x->progress_ms = uv_now(xf->d->loop);
-	x->frames_seen = x->puller->t ? transport_stats(x->puller->t)->frames_in : 0;
+	x->frames_seen = c->t ? transport_stats(c->t)->frames_in : 0;
 	pthread_mutex_lock(&xf->lock);
-	send_sm_on_pull(&x->sm, k->size, k->ipc_req);
-	if (k->ipc_req)
+	send_sm_on_pull(&x->sm, size, ipc_req);
+	if (ipc_req)
 		ipc_peer_note(xf, x->peer);
 	pthread_mutex_unlock(&xf->lock);
-	cand_free(k);
 	pprpcd_kick_queues(xf->d);
 	xsend_pump(x);
-}
-
-static void check_end(struct xcheck *ck, int code, const char *why, bool link_failed)
-{
-	struct xcand *k = ck->cand;
-	struct xsend *x;
-	char msg[400];
-
-	free(ck);
-	if (!k)
-		return;
-	k->check = NULL;
-	x = k->x;
-	if (code == 0) {
-		verified_add(x->xf, k->c, x->peer);
-		cand_accept(k);
-		return;
-	}
-	snprintf(msg, sizeof(msg), "transfer %" PRIu64 " belongs to rank %.63s, %s: %.200s", x->sm.id, x->peer,
-		 link_failed ? "which could not be asked whether this PULL is its own"
-			     : "which says this PULL is not its own",
-		 why);
-	LOG(x->xf->d, LOG_NOTICE_, "PULL refused: %s", msg);
-	cand_refuse(k, PPRPC_EAUTH, msg);
-}
-
-static int check_meta(void *arg, int code, const char *errmsg, const struct frame_hdr *h, const uint8_t *meta,
-		      size_t len, void **bulk_dst)
-{
-	struct xcheck *ck = arg;
-
-	(void)h, (void)meta, (void)len, (void)bulk_dst;
-	ck->code = code;
-	snprintf(ck->why, sizeof(ck->why), "%s", code < 0 && errmsg ? errmsg : "");
-	return 0;
-}
-
-static void check_done(void *arg, const struct frame_hdr *h, int more)
-{
-	struct xcheck *ck = arg;
-
-	(void)h, (void)more;
-	check_end(ck, ck->code, ck->why, false);
-}
-
-static void check_fail(void *arg, int code, const char *why)
-{
-	check_end(arg, code ? code : PPRPC_ECONN, why, true);
-}
-
-static const struct preq_ops check_ops = { .meta = check_meta, .done = check_done, .fail = check_fail };
-
-/* The SEND names its rank: is the candidate that rank's? */
-static void cand_check(struct xcand *k)
-{
-	Pprpc__PullCheck pc = PPRPC__PULL_CHECK__INIT;
-	struct xsend *x = k->x;
-	struct xfer *xf = x->xf;
-	struct xcheck *ck;
-	char err[200], msg[400];
-
-	if (!x->peer[0]) {
-		snprintf(msg, sizeof(msg), "transfer %" PRIu64 ": its SEND names no destination rank", x->sm.id);
-		cand_refuse(k, PPRPC_EAUTH, msg);
-		return;
-	}
-	if (verified(xf, k->c, x->peer)) {
-		cand_accept(k);
-		return;
-	}
-	ck = calloc(1, sizeof(*ck));
-	if (!ck) {
-		cand_refuse(k, PPRPC_ENOMEM, "out of memory");
-		return;
-	}
-	ck->cand = k;
-	k->check = ck;
-	pc.transfer_id = x->sm.id;
-	pc.nonce.data = k->nonce;
-	pc.nonce.len = sizeof(k->nonce);
-	if (peer_request(xf->d, x->peer, MSG_PULL_CHECK, &pc.base, &check_ops, ck, err, sizeof(err)) < 0) {
-		k->check = NULL;
-		free(ck);
-		snprintf(msg, sizeof(msg), "transfer %" PRIu64 " belongs to rank %.63s, which could not be asked "
-			 "whether this PULL is its own: %.200s", x->sm.id, x->peer, err);
-		cand_refuse(k, PPRPC_EAUTH, msg);
-	}
-}
-
-static void cands_check_all(struct xsend *x)
-{
-	struct xcand *k, *next;
-
-	for (k = x->cands; k; k = next) {
-		next = k->next;
-		cand_check(k);
-	}
 }
 
 /* ---- loop: the PULL's replies ------------------------------------------------------ */
@@ -423,7 +231,7 @@ static void chunk_written(void *arg, int status)
 		pprpcd_kick_queues(x->xf->d);
 	if (out.inplace_freed)
 		release_src(x);
-	xsend_maybe_free(x);
+	xsrc_maybe_free(x);
 	free(w);
 }
 
@@ -463,7 +271,7 @@ static void xsend_pump(struct xsend *x)
 		reply_send_part(x->puller, MSG_PULL, x->pull_req, more, &pc.base, bulk, nbytes, chunk_written, w);
 	}
 	x->sm.writes_inflight--;
-	xsend_maybe_free(x);
+	xsrc_maybe_free(x);
 }
 
 void xsrc_pump_all(struct xfer *xf)
@@ -643,7 +451,7 @@ static void send_release(struct qreq *qr)
 
 	x->sm.exec_done = true;
 	if (qr->q.status < 0 && !x->sm.failed)
-		xsend_fail(x, qr->q.status);
+		xsrc_fail(x, qr->q.status);
 	/* The buffer reference passes to the transfer (release_src). */
 	x->src_b = sc->b;
 	release_src(x);
@@ -691,7 +499,7 @@ void xsrc_send(struct conn *c, struct request *r, const Pprpc__Send *m, struct d
 				 " bytes, %" PRIu64 " expected)", m->transfer_id, m->size, x->sm.size);
 			reply_error(x->puller, MSG_PULL, x->pull_req, PPRPC_EINVAL, why);
 			xsend_drop_puller(x, 0);
-			xsend_maybe_free(x);
+			xsrc_maybe_free(x);
 		}
 		free(sc);
 		qreq_refuse(c, r, rc, err);
@@ -705,9 +513,9 @@ void xsrc_send(struct conn *c, struct request *r, const Pprpc__Send *m, struct d
 			free(x);
 		} else {
 			/* The early PULL learns why. */
-			xsend_fail(x, rc);
+			xsrc_fail(x, rc);
 			x->sm.exec_done = true;
-			xsend_maybe_free(x);
+			xsrc_maybe_free(x);
 		}
 		qreq_refuse(c, r, PPRPC_ENOMEM, "out of memory");
 		return;
@@ -724,7 +532,7 @@ void xsrc_send(struct conn *c, struct request *r, const Pprpc__Send *m, struct d
 	sc->qr.q.ready = send_ready;
 	qreq_push(&sc->qr, c, r, b->dev, send_exec);
 	/* PULLs that came first: the SEND names the rank to ask now. */
-	cands_check_all(x);
+	xauth_send_arrived(x);
 }
 
 /* A PULL (possibly before its SEND arrived): a candidate until the rank the
@@ -734,51 +542,35 @@ void xsrc_pull(struct conn *c, struct request *r, const Pprpc__Pull *m)
 	struct pprpcd *d = c->d;
 	struct xfer *xf = d->xfer;
 	struct xsend *x = xsend_find(xf, m->transfer_id);
-	struct xcand *k, **tail;
 	char err[200];
 	int code = PPRPC_EINVAL;
 
 	/* Nothing an unchecked PULL says may change the transfer (a wrong
 	 * size here must not fail the SEND of the rank's real PULL). */
-	if (m->size == 0)
+	if (m->size == 0) {
 		snprintf(err, sizeof(err), "transfer %" PRIu64 ": empty", m->transfer_id);
-	else if (m->nonce.len != XFER_NONCE)
-		code = PPRPC_EAUTH,
+	} else if (m->nonce.len != XFER_NONCE) {
+		code = PPRPC_EAUTH;
 		snprintf(err, sizeof(err), "transfer %" PRIu64 ": a PULL must carry its destination's nonce "
 			 "(the source checks it with the rank the SEND names)", m->transfer_id);
-	else if (x && x->puller)
+	} else if (x && x->puller) {
 		snprintf(err, sizeof(err), "transfer %" PRIu64 ": already being pulled", m->transfer_id);
-	else if (x && x->ncands >= XS_MAX_CANDIDATES)
-		code = PPRPC_ELIMIT,
+	} else if (x && x->ncands >= XAUTH_MAX_CANDIDATES) {
+		code = PPRPC_ELIMIT;
 		snprintf(err, sizeof(err), "transfer %" PRIu64 ": %d PULLs already wait to be checked", m->transfer_id,
-			 XS_MAX_CANDIDATES);
-	else
+			 XAUTH_MAX_CANDIDATES);
+	} else {
 		code = 0;
-	if (code == 0 && !x && !(x = xsend_new(xf, m->transfer_id)))
-		code = PPRPC_ENOMEM, snprintf(err, sizeof(err), "out of memory");
-	k = code == 0 ? calloc(1, sizeof(*k)) : NULL;
-	if (code == 0 && !k) {
+	}
+	if (code == 0 && !x && !(x = xsend_new(xf, m->transfer_id))) {
 		code = PPRPC_ENOMEM;
 		snprintf(err, sizeof(err), "out of memory");
-		xsend_discard_if_unasked(x);
 	}
 	if (code < 0) {
 		reply_error(c, r->hdr.type, r->hdr.req_id, code, err);
 		return;
 	}
-	k->x = x;
-	k->c = c;
-	conn_ref(c);
-	k->req = r->hdr.req_id;
-	k->size = m->size;
-	k->ipc_req = m->ipc_host && d->boot_id[0] && !strcmp(m->ipc_host, d->boot_id);
-	memcpy(k->nonce, m->nonce.data, XFER_NONCE);
-	for (tail = &x->cands; *tail; tail = &(*tail)->next)
-		;
-	*tail = k;
-	x->ncands++;
-	if (x->sm.have_send)
-		cand_check(k);
+	xauth_pull(x, c, r->hdr.req_id, m);
 }
 
 /* The destination copied an IPC transfer out of our pool (or could not:
@@ -814,13 +606,13 @@ void xsrc_pull_release(struct conn *c, struct request *r, const Pprpc__PullRelea
 	if (rel == XS_REL_FAILED) {
 		LOG(c->d, LOG_NOTICE_, "transfer %" PRIu64 " to %s over CUDA IPC failed at the destination: %s",
 		    x->sm.id, x->peer, error ? m->error : "released before every chunk was sent");
-		xsend_fail(x, PPRPC_EDEVICE);
-		xsend_maybe_free(x);
+		xsrc_fail(x, PPRPC_EDEVICE);
+		xsrc_maybe_free(x);
 		return;
 	}
 	close.offset = x->sm.size;
 	reply_send_part(x->puller, MSG_PULL, x->pull_req, 0, &close.base, NULL, 0, NULL, NULL);
-	xsend_maybe_free(x);
+	xsrc_maybe_free(x);
 }
 
 /* ---- loop: timeouts, closed links, shutdown ---------------------------------------- */
@@ -890,22 +682,21 @@ void xsrc_expire(struct xfer *xf, uint64_t now_ms)
 			snprintf(msg, sizeof(msg), "no SEND with transfer id %" PRIu64 " arrived within %" PRIu64 " ms",
 				 x->sm.id, limit);
 			LOG(d, LOG_NOTICE_, "%s", msg);
-			while (x->cands)
-				cand_refuse(x->cands, PPRPC_ETIMEDOUT, msg);
+			xauth_refuse_all(x, PPRPC_ETIMEDOUT, msg);
 			if (x->puller) {
 				reply_error(x->puller, MSG_PULL, x->pull_req, PPRPC_ETIMEDOUT, msg);
 				xsend_drop_puller(x, PPRPC_ETIMEDOUT);
-				xsend_maybe_free(x);
+				xsrc_maybe_free(x);
 			} else {
-				xsend_discard_if_unasked(x);
+				xsrc_discard_if_unasked(x);
 			}
 		} else if (e == XS_NOT_PULLED) {
 			/* Captured: the slots are freed.  Still waiting to stream
 			 * in place: the SEND fails with the reason. */
 			LOG(d, LOG_NOTICE_, "transfer %" PRIu64 " to %s was not pulled within %" PRIu64 " ms; dropped",
 			    x->sm.id, x->peer, limit);
-			xsend_fail(x, PPRPC_ETIMEDOUT);
-			xsend_maybe_free(x);
+			xsrc_fail(x, PPRPC_ETIMEDOUT);
+			xsrc_maybe_free(x);
 		}
 	}
 }
@@ -918,31 +709,16 @@ void xsrc_conn_closed(struct xfer *xf, struct conn *c)
 		struct xsend *x = xsend_of(n);
 
 		next = n->next;
-		for (struct xcand *k = x->cands, *kn; k; k = kn) {
-			kn = k->next;
-			if (k->c == c) {
-				cand_unlink(k);
-				cand_free(k);
-			}
-		}
+		xauth_conn_closed(x, c);
 		if (x->puller == c) {
 			/* The destination went away: nothing more can be delivered. */
 			xsend_drop_puller(x, PPRPC_ECLOSED);
-			xsend_maybe_free(x);
+			xsrc_maybe_free(x);
 		} else {
-			xsend_discard_if_unasked(x);
+			xsrc_discard_if_unasked(x);
 		}
 	}
-	for (struct xverified **pp = &xf->verified; *pp;) {
-		struct xverified *v = *pp;
-
-		if (v->c == c) {
-			*pp = v->next;
-			free(v);
-		} else {
-			pp = &v->next;
-		}
-	}
+	xauth_forget_conn(xf, c);
 }
 
 uint64_t xsrc_grace_next(struct xfer *xf, uint64_t now_us, bool *ret_due)
@@ -974,21 +750,11 @@ void xsrc_fini(struct xfer *xf)
 		struct xsend *x = xsend_of(xf->sends.head);
 
 		xfer_table_del(&xf->sends, &x->node);
-		while (x->cands) {
-			struct xcand *k = x->cands;
-
-			cand_unlink(k);
-			cand_free(k);
-		}
+		xauth_drop_all(x);
 		if (x->puller)
 			conn_unref(x->puller);
 		send_sm_fini(&x->sm);
 		free(x);
 	}
-	while (xf->verified) {
-		struct xverified *v = xf->verified;
-
-		xf->verified = v->next;
-		free(v);
-	}
+	xauth_fini(xf);
 }
