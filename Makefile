@@ -34,7 +34,11 @@ G := $(BUILD)/gen
 WARN    := -Wall -Wextra -Wstrict-prototypes -Wshadow -Wpointer-arith -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 $(WARN) -MMD -MP -fPIC -fvisibility=hidden -pthread
-CPPFLAGS += -I. -Iinclude -Ilibclient/include -I$(G) -D_GNU_SOURCE
+CPPFLAGS += -I. -Iinclude -I$(G) -D_GNU_SOURCE
+# The public client header is seen by the library and its users only (tools,
+# benchmarks, tests); daemon, transport, kernels and proto share
+# include/pprpc/ and never the client library (README: Layout).
+CLIENT_INC := -Ilibclient/include
 LDFLAGS += -pthread
 
 ifneq ($(SANITIZE),)
@@ -208,6 +212,8 @@ $(O)/gen/pprpc.pb-c.o: $(PROTO_C)
 $(O)/%.o: %.c | $(PROTO_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(O)/libclient/%.o $(O)/tools/%.o $(O)/bench/%.o $(O)/tests/%.o: CPPFLAGS += $(CLIENT_INC)
 
 # ---- libraries and programs -----------------------------------------------
 $(L)/libpprpc.a: $(LIBPPRPC_OBJS)
