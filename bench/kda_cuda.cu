@@ -47,6 +47,7 @@
 
 extern "C" {
 #include "bench/int_list.h"
+#include "util/hash.h"
 #include "kernels/ops.h"
 }
 #include "kernels/cuda/cuda_ops.h"
@@ -89,12 +90,9 @@ __global__ void k_fill(float *p, int64_t n, uint64_t seed, float lo, float hi)
 {
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (int64_t)gridDim.x * blockDim.x) {
-		uint64_t z = seed + (uint64_t)i * 0x9e3779b97f4a7c15ull;
+		uint64_t z = mix64(seed + (uint64_t)i * SPLITMIX64_GAMMA);
 
-		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-		z ^= z >> 31;
-		p[i] = lo + (hi - lo) * (float)((double)(z >> 11) / 9007199254740992.0);
+		p[i] = lo + (hi - lo) * (float)unit_double(z);
 	}
 }
 

@@ -38,6 +38,7 @@
 #include "pprpc.h"
 #include "tools/common/spawn.h"
 #include "tools/common/measure.h"
+#include "util/hash.h"
 
 #define MAX_RUNS 1000
 
@@ -130,28 +131,9 @@ static const struct bench_case CASES[] = {
 #define NCASES ((int)(sizeof(CASES) / sizeof(CASES[0])))
 
 /* Sorts v. */
-static uint64_t fnv1a(const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	uint64_t h = 1469598103934665603ull;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 1099511628211ull;
-	return h;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-	uint64_t x = (*s += 0x9e3779b97f4a7c15ull);
-
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 static double unif(uint64_t *s)
 {
-	return (double)(rng_next(s) >> 11) / (double)(1ull << 53);
+	return unit_double(splitmix64_next(s));
 }
 
 /* The seeded bytes of one source (malloc'd, *ret_size bytes). */
@@ -308,7 +290,7 @@ static int run_case(struct ctx *x, int ci, struct result *r)
 		goto out;
 	if ((rc = pprpc_tensor_get(x->c, bufs[6], 0, host, out_bytes)) < 0)
 		goto out;
-	r->hash = fnv1a(host, out_bytes);
+	r->hash = fnv1a64(host, out_bytes);
 	r->bytes = bc->bytes > 0 ? bc->bytes : r->bytes + (double)out_bytes;
 out:
 	if (rc < 0)

@@ -30,15 +30,7 @@
 
 #include "pprpc.h"
 #include "tools/common/measure.h"
-
-static uint64_t fnv(const uint8_t *p, uint64_t n)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	for (uint64_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 1099511628211ull;
-	return h;
-}
+#include "util/hash.h"
 
 static void fill(uint8_t *p, uint64_t n, uint64_t seed)
 {
@@ -175,7 +167,7 @@ int main(int argc, char **argv)
 		double t0;
 
 		fill(src, size, (uint64_t)r + 1);
-		h = fnv(src, size);
+		h = fnv1a64(src, size);
 		CHECK(a, pprpc_tensor_set(a, ba, 0, src, size), "set A");
 		CHECK(b, pprpc_buffer_clear(b, bb, 0xA5), "clear B");
 		t0 = now_s();
@@ -186,7 +178,7 @@ int main(int argc, char **argv)
 		CHECK(a, pprpc_synchronize(a, 0), "sync A");
 		memset(dst, 0, size);
 		CHECK(b, pprpc_tensor_get(b, bb, 0, dst, size), "get B");
-		if (fnv(dst, size) != h || memcmp(dst, src, size)) {
+		if (fnv1a64(dst, size) != h || memcmp(dst, src, size)) {
 			fprintf(stderr, "bench-rdma: run %d: B's bytes differ from A's\n", r);
 			bad = 1;
 		}

@@ -43,6 +43,7 @@
 #include "tools/common/spawn.h"
 #include "tools/common/list.h"
 #include "tools/common/measure.h"
+#include "util/hash.h"
 
 #define MAX_RANKS 16
 #define MAX_TOKENS 16
@@ -130,29 +131,11 @@ struct ctx {
 	uint64_t *pp_issue, *pp_done;   /* [s * M + m] */
 };
 
-static uint64_t fnv1a(const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	uint64_t h = 1469598103934665603ull;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 1099511628211ull;
-	return h;
-}
-
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9E3779B97F4A7C15ull;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-	return x ^ (x >> 31);
-}
-
 /* Uniform in [-1, 1). */
 static float urand(uint64_t *s)
 {
-	*s = mix(*s);
-	return (float)((double)(*s >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
+	*s = splitmix64(*s);
+	return (float)(unit_double(*s) * 2.0 - 1.0);
 }
 
 static int rpc_fail(struct ctx *x, const char *what, int s, int rc)
@@ -211,7 +194,7 @@ static void make_weights(struct ctx *x)
 	size_t dd = (size_t)x->D * x->D;
 
 	for (int s = 0; s < x->S; s++) {
-		uint64_t r = mix(x->seed * 1000003ull + (uint64_t)s);
+		uint64_t r = splitmix64(x->seed * 1000003ull + (uint64_t)s);
 		double *v = malloc(sizeof(double) * x->D), *h = malloc(sizeof(double) * x->D);
 
 		x->w16[s] = malloc(dd * 2 * x->L);
@@ -248,14 +231,14 @@ static void make_weights(struct ctx *x)
 
 static double sentinel_value(const struct ctx *x, int m)
 {
-	double u = (double)(mix(x->seed ^ 0x5EA7ull) >> 11) / (double)(1ull << 53) * 0.5;
+	double u = unit_double(splitmix64(x->seed ^ 0x5EA7ull)) * 0.5;
 
 	return 1.0 + (m + 1 + u) / (x->M + 1);
 }
 
 static void make_input(const struct ctx *x, int T, int m, float *in)
 {
-	uint64_t r = mix(x->seed * 7919ull + (uint64_t)T * 131ull + (uint64_t)m);
+	uint64_t r = splitmix64(x->seed * 7919ull + (uint64_t)T * 131ull + (uint64_t)m);
 	size_t n = (size_t)x->D * x->Tm;
 
 	for (size_t i = 0; i < n; i++)
@@ -536,8 +519,8 @@ static int compare(struct ctx *x, int T)
 				md = fmax(md, fabs((double)a[i] - b[i]));
 			if (bad < 8)
 				fprintf(stderr, "pp-fence-test: T=%d stage %d ubatch %d: seq hash %016llx, pp hash %016llx, max |diff| %.3g\n",
-					T, s, m, (unsigned long long)fnv1a(a, x->bytes),
-					(unsigned long long)fnv1a(b, x->bytes), md);
+					T, s, m, (unsigned long long)fnv1a64(a, x->bytes),
+					(unsigned long long)fnv1a64(b, x->bytes), md);
 			bad++;
 		}
 	if (bad)

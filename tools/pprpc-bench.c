@@ -40,6 +40,7 @@
 #include "tools/common/spawn.h"
 #include "tools/common/list.h"
 #include "tools/common/measure.h"
+#include "util/hash.h"
 
 #define MAX_RANKS 16
 #define MAX_PAIRS 64
@@ -176,28 +177,10 @@ struct ctx {
 	const char *mode_name;
 };
 
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9E3779B97F4A7C15ull;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-	return x ^ (x >> 31);
-}
-
 static double urand01(uint64_t *s)
 {
-	*s = mix(*s);
-	return (double)(*s >> 11) / (double)(1ull << 53);
-}
-
-static uint64_t fnv1a(const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	uint64_t h = 1469598103934665603ull;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 1099511628211ull;
-	return h;
+	*s = splitmix64(*s);
+	return unit_double(*s);
 }
 
 static int rpc_fail(struct ctx *x, int s, const char *what, int rc)
@@ -258,7 +241,7 @@ static int wshape(const struct cfg *m, int attn, int id, struct wdesc *d)
 static void *wgen(const struct cfg *m, int layer, int id, const struct wdesc *d, uint64_t *ret_size)
 {
 	const int64_t n = d->ne0 * d->ne1;
-	uint64_t r = mix(m->seed * 1000003ull + (uint64_t)(layer + 1) * 131ull + (uint64_t)id);
+	uint64_t r = splitmix64(m->seed * 1000003ull + (uint64_t)(layer + 1) * 131ull + (uint64_t)id);
 	double lo = d->lo, hi = d->hi;
 	float *f = malloc((size_t)n * sizeof(float));
 	uint64_t size = pprpc_type_nbytes(d->dtype, d->ne0, d->ne1, 1, 1);
@@ -799,7 +782,7 @@ static int run_once(struct ctx *x, int mode, struct run_res *r)
 		r->toks[i + 1] = tok;
 	}
 	r->decode_s = now_s() - t1;
-	r->hash = fnv1a(r->toks, (size_t)x->m.gen * 4);
+	r->hash = fnv1a64(r->toks, (size_t)x->m.gen * 4);
 	return 0;
 }
 
@@ -879,7 +862,7 @@ static void ratio_ci(const double *pp, const double *seq, int k, double *gm, dou
 		double s = 0;
 
 		for (int i = 0; i < k; i++) {
-			r = mix(r);
+			r = splitmix64(r);
 			s += lr[r % (uint64_t)k];
 		}
 		bs[b] = exp(s / k);
@@ -1384,12 +1367,12 @@ int main(int argc, char **argv)
 				return 2;
 			}
 	} else {
-		uint64_t r = mix(m->seed ^ 0x9120ull);
+		uint64_t r = splitmix64(m->seed ^ 0x9120ull);
 
 		if (!(m->prompt = malloc((size_t)m->P * 4)))
 			return 1;
 		for (int i = 0; i < m->P; i++) {
-			r = mix(r);
+			r = splitmix64(r);
 			m->prompt[i] = (int32_t)(r % (uint64_t)m->V);
 		}
 	}

@@ -18,6 +18,7 @@
 #include "pprpc.h"
 #include "tools/common/spawn.h"
 #include "tools/common/measure.h"
+#include "util/hash.h"
 
 #define MAX_RANKS 8
 
@@ -27,16 +28,6 @@ struct stage {
 	pprpc_graph g;
 	uint64_t arena;
 };
-
-static uint64_t fnv1a(const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	uint64_t h = 1469598103934665603ull;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 1099511628211ull;
-	return h;
-}
 
 static float frand(uint64_t *s)
 {
@@ -191,7 +182,7 @@ int main(int argc, char **argv)
 			return die("tensor_get", st[r].c, rc);
 		printf("rank %d: ran stage, boundary %zu bytes -> %s (hash %016llx)\n", r, nx * 4,
 		       r + 1 < nranks ? "next rank via client" : "client",
-		       (unsigned long long)fnv1a(cur, nx * 4));
+		       (unsigned long long)fnv1a64(cur, nx * 4));
 	}
 	double t1 = now_s();
 

@@ -19,6 +19,7 @@
 
 #include "pprpc.h"
 #include "tests/integration/harness.h"
+#include "util/hash.h"
 
 #define MIB (1024ull * 1024ull)
 
@@ -47,16 +48,6 @@ static pprpc_client *connect_ok(const struct tdaemon *d)
 		fprintf(stderr, "connect %s: %s\n", d->addr, err);
 	assert_int_equal(rc, 0);
 	return c;
-}
-
-static uint64_t fnv1a(const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	uint64_t h = 1469598103934665603ull;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 1099511628211ull;
-	return h;
 }
 
 static void fill(uint8_t *p, size_t n, uint64_t seed)
@@ -112,7 +103,7 @@ static void test_set_get_sizes(void **state)
 		assert_int_equal(pprpc_buffer_alloc(c, 0, n, &b), 0);
 		assert_int_equal(pprpc_tensor_set(c, b, 0, src, n), 0);
 		assert_int_equal(pprpc_tensor_get(c, b, 0, dst, n), 0);
-		assert_true(fnv1a(src, n) == fnv1a(dst, n));
+		assert_true(fnv1a64(src, n) == fnv1a64(dst, n));
 		assert_memory_equal(src, dst, n);
 		assert_int_equal(pprpc_buffer_free(c, b), 0);
 		free(src);
