@@ -239,7 +239,7 @@ $(B)/bench-%: $(O)/bench/%.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	$(CC) $(LDFLAGS) -o $@ $< $(TOOL_COMMON_OBJS) $(L)/libpprpc.a $(PBC_LIBS) $(CRYPTO_LIBS) -lm
 
 # Kernel benchmarks call the CPU kernels directly (no daemon).
-$(B)/bench-kda_cpu: $(O)/bench/kda_cpu.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS)
+$(B)/bench-kda_cpu: $(O)/bench/kda_cpu.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(UTIL_OBJS)
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $^ $(BLAS_LIBS) -lm
 
@@ -353,7 +353,7 @@ $(O)/bench/kda_cuda.o: bench/kda_cuda.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -MD -MP -MF $(@:.o=.d) -c $< -o $@
 
-$(B)/bench-kda-cuda: $(O)/bench/kda_cuda.o $(KERNEL_OBJS) $(CUDA_OBJS)
+$(B)/bench-kda-cuda: $(O)/bench/kda_cuda.o $(KERNEL_OBJS) $(CUDA_OBJS) $(UTIL_OBJS)
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $^ -L$(CUDA_HOME)/lib64 -lcublas $(CUDA_LIBS) -lm
 

@@ -46,7 +46,7 @@
 #include <string.h>
 
 extern "C" {
-#include "bench/int_list.h"
+#include "util/list.h"
 #include "util/hash.h"
 #include "kernels/ops.h"
 }
@@ -305,11 +305,11 @@ int main(int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
 		case 'T':
-			if (int_list_parse(optarg, &Ts))
+			if (list_ints(optarg, &Ts, 1, INT64_MAX) < 0)
 				return bad_arg("--T", "up to 16 positive integers like 2048,8192");
 			break;
 		case 'H':
-			if (int_list_parse(optarg, &Hs))
+			if (list_ints(optarg, &Hs, 1, INT64_MAX) < 0)
 				return bad_arg("--H", "up to 16 positive integers like 2048,8192");
 			break;
 		case 'D':
@@ -318,7 +318,7 @@ int main(int argc, char **argv)
 				return bad_arg("--D", "64 or 128");
 			break;
 		case 'c':
-			if (int_list_parse(optarg, &chunks))
+			if (list_ints(optarg, &chunks, 1, INT64_MAX) < 0)
 				return bad_arg("--chunks", "up to 16 positive integers like 2048,8192");
 			break;
 		case 'r':

@@ -41,12 +41,12 @@
 #include "kernels/tensor.h"
 #include "pprpc.h"
 #include "tools/common/spawn.h"
-#include "tools/common/list.h"
 #include "tools/common/measure.h"
 #include "util/hash.h"
+#include "util/list.h"
 
 #define MAX_RANKS 16
-#define MAX_TOKENS 16
+#define MAX_TOKENS INT_LIST_MAX
 #define MAX_REPEAT 50
 
 static const char usage[] =
@@ -694,7 +694,8 @@ int main(int argc, char **argv)
 	struct ctx *x = &X;
 	struct spawned sp[MAX_RANKS];
 	struct result res[MAX_TOKENS];
-	char addrs[MAX_RANKS][64], toks[MAX_TOKENS][64], binbuf[4096], err[512];
+	char addrs[MAX_RANKS][64], binbuf[4096], err[512];
+	struct int_list toks;
 	const char *ranks = NULL, *tokens = "2048,4096,8192", *mode = "both", *json = NULL, *trace = NULL;
 	const char *cluster = NULL, *spawn_devices = NULL, *spawn_args[16];
 	int nspawn_args = 0;
@@ -804,7 +805,7 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < MAX_RANKS; i++)
 		snprintf(spawn_dev[i], sizeof(spawn_dev[i]), "cpu");
-	if (spawn_devices && parse_list(spawn_devices, spawn_dev, MAX_RANKS) < 1) {
+	if (spawn_devices && list_split(spawn_devices, spawn_dev, MAX_RANKS) < 1) {
 		fprintf(stderr, "pp-fence-test: bad --spawn-devices list\n");
 		return 2;
 	}
@@ -814,23 +815,21 @@ int main(int argc, char **argv)
 			MAX_REPEAT);
 		return 2;
 	}
-	ntok = parse_list(tokens, toks, MAX_TOKENS);
+	ntok = list_ints(tokens, &toks, 1, 1 << 20);
 	if (ntok < 1) {
-		fprintf(stderr, "pp-fence-test: bad --tokens list\n");
+		fprintf(stderr, "pp-fence-test: bad --tokens list (1..%d counts, each 1..2^20)\n", INT_LIST_MAX);
 		return 2;
 	}
 	for (int i = 0; i < ntok; i++) {
-		long T = strtol(toks[i], NULL, 10);
-
-		if (T < x->M || T > (1 << 20) || T % x->M) {
-			fprintf(stderr, "pp-fence-test: --tokens %s: must be a multiple of --ubatches %d (and at most 2^20)\n",
-				toks[i], x->M);
+		if (toks.v[i] < x->M || toks.v[i] % x->M) {
+			fprintf(stderr, "pp-fence-test: --tokens %lld: must be a multiple of --ubatches %d\n",
+				(long long)toks.v[i], x->M);
 			return 2;
 		}
 	}
 	memset(sp, 0, sizeof(sp));
 	if (ranks) {
-		nranks = parse_list(ranks, addrs, MAX_RANKS);
+		nranks = list_split(ranks, addrs, MAX_RANKS);
 		if (nranks < 1) {
 			fprintf(stderr, "pp-fence-test: bad --ranks list (1..%d addresses)\n", MAX_RANKS);
 			return 2;
@@ -893,7 +892,7 @@ int main(int argc, char **argv)
 	       "eff", "rpc_err", "sentinel", "parity");
 	for (int i = 0; i < ntok; i++) {
 		struct result *r = &res[nres++];
-		int T = (int)strtol(toks[i], NULL, 10);
+		int T = (int)toks.v[i];
 
 		if (run_tokens(x, T, r) < 0 && x->rpc_errors == 0)
 			x->rpc_errors++;

@@ -38,9 +38,9 @@
 #include "kernels/tensor.h"
 #include "pprpc.h"
 #include "tools/common/spawn.h"
-#include "tools/common/list.h"
 #include "tools/common/measure.h"
 #include "util/hash.h"
+#include "util/list.h"
 
 #define MAX_RANKS 16
 #define MAX_PAIRS 64
@@ -1064,24 +1064,6 @@ static int write_svg(const struct ctx *x, const char *path)
 
 /* ---- main ----------------------------------------------------------------------------- */
 
-static int parse_ints(const char *s, int *out, int max)
-{
-	int n = 0;
-
-	while (*s) {
-		char *e;
-		long v = strtol(s, &e, 10);
-
-		if (e == s || n == max)
-			return -1;
-		out[n++] = (int)v;
-		s = e;
-		while (*s == ',' || *s == ' ' || *s == '\n' || *s == '\t' || *s == '\r')
-			s++;
-	}
-	return n;
-}
-
 static int32_t *read_prompt(const char *path, int *n)
 {
 	FILE *f = fopen(path, "r");
@@ -1377,23 +1359,24 @@ int main(int argc, char **argv)
 		}
 	}
 	m->n_ctx = m->P + m->gen;
-	if (sweep && ((nsweep = parse_ints(sweep, sweepv, MAX_SWEEP)) < 1)) {
-		fprintf(stderr, "pprpc-bench: bad --ubatch-sweep list\n");
-		return 2;
-	}
-	for (int i = 0; i < nsweep; i++)
-		if (sweepv[i] < 1) {
-			fprintf(stderr, "pprpc-bench: --ubatch-sweep values must be >= 1\n");
+	if (sweep) {
+		struct int_list l;
+
+		if (list_ints(sweep, &l, 1, INT_MAX) < 0) {
+			fprintf(stderr, "pprpc-bench: bad --ubatch-sweep list (1..%d values >= 1)\n", INT_LIST_MAX);
 			return 2;
 		}
+		for (nsweep = 0; nsweep < l.n; nsweep++)
+			sweepv[nsweep] = (int)l.v[nsweep];
+	}
 	for (int i = 0; i < MAX_RANKS; i++)
 		snprintf(spawn_dev[i], sizeof(spawn_dev[i]), "cpu");
-	if (spawn_devices && parse_list(spawn_devices, spawn_dev, MAX_RANKS) < 1) {
+	if (spawn_devices && list_split(spawn_devices, spawn_dev, MAX_RANKS) < 1) {
 		fprintf(stderr, "pprpc-bench: bad --spawn-devices list\n");
 		return 2;
 	}
 	if (ranks) {
-		if ((nranks = parse_list(ranks, addrs, MAX_RANKS)) < 1) {
+		if ((nranks = list_split(ranks, addrs, MAX_RANKS)) < 1) {
 			fprintf(stderr, "pprpc-bench: bad --ranks list (1..%d addresses)\n", MAX_RANKS);
 			return 2;
 		}
@@ -1406,10 +1389,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (split) {
-		int n = parse_ints(split, splitv, MAX_RANKS), sum = 0;
+		struct int_list l;
+		int n = list_ints(split, &l, 1, MAX_LAYERS), sum = 0;
 
 		for (int i = 0; i < n; i++)
-			sum += splitv[i] < 1 ? m->L + 1 : splitv[i];
+			sum += (int)(splitv[i] = (int)l.v[i]);
 		if (n != nranks || sum != m->L) {
 			fprintf(stderr, "pprpc-bench: --split needs %d counts >= 1 summing to --layers %d\n", nranks, m->L);
 			return 2;

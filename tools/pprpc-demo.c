@@ -19,6 +19,7 @@
 #include "tools/common/spawn.h"
 #include "tools/common/measure.h"
 #include "util/hash.h"
+#include "util/list.h"
 
 #define MAX_RANKS 8
 
@@ -120,11 +121,11 @@ int main(int argc, char **argv)
 	memset(sp, 0, sizeof(sp));
 	memset(st, 0, sizeof(st));
 	if (ranks) {
-		char *list = strdup(ranks), *save = NULL;
-
-		for (char *t = strtok_r(list, ",", &save); t && nranks < MAX_RANKS; t = strtok_r(NULL, ",", &save))
-			snprintf(addrs[nranks++], sizeof(addrs[0]), "%s", t);
-		free(list);
+		nranks = list_split(ranks, addrs, MAX_RANKS);
+		if (nranks < 1) {
+			fprintf(stderr, "pprpc-demo: bad --ranks list (1..%d addresses)\n", MAX_RANKS);
+			return 2;
+		}
 	} else {
 		bin = spawn_default_bin(argv[0], binbuf, sizeof(binbuf));
 		for (; nranks < nspawn; nranks++) {
