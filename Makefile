@@ -367,6 +367,7 @@ test-cuda-build test-cuda bench-cuda bench-kda-cuda:
 endif
 
 # ---- install -----------------------------------------------------------------------
+VERSION := $(shell sed -n 's/^\#define PPRPC_VERSION "\(.*\)"$$/\1/p' util/version.h)
 PREFIX ?= /usr/local
 DESTDIR ?=
 INSTALL_BINS := pprpcd pprpcctl pp-fence-test pprpc-demo
@@ -383,7 +384,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/include/pprpc
 	install -m 644 libclient/include/pprpc.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 include/pprpc/types.h $(DESTDIR)$(PREFIX)/include/pprpc/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@PBC_LIBS@|$(PBC_LIBS) $(CRYPTO_LIBS)|g' pprpc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/pprpc.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@PBC_LIBS@|$(PBC_LIBS) $(CRYPTO_LIBS)|g' pprpc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/pprpc.pc
 	sed -e 's|/usr/local/bin/pprpcd|$(PREFIX)/bin/pprpcd|' systemd/pprpcd@.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/pprpcd@.service
 	install -m 644 conf/pprpcd.conf conf/cluster.conf $(DESTDIR)$(PREFIX)/share/pprpc/
 	install -m 644 doc/man/pprpcctl.1 doc/man/pp-fence-test.1 $(DESTDIR)$(PREFIX)/share/man/man1/

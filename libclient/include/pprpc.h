@@ -90,7 +90,7 @@ typedef struct pprpc_connect_opts {
 
 /* ---- library -------------------------------------------------------------- */
 
-/* "0.1.0" */
+/* The library's release, as in pprpc.pc's Version ("MAJOR.MINOR.PATCH"). */
 PPRPC_API const char *pprpc_version_string(void);
 /* Static text for a PPRPC_E* code ("invalid argument"). */
 PPRPC_API const char *pprpc_strerror(int err);

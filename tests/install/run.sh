@@ -31,7 +31,7 @@ int main(void) { printf("%s\n", pprpc_version_string()); return 0; }
 C
 flags=$(PKG_CONFIG_PATH="$p/lib/pkgconfig" pkg-config --define-variable=prefix="$p" --cflags --libs pprpc) &&
 	cc ${SANITIZE:+-fsanitize=$SANITIZE} -o "$dest/hello" "$dest/hello.c" $flags && out=$(LD_LIBRARY_PATH="$p/lib" "$dest/hello") &&
-	[ "$out" = "0.1.0" ] && ok "pkg-config consumer prints $out" || bad "pkg-config consumer"
+	[ "$out" = "$(sed -n 's/^#define PPRPC_VERSION "\(.*\)"$/\1/p' util/version.h)" ] && ok "pkg-config consumer prints $out" || bad "pkg-config consumer"
 # The header alone compiles as C++ too.
 if command -v g++ >/dev/null; then
 	echo '#include <pprpc.h>

@@ -20,6 +20,7 @@
 #include "pprpc.h"
 #include "tests/integration/harness.h"
 #include "util/hash.h"
+#include "util/version.h"
 
 #define MIB (1024ull * 1024ull)
 
@@ -80,7 +81,7 @@ static void test_hello(void **state)
 	assert_true(caps.events);
 	assert_true(caps.p2p);
 	assert_false(caps.rdma);
-	assert_string_equal(pprpc_daemon_version(c), "0.1.0");
+	assert_string_equal(pprpc_daemon_version(c), PPRPC_VERSION);
 	pprpc_close(c);
 }
 
