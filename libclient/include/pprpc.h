@@ -377,16 +377,19 @@ PPRPC_API int pprpc_synchronize(pprpc_client *c, uint32_t device);
  * micro-batch m, so stage s's out_bytes must equal stage s+1's in_bytes.
  *
  * Schedule (fill-drain, forward only): micro-batch m uses slot m % 2.  On
- * stage s's queue, per micro-batch: [WAIT] SET(in slot) RUN(slot)
- * SIGNAL(done_s = m+1) GET(out slot).  Until peer-to-peer transfers exist
- * the boundary travels through the caller: the GET's bytes are relayed by a
- * SET on stage s+1.  The caller blocks only where it needs those bytes;
- * everything else is queued at once, so every stage has its next
- * micro-batch queued while the previous one's boundary is in flight.
- * Before blocking on stage s-1's GET of m (queued behind a WAIT on stage
- * s), the caller first takes stage s's output of m-2, which is complete by
- * then in a healthy run; if stage s failed, that GET reports it, instead of
- * the caller hanging behind a WAIT whose SIGNAL was skipped.
+ * the p2p path (the default), per micro-batch on stage s's queue: [WAIT]
+ * RECV(in slot, from stage s-1; SET of the input on stage 0) RUN(slot)
+ * SIGNAL(done_s = m+1) SEND(out slot, to stage s+1; GET on the last
+ * stage): boundaries go daemon to daemon, everything is queued at once and
+ * the caller blocks only for the last stage's outputs.  On the client path
+ * the boundary travels through the caller: stage s's GET(out slot) is
+ * relayed by a SET(in slot) on stage s+1.  The caller then blocks only where
+ * it needs those bytes, so every stage has its next micro-batch queued
+ * while the previous one's boundary is in flight.  Before blocking on stage
+ * s-1's GET of m (queued behind a WAIT on stage s), the caller first takes
+ * stage s's output of m-2, which is complete by then in a healthy run; if
+ * stage s failed, that GET reports it, instead of the caller hanging behind
+ * a WAIT whose SIGNAL was skipped.
  *
  * Write-after-read ordering: before stage s (not the last) runs micro-batch
  * m >= 2 into slot m % 2, its queue WAITs until stage s+1's done timeline
