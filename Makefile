@@ -178,6 +178,12 @@ UTIL_OBJS      := $(call obj,$(UTIL_SRCS))
 
 # The client library holds the client, the wire code and the shape rules
 # (not the CPU kernels: no BLAS).  libuv stays out: the client does its own I/O.
+# LIB_SOVERSION follows the ABI, not the release (util/version.h): bump it
+# whenever a public type or function changes incompatibly.  2: typed handles,
+# statistics as named values, the pipeline options without their test hook.
+LIB_SOVERSION := 2
+LIB_FILE := libpprpc.so.$(LIB_SOVERSION).0.0
+PUBLIC_HEADERS := $(wildcard libclient/include/*.h)
 LIBPPRPC_OBJS := $(CLIENT_OBJS) $(PROTO_OBJS) $(UTIL_OBJS) $(KERNEL_OBJS)
 
 TOOL_COMMON_OBJS := $(call obj,$(wildcard tools/common/*.c))
@@ -222,7 +228,7 @@ $(L)/libpprpc.a: $(LIBPPRPC_OBJS)
 
 $(L)/libpprpc.so: $(LIBPPRPC_OBJS)
 	@mkdir -p $(L)
-	$(CC) -shared -Wl,-soname,libpprpc.so.1 $(LDFLAGS) -o $@ $^ $(shell $(PKG_CONFIG) --libs libprotobuf-c libcrypto) -lm
+	$(CC) -shared -Wl,-soname,libpprpc.so.$(LIB_SOVERSION) $(LDFLAGS) -o $@ $^ $(shell $(PKG_CONFIG) --libs libprotobuf-c libcrypto) -lm
 # (the shared library always links protobuf-c and libcrypto dynamically: a
 # static archive of non-PIC code cannot go into a shared object)
 
@@ -377,12 +383,12 @@ install: all
 		$(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/pprpc \
 		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
 	for b in $(INSTALL_BINS); do [ ! -x $(B)/$$b ] || install -m 755 $(B)/$$b $(DESTDIR)$(PREFIX)/bin/; done
-	install -m 755 $(L)/libpprpc.so $(DESTDIR)$(PREFIX)/lib/libpprpc.so.1.0.0
-	ln -sf libpprpc.so.1.0.0 $(DESTDIR)$(PREFIX)/lib/libpprpc.so.1
-	ln -sf libpprpc.so.1 $(DESTDIR)$(PREFIX)/lib/libpprpc.so
+	install -m 755 $(L)/libpprpc.so $(DESTDIR)$(PREFIX)/lib/$(LIB_FILE)
+	ln -sf $(LIB_FILE) $(DESTDIR)$(PREFIX)/lib/libpprpc.so.$(LIB_SOVERSION)
+	ln -sf libpprpc.so.$(LIB_SOVERSION) $(DESTDIR)$(PREFIX)/lib/libpprpc.so
 	install -m 644 $(L)/libpprpc.a $(DESTDIR)$(PREFIX)/lib/
 	install -d $(DESTDIR)$(PREFIX)/include/pprpc
-	install -m 644 libclient/include/pprpc.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(PREFIX)/include/
 	install -m 644 include/pprpc/types.h $(DESTDIR)$(PREFIX)/include/pprpc/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@PBC_LIBS@|$(PBC_LIBS) $(CRYPTO_LIBS)|g' pprpc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/pprpc.pc
 	sed -e 's|/usr/local/bin/pprpcd|$(PREFIX)/bin/pprpcd|' systemd/pprpcd@.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/pprpcd@.service

@@ -36,6 +36,7 @@
 #include "kernels/quant.h"
 #include "kernels/tensor.h"
 #include "pprpc.h"
+#include "pprpc_graph.h"
 #include "tools/common/spawn.h"
 #include "tools/common/measure.h"
 #include "util/hash.h"
@@ -249,7 +250,7 @@ static int run_case(struct ctx *x, int ci, struct result *r)
 	pprpc_buffer bufs[7] = { 0 };
 	pprpc_tensor src[6], out;
 	pprpc_graph_builder *gb = NULL;
-	pprpc_graph g = 0;
+	pprpc_graph g = { 0 };
 	void *host = NULL;
 	uint64_t out_bytes = 0;
 	int rc = PPRPC_ENOMEM;
@@ -298,10 +299,10 @@ out:
 			pprpc_last_error(x->c));
 	free(host);
 	pprpc_graph_builder_free(gb);
-	if (g)
+	if (g.id)
 		pprpc_graph_free(x->c, g);
 	for (int i = 0; i < 7; i++)
-		if (bufs[i])
+		if (bufs[i].id)
 			pprpc_buffer_free(x->c, bufs[i]);
 	return rc;
 }
@@ -311,8 +312,8 @@ out:
 static int measure_rtt(struct ctx *x)
 {
 	pprpc_graph_builder *gb = NULL;
-	pprpc_buffer b = 0;
-	pprpc_graph g = 0;
+	pprpc_buffer b = { 0 };
+	pprpc_graph g = { 0 };
 	pprpc_tensor t;
 	struct result r;
 	int rc, i;
@@ -335,9 +336,9 @@ static int measure_rtt(struct ctx *x)
 	x->rtt_s = r.med_s;
 out:
 	pprpc_graph_builder_free(gb);
-	if (g)
+	if (g.id)
 		pprpc_graph_free(x->c, g);
-	if (b)
+	if (b.id)
 		pprpc_buffer_free(x->c, b);
 	return rc;
 }

@@ -37,6 +37,7 @@
 #include <time.h>
 
 #include "libclient/client.h"
+#include "libclient/pipeline_hooks.h"
 #include "proto/msgtype.h"
 
 struct pstage {
@@ -51,6 +52,7 @@ struct pprpc_pipeline {
 	struct pstage *s;
 	pprpc_pipeline_opts opts;
 	uint64_t base;           /* timeline values of the next run start above this */
+	int unsafe;              /* pipeline_hook_skip_war_wait */
 	int timelines_ok;
 	int p2p;                 /* boundaries go daemon to daemon */
 	char transfer_reason[300];
@@ -92,7 +94,7 @@ static const char *rank_name(const struct pstage *ps)
 
 static int slot_of(const pprpc_pipeline *p, int m)
 {
-	return p->opts.unsafe_skip_war_wait ? 0 : m % 2;
+	return p->unsafe ? 0 : m % 2;
 }
 
 /* Record the first failure of a run; later ones only add nothing. */
@@ -140,7 +142,7 @@ static int timelines_create(pprpc_pipeline *p)
 				 rank_name(&p->s[s]), pprpc_strerror(rc), pprpc_last_error(p->s[s].st.client));
 			for (int i = 0; i < s; i++) {
 				pprpc_timeline_destroy(p->s[i].st.client, p->s[i].done);
-				p->s[i].done = 0;
+				p->s[i].done.id = 0;
 			}
 			p->timelines_ok = 0;
 			return rc;
@@ -154,9 +156,9 @@ static int timelines_create(pprpc_pipeline *p)
 static void timelines_destroy(pprpc_pipeline *p)
 {
 	for (int s = 0; s < p->n; s++)
-		if (p->s[s].done) {
+		if (p->s[s].done.id) {
 			pprpc_timeline_destroy(p->s[s].st.client, p->s[s].done);
-			p->s[s].done = 0;
+			p->s[s].done.id = 0;
 		}
 	p->timelines_ok = 0;
 }
@@ -314,6 +316,11 @@ static uint64_t xfer_id(const struct run *r, int s, int m)
 	return r->p->xfer_base + (uint64_t)s * (uint64_t)r->M + (uint64_t)m;
 }
 
+void pipeline_hook_skip_war_wait(pprpc_pipeline *p, int on)
+{
+	p->unsafe = on != 0;
+}
+
 PPRPC_API const char *pprpc_pipeline_error(const pprpc_pipeline *p)
 {
 	return p ? p->err : "";
@@ -342,7 +349,7 @@ static int issue_get(struct run *r, int s, int m)
 	memset(g, 0, sizeof(*g));
 	g->bulk = dest_of(r, s, m);
 	g->bulk_len = ps->st.out_bytes;
-	req.buffer = ps->st.out_buf[slot_of(p, m)];
+	req.buffer = ps->st.out_buf[slot_of(p, m)].id;
 	req.offset = 0;
 	req.size = ps->st.out_bytes;
 	c->err[0] = '\0';
@@ -362,7 +369,7 @@ static int issue_stage(struct run *r, int s, int m, const void *src)
 	pprpc_pipeline *p = r->p;
 	struct pstage *ps = &p->s[s];
 	pprpc_client *c = ps->st.client;
-	int unsafe = p->opts.unsafe_skip_war_wait, k = slot_of(p, m), rc;
+	int unsafe = p->unsafe, k = slot_of(p, m), rc;
 
 	r->issue_ns[(size_t)s * r->M + m] = now_ns();
 	/* WAR: slot k of our output (and of the next stage's input) was last
@@ -556,7 +563,7 @@ PPRPC_API int pprpc_pipeline_run(pprpc_pipeline *p, int nmicro, const void *cons
 				 * already; for the last stage this reads an output a
 				 * little earlier than needed — it is complete by now
 				 * whenever our own GET can be.) */
-				if (!p->opts.unsafe_skip_war_wait && m >= 2 &&
+				if (!p->unsafe && m >= 2 &&
 				    (rc = collect(&r, s, m - 2)) < 0)
 					break;
 				rc = collect(&r, s - 1, m);

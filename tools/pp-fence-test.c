@@ -40,6 +40,9 @@
 
 #include "kernels/tensor.h"
 #include "pprpc.h"
+#include "pprpc_graph.h"
+#include "pprpc_pipeline.h"
+#include "libclient/pipeline_hooks.h"
 #include "tools/common/spawn.h"
 #include "tools/common/measure.h"
 #include "util/hash.h"
@@ -339,13 +342,13 @@ static void teardown_tokens(struct ctx *x)
 		for (int k = 0; k < 2; k++) {
 			struct stage *st = &x->st[s];
 
-			if (st->graph[k])
+			if (st->graph[k].id)
 				pprpc_graph_free(st->c, st->graph[k]);
-			if (st->in[k])
+			if (st->in[k].id)
 				pprpc_buffer_free(st->c, st->in[k]);
-			if (st->out[k])
+			if (st->out[k].id)
 				pprpc_buffer_free(st->c, st->out[k]);
-			st->graph[k] = st->in[k] = st->out[k] = 0;
+			st->graph[k].id = st->in[k].id = st->out[k].id = 0;
 		}
 }
 
@@ -403,7 +406,7 @@ static void observe(void *arg, const pprpc_pipeline_event *ev)
 static int make_pipeline(struct ctx *x, pprpc_pipeline **out)
 {
 	pprpc_stage stages[MAX_RANKS];
-	pprpc_pipeline_opts o = { .unsafe_skip_war_wait = x->unsafe, .observe = observe, .observe_arg = x,
+	pprpc_pipeline_opts o = { .observe = observe, .observe_arg = x,
 				  .transfer = x->client_transfer ? PPRPC_TRANSFER_CLIENT : PPRPC_TRANSFER_P2P };
 	const char *why = "";
 	int rc;
@@ -424,6 +427,7 @@ static int make_pipeline(struct ctx *x, pprpc_pipeline **out)
 	}
 	rc = pprpc_pipeline_create(stages, x->S, &o, out);
 	if (rc == 0) {
+		pipeline_hook_skip_war_wait(*out, x->unsafe);
 		x->used_p2p = !strcmp(pprpc_pipeline_transfer(*out, &why), "p2p");
 		if (!x->client_transfer && !x->used_p2p && strcmp(x->fallback, why)) {
 			snprintf(x->fallback, sizeof(x->fallback), "%s", why);
@@ -545,26 +549,28 @@ static void print_boundary_paths(struct ctx *x)
 
 		if (!x->st[s].c || pprpc_stats_get(x->st[s].c, &st) < 0)
 			continue;
-		for (uint32_t i = 0; i < st->nboundaries; i++) {
-			const pprpc_boundary_stats *b = &st->boundaries[i];
+		for (int i = 0; i < pprpc_stats_count(st, "boundaries"); i++) {
+			const char *dir = pprpc_stats_str(st, "boundaries", i, "direction");
 
 			printf("boundary: rank %d (%s) %s %s %s via %s: %llu transfers, %.1f MiB, %llu errors\n", s,
-			       x->st[s].addr, b->direction, !strcmp(b->direction, "send") ? "to" : "from", b->peer,
-			       b->path, (unsigned long long)b->transfers, b->bytes / 1048576.0,
-			       (unsigned long long)b->errors);
+			       x->st[s].addr, dir, !strcmp(dir, "send") ? "to" : "from",
+			       pprpc_stats_str(st, "boundaries", i, "peer"), pprpc_stats_str(st, "boundaries", i, "path"),
+			       (unsigned long long)pprpc_stats_u64(st, "boundaries", i, "transfers"),
+			       pprpc_stats_u64(st, "boundaries", i, "bytes") / 1048576.0,
+			       (unsigned long long)pprpc_stats_u64(st, "boundaries", i, "errors"));
 		}
 		/* Where the WAITs were held: on the GPU (stream memory
 		 * operations) or resolved by the daemon's worker. */
-		for (uint32_t i = 0; i < st->ndevices; i++)
-			if (st->devices[i].async_status[0])
+		for (int i = 0; i < pprpc_stats_count(st, "devices"); i++) {
+#define D(name) (unsigned long long)pprpc_stats_u64(st, "devices", i, name)
+			if (pprpc_stats_str(st, "devices", i, "async_status")[0])
 				printf("timelines: rank %d (%s) %s: GPU-side %s, %llu WAITs held on the GPU, %llu SIGNALs "
 				       "written from a stream, graph runs %llu (captures %llu, replays %llu)\n",
-				       s, x->st[s].addr, st->devices[i].info.name, st->devices[i].async_status,
-				       (unsigned long long)st->devices[i].gpu_waits,
-				       (unsigned long long)st->devices[i].gpu_signals,
-				       (unsigned long long)st->devices[i].graph_runs,
-				       (unsigned long long)st->devices[i].graph_captures,
-				       (unsigned long long)st->devices[i].graph_replays);
+				       s, x->st[s].addr, pprpc_stats_str(st, "devices", i, "info.name"),
+				       pprpc_stats_str(st, "devices", i, "async_status"), D("gpu_waits"), D("gpu_signals"),
+				       D("graph_runs"), D("graph_captures"), D("graph_replays"));
+#undef D
+		}
 		pprpc_stats_free(st);
 	}
 }

@@ -37,6 +37,8 @@
 #include "kernels/quant.h"
 #include "kernels/tensor.h"
 #include "pprpc.h"
+#include "pprpc_graph.h"
+#include "pprpc_blocks.h"
 #include "tools/common/spawn.h"
 #include "tools/common/measure.h"
 #include "util/hash.h"
@@ -554,13 +556,13 @@ static void teardown_ubatch(struct ctx *x)
 		struct stage *st = &x->st[s];
 
 		for (int i = 0; st->g && i < x->ngraphs; i++)
-			if (st->g[i])
+			if (st->g[i].id)
 				pprpc_graph_free(st->c, st->g[i]);
 		free(st->g);
 		st->g = NULL;
-		if (st->io)
+		if (st->io.id)
 			pprpc_buffer_free(st->c, st->io);
-		st->io = 0;
+		st->io.id = 0;
 	}
 }
 
@@ -801,22 +803,18 @@ static int snap_rank(struct ctx *x, int s, struct snap *o)
 	memset(o, 0, sizeof(*o));
 	if (rc < 0)
 		return rpc_fail(x, s, "stats_get", rc);
-	if (st->ndevices > 0) {
-		o->creates = st->devices[0].graph_creates;
-		o->runs = st->devices[0].graph_runs;
-		o->captures = st->devices[0].graph_captures;
-		o->replays = st->devices[0].graph_replays;
-		o->free_bytes = st->devices[0].info.free_bytes;
-	}
-	for (uint32_t i = 0; i < st->nboundaries; i++) {
-		const pprpc_boundary_stats *b = &st->boundaries[i];
-
-		if (!strcmp(b->direction, "send")) {
-			o->b.bytes += b->bytes;
-			o->b.transfers += b->transfers;
-			o->b.send_us += b->time_us;
+	o->creates = pprpc_stats_u64(st, "devices", 0, "graph_creates");
+	o->runs = pprpc_stats_u64(st, "devices", 0, "graph_runs");
+	o->captures = pprpc_stats_u64(st, "devices", 0, "graph_captures");
+	o->replays = pprpc_stats_u64(st, "devices", 0, "graph_replays");
+	o->free_bytes = pprpc_stats_u64(st, "devices", 0, "info.free_bytes");
+	for (int i = 0; i < pprpc_stats_count(st, "boundaries"); i++) {
+		if (!strcmp(pprpc_stats_str(st, "boundaries", i, "direction"), "send")) {
+			o->b.bytes += pprpc_stats_u64(st, "boundaries", i, "bytes");
+			o->b.transfers += pprpc_stats_u64(st, "boundaries", i, "transfers");
+			o->b.send_us += pprpc_stats_u64(st, "boundaries", i, "time_us");
 		} else {
-			o->b.recv_us += b->time_us;
+			o->b.recv_us += pprpc_stats_u64(st, "boundaries", i, "time_us");
 		}
 	}
 	pprpc_stats_free(st);

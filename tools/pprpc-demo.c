@@ -16,6 +16,7 @@
 
 #include "kernels/tensor.h"
 #include "pprpc.h"
+#include "pprpc_graph.h"
 #include "tools/common/spawn.h"
 #include "tools/common/measure.h"
 #include "util/hash.h"
@@ -218,9 +219,11 @@ int main(int argc, char **argv)
 
 		if (pprpc_stats_get(st[r].c, &ps) == 0) {
 			printf("rank %d stats: requests %llu, errors %llu, graph creates %llu, runs %llu, allocated %.1f KiB\n",
-			       r, (unsigned long long)ps->requests, (unsigned long long)ps->request_errors,
-			       (unsigned long long)ps->devices[0].graph_creates,
-			       (unsigned long long)ps->devices[0].graph_runs, ps->devices[0].allocated_bytes / 1024.0);
+			       r, (unsigned long long)pprpc_stats_u64(ps, NULL, 0, "requests"),
+			       (unsigned long long)pprpc_stats_u64(ps, NULL, 0, "request_errors"),
+			       (unsigned long long)pprpc_stats_u64(ps, "devices", 0, "graph_creates"),
+			       (unsigned long long)pprpc_stats_u64(ps, "devices", 0, "graph_runs"),
+			       pprpc_stats_u64(ps, "devices", 0, "allocated_bytes") / 1024.0);
 			pprpc_stats_free(ps);
 		}
 	}

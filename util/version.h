@@ -7,6 +7,6 @@
 #ifndef PPRPC_UTIL_VERSION_H
 #define PPRPC_UTIL_VERSION_H
 
-#define PPRPC_VERSION "0.1.0"
+#define PPRPC_VERSION "0.2.0"
 
 #endif

@@ -20,6 +20,8 @@
 #include <cmocka.h>
 
 #include "pprpc.h"
+#include "pprpc_graph.h"
+#include "pprpc_pipeline.h"
 #include "tests/integration/harness.h"
 
 #define MIB (1024ull * 1024ull)
@@ -103,9 +105,10 @@ static void test_source_killed_mid_transfer(void **state)
 		assert_int_equal(rc, PPRPC_ECONN);
 		assert_non_null(strstr(pprpc_last_error(cb), "lost"));
 		assert_int_equal(pprpc_stats_get(cb, &s), 0);
-		for (uint32_t i = 0; i < s->nboundaries; i++)
-			if (!strcmp(s->boundaries[i].direction, "recv"))
-				assert_true(s->boundaries[i].errors >= 1 && s->boundaries[i].transfers == 0);
+		for (int i = 0; i < pprpc_stats_count(s, "boundaries"); i++)
+			if (!strcmp(pprpc_stats_str(s, "boundaries", i, "direction"), "recv"))
+				assert_true(pprpc_stats_u64(s, "boundaries", i, "errors") >= 1 &&
+					    pprpc_stats_u64(s, "boundaries", i, "transfers") == 0);
 		pprpc_stats_free(s);
 	}
 	assert_int_equal(pprpc_synchronize(cb, 0), 0);
@@ -243,8 +246,8 @@ static void test_client_vanishes(void **state)
 	pprpc_close(c);
 	while (now_s() - t0 < 60 && (alloc || depth)) {
 		assert_int_equal(pprpc_stats_get(obs, &s), 0);
-		alloc = s->devices[0].allocated_bytes;
-		depth = s->devices[0].queue_depth;
+		alloc = pprpc_stats_u64(s, "devices", 0, "allocated_bytes");
+		depth = pprpc_stats_u64(s, "devices", 0, "queue_depth");
 		pprpc_stats_free(s);
 		usleep(10000);
 	}

@@ -19,6 +19,9 @@
 #include <cmocka.h>
 
 #include "pprpc.h"
+#include "pprpc_graph.h"
+#include "pprpc_pipeline.h"
+#include "libclient/pipeline_hooks.h"
 #include "tests/integration/harness.h"
 
 enum { N = 4096, MAXM = 9, MAXS = 3 };
@@ -254,13 +257,13 @@ static void test_unsafe_hook_corrupts(void **state)
 	pprpc_client *c[2] = { connect_ok(&g_d[0]), connect_ok(&g_d[1]) };
 	pprpc_stage st[2];
 	pprpc_pipeline *p = NULL;
-	pprpc_pipeline_opts o = { .unsafe_skip_war_wait = 1 };
 	int wrong = 0;
 
 	(void)state;
 	for (int s = 0; s < 2; s++)
 		make_stage(c[s], g_d[s].addr, s, &st[s]);
-	assert_int_equal(pprpc_pipeline_create(st, 2, &o, &p), 0);
+	assert_int_equal(pprpc_pipeline_create(st, 2, NULL, &p), 0);
+	pipeline_hook_skip_war_wait(p, 1);
 	make_inputs(6, 3);
 	assert_int_equal(pprpc_pipeline_run(p, 6, g_inp, g_outp), 0);
 	for (int m = 0; m < 6; m++)
