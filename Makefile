@@ -393,8 +393,8 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@PBC_LIBS@|$(PBC_LIBS) $(CRYPTO_LIBS)|g' pprpc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/pprpc.pc
 	sed -e 's|/usr/local/bin/pprpcd|$(PREFIX)/bin/pprpcd|' systemd/pprpcd@.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/pprpcd@.service
 	install -m 644 conf/pprpcd.conf conf/cluster.conf $(DESTDIR)$(PREFIX)/share/pprpc/
-	install -m 644 doc/man/pprpcctl.1 doc/man/pp-fence-test.1 $(DESTDIR)$(PREFIX)/share/man/man1/
-	install -m 644 doc/man/pprpcd.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	for m in pprpcctl.1 pp-fence-test.1; do sed 's|@VERSION@|$(VERSION)|' doc/man/$$m > $(DESTDIR)$(PREFIX)/share/man/man1/$$m; done
+	sed 's|@VERSION@|$(VERSION)|' doc/man/pprpcd.8 > $(DESTDIR)$(PREFIX)/share/man/man8/pprpcd.8
 
 # The main job (README): start two local daemons, run micro-batches through
 # them sequentially and pipelined, check parity and sentinels, report speedup.
