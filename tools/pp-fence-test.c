@@ -6,8 +6,9 @@
  *     h = W^T x            (MUL_MAT, W f16 [D, D], x f32 [D, T])
  *     r = x + h            (ADD: residual)
  *     x = r * g            (MUL by a per-channel gain g f32 [D, 1]: the norm)
- * There is no RMS_NORM op yet, so the "norm" is a fixed per-channel gain
- * with values in [0.80, 0.90], and W has entries uniform in
+ * The "norm" is a fixed per-channel gain (not RMS_NORM: the stack must
+ * stay linear for the sentinels below) with values in [0.80, 0.90], and W
+ * has entries uniform in
  * [-1/sqrt(D), 1/sqrt(D)]: ||I + W^T|| stays near 1.15, so each layer
  * multiplies the magnitude by about 0.85 * 1.15 and values stay bounded
  * through any number of stages.  All weights come from --seed.
@@ -19,6 +20,11 @@
  * the values of two micro-batches differ by at least 1/(M+1) relatively,
  * far above the 1e-2 tolerance, so a boundary carrying another micro-batch
  * (or a half-overwritten one) is caught even if both modes agreed.
+ *
+ * A run of T tokens is split like a prompt into M ubatches of
+ * u = ceil(T / M) tokens, the last one ragged (T - (M-1) u): it runs its
+ * own graphs (built for its size, on the same slot buffers), given to the
+ * pipeline through its plan callback.
  *
  * Sequential mode (the reference) pushes each micro-batch through all
  * stages with synchronous calls; pipelined mode uses pprpc_pipeline_run,
@@ -60,7 +66,8 @@ static const char usage[] =
 	"double-buffered boundaries, timeline waits), compares every stage boundary\n"
 	"of every micro-batch bit for bit, checks each micro-batch's sentinel, and\n"
 	"prints per token count: sequential and pipelined wall time (median of\n"
-	"--repeat paired runs), speedup, the ideal S*M/(S+M-1), efficiency, RPC\n"
+	"--repeat paired runs), speedup, the ideal S*T/(T+(S-1)*u) (S*M/(S+M-1)\n"
+	"when u divides T), efficiency, RPC\n"
 	"errors and sentinel failures.  Exit status 0 only when parity and sentinels\n"
 	"hold and no RPC failed; 1 otherwise; 2 for bad usage.\n"
 	"\n"
@@ -73,8 +80,9 @@ static const char usage[] =
 	"  --spawn N              start N local pprpcd (--threads 1, OPENBLAS_NUM_THREADS=1\n"
 	"                         unless set) and stop them after\n"
 	"  --ubatches M           micro-batches (default 8)\n"
-	"  --tokens T[,T...]      tokens per run, each split into M micro-batches\n"
-	"                         (default 2048,4096,8192; must divide by M)\n"
+	"  --tokens T[,T...]      tokens per run, each split into M micro-batches of\n"
+	"                         ceil(T/M) tokens, the last one ragged (default\n"
+	"                         2048,4096,8192)\n"
 	"  --width D              hidden size (default 512)\n"
 	"  --layers-per-stage L   matmul + residual + norm layers per stage (default 2)\n"
 	"  --mode seq|pp|both     what to run (default both; parity needs both)\n"
@@ -104,6 +112,7 @@ struct stage {
 	pprpc_buffer w[64], g[64];      /* per layer */
 	pprpc_buffer in[2], out[2];
 	pprpc_graph graph[2];
+	pprpc_graph tail[2];            /* the ragged last ubatch's graphs (none if T % u == 0) */
 };
 
 struct trace {
@@ -126,8 +135,9 @@ struct ctx {
 	int rpc_errors, sentinel_failures, parity_failures;
 	struct trace tr;
 	/* per token count */
-	int Tm;
-	uint64_t bytes;                 /* one boundary of one micro-batch */
+	int Tm;                         /* tokens of a full ubatch: ceil(T / M) */
+	int Tlast;                      /* tokens of the last one (<= Tm) */
+	uint64_t bytes;                 /* one boundary of one full micro-batch */
 	float **seq_out;                /* [s * M + m] */
 	float **pp_out;                 /* [s * M + m] (observer copies) */
 	int pp_seen;
@@ -239,10 +249,27 @@ static double sentinel_value(const struct ctx *x, int m)
 	return 1.0 + (m + 1 + u) / (x->M + 1);
 }
 
+/* Tokens and boundary bytes of micro-batch m. */
+static int tokens_of(const struct ctx *x, int m)
+{
+	return m == x->M - 1 ? x->Tlast : x->Tm;
+}
+
+static uint64_t bytes_of(const struct ctx *x, int m)
+{
+	return (uint64_t)x->D * tokens_of(x, m) * sizeof(float);
+}
+
+/* The ragged last micro-batch runs its own graphs. */
+static pprpc_graph graph_of(const struct stage *st, const struct ctx *x, int m, int k)
+{
+	return m == x->M - 1 && x->Tlast != x->Tm ? st->tail[k] : st->graph[k];
+}
+
 static void make_input(const struct ctx *x, int T, int m, float *in)
 {
 	uint64_t r = splitmix64(x->seed * 7919ull + (uint64_t)T * 131ull + (uint64_t)m);
-	size_t n = (size_t)x->D * x->Tm;
+	size_t n = (size_t)x->D * tokens_of(x, m);
 
 	for (size_t i = 0; i < n; i++)
 		in[i] = urand(&r);
@@ -285,13 +312,13 @@ static int upload_weights(struct ctx *x, int s)
 	return 0;
 }
 
-/* Slot k's graph of stage s: in[k] -> L layers -> out[k]. */
-static int build_graph(struct ctx *x, int s, int k)
+/* Slot k's graph of stage s for T tokens: in[k] -> L layers -> out[k]. */
+static int build_graph(struct ctx *x, int s, int k, int T, pprpc_graph *out)
 {
 	struct stage *st = &x->st[s];
 	pprpc_graph_builder *gb;
-	pprpc_tensor tin = pprpc_tensor_make(st->in[k], 0, PPRPC_F32, x->D, x->Tm, 1, 1);
-	pprpc_tensor tout = pprpc_tensor_make(st->out[k], 0, PPRPC_F32, x->D, x->Tm, 1, 1);
+	pprpc_tensor tin = pprpc_tensor_make(st->in[k], 0, PPRPC_F32, x->D, T, 1, 1);
+	pprpc_tensor tout = pprpc_tensor_make(st->out[k], 0, PPRPC_F32, x->D, T, 1, 1);
 	int cur, iout, rc;
 
 	if (pprpc_graph_builder_new(&gb) < 0)
@@ -313,7 +340,7 @@ static int build_graph(struct ctx *x, int s, int k)
 		x->rpc_errors++;
 		return cur;
 	}
-	rc = pprpc_graph_create(st->c, 0, gb, &st->graph[k]);
+	rc = pprpc_graph_create(st->c, 0, gb, out);
 	pprpc_graph_builder_free(gb);
 	if (rc < 0)
 		return rpc_fail(x, "graph_create", s, rc);
@@ -330,7 +357,8 @@ static int setup_tokens(struct ctx *x)
 			if ((rc = pprpc_buffer_alloc(st->c, 0, x->bytes, &st->in[k])) < 0 ||
 			    (rc = pprpc_buffer_alloc(st->c, 0, x->bytes, &st->out[k])) < 0)
 				return rpc_fail(x, "buffer_alloc (boundaries)", s, rc);
-			if ((rc = build_graph(x, s, k)) < 0)
+			if ((rc = build_graph(x, s, k, x->Tm, &st->graph[k])) < 0 ||
+			    (x->Tlast != x->Tm && (rc = build_graph(x, s, k, x->Tlast, &st->tail[k])) < 0))
 				return rc;
 		}
 	return 0;
@@ -344,11 +372,13 @@ static void teardown_tokens(struct ctx *x)
 
 			if (st->graph[k].id)
 				pprpc_graph_free(st->c, st->graph[k]);
+			if (st->tail[k].id)
+				pprpc_graph_free(st->c, st->tail[k]);
 			if (st->in[k].id)
 				pprpc_buffer_free(st->c, st->in[k]);
 			if (st->out[k].id)
 				pprpc_buffer_free(st->c, st->out[k]);
-			st->graph[k].id = st->in[k].id = st->out[k].id = 0;
+			st->graph[k].id = st->tail[k].id = st->in[k].id = st->out[k].id = 0;
 		}
 }
 
@@ -368,13 +398,13 @@ static int run_seq(struct ctx *x, int T, float **in, double *ret_s)
 			double a = now_s(), b, c, d;
 			int rc;
 
-			if ((rc = pprpc_tensor_set(st->c, st->in[k], 0, src, x->bytes)) < 0)
+			if ((rc = pprpc_tensor_set(st->c, st->in[k], 0, src, bytes_of(x, m))) < 0)
 				return rpc_fail(x, "tensor_set", s, rc);
 			b = now_s();
-			if ((rc = pprpc_graph_run(st->c, st->graph[k])) < 0)
+			if ((rc = pprpc_graph_run(st->c, graph_of(st, x, m, k))) < 0)
 				return rpc_fail(x, "graph_run", s, rc);
 			c = now_s();
-			if ((rc = pprpc_tensor_get(st->c, st->out[k], 0, dst, x->bytes)) < 0)
+			if ((rc = pprpc_tensor_get(st->c, st->out[k], 0, dst, bytes_of(x, m))) < 0)
 				return rpc_fail(x, "tensor_get", s, rc);
 			d = now_s();
 			tr_slice(&x->tr, s + 1, 1, "SET", a, b, T, m);
@@ -393,20 +423,36 @@ static void observe(void *arg, const pprpc_pipeline_event *ev)
 	struct ctx *x = arg;
 	size_t i = (size_t)ev->stage * x->M + ev->micro;
 
-	if (ev->stage < 0 || ev->stage >= x->S || ev->micro < 0 || ev->micro >= x->M || ev->bytes != x->bytes)
+	if (ev->stage < 0 || ev->stage >= x->S || ev->micro < 0 || ev->micro >= x->M ||
+	    ev->bytes != bytes_of(x, ev->micro))
 		return;
-	if (ev->data != x->pp_out[i])  /* the last stage's outputs land in place */
-		memcpy(x->pp_out[i], ev->data, x->bytes);
 	x->pp_issue[i] = ev->issue_ns;
 	x->pp_done[i] = ev->done_ns;
+	/* Without bytes: a p2p stage's run seen done by the trace's poll. */
+	if (!ev->data)
+		return;
+	if (ev->data != x->pp_out[i])  /* the last stage's outputs land in place */
+		memcpy(x->pp_out[i], ev->data, ev->bytes);
 	x->pp_seen++;
+}
+
+/* The ragged last micro-batch: its graphs and sizes. */
+static int plan(void *arg, int stage, int micro, int slot, pprpc_micro_plan *pl)
+{
+	struct ctx *x = arg;
+
+	pl->graph = graph_of(&x->st[stage], x, micro, slot);
+	pl->in_bytes = pl->out_bytes = bytes_of(x, micro);
+	return 0;
 }
 
 /* One pipeline per token count, run --repeat times (it must be reusable). */
 static int make_pipeline(struct ctx *x, pprpc_pipeline **out)
 {
 	pprpc_stage stages[MAX_RANKS];
-	pprpc_pipeline_opts o = { .observe = observe, .observe_arg = x,
+	pprpc_pipeline_opts o = { .observe = observe, .observe_arg = x, .plan = plan, .plan_arg = x,
+				  /* a trace wants every stage's times, also on p2p */
+				  .observe_poll_us = x->tr.f ? 200 : 0,
 				  .transfer = x->client_transfer ? PPRPC_TRANSFER_CLIENT : PPRPC_TRANSFER_P2P };
 	const char *why = "";
 	int rc;
@@ -462,8 +508,8 @@ static int run_pp(struct ctx *x, pprpc_pipeline *p, int T, float **in, float **o
 	if (rc == 0 && x->tr.f) {
 		double base_s = 0;  /* the events' times are CLOCK_MONOTONIC, like now_s() */
 
-		/* On the p2p path only the last stage's outputs reach us. */
-		for (int s = x->used_p2p ? x->S - 1 : 0; s < x->S; s++) {
+		/* Every stage: on the p2p path the pipeline polled the others. */
+		for (int s = 0; s < x->S; s++) {
 			uint64_t prev = 0;
 
 			for (int m = 0; m < x->M; m++) {
@@ -502,7 +548,6 @@ static int check_sentinels(struct ctx *x, float **outs, const char *mode, int T,
 static int compare(struct ctx *x, int T)
 {
 	int bad = 0;
-	size_t n = x->bytes / sizeof(float);
 
 	int first = x->used_p2p ? x->S - 1 : 0;
 
@@ -515,16 +560,17 @@ static int compare(struct ctx *x, int T)
 	for (int s = first; s < x->S; s++)
 		for (int m = 0; m < x->M; m++) {
 			const float *a = x->seq_out[(size_t)s * x->M + m], *b = x->pp_out[(size_t)s * x->M + m];
+			size_t n = bytes_of(x, m) / sizeof(float);
 			double md = 0;
 
-			if (!memcmp(a, b, x->bytes))
+			if (!memcmp(a, b, bytes_of(x, m)))
 				continue;
 			for (size_t i = 0; i < n; i++)
 				md = fmax(md, fabs((double)a[i] - b[i]));
 			if (bad < 8)
 				fprintf(stderr, "pp-fence-test: T=%d stage %d ubatch %d: seq hash %016llx, pp hash %016llx, max |diff| %.3g\n",
-					T, s, m, (unsigned long long)fnv1a64(a, x->bytes),
-					(unsigned long long)fnv1a64(b, x->bytes), md);
+					T, s, m, (unsigned long long)fnv1a64(a, bytes_of(x, m)),
+					(unsigned long long)fnv1a64(b, bytes_of(x, m)), md);
 			bad++;
 		}
 	if (bad)
@@ -535,7 +581,7 @@ static int compare(struct ctx *x, int T)
 /* ---- output ------------------------------------------------------------------------- */
 
 struct result {
-	int T;
+	int T, ubatch, last;             /* tokens, a full ubatch's, the last one's */
 	double seq_s, pp_s, speedup, ideal, eff;
 	int rpc_errors, sentinel_failures, parity_ok;
 };
@@ -590,9 +636,10 @@ static int write_json(const char *path, const struct ctx *x, const struct result
 		x->unsafe ? "true" : "false", x->used_p2p ? "p2p" : "client",
 		(unsigned long long)x->client_boundary_bytes);
 	for (int i = 0; i < nres; i++)
-		fprintf(f, "%s{\"tokens\": %d, \"seq_s\": %.6f, \"pp_s\": %.6f, \"speedup\": %.4f, \"ideal\": %.4f, "
-			   "\"efficiency\": %.4f}",
-			i ? ", " : "", res[i].T, res[i].seq_s, res[i].pp_s, res[i].speedup, res[i].ideal, res[i].eff);
+		fprintf(f, "%s{\"tokens\": %d, \"ubatch\": %d, \"last_ubatch\": %d, \"seq_s\": %.6f, \"pp_s\": %.6f, "
+			   "\"speedup\": %.4f, \"ideal\": %.4f, \"efficiency\": %.4f}",
+			i ? ", " : "", res[i].T, res[i].ubatch, res[i].last, res[i].seq_s, res[i].pp_s, res[i].speedup,
+			res[i].ideal, res[i].eff);
 	fprintf(f, "]}\n");
 	return fclose(f) == 0 ? 0 : -1;
 }
@@ -609,7 +656,10 @@ static int run_tokens(struct ctx *x, int T, struct result *res)
 
 	memset(res, 0, sizeof(*res));
 	res->T = T;
-	x->Tm = T / x->M;
+	res->ubatch = (T + x->M - 1) / x->M;
+	res->last = T - (x->M - 1) * res->ubatch;
+	x->Tm = (T + x->M - 1) / x->M;
+	x->Tlast = T - (x->M - 1) * x->Tm;
 	x->bytes = (uint64_t)x->D * x->Tm * sizeof(float);
 	x->seq_out = calloc(nbuf, sizeof(float *));
 	x->pp_out = calloc(nbuf, sizeof(float *));
@@ -662,7 +712,9 @@ static int run_tokens(struct ctx *x, int T, struct result *res)
 	res->seq_s = median_sorting(seq_t, nseq);
 	res->pp_s = median_sorting(pp_t, npp);
 	res->speedup = res->pp_s > 0 ? res->seq_s / res->pp_s : 0;
-	res->ideal = (double)x->S * x->M / (x->S + x->M - 1);
+	/* Stage time proportional to tokens: seq takes S*T, pp fills and drains
+	 * with full ubatches, T + (S-1)*u (S*M/(S+M-1) when u divides T). */
+	res->ideal = (double)x->S * T / (T + (double)(x->S - 1) * x->Tm);
 	res->eff = res->ideal > 0 ? res->speedup / res->ideal : 0;
 	res->rpc_errors = x->rpc_errors - rpc0;
 	res->sentinel_failures = x->sentinel_failures - sent0;
@@ -827,9 +879,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	for (int i = 0; i < ntok; i++) {
-		if (toks.v[i] < x->M || toks.v[i] % x->M) {
-			fprintf(stderr, "pp-fence-test: --tokens %lld: must be a multiple of --ubatches %d\n",
-				(long long)toks.v[i], x->M);
+		int64_t u = (toks.v[i] + x->M - 1) / x->M;
+
+		/* ceil(T/M)-token ubatches must make M of them (T = 9, M = 4
+		 * gives 3 of 3 tokens: not 4 ubatches). */
+		if (toks.v[i] <= (int64_t)(x->M - 1) * u) {
+			fprintf(stderr, "pp-fence-test: --tokens %lld in ubatches of %lld (ceil(T/%d)) makes fewer "
+				"than %d ubatches\n", (long long)toks.v[i], (long long)u, x->M, x->M);
 			return 2;
 		}
 	}
@@ -894,15 +950,22 @@ int main(int argc, char **argv)
 	       "mode %s, transfer %s, repeat %d, seed %llu%s\n",
 	       x->S, x->L, x->D, x->M, mode, x->client_transfer ? "client" : "p2p", x->repeat, (unsigned long long)x->seed,
 	       x->unsafe ? ", UNSAFE: no write-after-read protection (negative control)" : "");
-	printf("%7s %6s %10s %10s %8s %6s %6s %8s %9s %7s\n", "tokens", "ubatch", "seq_s", "pp_s", "speedup", "ideal",
-	       "eff", "rpc_err", "sentinel", "parity");
+	printf("%7s %14s %10s %10s %8s %6s %6s %8s %9s %7s\n", "tokens", "ubatch", "seq_s", "pp_s", "speedup",
+	       "ideal", "eff", "rpc_err", "sentinel", "parity");
 	for (int i = 0; i < ntok; i++) {
 		struct result *r = &res[nres++];
 		int T = (int)toks.v[i];
 
 		if (run_tokens(x, T, r) < 0 && x->rpc_errors == 0)
 			x->rpc_errors++;
-		printf("%7d %6d %10.4f %10.4f %8.3f %6.3f %6.3f %8d %9d %7s\n", r->T, r->T / x->M, r->seq_s, r->pp_s,
+		char ub[32];
+
+		/* a ragged last ubatch shows as "u (last l)" */
+		if (r->last != r->ubatch)
+			snprintf(ub, sizeof(ub), "%d (last %d)", r->ubatch, r->last);
+		else
+			snprintf(ub, sizeof(ub), "%d", r->ubatch);
+		printf("%7d %14s %10.4f %10.4f %8.3f %6.3f %6.3f %8d %9d %7s\n", r->T, ub, r->seq_s, r->pp_s,
 		       r->speedup, r->ideal, r->eff, r->rpc_errors, r->sentinel_failures,
 		       !(x->do_seq && x->do_pp) ? "n/a" : r->parity_ok ? "ok" : "FAIL");
 		fflush(stdout);

@@ -36,6 +36,10 @@ extern "C" {
  * stage s failed, that GET reports it, instead of the caller hanging behind
  * a WAIT whose SIGNAL was skipped.
  *
+ * Micro-batches may differ: opts.plan can give each (stage, micro-batch)
+ * its own graph and boundary sizes up to the stage's in_bytes / out_bytes —
+ * a prompt's ragged last ubatch, or attention graphs built per n_past.
+ *
  * Write-after-read ordering: before stage s (not the last) runs micro-batch
  * m >= 2 into slot m % 2, its queue WAITs until stage s+1's done timeline
  * says micro-batch m-2 was consumed (a cross-rank WAIT when the two stages
@@ -51,22 +55,33 @@ typedef struct pprpc_stage {
 	pprpc_graph graph[2];      /* graph of slot k: in_buf[k] -> out_buf[k] */
 	pprpc_buffer in_buf[2];
 	pprpc_buffer out_buf[2];
-	uint64_t in_bytes;         /* boundary sizes (input of this stage / output) */
-	uint64_t out_bytes;
+	uint64_t in_bytes;         /* boundary sizes (input of this stage / output); */
+	uint64_t out_bytes;        /* with opts.plan: the largest of any micro-batch */
 } pprpc_stage;
 
 typedef struct pprpc_pipeline pprpc_pipeline;
 
-/* What an observer learns when a stage's output of one micro-batch reached
- * the caller (times: CLOCK_MONOTONIC nanoseconds, measured by the client). */
+/* What an observer learns when a stage finished one micro-batch (times:
+ * CLOCK_MONOTONIC nanoseconds, measured by the client). */
 typedef struct pprpc_pipeline_event {
 	int stage, micro, slot;
 	uint64_t issue_ns;         /* the stage's commands for the micro-batch were issued */
-	uint64_t done_ns;          /* its output bytes had arrived */
+	uint64_t done_ns;          /* its output bytes had arrived, or (data NULL) the
+				    * poll saw the stage's run done */
 	const void *data;          /* those bytes (a relay buffer, or outputs[m] for the
-				    * last stage); valid during the callback only */
+				    * last stage); valid during the callback only; NULL
+				    * for a boundary that never reached the caller */
 	uint64_t bytes;
 } pprpc_pipeline_event;
+
+/* What stage `stage` runs for micro-batch `micro`: pprpc_pipeline_run fills
+ * it with the stage's defaults (graph[slot], in_bytes, out_bytes), then
+ * opts.plan may change it. */
+typedef struct pprpc_micro_plan {
+	pprpc_graph graph;         /* must read in_buf[slot] and write out_buf[slot] */
+	uint64_t in_bytes;         /* 1 .. the stage's in_bytes */
+	uint64_t out_bytes;        /* 1 .. the stage's out_bytes */
+} pprpc_micro_plan;
 
 /* How boundary tensors travel between stages. */
 enum pprpc_transfer {
@@ -80,11 +95,25 @@ typedef struct pprpc_pipeline_opts {
 	 * cannot reach the previous stage's (probed at create); the reason is
 	 * given by pprpc_pipeline_transfer. */
 	int transfer;
+	/* Optional: called by pprpc_pipeline_run for every (stage, micro-batch)
+	 * before anything is issued, with slot = the slot the micro-batch uses;
+	 * returns 0, or a negative code that refuses the run.  The sizes must
+	 * chain (stage s's out_bytes = stage s+1's in_bytes of the same
+	 * micro-batch).  May be NULL: every micro-batch is the default. */
+	int (*plan)(void *arg, int stage, int micro, int slot, pprpc_micro_plan *plan);
+	void *plan_arg;
 	/* Optional: called from pprpc_pipeline_run, in the caller's thread, once
 	 * per (stage, micro-batch) when that output arrived — for traces and
-	 * for checking every boundary.  May be NULL. */
+	 * for checking every boundary.  May be NULL.  On the p2p path only the
+	 * last stage's outputs arrive, unless observe_poll_us > 0. */
 	void (*observe)(void *arg, const pprpc_pipeline_event *ev);
 	void *observe_arg;
+	/* p2p path, with observe: > 0 makes pprpc_pipeline_run poll every
+	 * stage's done timeline this often (microseconds) while it waits, so
+	 * the observer also hears when the other stages finished each
+	 * micro-batch (data NULL).  For traces: it costs client CPU and one
+	 * request per stage per poll.  0: no polling. */
+	int observe_poll_us;
 } pprpc_pipeline_opts;
 
 /* Check the stages and create one "done" timeline per stage (on the stage's
@@ -99,8 +128,9 @@ PPRPC_API int pprpc_pipeline_create(const pprpc_stage *stages, int nstages,
  * NULL is accepted. */
 PPRPC_API void pprpc_pipeline_free(pprpc_pipeline *p);
 /* Run M micro-batches through the stages with the fill-drain schedule:
- * inputs[m] (stage 0's in_bytes each) go in, outputs[m] (the last stage's
- * out_bytes each) come back.  Returns 0 when all are done and every queue
+ * inputs[m] (stage 0's in_bytes of micro-batch m) go in, outputs[m] (the
+ * last stage's out_bytes of m) come back.  A plan that does not fit or
+ * chain refuses the run with PPRPC_EINVAL before anything is issued.  Returns 0 when all are done and every queue
  * finished without error.  On a failure it stops issuing, releases every
  * queued WAIT (by destroying the timelines, which are then created again),
  * drains and synchronizes every stage (clearing their sticky errors), and
