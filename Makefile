@@ -240,6 +240,12 @@ $(B)/%: $(O)/tools/%.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $< $(TOOL_COMMON_OBJS) $(L)/libpprpc.a $(PBC_LIBS) $(CRYPTO_LIBS) -lm
 
+# pprpc-bench is split by job (tools/bench/bench.h).
+BENCH_TOOL_OBJS := $(call obj,$(wildcard tools/bench/*.c))
+$(B)/pprpc-bench: $(O)/tools/pprpc-bench.o $(BENCH_TOOL_OBJS) $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
+	@mkdir -p $(B)
+	$(CC) $(LDFLAGS) -o $@ $< $(BENCH_TOOL_OBJS) $(TOOL_COMMON_OBJS) $(L)/libpprpc.a $(PBC_LIBS) $(CRYPTO_LIBS) -lm
+
 $(B)/bench-%: $(O)/bench/%.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $< $(TOOL_COMMON_OBJS) $(L)/libpprpc.a $(PBC_LIBS) $(CRYPTO_LIBS) -lm

@@ -51,6 +51,7 @@
 #include "libclient/pipeline_hooks.h"
 #include "tools/common/spawn.h"
 #include "tools/common/measure.h"
+#include "tools/common/report.h"
 #include "util/hash.h"
 #include "util/list.h"
 
@@ -90,6 +91,7 @@ static const char usage[] =
 	"  --seed S               weights, inputs and sentinels (default 1)\n"
 	"  --json FILE            write the results as JSON\n"
 	"  --trace FILE           write a Chrome trace-event JSON (open in Perfetto)\n"
+	"  --svg FILE             SVG Gantt chart of the last run (seq RUNs, pp micro-batches)\n"
 	"  --transfer p2p|client  how boundaries travel (default p2p: daemon to daemon;\n"
 	"                         falls back to client, with the reason, if the daemons\n"
 	"                         cannot reach each other; PPRPC_P2P=0 forces client)\n"
@@ -115,11 +117,6 @@ struct stage {
 	pprpc_graph tail[2];            /* the ragged last ubatch's graphs (none if T % u == 0) */
 };
 
-struct trace {
-	FILE *f;
-	int n;
-	double t0;
-};
 
 struct ctx {
 	int S, M, D, L, repeat, unsafe, do_seq, do_pp;
@@ -134,6 +131,9 @@ struct ctx {
 	double *ones_ref[MAX_RANKS];    /* r_s: float64 image of a ones vector after stage s */
 	int rpc_errors, sentinel_failures, parity_failures;
 	struct trace tr;
+	const char *svg;                /* --svg: Gantt of the last repeat of the last token count */
+	struct gantt_slice *gantt;
+	int ngantt, capgantt;
 	/* per token count */
 	int Tm;                         /* tokens of a full ubatch: ceil(T / M) */
 	int Tlast;                      /* tokens of the last one (<= Tm) */
@@ -161,41 +161,34 @@ static int rpc_fail(struct ctx *x, const char *what, int s, int rc)
 
 /* ---- trace ------------------------------------------------------------------ */
 
-static void tr_event(struct trace *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tr_event(struct trace *t, const char *fmt, ...)
+/* One slice in the trace (and, for the last repeat, in the Gantt chart). */
+static void tr_slice(struct ctx *x, int pid, int tid, const char *name, double a, double b, int T, int m)
 {
-	va_list ap;
+	char args[48];
 
-	if (!t->f)
-		return;
-	fputs(t->n++ ? ",\n" : "\n", t->f);
-	va_start(ap, fmt);
-	vfprintf(t->f, fmt, ap);
-	va_end(ap);
+	snprintf(args, sizeof(args), "\"tokens\":%d,\"ubatch\":%d", T, m);
+	trace_slice(&x->tr, pid, tid, name, a, b, args);
 }
 
-static void tr_slice(struct trace *t, int pid, int tid, const char *name, double a, double b, int T, int m)
+static void gantt_add(struct ctx *x, int panel, int row, int m, double a, double b)
 {
-	double ts = (a - t->t0) * 1e6, dur = (b - a) * 1e6;
-
-	tr_event(t, "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
-		 "\"args\":{\"tokens\":%d,\"ubatch\":%d}}",
-		 name, pid, tid, ts, dur < 0 ? 0 : dur, T, m);
+	if (!x->svg || x->ngantt == x->capgantt)
+		return;
+	x->gantt[x->ngantt++] = (struct gantt_slice){ panel, row, m, a, b };
 }
 
 static void tr_names(struct ctx *x)
 {
 	struct trace *t = &x->tr;
+	char name[96];
 
-	tr_event(t, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"client\"}}");
-	tr_event(t, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"client\"}}");
+	trace_process(t, 0, "client");
+	trace_thread(t, 0, 0, "client");
 	for (int s = 0; s < x->S; s++) {
-		tr_event(t, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d %s\"}}",
-			 s + 1, s, x->st[s].addr);
-		tr_event(t, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"seq (device queue)\"}}",
-			 s + 1);
-		tr_event(t, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":2,\"args\":{\"name\":\"pp (device queue)\"}}",
-			 s + 1);
+		snprintf(name, sizeof(name), "rank %d %s", s, x->st[s].addr);
+		trace_process(t, s + 1, name);
+		trace_thread(t, s + 1, 1, "seq (device queue)");
+		trace_thread(t, s + 1, 2, "pp (device queue)");
 	}
 }
 
@@ -407,14 +400,15 @@ static int run_seq(struct ctx *x, int T, float **in, double *ret_s)
 			if ((rc = pprpc_tensor_get(st->c, st->out[k], 0, dst, bytes_of(x, m))) < 0)
 				return rpc_fail(x, "tensor_get", s, rc);
 			d = now_s();
-			tr_slice(&x->tr, s + 1, 1, "SET", a, b, T, m);
-			tr_slice(&x->tr, s + 1, 1, "RUN", b, c, T, m);
-			tr_slice(&x->tr, s + 1, 1, "GET", c, d, T, m);
+			tr_slice(x, s + 1, 1, "SET", a, b, T, m);
+			tr_slice(x, s + 1, 1, "RUN", b, c, T, m);
+			tr_slice(x, s + 1, 1, "GET", c, d, T, m);
+			gantt_add(x, 0, s, m, b, c);
 			src = dst;
 		}
 	}
 	*ret_s = now_s() - t0;
-	tr_slice(&x->tr, 0, 0, "seq run", t0, t0 + *ret_s, T, -1);
+	tr_slice(x, 0, 0, "seq run", t0, t0 + *ret_s, T, -1);
 	return 0;
 }
 
@@ -452,7 +446,7 @@ static int make_pipeline(struct ctx *x, pprpc_pipeline **out)
 	pprpc_stage stages[MAX_RANKS];
 	pprpc_pipeline_opts o = { .observe = observe, .observe_arg = x, .plan = plan, .plan_arg = x,
 				  /* a trace wants every stage's times, also on p2p */
-				  .observe_poll_us = x->tr.f ? 200 : 0,
+				  .observe_poll_us = x->tr.f || x->svg ? 200 : 0,
 				  .transfer = x->client_transfer ? PPRPC_TRANSFER_CLIENT : PPRPC_TRANSFER_P2P };
 	const char *why = "";
 	int rc;
@@ -505,7 +499,7 @@ static int run_pp(struct ctx *x, pprpc_pipeline *p, int T, float **in, float **o
 		fprintf(stderr, "pp-fence-test: pipeline_run failed: %s: %s\n", pprpc_strerror(rc),
 			pprpc_pipeline_error(p));
 	}
-	if (rc == 0 && x->tr.f) {
+	if (rc == 0 && (x->tr.f || x->svg)) {
 		double base_s = 0;  /* the events' times are CLOCK_MONOTONIC, like now_s() */
 
 		/* Every stage: on the p2p path the pipeline polled the others. */
@@ -518,11 +512,12 @@ static int run_pp(struct ctx *x, pprpc_pipeline *p, int T, float **in, float **o
 				char name[32];
 
 				snprintf(name, sizeof(name), "ub %d", m);
-				tr_slice(&x->tr, s + 1, 2, name, base_s + a * 1e-9, base_s + x->pp_done[i] * 1e-9, T, m);
+				tr_slice(x, s + 1, 2, name, base_s + a * 1e-9, base_s + x->pp_done[i] * 1e-9, T, m);
+				gantt_add(x, 1, s, m, base_s + a * 1e-9, base_s + x->pp_done[i] * 1e-9);
 				prev = x->pp_done[i];
 			}
 		}
-		tr_slice(&x->tr, 0, 0, "pp run", t0, t0 + *ret_s, T, -1);
+		tr_slice(x, 0, 0, "pp run", t0, t0 + *ret_s, T, -1);
 	}
 	return rc;
 }
@@ -681,7 +676,16 @@ static int run_tokens(struct ctx *x, int T, struct result *res)
 	rc = setup_tokens(x);
 	if (rc == 0 && x->do_pp)
 		rc = make_pipeline(x, &pipe);
+	if (x->svg) {
+		struct gantt_slice *g = realloc(x->gantt, 2 * nbuf * sizeof(*g));
+
+		if (!g)
+			goto oom;
+		x->gantt = g;
+		x->capgantt = 2 * (int)nbuf;
+	}
 	for (int r = 0; r < x->repeat && rc == 0; r++) {
+		x->ngantt = 0;   /* the chart keeps the last repeat */
 		if (x->do_seq) {
 			rc = run_seq(x, T, in, &seq_t[nseq]);
 			if (rc < 0)
@@ -816,6 +820,8 @@ int main(int argc, char **argv)
 			json = v;
 		else if (!strcmp(a, "--trace"))
 			trace = v;
+		else if (!strcmp(a, "--svg"))
+			x->svg = v;
 		else if (!strcmp(a, "--transfer")) {
 			if (strcmp(v, "p2p") && strcmp(v, "client")) {
 				fprintf(stderr, "pp-fence-test: --transfer p2p|client\n");
@@ -922,13 +928,9 @@ int main(int argc, char **argv)
 		}
 	}
 	x->S = nranks;
-	if (trace) {
-		x->tr.f = fopen(trace, "w");
-		if (!x->tr.f) {
-			fprintf(stderr, "pp-fence-test: %s: %s\n", trace, strerror(errno));
-			goto out;
-		}
-		fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", x->tr.f);
+	if (trace && trace_open(&x->tr, trace, now_s()) < 0) {
+		fprintf(stderr, "pp-fence-test: %s: %s\n", trace, strerror(errno));
+		goto out;
 	}
 	x->tr.t0 = now_s();
 	make_weights(x);
@@ -982,11 +984,18 @@ int main(int argc, char **argv)
 	       ret ? "FAIL" : "PASS", parity ? "ok" : "FAILED", x->rpc_errors, x->sentinel_failures,
 	       x->do_pp ? (x->used_p2p ? "p2p" : "client") : "n/a", (unsigned long long)x->client_boundary_bytes);
 out:
-	if (x->tr.f) {
-		fputs("\n]}\n", x->tr.f);
-		if (fclose(x->tr.f) != 0)
+	if (trace_close(&x->tr) < 0)
+		ret = 1;
+	if (x->svg && nres > 0) {
+		static const char *const panels[2] = { "seq (RUN)", "pp" };
+		char title[160];
+
+		snprintf(title, sizeof(title), "pp-fence-test, last run of %d tokens: %d ubatches over %d ranks",
+			 res[nres - 1].T, x->M, x->S);
+		if (gantt_svg(x->svg, title, panels, 2, x->S, x->gantt, x->ngantt) < 0)
 			ret = 1;
 	}
+	free(x->gantt);
 	for (int s = 0; s < MAX_RANKS; s++)
 		pprpc_close(x->st[s].c);
 	for (int s = 0; s < MAX_RANKS; s++)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "pprpc.h"
+#include "tools/common/report.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -19,21 +20,10 @@ static void usage(FILE *f)
 		   "  --auth-key-file FILE  shared key of a daemon run with auth-key-file (default $PPRPC_AUTH_KEY_FILE)\n");
 }
 
-/* JSON strings here come from the daemon: escape them. */
+/* JSON strings here come from the daemon: escaped. */
 static void jstr(const char *s)
 {
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			printf("\\%c", ch);
-		else if (ch < 0x20)
-			printf("\\u%04x", ch);
-		else
-			putchar(ch);
-	}
-	putchar('"');
+	json_string(stdout, s);
 }
 
 static void status_text(pprpc_client *c, const char *rank)
