@@ -52,7 +52,6 @@ extern "C" {
 #define PPRPC_API
 #endif
 
-
 typedef struct pprpc_client pprpc_client;
 
 /* Daemon-issued handles.  Each kind is its own struct, so passing a buffer
@@ -67,7 +66,6 @@ typedef struct pprpc_graph {
 typedef struct pprpc_timeline {
 	uint64_t id;
 } pprpc_timeline;
-
 
 /* A tensor: element type, shape (ne[0] innermost), byte strides, and where
  * its bytes start (buffer + offset). */
@@ -190,6 +188,7 @@ PPRPC_API pprpc_tensor pprpc_tensor_permute2(pprpc_tensor t, int a, int b);
 
 /* Graphs are made with a builder (pprpc_graph.h: pprpc_graph_create) or by
  * other front ends that create graph handles; here they run and go. */
+/* Run a created graph (returns when it completed). */
 PPRPC_API int pprpc_graph_run(pprpc_client *c, pprpc_graph g);
 PPRPC_API int pprpc_graph_free(pprpc_client *c, pprpc_graph g);
 

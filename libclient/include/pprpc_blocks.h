@@ -1,6 +1,6 @@
 /*
- * pprpc_blocks.h — optional: whole transformer blocks (attention with RoPE and
- * a KV cache, Kimi Delta Attention, SwiGLU MLP) built from the graph
+ * pprpc_blocks.h — optional: whole transformer blocks (attention with RoPE
+ * and a KV cache, Kimi Delta Attention, SwiGLU MLP) built from the graph
  * builder's ops (libclient/blocks.c).
  */
 #ifndef PPRPC_BLOCKS_H
@@ -137,6 +137,7 @@ typedef struct pprpc_mlp_block {
 PPRPC_API void pprpc_mlp_block_init(pprpc_mlp_block *cfg);
 PPRPC_API int pprpc_gb_swiglu_mlp(pprpc_graph_builder *gb, const pprpc_mlp_block *cfg, int x,
 				  int dst, int *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -112,11 +112,10 @@ PPRPC_API int pprpc_gb_gdn_views(pprpc_graph_builder *gb, int packed, int64_t d_
 				 int64_t t, int64_t b, int64_t d_k, int *out_idx, int *state_idx);
 
 /* Send the builder's graph to the daemon, which validates and plans it once.
- * The builder may be freed afterwards. */
-
+ * The builder may be freed afterwards; the graph runs with pprpc_graph_run
+ * or pprpc_graph_run_async and goes with pprpc_graph_free (pprpc.h). */
 PPRPC_API int pprpc_graph_create(pprpc_client *c, uint32_t device, const pprpc_graph_builder *gb,
 				 pprpc_graph *out);
-/* Run a created graph (returns when it completed). */
 
 #ifdef __cplusplus
 }
