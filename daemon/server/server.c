@@ -319,7 +319,7 @@ int pprpcd_start(struct pprpcd *d)
 		return rc;
 	if (d->opts.port_file[0] && (rc = write_port_file(d)) < 0)
 		return rc;
-	LOG(d, LOG_NOTICE_, "pprpcd %s listening on %s:%u with %u device(s)", PPRPCD_VERSION, host,
+	LOG(d, LOG_NOTICE_, "pprpcd %s listening on %s:%u with %u device(s)", PPRPC_VERSION, host,
 	    d->port, d->ndev);
 	notify_send("READY=1");
 	send_status(d);
@@ -333,6 +333,8 @@ int pprpcd_start(struct pprpcd *d)
 			tick = d->watchdog_usec / 3000;
 		if (d->opts.peer_timeout_ms && d->opts.peer_timeout_ms / 3 < tick)
 			tick = d->opts.peer_timeout_ms / 3;
+		if (d->opts.peer_connect_timeout_ms && d->opts.peer_connect_timeout_ms / 3 < tick)
+			tick = d->opts.peer_connect_timeout_ms / 3;
 		if (d->opts.xfer_timeout_ms && d->opts.xfer_timeout_ms / 3 < tick)
 			tick = d->opts.xfer_timeout_ms / 3;
 		uv_timer_start(&d->tick, on_tick, 0, tick ? tick : 1);

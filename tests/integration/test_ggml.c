@@ -796,7 +796,7 @@ static void test_wait_holds_run(void **state)
 	set_remote(&m, m.rc, off, zero, sizeof(zero));
 
 	w.device = DEV_GGML;
-	w.timeline = t2;
+	w.timeline = t2.id;
 	w.value = 1;
 	r.graph = g;
 	sg.timeline = t1;
@@ -805,9 +805,10 @@ static void test_wait_holds_run(void **state)
 	send_queued(&m, MSG_GRAPH_RUN, &r.base, NULL, 0);
 	send_queued(&m, MSG_SIGNAL, &sg.base, NULL, 0);
 	/* held: neither the run nor the SIGNAL behind it */
-	assert_int_equal(pprpc_timeline_host_wait(c2, t1, 1, 300), PPRPC_ETIMEDOUT);
+	/* the raw connection's timeline, seen from libpprpc */
+	assert_int_equal(pprpc_timeline_host_wait(c2, (pprpc_timeline){ t1 }, 1, 300), PPRPC_ETIMEDOUT);
 	assert_int_equal(pprpc_signal(c2, t2, 1), 0);
-	assert_int_equal(pprpc_timeline_host_wait(c2, t1, 1, 5000), 0);
+	assert_int_equal(pprpc_timeline_host_wait(c2, (pprpc_timeline){ t1 }, 1, 5000), 0);
 	assert_int_equal(fence(&m, NULL, NULL, 0), 0);
 	get_remote(&m, m.rc, off, got, sizeof(got));
 	assert_int_equal(ggml_backend_graph_compute(g_cpu, m.gf), GGML_STATUS_SUCCESS);
