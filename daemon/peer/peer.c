@@ -47,6 +47,8 @@ struct peer {
 	int ping_out;                /* a keepalive PING is outstanding */
 	char host[256];
 	uint16_t port;
+	uint64_t serial;             /* this connection's, unique in the daemon */
+	uint64_t born_ms;            /* loop time the link was started (setup bound) */
 	char fallback[200];          /* why the link is TCP although RDMA was tried */
 	struct peer *next;
 	/* HELLO exchange */
@@ -468,6 +470,8 @@ static struct peer *peer_get(struct pprpcd *d, const char *rank, char *err, size
 	if (!p)
 		goto oom;
 	p->d = d;
+	p->serial = ++d->peer_links;
+	p->born_ms = uv_now(d->loop);
 	snprintf(p->rank, sizeof(p->rank), "%s", rank);
 	snprintf(p->host, sizeof(p->host), "%s", host);
 	p->port = port;
@@ -540,25 +544,47 @@ static void ping_fail(void *arg, int code, const char *why)
 
 static const struct preq_ops keepalive_ops = { .meta = ping_meta, .done = ping_done, .fail = ping_fail };
 
+/* A link must come up within peer_connect_timeout_ms: a rank whose kernel
+ * accepts the connection but that never answers HELLO (a stopped process,
+ * a plain listener) would otherwise hold every request on the link for
+ * ever.  Fails the link, and so each request, naming the rank and the step
+ * that did not complete. */
+static void setup_bound(struct peer *p, uint64_t now_ms)
+{
+	uint64_t limit = p->d->opts.peer_connect_timeout_ms;
+	char why[200];
+
+	if (!limit || now_ms - p->born_ms < limit)
+		return;
+	snprintf(why, sizeof(why), "rank %s: %s within %llu ms (peer-connect-timeout-ms)", p->rank,
+		 p->state == PEER_CONNECTING ? "no connection" : "no answer to HELLO", (unsigned long long)limit);
+	if (p->state == PEER_HELLO)
+		transport_close(p->t);
+	/* Still connecting: on_connect sees DEAD and cleans up. */
+	peer_fail(p, PPRPC_ETIMEDOUT, why);
+}
+
 /* A link with requests outstanding must show signs of life: after a quiet
  * interval it is PINGed, and a peer silent for the whole timeout (stopped,
  * wedged, or its host gone without a reset) is dropped, which fails every
  * request on it with a clear error instead of letting them wait for ever.
  * TCP keepalive alone would not notice a stopped process: its kernel
- * still acknowledges. */
+ * still acknowledges.  A link not up yet is bounded by setup_bound. */
 void peer_keepalive(struct pprpcd *d, uint64_t now_ms)
 {
 	uint64_t timeout = d->opts.peer_timeout_ms;
 	struct peer *p, *next;
 
-	if (!timeout)
-		return;
 	for (p = d->peers; p; p = next) {
 		uint64_t quiet;
 		int busy = 0;
 
 		next = p->next;
-		if (p->state != PEER_UP)
+		if (p->state == PEER_CONNECTING || p->state == PEER_HELLO) {
+			setup_bound(p, now_ms);
+			continue;
+		}
+		if (p->state != PEER_UP || !timeout)
 			continue;
 		for (struct preq *q = p->reqs; q; q = q->next)
 			if (q->ops && q->ops != &keepalive_ops)
@@ -618,6 +644,17 @@ const char *peer_path(struct pprpcd *d, const char *rank)
 		if (!strcmp(p->rank, rank) && p->state == PEER_UP)
 			return transport_name(p->t);
 	return "tcp";
+}
+
+int peer_link_info(struct pprpcd *d, const char *rank, char *addr, size_t len, uint64_t *ret_serial)
+{
+	for (struct peer *p = d->peers; p; p = p->next)
+		if (!strcmp(p->rank, rank) && p->state == PEER_UP) {
+			snprintf(addr, len, "%s", transport_peer(p->t));
+			*ret_serial = p->serial;
+			return 0;
+		}
+	return PPRPC_ECONN;
 }
 
 void peer_close_all(struct pprpcd *d)

@@ -30,6 +30,7 @@ static const struct handler table[MSG_TYPE_COUNT] = {
 	[MSG_PING] = { &pprpc__empty__descriptor, NULL, h_ping },
 	[MSG_PROBE] = { &pprpc__probe__descriptor, NULL, h_probe },
 	[MSG_PULL_RELEASE] = { &pprpc__pull_release__descriptor, NULL, h_pull_release },
+	[MSG_PULL_CHECK] = { &pprpc__pull_check__descriptor, NULL, h_pull_check },
 };
 
 const struct handler *dispatch_lookup(unsigned type)

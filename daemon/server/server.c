@@ -331,6 +331,8 @@ int pprpcd_start(struct pprpcd *d)
 			tick = d->watchdog_usec / 3000;
 		if (d->opts.peer_timeout_ms && d->opts.peer_timeout_ms / 3 < tick)
 			tick = d->opts.peer_timeout_ms / 3;
+		if (d->opts.peer_connect_timeout_ms && d->opts.peer_connect_timeout_ms / 3 < tick)
+			tick = d->opts.peer_connect_timeout_ms / 3;
 		if (d->opts.xfer_timeout_ms && d->opts.xfer_timeout_ms / 3 < tick)
 			tick = d->opts.xfer_timeout_ms / 3;
 		uv_timer_start(&d->tick, on_tick, 0, tick ? tick : 1);

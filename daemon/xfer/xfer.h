@@ -1,5 +1,6 @@
 /*
- * daemon/xfer/xfer.h — stage-boundary transfers between daemons (SEND / RECV).
+ * daemon/xfer/xfer.h — stage-boundary transfers between daemons (SEND / RECV):
+ * what the rest of the daemon calls.  Inside: xfer_impl.h.
  *
  * SEND(region, id, dst rank) on the source queue captures the region into
  * staging slots, chunk by chunk, when the queue reaches it, and the queue
@@ -7,7 +8,7 @@
  * the last command of its stream while the destination pulls skips the
  * capture copy and streams from the tensor in place, keeping the stream
  * until those bytes are written; a later command makes it capture the rest
- * (send_exec in xfer.c).  RECV(region, id,
+ * (send_sm.h).  RECV(region, id,
  * src rank) on the destination makes the destination daemon PULL the
  * transfer from the source over its peer link; the source streams each
  * chunk as soon as it is captured (chunk i+1 is captured while chunk i is on
@@ -15,13 +16,16 @@
  * into the region as they arrive.  Bytes never pass through the client.
  *
  * Source and destination meet by transfer id: a PULL that arrives before
- * its SEND waits for it.  A transfer fails as a whole (never counted
+ * its SEND waits for it.  A transfer belongs to the rank its SEND names:
+ * the source serves a PULL only once that rank confirmed it as its own
+ * (PULL_CHECK with the PULL's nonce, source.c).  A transfer fails as a whole (never counted
  * complete with partial data): a lost link, a vanished client or mismatched
  * sizes fail the RECV with an error instead of leaving it waiting.
  */
 #ifndef PPRPC_DAEMON_XFER_H
 #define PPRPC_DAEMON_XFER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct pprpcd;
@@ -40,6 +44,8 @@ void xfer_stop(struct pprpcd *d);
 void xfer_unpin(struct pprpcd *d);
 /* Wake workers blocked on staging or on arriving chunks. */
 void xfer_wake(struct pprpcd *d);
+/* Source halves alive (tests: nothing outlives its transfer). */
+size_t xfer_live_sources(const struct pprpcd *d);
 
 /* Per-boundary statistics (loop thread). */
 struct bstat {

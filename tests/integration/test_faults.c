@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "pprpc.h"
+#include "tests/integration/fake_rank.h"
 #include "tests/integration/harness.h"
 
 #define MIB (1024ull * 1024ull)
@@ -309,6 +310,69 @@ static void test_reconnect_after_restart(void **state)
 	assert_int_equal(tdaemon_stop(&d), 0);
 }
 
+/* One command towards rank on B, then B's synchronize: its result, the
+ * message and how long it took (the client gives up after 8 s). */
+static int towards(struct tdaemon *b, const char *rank, int wait, char *why, size_t len, double *secs)
+{
+	pprpc_connect_opts o = { 0 };
+	pprpc_client *c = NULL;
+	pprpc_buffer bb;
+	double t0;
+	int rc;
+
+	o.io_timeout_ms = 8000;
+	assert_int_equal(pprpc_connect(b->addr, &o, &c), 0);
+	assert_int_equal(pprpc_buffer_alloc(c, 0, 4096, &bb), 0);
+	t0 = now_s();
+	if (wait)
+		assert_int_equal(pprpc_wait(c, 0, rank, 1, 1), 0);
+	else
+		assert_int_equal(pprpc_recv_async(c, bb, 0, 4096, 77, rank), 0);
+	rc = pprpc_synchronize(c, 0);
+	*secs = now_s() - t0;
+	snprintf(why, len, "%s", pprpc_last_error(c));
+	pprpc_close(c);
+	return rc;
+}
+
+/* Issue 19.7: a rank that accepts TCP but never answers HELLO — a plain
+ * listener, or a stopped daemon (its kernel still accepts) — fails a RECV
+ * and a WAIT towards it within the link-setup bound (0.5 s here), naming
+ * the rank and what timed out; before, they hung for ever (keepalives
+ * skip links that are not up). */
+static void test_rank_never_answers_hello(void **state)
+{
+	static const char *const args[] = { "--peer-timeout-ms", "1000", "--peer-connect-timeout-ms", "500", NULL };
+	struct tdaemon b, s;
+	struct fake_rank f;
+	char why[512];
+	double secs;
+	int rc;
+
+	(void)state;
+	assert_int_equal(tdaemon_start(&b, args), 0);
+	assert_int_equal(tdaemon_start(&s, NULL), 0);
+	assert_int_equal(fake_rank_listen(&f), 0);   /* listens, never accepts */
+	for (int wait = 0; wait <= 1; wait++) {
+		rc = towards(&b, f.addr, wait, why, sizeof(why), &secs);
+		print_message("%s towards a plain listener: %d (%s) after %.2f s\n", wait ? "WAIT" : "RECV", rc, why, secs);
+		assert_int_equal(rc, PPRPC_ETIMEDOUT);
+		assert_non_null(strstr(why, f.addr));
+		assert_non_null(strstr(why, "no answer to HELLO"));
+		assert_true(secs < 4.0);
+	}
+	kill(s.pid, SIGSTOP);
+	rc = towards(&b, s.addr, 0, why, sizeof(why), &secs);
+	kill(s.pid, SIGCONT);
+	print_message("RECV towards a stopped daemon: %d (%s) after %.2f s\n", rc, why, secs);
+	assert_int_equal(rc, PPRPC_ETIMEDOUT);
+	assert_non_null(strstr(why, s.addr));
+	assert_true(secs < 4.0);
+	fake_rank_close(&f);
+	assert_int_equal(tdaemon_stop(&s), 0);
+	assert_int_equal(tdaemon_stop(&b), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -317,6 +381,7 @@ int main(void)
 		cmocka_unit_test(test_rank_killed_mid_pipeline),
 		cmocka_unit_test(test_client_vanishes),
 		cmocka_unit_test(test_reconnect_after_restart),
+		cmocka_unit_test(test_rank_never_answers_hello),
 	};
 
 	return cmocka_run_group_tests_name("integration_faults", tests, NULL, NULL);
