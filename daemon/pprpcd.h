@@ -27,6 +27,7 @@ struct xfer;
 struct bstat;
 struct rdma_ctx;
 struct rdma_listener;
+struct mconn;
 
 enum { PPRPCD_TRANSPORT_AUTO, PPRPCD_TRANSPORT_TCP, PPRPCD_TRANSPORT_RDMA };
 
@@ -47,6 +48,8 @@ struct pprpcd_opts {
 	uint32_t max_conn_graphs;
 	uint32_t max_conn_inflight; /* queued commands + unsent replies */
 	uint32_t max_graph_nodes;  /* <= PPRPC_MAX_GRAPH_NODES */
+	uint32_t max_conns;        /* connections served at once (clients and peers) */
+	uint64_t hello_timeout_ms; /* HELLO (and a metrics request) must complete within this, 0 = never */
 	char auth_key_file[4096];  /* "" = no authentication */
 	int insecure_listen;       /* allow a non-loopback listen address without a key */
 	uint64_t staging_bytes;    /* SEND staging ring */
@@ -107,6 +110,8 @@ struct pprpcd {
 	char boot_id[40];              /* this host's, for IPC between daemons */
 	int xfer_ready;
 	struct conn *conns;        /* doubly linked list of live connections */
+	uint32_t nconns;           /* on that list */
+	uint64_t conns_refused;    /* accepted and closed at once: max-conns reached */
 	uint64_t next_conn_id;
 	struct pprpcd_stats stats;
 	uint64_t start_ms;
@@ -117,6 +122,8 @@ struct pprpcd {
 	uint64_t last_status_ms;
 	uv_tcp_t metrics;
 	int metrics_on;
+	struct mconn *mconns;      /* metrics requests being served (metrics.c) */
+	uint32_t nmconns;
 	char placement[512];       /* effective CPU placement */
 	char unavail[PPRPCD_MAX_DEVICES][256];  /* configured devices that cannot run, and why */
 	uint32_t nunavail;

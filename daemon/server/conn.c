@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/server/authn.h"
 #include "daemon/objects/buffer.h"
 #include "daemon/server/dispatch.h"
 #include "daemon/objects/graph.h"
@@ -70,12 +69,12 @@ static int on_header(void *ctx, const struct frame_hdr *h)
 			 msg_type_name(h->type));
 		return PPRPC_EPROTO;
 	}
-	/* Before a keyed daemon knows who talks, it reads no bulk and decodes
-	 * no large metas. */
-	if (!c->hello_done && c->d->auth_key_len && (h->bulk_len || h->meta_len > AUTHN_MAX_HELLO_META)) {
+	/* Before the daemon knows who talks (keyed or not), it reads no bulk
+	 * and buffers no large metas. */
+	if (!c->hello_done && (h->bulk_len || h->meta_len > CONN_HELLO_MAX_META)) {
 		snprintf(r->errmsg, sizeof(r->errmsg),
-			 "before authentication a HELLO carries no bulk and at most %u bytes of meta",
-			 AUTHN_MAX_HELLO_META);
+			 "before HELLO is done a frame carries no bulk and at most %u bytes of meta",
+			 CONN_HELLO_MAX_META);
 		return PPRPC_EPROTO;
 	}
 	if (c->queued_cmds + c->waits + c->unsent_replies >= c->d->opts.max_conn_inflight) {
@@ -106,7 +105,8 @@ static int on_meta(void *ctx, const struct frame_hdr *h, const uint8_t *meta, si
 		return 0;
 	rc = meta_unpack(r->h->desc, meta, len, &r->msg);
 	if (rc < 0) {
-		refuse(r, rc, "%s: malformed meta (%zu bytes)", msg_type_name(h->type), len);
+		refuse(r, rc, "%s: malformed meta (%zu bytes)%s", msg_type_name(h->type), len,
+		       rc == PPRPC_EINVAL ? ": a string field holds a NUL byte" : "");
 		return 0;
 	}
 	if (h->bulk_len) {
@@ -194,6 +194,7 @@ static void on_close(void *ctx, int status)
 		d->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	d->nconns--;
 	c->t = NULL;
 	conn_unref(c);
 	pprpcd_conn_gone(d);
@@ -216,6 +217,17 @@ void conn_accept(struct pprpcd *d, struct transport_conn *t)
 	struct frame_limits lim = { .max_meta = d->opts.max_meta, .max_bulk = d->opts.max_bulk };
 	struct conn *c;
 
+	if (d->nconns >= d->opts.max_conns && !d->stopping) {
+		/* Every connection costs memory and a descriptor before it has
+		 * said a word; the cap bounds that.  Logged at powers of two: a
+		 * flood must not flood the log too. */
+		d->conns_refused++;
+		if (!(d->conns_refused & (d->conns_refused - 1)))
+			LOG(d, LOG_NOTICE_, "connection from %s closed: max-conns (%u) reached (%" PRIu64 " refused so far)",
+			    transport_peer(t), d->opts.max_conns, d->conns_refused);
+		transport_close(t);
+		return;
+	}
 	if (d->stopping || !(c = calloc(1, sizeof(*c)))) {
 		transport_close(t);
 		return;
@@ -224,6 +236,8 @@ void conn_accept(struct pprpcd *d, struct transport_conn *t)
 	c->t = t;
 	c->refs = 1; /* the transport's */
 	c->id = ++d->next_conn_id;
+	c->born_ms = uv_now(d->loop);
+	d->nconns++;
 	snprintf(c->name, sizeof(c->name), "%s", transport_peer(t));
 	c->next = d->conns;
 	if (d->conns)
@@ -241,6 +255,23 @@ void conn_accept(struct pprpcd *d, struct transport_conn *t)
 	}
 	if (transport_start(t, &owner_ops, c, &lim) < 0)
 		transport_close(t);
+}
+
+void conn_expire_hello(struct pprpcd *d, uint64_t now_ms)
+{
+	uint64_t limit = d->opts.hello_timeout_ms;
+
+	if (!limit)
+		return;
+	/* A connection that says nothing (or half a HELLO, or never answers
+	 * its challenge) would hold its slot of max-conns for ever. */
+	for (struct conn *c = d->conns; c; c = c->next) {
+		if (c->hello_done || c->closing || now_ms - c->born_ms < limit)
+			continue;
+		LOG(d, LOG_NOTICE_, "conn %" PRIu64 " (%s): no HELLO within %" PRIu64 " ms (hello-timeout-ms); closing",
+		    c->id, c->name, limit);
+		conn_close(c);
+	}
 }
 
 #define HIGH_CMDS 4096

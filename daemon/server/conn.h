@@ -22,6 +22,10 @@
 #include "transport/transport.h"
 
 #define PPRPCD_CONN_MAX_DEVICES 16
+/* Before its HELLO is done, a connection (keyed daemon or not) sends no
+ * bulk and no meta larger than this: whoever has not said who they are
+ * gets a few KiB of the daemon's memory, not max-meta-kib of it. */
+#define CONN_HELLO_MAX_META 4096u
 
 struct pprpcd;
 struct dbuf;
@@ -48,6 +52,7 @@ struct conn {
 	int closed;                 /* transport gone: send nothing */
 	int closing;                /* close decided: execute nothing more */
 	int hello_done;
+	uint64_t born_ms;           /* loop time of the accept (hello-timeout-ms) */
 	int role;
 	char name[64];
 	struct request cur;
@@ -76,8 +81,12 @@ struct conn {
 	struct conn *next, *prev;
 };
 
-/* Take over an accepted transport connection. */
+/* Take over an accepted transport connection; beyond max-conns it is
+ * closed at once. */
 void conn_accept(struct pprpcd *d, struct transport_conn *t);
+/* Close connections whose HELLO did not complete within hello-timeout-ms
+ * (the periodic tick). */
+void conn_expire_hello(struct pprpcd *d, uint64_t now_ms);
 void conn_ref(struct conn *c);
 void conn_unref(struct conn *c);
 /* Close the connection (after queued replies are written). */

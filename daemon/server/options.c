@@ -41,6 +41,8 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->max_conn_graphs = 1024;
 	o->max_conn_inflight = 65536;
 	o->max_graph_nodes = PPRPC_MAX_GRAPH_NODES;
+	o->max_conns = 1024;
+	o->hello_timeout_ms = 10000;
 	o->staging_bytes = 256 * MIB;
 	o->drain_ms = 10000;
 	o->xfer_timeout_ms = 30000;
@@ -149,6 +151,7 @@ U32_SETTER(set_max_conn_buffers, max_conn_buffers, 1, 1u << 24)
 U32_SETTER(set_max_conn_graphs, max_conn_graphs, 1, 1u << 24)
 U32_SETTER(set_max_conn_inflight, max_conn_inflight, 2, 1u << 24)
 U32_SETTER(set_max_graph_nodes, max_graph_nodes, 1, PPRPC_MAX_GRAPH_NODES)
+U32_SETTER(set_max_conns, max_conns, 1, 1u << 20)
 
 static int set_max_meta(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
 {
@@ -243,6 +246,16 @@ static int set_peer_connect_timeout(struct pprpcd_opts *o, const char *v, char *
 static void set_peer_connect_timeout_show(const struct pprpcd_opts *o, char *buf, size_t len)
 {
 	snprintf(buf, len, "%llu", (unsigned long long)o->peer_connect_timeout_ms);
+}
+
+static int set_hello_timeout(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	return parse_u64(v, 0, 86400000, &o->hello_timeout_ms, err, errlen);
+}
+
+static void set_hello_timeout_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%llu", (unsigned long long)o->hello_timeout_ms);
 }
 
 static int set_log(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
@@ -430,6 +443,8 @@ static const struct optdef defs[] = {
 	{ "max-conn-graphs", "N", "graphs one connection may hold", set_max_conn_graphs, set_max_conn_graphs_show },
 	{ "max-conn-inflight", "N", "queued commands + unsent replies of one connection (reading pauses at half)", set_max_conn_inflight, set_max_conn_inflight_show },
 	{ "max-graph-nodes", "N", "nodes in one graph (max 65536)", set_max_graph_nodes, set_max_graph_nodes_show },
+	{ "max-conns", "N", "connections served at once, clients and peers (beyond: closed at once)", set_max_conns, set_max_conns_show },
+	{ "hello-timeout-ms", "N", "close a connection whose HELLO (authentication included) or metrics request is not complete within N ms (0 = never)", set_hello_timeout, set_hello_timeout_show },
 	{ "auth-key-file", "FILE", "shared key (>= 32 bytes, mode 600): clients and peers must prove it (HMAC)", set_auth_key_file, set_auth_key_file_show },
 	{ "insecure-listen", "0|1", "allow a non-loopback --listen without auth-key-file", set_insecure_listen, set_insecure_listen_show },
 	{ "staging-mib", "N", "SEND staging ring; a SEND stalls only when it is full", set_staging, set_staging_show },

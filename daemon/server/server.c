@@ -6,7 +6,8 @@
  * written and READY=1 sent — so either means "ready to serve".
  *
  * SIGTERM drains: no new connections, queued work may finish for up to
- * drain_ms, then everything is closed.  SIGHUP re-reads the configuration
+ * drain_ms, then everything is closed.  A periodic tick also closes
+ * connections (and metrics requests) that did not finish HELLO in time.  SIGHUP re-reads the configuration
  * file and applies its log level.  A periodic tick sends watchdog pings and
  * STATUS lines when systemd asked for them.
  */
@@ -179,6 +180,8 @@ static void on_tick(uv_timer_t *t)
 		notify_send("WATCHDOG=1");
 	xfer_expire(d, now);
 	peer_keepalive(d, now);
+	conn_expire_hello(d, now);
+	metrics_expire(d, now);
 	if (now - d->last_status_ms >= 2000) {
 		d->last_status_ms = now;
 		send_status(d);
@@ -265,7 +268,7 @@ static int place_threads(struct pprpcd *d)
 
 int pprpcd_start(struct pprpcd *d)
 {
-	char host[256], err[256];
+	char host[256], err[512];
 	uint16_t port;
 	int rc;
 
@@ -291,6 +294,11 @@ int pprpcd_start(struct pprpcd *d)
 	rc = authn_start(d, host, port);
 	if (rc < 0)
 		return rc;
+	rc = metrics_check(d, err, sizeof(err));
+	if (rc < 0) {
+		LOG(d, LOG_ERR_, "%s", err);
+		return rc;
+	}
 	rc = open_devices(d);
 	if (rc < 0)
 		return rc;
@@ -335,6 +343,8 @@ int pprpcd_start(struct pprpcd *d)
 			tick = d->opts.peer_connect_timeout_ms / 3;
 		if (d->opts.xfer_timeout_ms && d->opts.xfer_timeout_ms / 3 < tick)
 			tick = d->opts.xfer_timeout_ms / 3;
+		if (d->opts.hello_timeout_ms && d->opts.hello_timeout_ms / 3 < tick)
+			tick = d->opts.hello_timeout_ms / 3;
 		uv_timer_start(&d->tick, on_tick, 0, tick ? tick : 1);
 	}
 	return 0;

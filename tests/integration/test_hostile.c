@@ -1,0 +1,581 @@
+/*
+ * tests/integration/test_hostile.c — the holes of issue 19 that an outsider
+ * found in pprpcd (points 3-6 and 9-14), each against a real daemon on
+ * loopback.
+ *
+ * Each test starts its own daemon with small limits and timeouts, so it
+ * runs in seconds, and stops it by PID.  Each asserts on the symptom the
+ * issue describes (a forged log line, a connection held open, memory
+ * grown, another client stalled), so it fails on a daemon that has the
+ * hole: PPRPC_TEST_OLD_DAEMON=1 starts the daemon without the settings
+ * these fixes added (an older daemon refuses unknown flags), to show the
+ * symptom itself on the old code.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pprpc.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/wire.h"
+
+#define KIB 1024ull
+#define MIB (1024ull * 1024ull)
+
+static char self_dir[PATH_MAX] = ".";
+
+/* ---- daemons ------------------------------------------------------------------ */
+
+static int old_daemon(void)
+{
+	const char *e = getenv("PPRPC_TEST_OLD_DAEMON");
+
+	return e && *e && strcmp(e, "0");
+}
+
+/* Daemons of the running test: a failed assertion leaves the test at
+ * once, and the per-test teardown stops what it left running. */
+#define MAX_DAEMONS 4
+static struct tdaemon daemons[MAX_DAEMONS];
+
+static struct tdaemon *daemon_slot(void)
+{
+	for (int i = 0; i < MAX_DAEMONS; i++)
+		if (!daemons[i].dir[0])
+			return &daemons[i];
+	fail_msg("more than %d daemons in one test", MAX_DAEMONS);
+	return NULL;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	for (int i = 0; i < MAX_DAEMONS; i++)
+		if (daemons[i].dir[0])
+			tdaemon_stop(&daemons[i]);
+	return 0;
+}
+
+/* Start a daemon with common flags, plus flags only this code knows (left
+ * out for an old daemon). */
+static struct tdaemon *start(const char *const *common, const char *const *added)
+{
+	struct tdaemon *d = daemon_slot();
+	const char *argv[64];
+	int n = 0;
+
+	for (int i = 0; common && common[i] && n < 62; i++)
+		argv[n++] = common[i];
+	for (int i = 0; added && added[i] && n < 62 && !old_daemon(); i++)
+		argv[n++] = added[i];
+	argv[n] = NULL;
+	assert_int_equal(tdaemon_start(d, argv), 0);
+	return d;
+}
+
+/* Stop it; it must still have been running and exit cleanly. */
+static void stop(struct tdaemon *d)
+{
+	int alive = tdaemon_alive(d), st = tdaemon_stop(d);
+
+	if (!alive || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fprintf(stderr, "pprpcd died or did not exit cleanly (alive %d, status 0x%x)\n", alive, st);
+	assert_true(alive);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* The daemon's log so far (malloc'd, NUL-terminated). */
+static char *read_log(const struct tdaemon *d)
+{
+	FILE *f = fopen(d->log, "r");
+	size_t cap = 1 << 16, n = 0, k;
+	char *s = malloc(cap);
+
+	assert_non_null(f);
+	assert_non_null(s);
+	while ((k = fread(s + n, 1, cap - n - 1, f)) > 0) {
+		n += k;
+		if (n + 1 == cap) {
+			cap *= 2;
+			s = realloc(s, cap);
+			assert_non_null(s);
+		}
+	}
+	s[n] = '\0';
+	fclose(f);
+	return s;
+}
+
+/* Wait until the log contains what (up to ms); 1 when it does. */
+static int log_wait(const struct tdaemon *d, const char *what, int ms)
+{
+	for (int64_t end = wire_now_ms() + ms;;) {
+		char *s = read_log(d);
+		int found = strstr(s, what) != NULL;
+
+		free(s);
+		if (found || wire_now_ms() > end)
+			return found;
+		sleep_ms(20);
+	}
+}
+
+static uint64_t rss_kib(const struct tdaemon *d)
+{
+	char path[64], line[256];
+	unsigned long long v = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)d->pid);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %llu kB", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+/* ---- raw connections ---------------------------------------------------------- */
+
+static int raw_open(const struct tdaemon *d)
+{
+	int fd = traw_connect(d);
+
+	assert_true(fd >= 0);
+	return fd;
+}
+
+static int hello_as(int fd, const char *name, int role)
+{
+	Pprpc__Hello h = PPRPC__HELLO__INIT;
+	struct wire_reply r;
+	int rc;
+
+	h.proto_version = PPRPC_PROTO_VERSION;
+	h.role = role;
+	h.client_name = (char *)name;
+	rc = wire_call(fd, MSG_HELLO, 1, &h.base, NULL, 0, &r);
+	if (rc == 0 && r.is_error)
+		rc = r.code;
+	wire_reply_free(&r);
+	return rc;
+}
+
+static int raw_hello(const struct tdaemon *d)
+{
+	int fd = raw_open(d);
+
+	assert_int_equal(hello_as(fd, "hostile", PPRPC__ROLE__ROLE_CLIENT), 0);
+	return fd;
+}
+
+/* Send a request and read its reply: 0 for success (*ret_m: the decoded
+ * reply if d is given), else the error code (message in msg). */
+static int call(int fd, uint16_t type, uint64_t id, const ProtobufCMessage *m, const ProtobufCMessageDescriptor *rd,
+		ProtobufCMessage **ret_m, char *msg, size_t msglen)
+{
+	struct wire_reply r;
+	int rc = wire_call(fd, type, id, m, NULL, 0, &r);
+
+	if (rc == 0 && r.is_error) {
+		rc = r.code;
+		if (msg)
+			snprintf(msg, msglen, "%s", r.msg);
+	} else if (rc == 0 && rd) {
+		assert_int_equal(wire_reply_unpack(&r, rd, ret_m), 0);
+	}
+	wire_reply_free(&r);
+	return rc;
+}
+
+static uint64_t raw_buffer(int fd, uint64_t size)
+{
+	Pprpc__BufferAlloc a = PPRPC__BUFFER_ALLOC__INIT;
+	ProtobufCMessage *m = NULL;
+	char msg[256] = "";
+	uint64_t h;
+	int rc;
+
+	a.size = size;
+	rc = call(fd, MSG_BUFFER_ALLOC, 2, &a.base, &pprpc__buffer_alloc_reply__descriptor, &m, msg, sizeof(msg));
+	if (rc)
+		fprintf(stderr, "BUFFER_ALLOC %" PRIu64 ": %d %s\n", size, rc, msg);
+	assert_int_equal(rc, 0);
+	h = ((Pprpc__BufferAllocReply *)m)->buffer;
+	meta_free(m);
+	return h;
+}
+
+static uint64_t raw_timeline(int fd, uint64_t initial)
+{
+	Pprpc__TimelineCreate t = PPRPC__TIMELINE_CREATE__INIT;
+	ProtobufCMessage *m = NULL;
+	uint64_t h;
+
+	t.initial = initial;
+	assert_int_equal(call(fd, MSG_TIMELINE_CREATE, 3, &t.base, &pprpc__timeline_create_reply__descriptor, &m,
+			      NULL, 0), 0);
+	h = ((Pprpc__TimelineCreateReply *)m)->timeline;
+	meta_free(m);
+	return h;
+}
+
+/* A PING round trip on fd, in ms (fails the test when it does not come). */
+static int64_t ping_ms(int fd, uint64_t id)
+{
+	int64_t t0 = wire_now_ms();
+
+	assert_int_equal(call(fd, MSG_PING, id, NULL, NULL, NULL, NULL, 0), 0);
+	return wire_now_ms() - t0;
+}
+
+/* The connection is closed by the daemon within ms (EOF or reset). */
+static int closed_within(int fd, int ms)
+{
+	return wire_wait_closed(fd, ms, NULL) == 0;
+}
+
+/* ======================================================================== */
+/* 5: a client name with a newline forges a log line; a rank with a NUL     */
+/* ======================================================================== */
+
+static void test_log_line_forging(void **state)
+{
+	struct tdaemon *d;
+	char *log;
+	int fd;
+
+	(void)state;
+	d = start(NULL, NULL);
+	fd = raw_open(d);
+	assert_int_equal(hello_as(fd, "x\n12:00:00.000 pprpcd err: FORGED", PPRPC__ROLE__ROLE_CLIENT), 0);
+	close(fd);
+	/* The close is logged with the connection's name. */
+	assert_true(log_wait(d, "FORGED", 5000));
+	log = read_log(d);
+	if (strstr(log, "\n12:00:00.000 pprpcd err: FORGED"))
+		fprintf(stderr, "a client name started a log line of its own:\n%s\n", log);
+	assert_null(strstr(log, "\n12:00:00.000 pprpcd err: FORGED"));
+	assert_non_null(strstr(log, "x\\x0a12:00:00.000 pprpcd err: FORGED"));
+	free(log);
+	stop(d);
+}
+
+static void test_rank_with_nul(void **state)
+{
+	struct tdaemon *d;
+	uint8_t meta[64];
+	size_t n = 0;
+	struct wire_reply r;
+	uint64_t tl;
+	int fd;
+
+	(void)state;
+	d = start(NULL, NULL);
+	fd = raw_hello(d);
+	tl = raw_timeline(fd, 5);
+	/* WAIT { device 0, timeline tl, value 1, rank "\0127.0.0.1:9" }: as a
+	 * C string the rank reads "", a local wait that is already satisfied.
+	 * The sender named a rank: it must be refused, not run locally. */
+	meta[n++] = 0x08;
+	meta[n++] = 0x00;
+	meta[n++] = 0x10;
+	for (uint64_t v = tl; ; v >>= 7) {
+		meta[n++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+		if (v < 0x80)
+			break;
+	}
+	meta[n++] = 0x18;
+	meta[n++] = 0x01;
+	meta[n++] = 0x22;
+	meta[n++] = 12;
+	memcpy(meta + n, "\0" "127.0.0.1:9", 12);
+	n += 12;
+	assert_int_equal(wire_send_rawmeta(fd, MSG_WAIT, 7, meta, n, NULL, 0), 0);
+	assert_int_equal(wire_read_reply(fd, &r, WIRE_TIMEOUT_MS), 0);
+	if (!r.is_error)
+		fprintf(stderr, "a WAIT naming rank \"\\0127.0.0.1:9\" ran as a local wait\n");
+	assert_true(r.is_error);
+	assert_int_equal(r.code, PPRPC_EINVAL);
+	assert_non_null(strstr(r.msg, "NUL"));
+	wire_reply_free(&r);
+	/* The connection goes on. */
+	ping_ms(fd, 8);
+	close(fd);
+	stop(d);
+}
+
+/* ======================================================================== */
+/* 12: before HELLO — connection cap, HELLO deadline, small buffering       */
+/* ======================================================================== */
+
+static void test_connection_cap(void **state)
+{
+	static const char *const added[] = { "--max-conns", "4", NULL };
+	struct tdaemon *d;
+	int fd[5];
+
+	(void)state;
+	d = start(NULL, added);
+	for (int i = 0; i < 4; i++)
+		fd[i] = raw_hello(d);
+	fd[4] = raw_open(d);
+	/* The fifth is closed at once, before it can say anything. */
+	if (!closed_within(fd[4], 2000))
+		fprintf(stderr, "a fifth connection stayed open with max-conns 4\n");
+	assert_true(closed_within(fd[4], 1));
+	close(fd[4]);
+	/* The four are served; one gone, a new one is taken. */
+	for (int i = 0; i < 4; i++)
+		ping_ms(fd[i], 10 + (uint64_t)i);
+	close(fd[0]);
+	sleep_ms(200);
+	fd[0] = raw_hello(d);
+	ping_ms(fd[0], 20);
+	for (int i = 0; i < 4; i++)
+		close(fd[i]);
+	stop(d);
+}
+
+static void test_hello_deadline(void **state)
+{
+	static const char *const added[] = { "--hello-timeout-ms", "400", NULL };
+	uint8_t hdr[FRAME_HDR_SIZE];
+	struct tdaemon *d;
+	int silent, half, ok;
+	int64_t t0;
+
+	(void)state;
+	d = start(NULL, added);
+	silent = raw_open(d);
+	half = raw_open(d);
+	ok = raw_hello(d);
+	/* Half a HELLO: the header promises a meta that never comes. */
+	wire_hdr(hdr, PPRPC_PROTO_VERSION, MSG_HELLO, 0, 100, 0, 1);
+	assert_int_equal(wire_send_all(half, hdr, sizeof(hdr), WIRE_TIMEOUT_MS), 0);
+	t0 = wire_now_ms();
+	if (!closed_within(silent, 3000) || !closed_within(half, 3000))
+		fprintf(stderr, "connections without a HELLO stayed open for 3 s\n");
+	assert_true(closed_within(silent, 1));
+	assert_true(closed_within(half, 1));
+	assert_true(wire_now_ms() - t0 >= 200);
+	/* A connection that said HELLO is not touched. */
+	ping_ms(ok, 30);
+	close(silent);
+	close(half);
+	close(ok);
+	stop(d);
+}
+
+static void test_prehello_buffering(void **state)
+{
+	uint8_t hdr[FRAME_HDR_SIZE];
+	struct wire_reply r;
+	struct tdaemon *d;
+	int fd, rc;
+
+	(void)state;
+	/* No key: before HELLO a frame may still not make the daemon buffer
+	 * a MiB of meta, or any bulk. */
+	d = start(NULL, NULL);
+	fd = raw_open(d);
+	wire_hdr(hdr, PPRPC_PROTO_VERSION, MSG_HELLO, 0, (uint32_t)(MIB - 1), 0, 1);
+	assert_int_equal(wire_send_all(fd, hdr, sizeof(hdr), WIRE_TIMEOUT_MS), 0);
+	rc = wire_read_reply(fd, &r, 3000);
+	if (rc != 0)
+		fprintf(stderr, "a HELLO header announcing 1 MiB - 1 of meta was not refused (%d)\n", rc);
+	assert_int_equal(rc, 0);
+	assert_true(r.is_error);
+	assert_int_equal(r.code, PPRPC_EPROTO);
+	wire_reply_free(&r);
+	assert_true(closed_within(fd, 3000));
+	close(fd);
+	fd = raw_open(d);
+	wire_hdr(hdr, PPRPC_PROTO_VERSION, MSG_HELLO, FRAME_F_BULK, 8, 1 * MIB, 2);
+	assert_int_equal(wire_send_all(fd, hdr, sizeof(hdr), WIRE_TIMEOUT_MS), 0);
+	assert_int_equal(wire_read_reply(fd, &r, 3000), 0);
+	assert_true(r.is_error);
+	assert_int_equal(r.code, PPRPC_EPROTO);
+	wire_reply_free(&r);
+	close(fd);
+	stop(d);
+}
+
+/* ======================================================================== */
+/* 4: the metrics endpoint — listen policy, deadline                        */
+/* ======================================================================== */
+
+/* The metrics port, from the daemon's log line. */
+static uint16_t metrics_port(const struct tdaemon *d)
+{
+	char *log, *p;
+	unsigned port = 0;
+
+	assert_true(log_wait(d, "Prometheus metrics on 127.0.0.1:", 5000));
+	log = read_log(d);
+	p = strstr(log, "Prometheus metrics on 127.0.0.1:");
+	sscanf(p + strlen("Prometheus metrics on 127.0.0.1:"), "%u", &port);
+	free(log);
+	assert_true(port > 0 && port < 65536);
+	return (uint16_t)port;
+}
+
+static int tcp_to(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/* GET /metrics: the body (malloc'd), or NULL. */
+static char *scrape(uint16_t port)
+{
+	static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap);
+	int fd = tcp_to(port);
+	ssize_t k;
+
+	assert_int_equal(wire_send_all(fd, req, sizeof(req) - 1, WIRE_TIMEOUT_MS), 0);
+	while ((k = wire_recv_all(fd, buf + n, 1, WIRE_TIMEOUT_MS)) == 1)
+		if (++n + 1 == cap) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+		}
+	buf[n] = '\0';
+	close(fd);
+	if (!strstr(buf, "200 OK")) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static void test_metrics_listen_policy(void **state)
+{
+	static const char *const open_metrics[] = { "--metrics-listen", "0.0.0.0:0", NULL };
+	static const char *const insecure[] = { "--metrics-listen", "0.0.0.0:0", "--insecure-listen", "1", NULL };
+	struct tdaemon *d;
+	char *log;
+	int rc;
+
+	(void)state;
+	/* Without insecure-listen a metrics address beyond loopback is refused
+	 * at start, as the daemon's own listen address is. */
+	d = daemon_slot();
+	rc = tdaemon_start(d, open_metrics);
+	if (rc == 0)
+		fprintf(stderr, "pprpcd served metrics on 0.0.0.0 without insecure-listen\n");
+	assert_int_equal(rc, -1);
+	tdaemon_stop(d);
+	/* A key does not cover HTTP requests: still refused. */
+	{
+		char key[] = "/tmp/pprpc-hostile-key-XXXXXX";
+		const char *keyed[] = { "--metrics-listen", "0.0.0.0:0", "--auth-key-file", key, NULL };
+		int kfd = mkstemp(key);
+
+		assert_true(kfd >= 0);
+		assert_int_equal(write(kfd, "0123456789abcdef0123456789abcdef0123456789abcdef\n", 49), 49);
+		close(kfd);
+		d = daemon_slot();
+		rc = tdaemon_start(d, keyed);
+		unlink(key);
+		if (rc == 0)
+			fprintf(stderr, "pprpcd served metrics on 0.0.0.0 (keyed daemon, no insecure-listen)\n");
+		assert_int_equal(rc, -1);
+		tdaemon_stop(d);
+	}
+	/* With insecure-listen it starts, and says so. */
+	d = start(insecure, NULL);
+	assert_true(log_wait(d, "metrics on non-loopback", 3000));
+	log = read_log(d);
+	assert_non_null(strstr(log, "WITHOUT authentication"));
+	free(log);
+	stop(d);
+}
+
+static void test_metrics_deadline(void **state)
+{
+	static const char *const common[] = { "--metrics-listen", "127.0.0.1:0", NULL };
+	static const char *const added[] = { "--hello-timeout-ms", "400", NULL };
+	static const char half[] = "GET /metrics HTTP/1.0\r\n";
+	enum { N = 40 };
+	struct tdaemon *d;
+	int fd[N], nclosed = 0;
+	uint16_t port;
+	char *body;
+
+	(void)state;
+	d = start(common, added);
+	port = metrics_port(d);
+	for (int i = 0; i < N; i++) {
+		fd[i] = tcp_to(port);
+		assert_int_equal(wire_send_all(fd[i], half, sizeof(half) - 1, WIRE_TIMEOUT_MS), 0);
+	}
+	/* Half-sent requests are dropped by the deadline, not held for ever
+	 * (some wait in the listen backlog a while before they are taken). */
+	for (int64_t end = wire_now_ms() + 6000, i = 0; i < N; i++) {
+		int64_t left = end - wire_now_ms();
+
+		nclosed += closed_within(fd[i], left > 1 ? (int)left : 1);
+	}
+	if (nclosed != N)
+		fprintf(stderr, "%d of %d half-sent metrics requests still open after 6 s\n", N - nclosed, N);
+	assert_int_equal(nclosed, N);
+	for (int i = 0; i < N; i++)
+		close(fd[i]);
+	/* A whole request is answered. */
+	body = scrape(port);
+	assert_non_null(body);
+	assert_non_null(strstr(body, "pprpc_requests_total"));
+	free(body);
+	stop(d);
+}
+
+/* ======================================================================== */
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_log_line_forging, teardown),
+		cmocka_unit_test_teardown(test_rank_with_nul, teardown),
+		cmocka_unit_test_teardown(test_connection_cap, teardown),
+		cmocka_unit_test_teardown(test_hello_deadline, teardown),
+		cmocka_unit_test_teardown(test_prehello_buffering, teardown),
+		cmocka_unit_test_teardown(test_metrics_listen_policy, teardown),
+		cmocka_unit_test_teardown(test_metrics_deadline, teardown),
+	};
+	const char *slash = argc > 0 ? strrchr(argv[0], '/') : NULL;
+
+	if (slash)
+		snprintf(self_dir, sizeof(self_dir), "%.*s", (int)(slash - argv[0]), argv[0]);
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
