@@ -143,10 +143,10 @@ FLAG_SETTER(set_cpu_ipc, cpu_ipc)
 		snprintf(buf, len, "%u", o->field);                                        \
 	}
 
-/* The global tables hold at most 2^24 handles (handles.h generation bits). */
-U32_SETTER(set_max_buffers, max_buffers, 1, 1u << 24)
-U32_SETTER(set_max_graphs, max_graphs, 1, 1u << 24)
-U32_SETTER(set_max_timelines, max_timelines, 1, 1u << 24)
+/* The global tables hold at most 2^24 - 1 handles (handles.h index bits). */
+U32_SETTER(set_max_buffers, max_buffers, 1, HTAB_MAX_SLOTS)
+U32_SETTER(set_max_graphs, max_graphs, 1, HTAB_MAX_SLOTS)
+U32_SETTER(set_max_timelines, max_timelines, 1, HTAB_MAX_SLOTS)
 U32_SETTER(set_max_conn_buffers, max_conn_buffers, 1, 1u << 24)
 U32_SETTER(set_max_conn_graphs, max_conn_graphs, 1, 1u << 24)
 U32_SETTER(set_max_conn_inflight, max_conn_inflight, 2, 1u << 24)

@@ -560,6 +560,147 @@ static void test_metrics_deadline(void **state)
 }
 
 /* ======================================================================== */
+/* 3: guessable handles; timelines of other clients                         */
+/* ======================================================================== */
+
+static void test_timeline_owner(void **state)
+{
+	Pprpc__TimelineQuery q = PPRPC__TIMELINE_QUERY__INIT;
+	Pprpc__HostWait hw = PPRPC__HOST_WAIT__INIT;
+	Pprpc__Subscribe sub = PPRPC__SUBSCRIBE__INIT;
+	Pprpc__Wait w = PPRPC__WAIT__INIT;
+	ProtobufCMessage *m = NULL;
+	struct tdaemon *d;
+	int a, b, peer, rc;
+	uint64_t ta, tb;
+	char msg[256];
+
+	(void)state;
+	d = start(NULL, NULL);
+	a = raw_hello(d);
+	b = raw_hello(d);
+	ta = raw_timeline(a, 7);
+	tb = raw_timeline(b, 0);
+	/* B learns nothing of A's timeline and cannot wait on it: not by its
+	 * handle, nor by one derived from its own. */
+	q.timeline = ta;
+	rc = call(b, MSG_TIMELINE_QUERY, 40, &q.base, &pprpc__timeline_query_reply__descriptor, &m, msg, sizeof(msg));
+	if (rc == 0) {
+		fprintf(stderr, "another client read timeline 0x%016" PRIx64 ": value %" PRIu64 "\n", ta,
+			((Pprpc__TimelineQueryReply *)m)->value);
+		meta_free(m);
+	}
+	assert_int_equal(rc, PPRPC_EHANDLE);
+	hw.timeline = ta;
+	hw.value = 1;
+	hw.timeout_ms = 100;
+	assert_int_equal(call(b, MSG_HOST_WAIT, 41, &hw.base, NULL, NULL, NULL, 0), PPRPC_EHANDLE);
+	w.timeline = ta;
+	w.value = 1;
+	assert_int_equal(call(b, MSG_WAIT, 42, &w.base, NULL, NULL, NULL, 0), PPRPC_EHANDLE);
+	for (uint64_t guess = tb - 2; guess <= tb + 2; guess++) {
+		if (guess == tb)
+			continue;
+		q.timeline = guess;
+		assert_int_equal(call(b, MSG_TIMELINE_QUERY, 43, &q.base, NULL, NULL, NULL, 0), PPRPC_EHANDLE);
+	}
+	/* A client may not SUBSCRIBE (a peer link's request) either. */
+	sub.timeline = ta;
+	sub.value = 1;
+	assert_int_equal(call(b, MSG_SUBSCRIBE, 44, &sub.base, NULL, NULL, NULL, 0), PPRPC_EHANDLE);
+	/* A peer link may, with the handle the owner gave out: that is how a
+	 * cross-rank WAIT reaches the owner's daemon. */
+	peer = raw_open(d);
+	assert_int_equal(hello_as(peer, "pprpcd-peer", PPRPC__ROLE__ROLE_PEER), 0);
+	assert_int_equal(call(peer, MSG_SUBSCRIBE, 45, &sub.base, &pprpc__subscribe_reply__descriptor, &m, NULL, 0),
+			 0);
+	assert_int_equal(((Pprpc__SubscribeReply *)m)->value, 7);
+	meta_free(m);
+	/* The owner uses it. */
+	q.timeline = ta;
+	assert_int_equal(call(a, MSG_TIMELINE_QUERY, 46, &q.base, &pprpc__timeline_query_reply__descriptor, &m,
+			      NULL, 0), 0);
+	assert_int_equal(((Pprpc__TimelineQueryReply *)m)->value, 7);
+	meta_free(m);
+	close(a);
+	close(b);
+	close(peer);
+	stop(d);
+}
+
+/* Every kind of handle: none follows from another.  The bits above the
+ * slot index differ between handles of one connection (they were one
+ * per-table seed), and a slot refilled gets unrelated bits. */
+static void test_handles_unguessable(void **state)
+{
+	Pprpc__BufferFree bf = PPRPC__BUFFER_FREE__INIT;
+	enum { N = 16 };
+	uint64_t h[3][N], again;
+	struct tdaemon *d;
+	int fd;
+
+	(void)state;
+	d = start(NULL, NULL);
+	fd = raw_hello(d);
+	for (int i = 0; i < N; i++) {
+		h[0][i] = raw_buffer(fd, 4096);
+		h[1][i] = raw_timeline(fd, 0);
+	}
+	for (int i = 0; i < N; i++) {
+		Pprpc__GraphCreate g = PPRPC__GRAPH_CREATE__INIT;
+		Pprpc__Tensor t0 = PPRPC__TENSOR__INIT, t1 = PPRPC__TENSOR__INIT, *ts[2] = { &t0, &t1 };
+		Pprpc__Node n = PPRPC__NODE__INIT, *ns[1] = { &n };
+		int64_t ne[4] = { 16, 1, 1, 1 };
+		uint64_t nb[4] = { 4, 64, 64, 64 };
+		int32_t src[1] = { 0 };
+		float f[2] = { 2.0f, 0.0f };
+		ProtobufCMessage *m = NULL;
+
+		t0.dtype = t1.dtype = PPRPC_F32;
+		t0.n_ne = t1.n_ne = 4;
+		t0.ne = t1.ne = ne;
+		t0.n_nb = t1.n_nb = 4;
+		t0.nb = t1.nb = nb;
+		t0.buffer = h[0][0];
+		t1.buffer = h[0][1];
+		n.op = PPRPC_OP_SCALE;
+		n.n_src = 1;
+		n.src = src;
+		n.dst = 1;
+		n.n_fparams = 2;
+		n.fparams = f;
+		g.n_tensors = 2;
+		g.tensors = ts;
+		g.n_nodes = 1;
+		g.nodes = ns;
+		assert_int_equal(call(fd, MSG_GRAPH_CREATE, 50, &g.base, &pprpc__graph_create_reply__descriptor, &m,
+				      NULL, 0), 0);
+		h[2][i] = ((Pprpc__GraphCreateReply *)m)->graph;
+		meta_free(m);
+	}
+	for (int k = 0; k < 3; k++) {
+		int same = 0;
+
+		/* bits 32..55: the old generation field; now random tag bits */
+		for (int i = 1; i < N; i++)
+			same += ((h[k][i] ^ h[k][0]) & 0x00ffffff00000000ull) == 0;
+		if (same)
+			fprintf(stderr, "handles of kind %d: %d of %d share their high bits with the first (0x%016" PRIx64
+				", 0x%016" PRIx64 ")\n", k, same, N - 1, h[k][0], h[k][1]);
+		assert_true(same <= 1);
+	}
+	/* A freed buffer's slot, filled again: not the old handle plus one. */
+	bf.buffer = h[0][N - 1];
+	assert_int_equal(call(fd, MSG_BUFFER_FREE, 51, &bf.base, NULL, NULL, NULL, 0), 0);
+	again = raw_buffer(fd, 4096);
+	assert_true(again != h[0][N - 1]);
+	assert_true(((again ^ h[0][N - 1]) & 0x00ffffff00000000ull) != (1ull << 32) || (again & 0xffffffffull) !=
+		    (h[0][N - 1] & 0xffffffffull));
+	close(fd);
+	stop(d);
+}
+
+/* ======================================================================== */
 
 int main(int argc, char **argv)
 {
@@ -571,6 +712,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_prehello_buffering, teardown),
 		cmocka_unit_test_teardown(test_metrics_listen_policy, teardown),
 		cmocka_unit_test_teardown(test_metrics_deadline, teardown),
+		cmocka_unit_test_teardown(test_timeline_owner, teardown),
+		cmocka_unit_test_teardown(test_handles_unguessable, teardown),
 	};
 	const char *slash = argc > 0 ? strrchr(argv[0], '/') : NULL;
 
