@@ -22,7 +22,7 @@ struct device;
 struct conn;
 struct tcp_listener;
 struct peer;
-struct rtl;
+struct rtl_map;
 struct xfer;
 struct bstat;
 struct rdma_ctx;
@@ -101,7 +101,7 @@ struct pprpcd {
 	atomic_int stopping_workers;
 	struct peer *peers;        /* outbound links to other ranks (peer.c) */
 	uint64_t peer_links;       /* links opened so far: each one's serial (peer.c) */
-	struct rtl *mirrors;       /* remote timelines waited on (peer.c) */
+	struct rtl_map *mirrors;   /* remote timelines waited on (peer/mirror.c) */
 	/* Stage-boundary transfers (daemon/xfer). */
 	struct xfer *xfer;             /* the part's context (xfer_impl.h) */
 	struct staging staging;

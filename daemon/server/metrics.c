@@ -12,6 +12,7 @@
 #include "daemon/device/device.h"
 #include "daemon/pprpcd.h"
 #include "daemon/exec/queue.h"
+#include "daemon/peer/peer.h"
 #include "daemon/exec/staging.h"
 #include "daemon/xfer/xfer.h"
 #include "pprpc/types.h"
@@ -80,6 +81,10 @@ char *metrics_render(struct pprpcd *d)
 	    d->stats.protocol_errors);
 	put(&b, "# TYPE pprpc_connections_total counter\npprpc_connections_total %" PRIu64 "\n",
 	    d->stats.connections_total);
+	put(&b, "# TYPE pprpc_connections gauge\npprpc_connections %u\n", d->nconns);
+	/* remote timelines that WAITs here are held on: one per (rank, handle)
+	 * waited on now, nothing after */
+	put(&b, "# TYPE pprpc_peer_mirrors gauge\npprpc_peer_mirrors %zu\n", peer_mirrors_live(d));
 	put(&b, "# TYPE pprpc_device_free_bytes gauge\n# TYPE pprpc_device_queue_depth gauge\n"
 		"# TYPE pprpc_device_commands_total counter\n# TYPE pprpc_device_errors_total counter\n"
 		"# TYPE pprpc_graph_creates_total counter\n# TYPE pprpc_graph_runs_total counter\n");

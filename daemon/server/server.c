@@ -415,6 +415,7 @@ void pprpcd_fini(struct pprpcd *d)
 	release_devices(d);
 	htab_fini(&d->buffers);
 	htab_fini(&d->graphs);
+	peer_mirrors_fini(d);
 	timeline_sys_fini(d);
 	xfer_fini(d);
 	authn_fini(d);

@@ -701,6 +701,83 @@ static void test_handles_unguessable(void **state)
 }
 
 /* ======================================================================== */
+/* 6: cross-rank WAITs that fail at once leave their mirror behind          */
+/* ======================================================================== */
+
+/* n non-queued WAITs on distinct remote timelines (first_handle on), to
+ * ranks that fail: a bad address (refused at once) and, every fourth, a
+ * port nobody listens on (the link fails soon after); all replies read. */
+static void failing_waits(int fd, uint64_t first_handle, int n)
+{
+	enum { BATCH = 500 };
+
+	for (int done = 0; done < n; done += BATCH) {
+		int k = n - done < BATCH ? n - done : BATCH;
+
+		for (int i = 0; i < k; i++) {
+			Pprpc__Wait w = PPRPC__WAIT__INIT;
+
+			w.timeline = first_handle + (uint64_t)(done + i);
+			w.value = 1;
+			w.rank = (done + i) % 4 ? "[::1" : "127.0.0.1:1";
+			assert_int_equal(wire_send_msg(fd, MSG_WAIT, 1000 + (uint64_t)(done + i), &w.base, NULL, 0), 0);
+		}
+		for (int i = 0; i < k; i++) {
+			struct wire_reply r;
+
+			assert_int_equal(wire_read_reply(fd, &r, WIRE_TIMEOUT_MS), 0);
+			assert_true(r.is_error);
+			wire_reply_free(&r);
+		}
+	}
+}
+
+/* The value of a metric line "name VALUE" in a scrape, or -1. */
+static long long metric(uint16_t port, const char *name)
+{
+	char *body = scrape(port), *p, key[128];
+	long long v = -1;
+
+	assert_non_null(body);
+	snprintf(key, sizeof(key), "\n%s ", name);
+	p = strstr(body, key);
+	if (p)
+		v = atoll(p + strlen(key));
+	free(body);
+	return v;
+}
+
+static void test_refused_waits_leave_nothing(void **state)
+{
+	static const char *const common[] = { "--metrics-listen", "127.0.0.1:0", NULL };
+	struct tdaemon *d;
+	uint64_t rss0, rss1;
+	uint16_t port;
+	long long live;
+	int fd;
+
+	(void)state;
+	d = start(common, NULL);
+	port = metrics_port(d);
+	fd = raw_hello(d);
+	failing_waits(fd, 1, 2000);  /* warm up the allocator */
+	rss0 = rss_kib(d);
+	/* 40,000 refused WAITs left 14 MB behind, each slower than the last. */
+	failing_waits(fd, 100000, 40000);
+	rss1 = rss_kib(d);
+	if (rss1 > rss0 + 4096)
+		fprintf(stderr, "40000 failed WAITs grew the daemon by %" PRIu64 " KiB\n", rss1 - rss0);
+	assert_true(rss1 <= rss0 + 4096);
+	live = metric(port, "pprpc_peer_mirrors");
+	if (live != 0)
+		fprintf(stderr, "%lld mirrors left after every WAIT failed\n", live);
+	assert_int_equal(live, 0);
+	ping_ms(fd, 9);
+	close(fd);
+	stop(d);
+}
+
+/* ======================================================================== */
 
 int main(int argc, char **argv)
 {
@@ -714,11 +791,15 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_metrics_deadline, teardown),
 		cmocka_unit_test_teardown(test_timeline_owner, teardown),
 		cmocka_unit_test_teardown(test_handles_unguessable, teardown),
+		cmocka_unit_test_teardown(test_refused_waits_leave_nothing, teardown),
 	};
 	const char *slash = argc > 0 ? strrchr(argv[0], '/') : NULL;
 
 	if (slash)
 		snprintf(self_dir, sizeof(self_dir), "%.*s", (int)(slash - argv[0]), argv[0]);
+	/* PPRPC_TEST_FILTER=test_name (a glob) runs some tests only. */
+	if (getenv("PPRPC_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("PPRPC_TEST_FILTER"));
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
