@@ -294,7 +294,13 @@ unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 	@$(if $(filter 1,$(GGML_ON)),:,echo "== test_ggml_rules: skipped, ggml engine: $(GGML_INFO)")
 
-integration: $(INTEG_TESTS) $(B)/pprpcd $(TOOLS)
+# test_hostile's stand-in for a DNS that does not answer (LD_PRELOAD into
+# the daemon): never sanitized, it must load into any build of pprpcd.
+$(T)/slow_resolver.so: tests/integration/slow_resolver.c
+	@mkdir -p $(T)
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -fPIC -shared -o $@ $< -ldl
+
+integration: $(INTEG_TESTS) $(T)/slow_resolver.so $(B)/pprpcd $(TOOLS)
 	@set -e; for t in $(INTEG_TESTS); do echo "== $$t"; PPRPCD=$(B)/pprpcd BINDIR=$(B) $$t; done
 
 fuzz-replay: $(FUZZ_REPLAY)

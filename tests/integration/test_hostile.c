@@ -778,6 +778,91 @@ static void test_refused_waits_leave_nothing(void **state)
 }
 
 /* ======================================================================== */
+/* 10: name resolution on the event loop                                    */
+/* ======================================================================== */
+
+/* Start a daemon whose getaddrinfo takes 400 ms for *.slow.invalid
+ * (slow_resolver.so, next to this program). */
+static struct tdaemon *start_slow_dns(void)
+{
+	char shim[PATH_MAX + 32], asan[512];
+	const char *old_asan = getenv("ASAN_OPTIONS");
+	struct tdaemon *d;
+
+	snprintf(shim, sizeof(shim), "%s/slow_resolver.so", self_dir);
+	if (access(shim, R_OK) != 0)
+		fail_msg("%s is missing (make integration builds it)", shim);
+	/* An ASan daemon wants its runtime first in the library list. */
+	snprintf(asan, sizeof(asan), "%s%sverify_asan_link_order=0", old_asan ? old_asan : "", old_asan ? ":" : "");
+	setenv("LD_PRELOAD", shim, 1);
+	setenv("ASAN_OPTIONS", asan, 1);
+	d = start(NULL, NULL);
+	unsetenv("LD_PRELOAD");
+	if (old_asan)
+		setenv("ASAN_OPTIONS", old_asan, 1);
+	else
+		unsetenv("ASAN_OPTIONS");
+	return d;
+}
+
+static void test_slow_resolution(void **state)
+{
+	enum { NPROBE = 8 };
+	struct tdaemon *d;
+	int a, b, resolve_msgs = 0;
+	int64_t worst = 0;
+	char rank[64];
+
+	(void)state;
+	d = start_slow_dns();
+	a = raw_hello(d);
+	b = raw_hello(d);
+	/* PROBEs and a WAIT naming ranks whose names take 400 ms each to
+	 * (not) resolve ... */
+	for (int i = 0; i < NPROBE; i++) {
+		Pprpc__Probe p = PPRPC__PROBE__INIT;
+
+		snprintf(rank, sizeof(rank), "h%d.slow.invalid:1", i);
+		p.rank = rank;
+		p.timeout_ms = 20000;
+		assert_int_equal(wire_send_msg(a, MSG_PROBE, 100 + (uint64_t)i, &p.base, NULL, 0), 0);
+	}
+	{
+		Pprpc__Wait w = PPRPC__WAIT__INIT;
+
+		w.timeline = 1;
+		w.value = 1;
+		w.rank = "w.slow.invalid:1";
+		assert_int_equal(wire_send_msg(a, MSG_WAIT, 200, &w.base, NULL, 0), 0);
+	}
+	sleep_ms(50);
+	/* ... while another client is served as usual: no round trip waits
+	 * for a resolution (they took 8 x 0.4 s on the loop). */
+	for (int i = 0; i < 10; i++) {
+		int64_t rtt = ping_ms(b, 300 + (uint64_t)i);
+
+		worst = rtt > worst ? rtt : worst;
+		sleep_ms(50);
+	}
+	if (worst >= 250)
+		fprintf(stderr, "a PING took %" PRId64 " ms while ranks were being resolved\n", worst);
+	assert_true(worst < 250);
+	/* Each request learns that its rank could not be resolved. */
+	for (int i = 0; i < NPROBE + 1; i++) {
+		struct wire_reply r;
+
+		assert_int_equal(wire_read_reply(a, &r, 20000), 0);
+		assert_true(r.is_error);
+		resolve_msgs += strstr(r.msg, "resolve") != NULL;
+		wire_reply_free(&r);
+	}
+	assert_int_equal(resolve_msgs, NPROBE + 1);
+	close(a);
+	close(b);
+	stop(d);
+}
+
+/* ======================================================================== */
 
 int main(int argc, char **argv)
 {
@@ -792,6 +877,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_timeline_owner, teardown),
 		cmocka_unit_test_teardown(test_handles_unguessable, teardown),
 		cmocka_unit_test_teardown(test_refused_waits_leave_nothing, teardown),
+		cmocka_unit_test_teardown(test_slow_resolution, teardown),
 	};
 	const char *slash = argc > 0 ? strrchr(argv[0], '/') : NULL;
 
