@@ -316,7 +316,7 @@ static void lwait_unlink(struct lwait *lw)
 	for (struct lwait **pp = &lw->c->lwaits; *pp; pp = &(*pp)->next)
 		if (*pp == lw) {
 			*pp = lw->next;
-			lw->c->waits--;
+			conn_wait_end(lw->c);
 			return;
 		}
 }
@@ -391,7 +391,7 @@ static void add_lwait(struct conn *c, struct request *r, struct timeline *t, uin
 	}
 	lw->next = c->lwaits;
 	c->lwaits = lw;
-	c->waits++;  /* in flight until answered (conn.h limits) */
+	conn_wait_begin(c);  /* in flight until answered (conn.h limits) */
 	w = timeline_add_waiter(c->d, t, value, lwait_fired, lw);
 	/* NULL: it fired at once (already reached) and lw may be freed
 	 * already — touch it only while it still waits. */

@@ -80,7 +80,7 @@ static int on_header(void *ctx, const struct frame_hdr *h)
 	if (c->queued_cmds + c->waits + c->unsent_replies >= c->d->opts.max_conn_inflight) {
 		snprintf(r->errmsg, sizeof(r->errmsg),
 			 "connection in-flight limit (%u) reached: %" PRIu64 " commands queued, %" PRIu64
-			 " waits pending, %" PRIu64 " replies unsent; closing",
+			 " waits, probes and pulls pending, %" PRIu64 " replies unsent; closing",
 			 c->d->opts.max_conn_inflight, c->queued_cmds, c->waits, c->unsent_replies);
 		return PPRPC_ELIMIT;
 	}
@@ -320,6 +320,18 @@ void conn_reply_queued(struct conn *c)
 void conn_reply_sent(struct conn *c)
 {
 	c->unsent_replies--;
+	flow(c);
+}
+
+void conn_wait_begin(struct conn *c)
+{
+	c->waits++;
+	flow(c);
+}
+
+void conn_wait_end(struct conn *c)
+{
+	c->waits--;
 	flow(c);
 }
 

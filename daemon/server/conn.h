@@ -71,7 +71,7 @@ struct conn {
 	uint64_t queued_cmds;
 	uint64_t staged_bytes;
 	uint64_t unsent_replies;    /* replies queued on the transport (reply.c) */
-	uint64_t waits;             /* HOST_WAITs / SUBSCRIBEs not yet answered (h_timeline.c) */
+	uint64_t waits;             /* HOST_WAITs, SUBSCRIBEs, PROBEs, PULLs not yet answered (conn_wait_begin) */
 	int paused;
 	/* authentication (authn.c): the outstanding challenge of this connection */
 	uint8_t auth_nonce[32];
@@ -102,6 +102,11 @@ void conn_unqueue(struct conn *c, uint64_t staged);
  * but never reads its replies is paused too (reply.c calls these). */
 void conn_reply_queued(struct conn *c);
 void conn_reply_sent(struct conn *c);
+/* A request the loop answers later — HOST_WAIT, SUBSCRIBE, PROBE, PULL —
+ * counts as in flight (c->waits) from its arrival to its answer, against
+ * max-conn-inflight like a queued command. */
+void conn_wait_begin(struct conn *c);
+void conn_wait_end(struct conn *c);
 
 /* Limits (daemon options max_conn_*).  The in-flight limit (queued commands,
  * pending host waits and subscriptions, unsent replies) is checked as each frame arrives; reading pauses at

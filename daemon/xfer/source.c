@@ -88,11 +88,20 @@ static void xsend_fail(struct xsend *x, int status)
 	pprpcd_kick_queues(x->xf->d);
 }
 
+/* A PULL counts against its connection's max-conn-inflight from its
+ * arrival (xsrc_pull) to its end: refused, or its transfer let go of the
+ * puller (issue 19.11: a flood of PULLs was counted nowhere). */
+static void pull_end(struct conn *c)
+{
+	conn_wait_end(c);
+	conn_unref(c);
+}
+
 /* The puller is gone (its link closed, or it was answered with an error):
  * nothing more can be delivered. */
 static void xsend_drop_puller(struct xsend *x, int status)
 {
-	conn_unref(x->puller);
+	pull_end(x->puller);
 	x->puller = NULL;
 	pthread_mutex_lock(&x->xf->lock);
 	x->sm.pulling = false;
@@ -145,7 +154,7 @@ static void xsend_maybe_free(struct xsend *x)
 	release_src(x);
 	xfer_table_del(&xf->sends, &x->node);
 	if (x->puller)
-		conn_unref(x->puller);
+		pull_end(x->puller);
 	send_sm_fini(&x->sm);
 	free(x);
 }
@@ -219,7 +228,7 @@ static void cand_free(struct xcand *k)
 	if (k->check)
 		k->check->cand = NULL;
 	if (k->c)
-		conn_unref(k->c);
+		pull_end(k->c);
 	free(k);
 }
 
@@ -729,6 +738,7 @@ void xsrc_pull(struct conn *c, struct request *r, const Pprpc__Pull *m)
 	k->x = x;
 	k->c = c;
 	conn_ref(c);
+	conn_wait_begin(c);
 	k->req = r->hdr.req_id;
 	k->size = m->size;
 	k->ipc_req = m->ipc_host && d->boot_id[0] && !strcmp(m->ipc_host, d->boot_id);
@@ -895,7 +905,7 @@ void xsrc_fini(struct xfer *xf)
 			cand_free(k);
 		}
 		if (x->puller)
-			conn_unref(x->puller);
+			pull_end(x->puller);
 		send_sm_fini(&x->sm);
 		free(x);
 	}

@@ -863,6 +863,139 @@ static void test_slow_resolution(void **state)
 }
 
 /* ======================================================================== */
+/* 11: PROBE and PULL floods against max-conn-inflight                      */
+/* ======================================================================== */
+
+/* n requests of one type in a single write: the daemon reads them at once,
+ * beyond where back-pressure pauses reading.  mk fills message i. */
+static void send_burst(int fd, uint16_t type, int n, const ProtobufCMessage *(*mk)(int i, void *ctx), void *ctx)
+{
+	size_t cap = (size_t)n * (FRAME_HDR_SIZE + 256), off = 0;
+	uint8_t *buf = malloc(cap);
+
+	assert_non_null(buf);
+	for (int i = 0; i < n; i++) {
+		const ProtobufCMessage *m = mk(i, ctx);
+		size_t ml = meta_size(m);
+
+		assert_true(ml <= 256);
+		wire_hdr(buf + off, PPRPC_PROTO_VERSION, type, 0, (uint32_t)ml, 0, 500 + (uint64_t)i);
+		meta_pack(m, buf + off + FRAME_HDR_SIZE);
+		off += FRAME_HDR_SIZE + ml;
+	}
+	assert_int_equal(wire_send_all(fd, buf, off, WIRE_TIMEOUT_MS), 0);
+	free(buf);
+}
+
+/* Within ms the daemon answers PPRPC_ELIMIT naming the in-flight limit
+ * (replies to requests before it may come first) and closes. */
+static void expect_inflight_close(int fd, int ms, const char *what)
+{
+	int64_t end = wire_now_ms() + ms;
+	int limited = 0;
+
+	for (;;) {
+		struct wire_reply r;
+		int64_t left = end - wire_now_ms();
+		int rc = wire_read_reply(fd, &r, left > 1 ? (int)left : 1);
+
+		if (rc < 0)
+			break;
+		if (r.is_error && r.code == PPRPC_ELIMIT && strstr(r.msg, "in-flight limit"))
+			limited = 1;
+		wire_reply_free(&r);
+	}
+	if (!limited)
+		fprintf(stderr, "a flood of %s was not stopped by max-conn-inflight\n", what);
+	assert_true(limited);
+	assert_true(closed_within(fd, 2000));
+}
+
+static const ProtobufCMessage *mk_probe(int i, void *ctx)
+{
+	static Pprpc__Probe p;
+
+	(void)i;
+	p = (Pprpc__Probe)PPRPC__PROBE__INIT;
+	p.rank = ctx;
+	p.timeout_ms = 20000;
+	return &p.base;
+}
+
+static const ProtobufCMessage *mk_pull(int i, void *ctx)
+{
+	static Pprpc__Pull p;
+	static uint8_t nonce[16];
+
+	(void)ctx;
+	p = (Pprpc__Pull)PPRPC__PULL__INIT;
+	p.transfer_id = 7000 + (uint64_t)i;
+	p.size = 4096;
+	p.nonce.data = nonce;
+	p.nonce.len = sizeof(nonce);
+	return &p.base;
+}
+
+/* A TCP listener that never accepts: connections to it complete in the
+ * kernel and then hear nothing (a rank that never answers HELLO). */
+static int silent_listener(uint16_t *ret_port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	assert_true(fd >= 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 64), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+	*ret_port = ntohs(sa.sin_port);
+	return fd;
+}
+
+static void test_probe_flood(void **state)
+{
+	static const char *const common[] = { "--max-conn-inflight", "16", NULL };
+	struct tdaemon *d;
+	char rank[64];
+	uint16_t port;
+	int lfd, fd, other;
+
+	(void)state;
+	lfd = silent_listener(&port);
+	snprintf(rank, sizeof(rank), "127.0.0.1:%u", port);
+	d = start(common, NULL);
+	fd = raw_hello(d);
+	send_burst(fd, MSG_PROBE, 64, mk_probe, rank);
+	expect_inflight_close(fd, 3000, "PROBEs");
+	close(fd);
+	other = raw_hello(d);
+	ping_ms(other, 2);
+	close(other);
+	close(lfd);
+	stop(d);
+}
+
+static void test_pull_flood(void **state)
+{
+	static const char *const common[] = { "--max-conn-inflight", "16", NULL };
+	struct tdaemon *d;
+	int fd, other;
+
+	(void)state;
+	d = start(common, NULL);
+	fd = raw_open(d);
+	assert_int_equal(hello_as(fd, "pprpcd-peer", PPRPC__ROLE__ROLE_PEER), 0);
+	send_burst(fd, MSG_PULL, 64, mk_pull, NULL);
+	expect_inflight_close(fd, 3000, "PULLs");
+	close(fd);
+	other = raw_hello(d);
+	ping_ms(other, 2);
+	close(other);
+	stop(d);
+}
+
+/* ======================================================================== */
 
 int main(int argc, char **argv)
 {
@@ -878,6 +1011,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_handles_unguessable, teardown),
 		cmocka_unit_test_teardown(test_refused_waits_leave_nothing, teardown),
 		cmocka_unit_test_teardown(test_slow_resolution, teardown),
+		cmocka_unit_test_teardown(test_probe_flood, teardown),
+		cmocka_unit_test_teardown(test_pull_flood, teardown),
 	};
 	const char *slash = argc > 0 ? strrchr(argv[0], '/') : NULL;
 
