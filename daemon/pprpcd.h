@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "daemon/objects/handles.h"
+#include "daemon/exec/hostmem.h"
 #include "daemon/exec/staging.h"
 #include "daemon/server/log.h"
 #include "daemon/server/options.h"
@@ -47,6 +48,7 @@ struct pprpcd_opts {
 	uint64_t max_conn_bytes;   /* device memory footprint, page-rounded */
 	uint32_t max_conn_graphs;
 	uint32_t max_conn_inflight; /* queued commands + unsent replies */
+	uint64_t max_conn_reply_bytes; /* TENSOR_GET copies held for one connection's replies */
 	uint32_t max_graph_nodes;  /* <= PPRPC_MAX_GRAPH_NODES */
 	uint32_t max_conns;        /* connections served at once (clients and peers) */
 	uint64_t hello_timeout_ms; /* HELLO (and a metrics request) must complete within this, 0 = never */
@@ -91,6 +93,7 @@ struct pprpcd {
 	uint16_t port;
 	struct device *dev[PPRPCD_MAX_DEVICES];
 	uint32_t ndev;
+	struct hostmem hostmem;    /* host memory of requests outside buffers (memory floor) */
 	struct handle_table buffers;
 	struct handle_table graphs;
 	struct handle_table timelines;

@@ -74,6 +74,11 @@ struct device_i {
 	/* optional: drop the backend's per-graph state (g->dev_priv), loop
 	 * thread, when nothing runs the graph any more */
 	void (*graph_release)(void *ctx, struct graph *g);
+	/* optional: host memory a run of g allocates beyond its tensors and
+	 * arena (an upper bound; 0 when absent).  Loop thread, at GRAPH_CREATE.
+	 * A backend that has some reserves it under the memory floor for each
+	 * run (device_conf.hostmem). */
+	uint64_t (*graph_scratch)(void *ctx, const struct graph *g);
 	/* after the queue stopped: free everything, ctx included */
 	void (*destroy)(void *ctx);
 };

@@ -298,3 +298,8 @@ void device_graph_release(struct device *d, struct graph *g)
 {
 	d->be->dev.graph_release(d->be->dev_ctx, g);
 }
+
+uint64_t device_graph_scratch(struct device *d, const struct graph *g)
+{
+	return d->be->dev.graph_scratch(d->be->dev_ctx, g);
+}

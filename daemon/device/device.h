@@ -61,6 +61,11 @@ struct device_conf {
 	int threads;              /* CPU kernel threads (0: all cores) */
 	int cuda_graphs;          /* capture CUDA graphs on first run */
 	int cpu_ipc;              /* CPU boundaries by cross-memory attach */
+	/* host memory of the daemon's requests (hostmem.h): a backend that
+	 * allocates host memory for a run reserves it here; a host-memory
+	 * device subtracts what is reserved from its free memory.  NULL: not
+	 * counted. */
+	struct hostmem *hostmem;
 };
 
 /* Completion of work handed to a device stream: status 0 or a negative
@@ -141,5 +146,9 @@ int device_slot_alloc(struct device *d, volatile uint64_t **ret_slot);
 void device_slot_free(struct device *d, volatile uint64_t *slot);
 /* Drop the backend's per-graph state (loop, when the graph is destroyed). */
 void device_graph_release(struct device *d, struct graph *g);
+/* Host memory one run of g allocates beyond its tensors and arena (kernel
+ * workspaces), an upper bound; the backend reserves it under the memory
+ * floor for each run.  Loop, at GRAPH_CREATE. */
+uint64_t device_graph_scratch(struct device *d, const struct graph *g);
 
 #endif

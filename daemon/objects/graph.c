@@ -351,6 +351,15 @@ int graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GraphCreate *m,
 	}
 	resolve_pointers(g, p);
 	g->work = estimate_work(g);
+	/* The kernels' workspaces are reserved under the floor for each run;
+	 * one that could not be reserved even now is refused at once. */
+	g->host_scratch = device_graph_scratch(g->dev, g);
+	if (g->host_scratch) {
+		rc = hostmem_reserve(&d->hostmem, g->host_scratch, err, errlen);
+		if (rc < 0)
+			goto fail;
+		hostmem_release(&d->hostmem, g->host_scratch);
+	}
 	g->owner = c;
 	g->refs = 1;
 	free(p);

@@ -44,6 +44,7 @@ struct graph {
 	uint64_t arena_size;
 	void *dev_priv;           /* the backend's per-graph state (a CUDA graph) */
 	uint64_t work;            /* rough cost in element operations (saturates) */
+	uint64_t host_scratch;    /* host memory a run allocates (device_graph_scratch) */
 	uint64_t footprint;       /* arena, page-rounded: charged to the owner */
 	struct graph *next, *prev;  /* owner's list */
 };

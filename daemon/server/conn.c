@@ -36,15 +36,18 @@ static void refuse(struct request *r, int code, const char *fmt, ...)
 	va_end(ap);
 }
 
-static void request_reset(struct request *r)
+static void request_reset(struct conn *c)
 {
+	struct request *r = &c->cur;
+
 	meta_free(r->msg);
 	r->msg = NULL;
 	if (r->bulk_buf)
 		buffer_unref(r->bulk_buf);
 	r->bulk_buf = NULL;
-	free(r->stage);
+	hostmem_free(&c->d->hostmem, r->stage, r->stage_len);
 	r->stage = NULL;
+	r->stage_len = 0;
 	r->err = 0;
 	r->errmsg[0] = '\0';
 	r->h = NULL;
@@ -55,7 +58,7 @@ static int on_header(void *ctx, const struct frame_hdr *h)
 	struct conn *c = ctx;
 	struct request *r = &c->cur;
 
-	request_reset(r);
+	request_reset(c);
 	r->hdr = *h;
 	/* Requests pipelined behind a fatal one (same read) are not executed. */
 	if (c->closing)
@@ -131,7 +134,7 @@ static int on_frame(void *ctx, const struct frame_hdr *h)
 		qreq_refuse(c, r, r->err, r->errmsg);
 	else
 		r->h->run(c, r);
-	request_reset(r);
+	request_reset(c);
 	conn_unref(c);
 	return 0;
 }
@@ -187,7 +190,7 @@ static void on_close(void *ctx, int status)
 		timeline_retire(d, c->timelines);
 	while (c->bufs)
 		buffer_retire(d, c->bufs);
-	request_reset(&c->cur);
+	request_reset(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -333,6 +336,41 @@ void conn_wait_end(struct conn *c)
 {
 	c->waits--;
 	flow(c);
+}
+
+static int copy_fits(struct conn *c, uint64_t cur, uint64_t n)
+{
+	uint64_t max = c->d->opts.max_conn_reply_bytes;
+
+	return cur == 0 || (n <= max && cur <= max - n);
+}
+
+int conn_copy_fits(struct conn *c, uint64_t n)
+{
+	if (copy_fits(c, atomic_load(&c->copy_bytes), n))
+		return 1;
+	/* Say so before looking again: a copy written out meanwhile either
+	 * shows in the second look or sees the flag and kicks the queues. */
+	atomic_store(&c->copy_waiting, 1);
+	return copy_fits(c, atomic_load(&c->copy_bytes), n);
+}
+
+int conn_copy_take(struct conn *c, uint64_t n)
+{
+	uint64_t cur = atomic_load(&c->copy_bytes);
+
+	do {
+		if (!copy_fits(c, cur, n))
+			return 0;
+	} while (!atomic_compare_exchange_weak(&c->copy_bytes, &cur, cur + n));
+	return 1;
+}
+
+void conn_copy_put(struct conn *c, uint64_t n)
+{
+	atomic_fetch_sub(&c->copy_bytes, n);
+	if (atomic_exchange(&c->copy_waiting, 0))
+		pprpcd_kick_queues(c->d);
 }
 
 int conn_charge_check(const struct conn *c, uint64_t size, uint64_t *ret_footprint, char *err,

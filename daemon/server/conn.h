@@ -15,6 +15,7 @@
 #define PPRPC_DAEMON_CONN_H
 
 #include <protobuf-c/protobuf-c.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "daemon/exec/stream.h"
@@ -42,6 +43,7 @@ struct request {
 	char errmsg[256];
 	struct dbuf *bulk_buf;      /* receiving bulk (reference held) */
 	void *stage;                /* bulk staged for a queued write (owned until handed over) */
+	uint64_t stage_len;         /* its bytes, reserved in the daemon's hostmem */
 };
 
 struct conn {
@@ -72,6 +74,10 @@ struct conn {
 	uint64_t staged_bytes;
 	uint64_t unsent_replies;    /* replies queued on the transport (reply.c) */
 	uint64_t waits;             /* HOST_WAITs, SUBSCRIBEs, PROBEs, PULLs not yet answered (conn_wait_begin) */
+	/* TENSOR_GET copies made for this connection and not yet written to
+	 * it (conn_copy_*: the device worker makes them, the loop frees them) */
+	atomic_uint_least64_t copy_bytes;
+	atomic_int copy_waiting;    /* a GET waits for copy_bytes to go down */
 	int paused;
 	/* authentication (authn.c): the outstanding challenge of this connection */
 	uint8_t auth_nonce[32];
@@ -107,6 +113,19 @@ void conn_reply_sent(struct conn *c);
  * max-conn-inflight like a queued command. */
 void conn_wait_begin(struct conn *c);
 void conn_wait_end(struct conn *c);
+
+/* Replies are counted in bytes too (issue 19.13: back-pressure counted
+ * replies, and 48 queued 8 MiB GETs of a client that never reads grew the
+ * daemon by 400 MB): a queued TENSOR_GET makes its copy only when the
+ * connection's copies not yet written leave room for it under
+ * max-conn-reply-mib (any one copy may be made when none is held); until
+ * then it waits in its queue (ready()), and writing a copy out wakes it.
+ * Any thread. */
+int conn_copy_fits(struct conn *c, uint64_t n);
+/* Take n bytes of the connection's copy budget: 1, or 0 when they do not
+ * fit (then wait for conn_copy_fits). */
+int conn_copy_take(struct conn *c, uint64_t n);
+void conn_copy_put(struct conn *c, uint64_t n);
 
 /* Limits (daemon options max_conn_*).  The in-flight limit (queued commands,
  * pending host waits and subscriptions, unsent replies) is checked as each frame arrives; reading pauses at

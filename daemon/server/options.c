@@ -40,6 +40,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->max_conn_bytes = 0;
 	o->max_conn_graphs = 1024;
 	o->max_conn_inflight = 65536;
+	o->max_conn_reply_bytes = 256 * MIB;
 	o->max_graph_nodes = PPRPC_MAX_GRAPH_NODES;
 	o->max_conns = 1024;
 	o->hello_timeout_ms = 10000;
@@ -202,6 +203,7 @@ MIB_SETTER(set_max_bulk, max_bulk, 1, 1ull << 20)
 MIB_SETTER(set_staging, staging_bytes, 1, 1ull << 20)
 MIB_SETTER(set_ipc_pool, ipc_pool_bytes, 0, 1ull << 20)
 MIB_SETTER(set_max_conn_mib, max_conn_bytes, 0, 1ull << 30)
+MIB_SETTER(set_max_conn_reply_mib, max_conn_reply_bytes, 1, 1ull << 20)
 
 static int set_drain(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
 {
@@ -442,6 +444,7 @@ static const struct optdef defs[] = {
 	{ "max-conn-mib", "N", "device memory one connection may hold, page-rounded (0 = only the floor)", set_max_conn_mib, set_max_conn_mib_show },
 	{ "max-conn-graphs", "N", "graphs one connection may hold", set_max_conn_graphs, set_max_conn_graphs_show },
 	{ "max-conn-inflight", "N", "queued commands + unsent replies of one connection (reading pauses at half)", set_max_conn_inflight, set_max_conn_inflight_show },
+	{ "max-conn-reply-mib", "N", "TENSOR_GET copies one connection may hold until written to it; a GET beyond waits in its queue (default 256)", set_max_conn_reply_mib, set_max_conn_reply_mib_show },
 	{ "max-graph-nodes", "N", "nodes in one graph (max 65536)", set_max_graph_nodes, set_max_graph_nodes_show },
 	{ "max-conns", "N", "connections served at once, clients and peers (beyond: closed at once)", set_max_conns, set_max_conns_show },
 	{ "hello-timeout-ms", "N", "close a connection whose HELLO (authentication included) or metrics request is not complete within N ms (0 = never)", set_hello_timeout, set_hello_timeout_show },

@@ -99,6 +99,7 @@ static int open_devices(struct pprpcd *d)
 		.threads = d->opts.threads,
 		.cuda_graphs = d->opts.cuda_graphs,
 		.cpu_ipc = d->opts.cpu_ipc,
+		.hostmem = &d->hostmem,
 	};
 	char list[sizeof(d->opts.devices)], *save = NULL, *tok;
 	char err[256];
@@ -286,6 +287,7 @@ int pprpcd_start(struct pprpcd *d)
 	htab_init(&d->buffers, HK_BUFFER, d->opts.max_buffers);
 	htab_init(&d->graphs, HK_GRAPH, d->opts.max_graphs);
 	timeline_sys_init(d);
+	hostmem_init(&d->hostmem, d->opts.memory_floor);
 	if (addr_split(d->opts.listen, host, sizeof(host), &port, 50052) < 0) {
 		LOG(d, LOG_ERR_, "--listen: cannot parse '%s' (expected HOST:PORT)", d->opts.listen);
 		return PPRPC_EINVAL;

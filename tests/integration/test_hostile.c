@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -996,6 +997,287 @@ static void test_pull_flood(void **state)
 }
 
 /* ======================================================================== */
+/* 13: back-pressure counted in bytes of replies                            */
+/* ======================================================================== */
+
+/* A request with FRAME_F_QUEUED (no success reply; GET always answers). */
+static void send_queued(int fd, uint16_t type, uint64_t id, const ProtobufCMessage *m, const void *bulk,
+			size_t bulk_len)
+{
+	uint8_t hdr[FRAME_HDR_SIZE], meta[256];
+	size_t ml = meta_pack(m, meta);
+
+	wire_hdr(hdr, PPRPC_PROTO_VERSION, type, FRAME_F_QUEUED | (bulk_len ? FRAME_F_BULK : 0), (uint32_t)ml,
+		 bulk_len, id);
+	assert_int_equal(wire_send_parts(fd, hdr, meta, ml, bulk, bulk_len), 0);
+}
+
+static void raw_set(int fd, uint64_t buf, const void *data, size_t n)
+{
+	Pprpc__TensorSet ts = PPRPC__TENSOR_SET__INIT;
+	struct wire_reply r;
+
+	ts.buffer = buf;
+	ts.size = n;
+	assert_int_equal(wire_call(fd, MSG_TENSOR_SET, 3, &ts.base, data, n, &r), 0);
+	assert_false(r.is_error);
+	wire_reply_free(&r);
+}
+
+static void test_reply_bytes(void **state)
+{
+	static const char *const common[] = { "--staging-mib", "8", NULL };
+	static const char *const added[] = { "--max-conn-reply-mib", "16", NULL };
+	enum { NGET = 32 };
+	const size_t sz = 8 * MIB;
+	Pprpc__TensorGet g = PPRPC__TENSOR_GET__INIT;
+	uint8_t *pattern = malloc(sz);
+	struct tdaemon *d;
+	uint64_t rss0, rss1, b;
+	int fd;
+
+	(void)state;
+	assert_non_null(pattern);
+	for (size_t i = 0; i < sz; i++)
+		pattern[i] = (uint8_t)(i * 131 + 7);
+	d = start(common, added);
+	fd = raw_hello(d);
+	b = raw_buffer(fd, sz);
+	raw_set(fd, b, pattern, sz);
+	rss0 = rss_kib(d);
+	/* 32 queued 8 MiB GETs from a client that does not read. */
+	g.buffer = b;
+	g.size = sz;
+	for (int i = 0; i < NGET; i++)
+		send_queued(fd, MSG_TENSOR_GET, 100 + (uint64_t)i, &g.base, NULL, 0);
+	sleep_ms(1500);
+	rss1 = rss_kib(d);
+	if (rss1 > rss0 + 64 * 1024)
+		fprintf(stderr, "%d unread 8 MiB GETs grew the daemon by %" PRIu64 " MiB\n", NGET,
+			(rss1 - rss0) / 1024);
+	assert_true(rss1 <= rss0 + 64 * 1024);
+	/* Reading, the client gets every reply, right. */
+	for (int i = 0; i < NGET; i++) {
+		struct wire_reply r;
+
+		assert_int_equal(wire_read_reply(fd, &r, WIRE_TIMEOUT_MS), 0);
+		assert_false(r.is_error);
+		assert_int_equal(r.h.req_id, 100 + (uint64_t)i);
+		assert_int_equal(r.h.bulk_len, sz);
+		assert_memory_equal(r.bulk, pattern, sz);
+		wire_reply_free(&r);
+	}
+	free(pattern);
+	close(fd);
+	stop(d);
+}
+
+/* ======================================================================== */
+/* 14: the memory floor and the daemon's own copies                         */
+/* ======================================================================== */
+
+static uint64_t mem_available_mib(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	unsigned long long v = 0;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &v) == 1)
+			break;
+	fclose(f);
+	return v / 1024;
+}
+
+/* A daemon whose memory floor leaves it 128 MiB of what is available now. */
+static struct tdaemon *start_tight_floor(const char *const *added)
+{
+	static char floor[32];
+	const char *common[] = { "--memory-floor-mib", floor, "--staging-mib", "8", NULL };
+
+	snprintf(floor, sizeof(floor), "%" PRIu64, mem_available_mib() - 128);
+	return start(common, added);
+}
+
+/* The next reply: its error code (0 for success). */
+static int reply_code(int fd, uint64_t *ret_id, char *msg, size_t len)
+{
+	struct wire_reply r;
+	int code;
+
+	assert_int_equal(wire_read_reply(fd, &r, WIRE_TIMEOUT_MS), 0);
+	code = r.is_error ? r.code : 0;
+	if (ret_id)
+		*ret_id = r.h.req_id;
+	if (msg)
+		snprintf(msg, len, "%s", r.msg);
+	wire_reply_free(&r);
+	return code;
+}
+
+/* TENSOR_SETs staged behind a WAIT: each one's bulk is host memory. */
+struct set_sender {
+	int fd;
+	uint64_t buf;
+	const uint8_t *data;
+	size_t sz;
+	int n;
+};
+
+static void *send_sets(void *arg)
+{
+	const struct set_sender *s = arg;
+	Pprpc__TensorSet ts = PPRPC__TENSOR_SET__INIT;
+	uint8_t hdr[FRAME_HDR_SIZE], meta[64];
+	size_t ml;
+
+	ts.buffer = s->buf;
+	ts.size = s->sz;
+	ml = meta_pack(&ts.base, meta);
+	for (int i = 0; i < s->n; i++) {
+		wire_hdr(hdr, PPRPC_PROTO_VERSION, MSG_TENSOR_SET, FRAME_F_QUEUED | FRAME_F_BULK, (uint32_t)ml, s->sz,
+			 20 + (uint64_t)i);
+		/* a daemon that paused reading may hold the socket a while */
+		if (wire_send_all(s->fd, hdr, sizeof(hdr), 60000) || wire_send_all(s->fd, meta, ml, 60000) ||
+		    wire_send_all(s->fd, s->data, s->sz, 60000))
+			return (void *)1;
+	}
+	return NULL;
+}
+
+static void test_floor_staged_sets(void **state)
+{
+	Pprpc__Signal sig = PPRPC__SIGNAL__INIT;
+	Pprpc__Fence f = PPRPC__FENCE__INIT;
+	Pprpc__Wait w = PPRPC__WAIT__INIT;
+	const size_t sz = 32 * MIB;
+	uint8_t *data = calloc(1, sz);
+	struct set_sender snd;
+	struct tdaemon *d;
+	char msg[256] = "";
+	uint64_t t, rss0, rss1;
+	pthread_t th;
+	void *sent;
+	int a, owner, code;
+
+	(void)state;
+	assert_non_null(data);
+	d = start_tight_floor(NULL);
+	a = raw_hello(d);
+	owner = raw_hello(d);
+	snd = (struct set_sender){ .fd = a, .buf = raw_buffer(a, sz), .data = data, .sz = sz, .n = 16 };
+	t = raw_timeline(owner, 0);
+	rss0 = rss_kib(d);
+	/* A's queue waits on the owner's timeline (through the rank) ... */
+	w.timeline = t;
+	w.value = 1;
+	w.rank = d->addr;
+	send_queued(a, MSG_WAIT, 10, &w.base, NULL, 0);
+	/* ... and 16 SETs of 32 MiB pile up behind it: 512 MiB to stage. */
+	assert_int_equal(pthread_create(&th, NULL, send_sets, &snd), 0);
+	sleep_ms(1500);
+	rss1 = rss_kib(d);
+	sig.timeline = t;
+	sig.value = 1;
+	assert_int_equal(call(owner, MSG_SIGNAL, 30, &sig.base, NULL, NULL, NULL, 0), 0);
+	assert_int_equal(pthread_join(th, &sent), 0);
+	assert_null(sent);
+	code = call(a, MSG_FENCE, 40, &f.base, NULL, NULL, msg, sizeof(msg));
+	if (code != PPRPC_EFLOOR)
+		fprintf(stderr, "SETs staged past a floor 128 MiB away (%" PRIu64 " MiB held behind the WAIT): "
+			"FENCE %d (%s)\n", (rss1 - rss0) / 1024, code, msg);
+	assert_int_equal(code, PPRPC_EFLOOR);
+	assert_non_null(strstr(msg, "memory floor"));
+	free(data);
+	close(a);
+	close(owner);
+	stop(d);
+}
+
+/* Queued GETs' copies, the client not reading. */
+static void test_floor_get_copies(void **state)
+{
+	static const char *const added[] = { "--max-conn-reply-mib", "4096", NULL };
+	Pprpc__TensorGet g = PPRPC__TENSOR_GET__INIT;
+	const size_t sz = 32 * MIB;
+	struct tdaemon *d;
+	int fd, nfloor = 0, nok = 0;
+
+	(void)state;
+	d = start_tight_floor(added);
+	fd = raw_hello(d);
+	g.buffer = raw_buffer(fd, sz);
+	g.size = sz;
+	for (int i = 0; i < 12; i++)
+		send_queued(fd, MSG_TENSOR_GET, 100 + (uint64_t)i, &g.base, NULL, 0);
+	sleep_ms(1000);
+	for (int i = 0; i < 12; i++) {
+		int code = reply_code(fd, NULL, NULL, 0);
+
+		nfloor += code == PPRPC_EFLOOR;
+		nok += code == 0;
+	}
+	if (!nfloor)
+		fprintf(stderr, "12 x 32 MiB GET copies made past a floor 128 MiB away (%d answered)\n", nok);
+	assert_true(nfloor > 0);
+	assert_true(nok > 0);
+	close(fd);
+	stop(d);
+}
+
+/* MUL_MAT of a zero-stride weight: a few bytes that the CPU kernel packs
+ * into K x N floats. */
+static void test_floor_mul_mat_packing(void **state)
+{
+	enum { K = 8192, N = 16384 };
+	Pprpc__GraphCreate gc = PPRPC__GRAPH_CREATE__INIT;
+	Pprpc__GraphRun run = PPRPC__GRAPH_RUN__INIT;
+	Pprpc__Tensor tw = PPRPC__TENSOR__INIT, tx = PPRPC__TENSOR__INIT, td = PPRPC__TENSOR__INIT;
+	Pprpc__Tensor *ts[3] = { &tw, &tx, &td };
+	Pprpc__Node n = PPRPC__NODE__INIT, *ns[1] = { &n };
+	int64_t ne_w[4] = { K, N, 1, 1 }, ne_x[4] = { K, 1, 1, 1 }, ne_d[4] = { N, 1, 1, 1 };
+	uint64_t nb_w[4] = { 0, 0, 0, 0 }, nb_x[4] = { 4, 4 * K, 4 * K, 4 * K }, nb_d[4] = { 4, 4 * N, 4 * N, 4 * N };
+	int32_t src[2] = { 0, 1 };
+	ProtobufCMessage *m = NULL;
+	struct tdaemon *d;
+	char msg[256] = "";
+	int fd, code;
+
+	(void)state;
+	d = start_tight_floor(NULL);
+	fd = raw_hello(d);
+	tw.dtype = PPRPC_F16;
+	tx.dtype = td.dtype = PPRPC_F32;
+	tw.n_ne = tx.n_ne = td.n_ne = 4;
+	tw.n_nb = tx.n_nb = td.n_nb = 4;
+	tw.ne = ne_w, tw.nb = nb_w, tw.buffer = raw_buffer(fd, 4096);
+	tx.ne = ne_x, tx.nb = nb_x, tx.buffer = raw_buffer(fd, 4 * K);
+	td.ne = ne_d, td.nb = nb_d, td.buffer = raw_buffer(fd, 4 * N);
+	n.op = PPRPC_OP_MUL_MAT;
+	n.n_src = 2;
+	n.src = src;
+	n.dst = 2;
+	gc.n_tensors = 3;
+	gc.tensors = ts;
+	gc.n_nodes = 1;
+	gc.nodes = ns;
+	code = call(fd, MSG_GRAPH_CREATE, 60, &gc.base, &pprpc__graph_create_reply__descriptor, &m, msg, sizeof(msg));
+	if (code == 0) {
+		/* Refused at the latest when it runs. */
+		run.graph = ((Pprpc__GraphCreateReply *)m)->graph;
+		meta_free(m);
+		code = call(fd, MSG_GRAPH_RUN, 61, &run.base, NULL, NULL, msg, sizeof(msg));
+	}
+	if (code != PPRPC_EFLOOR)
+		fprintf(stderr, "a MUL_MAT packing 512 MiB past a floor 128 MiB away: %d (%s)\n", code, msg);
+	assert_int_equal(code, PPRPC_EFLOOR);
+	ping_ms(fd, 62);
+	close(fd);
+	stop(d);
+}
+
+/* ======================================================================== */
 
 int main(int argc, char **argv)
 {
@@ -1013,6 +1295,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_slow_resolution, teardown),
 		cmocka_unit_test_teardown(test_probe_flood, teardown),
 		cmocka_unit_test_teardown(test_pull_flood, teardown),
+		cmocka_unit_test_teardown(test_reply_bytes, teardown),
+		cmocka_unit_test_teardown(test_floor_staged_sets, teardown),
+		cmocka_unit_test_teardown(test_floor_get_copies, teardown),
+		cmocka_unit_test_teardown(test_floor_mul_mat_packing, teardown),
 	};
 	const char *slash = argc > 0 ? strrchr(argv[0], '/') : NULL;
 

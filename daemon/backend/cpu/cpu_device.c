@@ -9,6 +9,7 @@
 #include <cblas.h>
 
 #include "daemon/backend/cpu/cpu_backend.h"
+#include "daemon/objects/graph.h"
 #include "pprpc/types.h"
 
 static void cpu_get_props(void *ctx, struct device_props *ret)
@@ -26,27 +27,39 @@ static void cpu_get_props(void *ctx, struct device_props *ret)
 	ret->waits_why[0] = '\0';
 }
 
+/* MemAvailable, less the host memory requests have reserved but not yet
+ * touched (hostmem.h): what a buffer may take without crossing the floor. */
 static int cpu_mem_info(void *ctx, uint64_t *ret_free, uint64_t *ret_total)
 {
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[256];
-	unsigned long long v, avail = 0, total = 0;
+	struct cpu_dev *c = ctx;
+	uint64_t avail, total, res;
+	int rc = hostmem_meminfo(&avail, &total);
 
-	(void)ctx;
-	if (!f)
-		return PPRPC_EDEVICE;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "MemAvailable: %llu kB", &v) == 1)
-			avail = v * 1024;
-		else if (sscanf(line, "MemTotal: %llu kB", &v) == 1)
-			total = v * 1024;
-	}
-	fclose(f);
-	if (!total)
-		return PPRPC_EDEVICE;
-	*ret_free = avail;
+	if (rc < 0)
+		return rc;
+	res = c->hostmem ? hostmem_reserved(c->hostmem) : 0;
+	*ret_free = avail > res ? avail - res : 0;
 	*ret_total = total;
 	return 0;
+}
+
+/* The kernels' workspaces of the hungriest node (nodes run one at a time). */
+static uint64_t cpu_graph_scratch(void *ctx, const struct graph *g)
+{
+	struct cpu_dev *c = ctx;
+	uint64_t most = 0;
+
+	for (int i = 0; i < g->nnodes; i++) {
+		const struct gnode *n = &g->nodes[i];
+		struct kern_tensor *src[PPRPC_MAX_SRC];
+		uint64_t b;
+
+		for (int s = 0; s < n->nsrc; s++)
+			src[s] = &g->t[n->src[s]];
+		b = kern_cpu_scratch(&c->kctx, n->op, &n->p, src, n->nsrc, &g->t[n->dst]);
+		most = b > most ? b : most;
+	}
+	return most;
 }
 
 /* Every stream runs on the worker with the device's kernel context. */
@@ -70,6 +83,7 @@ static void cpu_destroy(void *ctx)
 static const struct device_i cpu_device_i = {
 	.get_props = cpu_get_props,
 	.mem_info = cpu_mem_info,
+	.graph_scratch = cpu_graph_scratch,
 	.stream_open = cpu_stream_open,
 	.stream_close = cpu_stream_close,
 	.destroy = cpu_destroy,
@@ -91,6 +105,7 @@ int cpu_backend_open(struct device *d, const char *arg, const struct device_conf
 		return PPRPC_ENOMEM;
 	}
 	c->dev = d;
+	c->hostmem = conf->hostmem;
 	c->kctx.nthreads = conf->threads > 0 ? conf->threads : (int)(ncpu > 0 ? ncpu : 1);
 	/* --threads bounds BLAS too, or every daemon's matmul takes all cores. */
 	openblas_set_num_threads(c->kctx.nthreads);
