@@ -29,6 +29,7 @@ struct bstat;
 struct rdma_ctx;
 struct rdma_listener;
 struct mconn;
+struct deadline;
 
 enum { PPRPCD_TRANSPORT_AUTO, PPRPCD_TRANSPORT_TCP, PPRPCD_TRANSPORT_RDMA };
 
@@ -50,6 +51,7 @@ struct pprpcd_opts {
 	uint32_t max_conn_inflight; /* queued commands + unsent replies */
 	uint64_t max_conn_reply_bytes; /* TENSOR_GET copies held for one connection's replies */
 	uint32_t max_graph_nodes;  /* <= PPRPC_MAX_GRAPH_NODES */
+	int64_t max_graph_gflop;   /* work one graph run may demand: -1 auto (per device), 0 off */
 	uint32_t max_conns;        /* connections served at once (clients and peers) */
 	uint64_t hello_timeout_ms; /* HELLO (and a metrics request) must complete within this, 0 = never */
 	char auth_key_file[4096];  /* "" = no authentication */
@@ -122,6 +124,7 @@ struct pprpcd {
 	uv_timer_t tick;           /* watchdog pings, STATUS lines, drain checks */
 	uint64_t watchdog_usec;
 	uint64_t drain_deadline;   /* loop time (ms) when draining ends, 0 = not draining */
+	struct deadline *deadline; /* the exit deadline's thread (deadline.c), once shutdown began */
 	uint64_t last_status_ms;
 	uv_tcp_t metrics;
 	int metrics_on;

@@ -53,6 +53,10 @@ struct device_props {
 	/* why holds_waits is off where the backend could hold waits ("" when
 	 * on, or when the backend never does): STATS shows it */
 	char waits_why[160];
+	/* the most work, in Gflop, one graph run may demand when max-graph-gflop
+	 * is auto: a few seconds of this device at most (0: the daemon's
+	 * fallback, DEVICE_GRAPH_GFLOP_FALLBACK) */
+	uint64_t graph_gflop_auto;
 };
 
 /* ---- device --------------------------------------------------------------------------- */

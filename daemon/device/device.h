@@ -97,6 +97,11 @@ bool device_host_visible(const struct device *d);
 bool device_holds_waits(const struct device *d);
 /* Streams finish each submission before it returns, on the caller's thread. */
 bool device_completes_inline(const struct device *d);
+/* The most work (flop) one graph run may demand on this device:
+ * max-graph-gflop when set (setting > 0), the backend's own bound when auto
+ * (setting < 0), no bound (0) when off (setting 0). */
+#define DEVICE_GRAPH_GFLOP_FALLBACK 1024
+uint64_t device_graph_flop_max(const struct device *d, int64_t setting);
 /* For STATS: "" (the device never holds waits), "on", or "off: why". */
 void device_waits_status(const struct device *d, char *buf, size_t len);
 

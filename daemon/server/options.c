@@ -42,6 +42,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->max_conn_inflight = 65536;
 	o->max_conn_reply_bytes = 256 * MIB;
 	o->max_graph_nodes = PPRPC_MAX_GRAPH_NODES;
+	o->max_graph_gflop = -1;
 	o->max_conns = 1024;
 	o->hello_timeout_ms = 10000;
 	o->staging_bytes = 256 * MIB;
@@ -250,6 +251,38 @@ static void set_peer_connect_timeout_show(const struct pprpcd_opts *o, char *buf
 	snprintf(buf, len, "%llu", (unsigned long long)o->peer_connect_timeout_ms);
 }
 
+/* auto (the device's own bound), off, or a number of Gflop. */
+static int set_max_graph_gflop(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	uint64_t x;
+	int rc;
+
+	if (!strcmp(v, "auto")) {
+		o->max_graph_gflop = -1;
+		return 0;
+	}
+	if (!strcmp(v, "off")) {
+		o->max_graph_gflop = 0;
+		return 0;
+	}
+	rc = parse_u64(v, 1, 1ull << 40, &x, err, errlen);
+	if (rc < 0)
+		snprintf(err, errlen, "'%s' is not auto, off or a number of Gflop in 1..%llu", v, 1ull << 40);
+	else
+		o->max_graph_gflop = (int64_t)x;
+	return rc;
+}
+
+static void set_max_graph_gflop_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	if (o->max_graph_gflop < 0)
+		snprintf(buf, len, "auto");
+	else if (o->max_graph_gflop == 0)
+		snprintf(buf, len, "off");
+	else
+		snprintf(buf, len, "%lld", (long long)o->max_graph_gflop);
+}
+
 static int set_hello_timeout(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
 {
 	return parse_u64(v, 0, 86400000, &o->hello_timeout_ms, err, errlen);
@@ -446,6 +479,7 @@ static const struct optdef defs[] = {
 	{ "max-conn-inflight", "N", "queued commands + unsent replies of one connection (reading pauses at half)", set_max_conn_inflight, set_max_conn_inflight_show },
 	{ "max-conn-reply-mib", "N", "TENSOR_GET copies one connection may hold until written to it; a GET beyond waits in its queue (default 256)", set_max_conn_reply_mib, set_max_conn_reply_mib_show },
 	{ "max-graph-nodes", "N", "nodes in one graph (max 65536)", set_max_graph_nodes, set_max_graph_nodes_show },
+	{ "max-graph-gflop", "N|auto|off", "work one graph run may demand, estimated at GRAPH_CREATE (auto: 32 per CPU thread, 1048576 on a GPU)", set_max_graph_gflop, set_max_graph_gflop_show },
 	{ "max-conns", "N", "connections served at once, clients and peers (beyond: closed at once)", set_max_conns, set_max_conns_show },
 	{ "hello-timeout-ms", "N", "close a connection whose HELLO (authentication included) or metrics request is not complete within N ms (0 = never)", set_hello_timeout, set_hello_timeout_show },
 	{ "auth-key-file", "FILE", "shared key (>= 32 bytes, mode 600): clients and peers must prove it (HMAC)", set_auth_key_file, set_auth_key_file_show },

@@ -21,6 +21,7 @@
 #include "daemon/server/affinity.h"
 #include "daemon/server/authn.h"
 #include "daemon/server/conn.h"
+#include "daemon/server/deadline.h"
 #include "daemon/device/device.h"
 #include "daemon/pprpcd.h"
 #include "daemon/server/metrics.h"
@@ -212,6 +213,10 @@ static void begin_drain(struct pprpcd *d)
 	rdma_listener_close(d->rdma_listener);
 	d->rdma_listener = NULL;
 	d->drain_deadline = uv_now(d->loop) + d->opts.drain_ms;
+	/* drain-ms is a promise: the process is gone shortly after it, even
+	 * if a kernel still runs then (deadline.h). */
+	if (deadline_arm(d, d->opts.drain_ms) < 0)
+		LOG(d, LOG_WARN_, "no exit-deadline thread: shutdown will wait for running kernels");
 	/* Check often while draining. */
 	uv_timer_start(&d->tick, on_tick, 0, 20);
 }
@@ -236,6 +241,7 @@ static void on_signal(uv_signal_t *s, int signum)
 	}
 	if (d->drain_deadline) {
 		LOG(d, LOG_NOTICE_, "signal %d while draining: stopping now", signum);
+		deadline_arm(d, 0);
 		pprpcd_stop(d);
 		return;
 	}

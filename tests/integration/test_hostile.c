@@ -1278,6 +1278,115 @@ static void test_floor_mul_mat_packing(void **state)
 }
 
 /* ======================================================================== */
+/* 9: unbounded work from a tiny graph; drain-ms a promise                  */
+/* ======================================================================== */
+
+/* GRAPH_CREATE of one causal ATTENTION over zero-stride q, k and v held in
+ * a 4 KiB buffer (a few hundred bytes on the wire), writing a scratch
+ * output; n_past = n_kv - n_q, so every query reads (almost) every key. */
+static int attention_graph(int fd, int64_t D, int64_t H, int64_t H_kv, int64_t n_q, int64_t n_kv,
+			   uint64_t *ret_graph, char *msg, size_t len)
+{
+	Pprpc__GraphCreate gc = PPRPC__GRAPH_CREATE__INIT;
+	Pprpc__Tensor tq = PPRPC__TENSOR__INIT, tk = PPRPC__TENSOR__INIT, tv = PPRPC__TENSOR__INIT;
+	Pprpc__Tensor td = PPRPC__TENSOR__INIT, *ts[4] = { &tq, &tk, &tv, &td };
+	Pprpc__Node n = PPRPC__NODE__INIT, *ns[1] = { &n };
+	int64_t ne_q[4] = { D, H, n_q, 1 }, ne_kv[4] = { D, H_kv, n_kv, 1 };
+	uint64_t zero[4] = { 0, 0, 0, 0 }, nb_d[4] = { 4, 4 * (uint64_t)D, 4 * (uint64_t)(D * H),
+						      4 * (uint64_t)(D * H * n_q) };
+	int32_t src[3] = { 0, 1, 2 }, ip[1] = { (int32_t)(n_kv - n_q) };
+	float fp[1] = { 0.125f };
+	ProtobufCMessage *m = NULL;
+	uint64_t b = raw_buffer(fd, 4096);
+	int rc;
+
+	tq.dtype = td.dtype = PPRPC_F32;
+	tk.dtype = tv.dtype = PPRPC_F16;
+	tq.n_ne = tk.n_ne = tv.n_ne = td.n_ne = 4;
+	tq.n_nb = tk.n_nb = tv.n_nb = td.n_nb = 4;
+	tq.ne = ne_q, tq.nb = zero, tq.buffer = b;
+	tk.ne = ne_kv, tk.nb = zero, tk.buffer = b;
+	tv.ne = ne_kv, tv.nb = zero, tv.buffer = b;
+	td.ne = ne_q, td.nb = nb_d;   /* scratch: the daemon places it */
+	n.op = PPRPC_OP_ATTENTION;
+	n.n_src = 3;
+	n.src = src;
+	n.dst = 3;
+	n.n_fparams = 1;
+	n.fparams = fp;
+	n.n_iparams = 1;
+	n.iparams = ip;
+	gc.n_tensors = 4;
+	gc.tensors = ts;
+	gc.n_nodes = 1;
+	gc.nodes = ns;
+	assert_true(meta_size(&gc.base) < 1024);
+	rc = call(fd, MSG_GRAPH_CREATE, 70, &gc.base, &pprpc__graph_create_reply__descriptor, &m, msg, len);
+	if (rc == 0) {
+		*ret_graph = ((Pprpc__GraphCreateReply *)m)->graph;
+		meta_free(m);
+	}
+	return rc;
+}
+
+static void test_graph_work_bound(void **state)
+{
+	struct tdaemon *d;
+	char msg[256] = "";
+	uint64_t g = 0;
+	int fd, rc;
+
+	(void)state;
+	/* Default settings: no device's bound lets 9 Pflop through. */
+	d = start(NULL, NULL);
+	fd = raw_hello(d);
+	rc = attention_graph(fd, 128, 32, 1, 4096, 1 << 27, &g, msg, sizeof(msg));
+	if (rc != PPRPC_ELIMIT)
+		fprintf(stderr, "a < 1 KiB graph demanding ~9 Pflop per run was accepted (%d %s)\n", rc, msg);
+	assert_int_equal(rc, PPRPC_ELIMIT);
+	assert_non_null(strstr(msg, "max-graph-gflop"));
+	/* A graph within the bound is created as usual. */
+	assert_int_equal(attention_graph(fd, 16, 2, 1, 4, 64, &g, msg, sizeof(msg)), 0);
+	close(fd);
+	stop(d);
+}
+
+static void test_drain_promise(void **state)
+{
+	static const char *const common[] = { "--drain-ms", "500", "--threads", "1", NULL };
+	static const char *const added[] = { "--max-graph-gflop", "off", NULL };
+	Pprpc__GraphRun run = PPRPC__GRAPH_RUN__INIT;
+	struct tdaemon *d;
+	char msg[256] = "";
+	int64_t t0, took;
+	uint64_t g = 0;
+	int fd;
+
+	(void)state;
+	d = start(common, added);
+	fd = raw_hello(d);
+	/* ~275 Gflop of attention: minutes on one thread. */
+	assert_int_equal(attention_graph(fd, 64, 1, 1, 64, 1 << 24, &g, msg, sizeof(msg)), 0);
+	run.graph = g;
+	send_queued(fd, MSG_GRAPH_RUN, 71, &run.base, NULL, 0);
+	sleep_ms(300);  /* the kernel runs */
+	t0 = wire_now_ms();
+	assert_int_equal(kill(d->pid, SIGTERM), 0);
+	while (tdaemon_alive(d) && wire_now_ms() - t0 < 6000)
+		sleep_ms(20);
+	took = wire_now_ms() - t0;
+	if (tdaemon_alive(d))
+		fprintf(stderr, "SIGTERM with drain-ms 500: still running after %" PRId64 " ms (a kernel runs)\n", took);
+	assert_false(tdaemon_alive(d));
+	/* drain-ms + the teardown's grace, with room for a loaded machine */
+	assert_true(took < 2500);
+	assert_true(WIFEXITED(-d->pid - 1) && WEXITSTATUS(-d->pid - 1) == 0);
+	assert_true(log_wait(d, "exiting now", 1000));
+	close(fd);
+	tdaemon_stop(d);
+}
+
+/* ======================================================================== */
 
 int main(int argc, char **argv)
 {
@@ -1299,6 +1408,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_floor_staged_sets, teardown),
 		cmocka_unit_test_teardown(test_floor_get_copies, teardown),
 		cmocka_unit_test_teardown(test_floor_mul_mat_packing, teardown),
+		cmocka_unit_test_teardown(test_graph_work_bound, teardown),
+		cmocka_unit_test_teardown(test_drain_promise, teardown),
 	};
 	const char *slash = argc > 0 ? strrchr(argv[0], '/') : NULL;
 
