@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "pprpc/types.h"
 #include "util/addr.h"
@@ -224,6 +225,28 @@ static void tcp_close(struct transport_conn *bc)
 	close_with((struct tcp_conn *)bc, 0);
 }
 
+/* Do not wait for the writes: uv_close cancels them (their callbacks run
+ * with UV_ECANCELED before on_closed), and SO_LINGER 0 resets the
+ * connection, so the peer learns at once that what it did not read is
+ * gone. */
+static void tcp_abort(struct transport_conn *bc)
+{
+	struct tcp_conn *c = (struct tcp_conn *)bc;
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	uv_os_fd_t fd;
+
+	if (c->base.closing >= 2)
+		return;
+	if (uv_fileno((uv_handle_t *)&c->h, &fd) == 0)
+		setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	if (!c->base.closing)
+		close_with(c, PPRPC_ECLOSED);
+	if (c->base.closing == 1) {
+		c->base.closing = 2;
+		uv_close((uv_handle_t *)&c->h, on_closed);
+	}
+}
+
 static size_t tcp_send_queue(const struct transport_conn *bc)
 {
 	return ((const struct tcp_conn *)bc)->queued_bytes;
@@ -237,6 +260,7 @@ static const struct transport_ops tcp_ops = {
 	.resume = tcp_resume,
 	.close = tcp_close,
 	.send_queue = tcp_send_queue,
+	.abort = tcp_abort,
 	.info = transport_info_basic,
 };
 

@@ -30,6 +30,11 @@ int transport_send(struct transport_conn *c, const struct iovec *iov, int iovcnt
 int transport_pause(struct transport_conn *c) { return c->ops->pause(c); }
 int transport_resume(struct transport_conn *c) { return c->ops->resume(c); }
 void transport_close(struct transport_conn *c) { c->ops->close(c); }
+void transport_abort(struct transport_conn *c)
+{
+	/* optional: a transport without it closes as usual */
+	(c->ops->abort ? c->ops->abort : c->ops->close)(c);
+}
 const struct transport_stats *transport_stats(struct transport_conn *c)
 {
 	c->stats.frames_in = c->reader.frames;

@@ -38,9 +38,14 @@ void xpath_dest(struct device *dev, struct xpath *out)
 	out->handle = NULL;
 }
 
-int xpath_slot_get(const struct xpath *p, const atomic_int *cancel1, const atomic_int *cancel2)
+int xpath_slot_take(const struct xpath *p)
 {
-	return p->slots ? staging_get(p->slots, cancel1, cancel2) : -1;
+	return p->slots ? staging_try_get(p->slots) : -1;
+}
+
+bool xpath_has_room(const struct xpath *p)
+{
+	return p->slots && staging_free_slots(p->slots) > 0;
 }
 
 void xpath_slot_put(const struct xpath *p, int slot)

@@ -18,7 +18,7 @@
 #ifndef PPRPC_DAEMON_XFER_PATH_H
 #define PPRPC_DAEMON_XFER_PATH_H
 
-#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,9 +63,12 @@ void xpath_source(struct pprpcd *d, struct device *dev, enum xs_where where, str
 /* The destination's IPC path for a region on dev. */
 void xpath_dest(struct device *dev, struct xpath *out);
 
-/* Slots of the path (worker: blocks while none is free — the back-pressure
- * of a full ring — and returns -1 once a cancel flag is set). */
-int xpath_slot_get(const struct xpath *p, const atomic_int *cancel1, const atomic_int *cancel2);
+/* Slots of the path.  Taking never blocks: -1 when the ring is full, and
+ * the SEND then waits as a command that is not ready (its worker serves
+ * other streams) until a slot comes back — a destination that stopped
+ * reading must never hold a device worker. */
+int xpath_slot_take(const struct xpath *p);
+bool xpath_has_room(const struct xpath *p);
 void xpath_slot_put(const struct xpath *p, int slot);
 
 /* CMA, destination, loop: may the region's daemon read the pool a source

@@ -115,7 +115,8 @@ bool send_sm_ready(struct send_sm *s, const struct xs_env *e)
 		return e->behind ? !in_grace(s, e) : s->pulling || !(s->in_place_ok || s->ipc_ok);
 	if (s->mode == XS_IN_PLACE)
 		return e->behind || s->inplace_open < XS_INPLACE_WINDOW;
-	return true;
+	/* Capturing: when a slot is free (a full ring waits for the link). */
+	return s->mode == XS_IPC ? e->room_pool : e->room_host;
 }
 
 /* Chunks sized for the IPC pool's slots instead of the host ring's.  Only
@@ -198,8 +199,8 @@ void send_sm_step(struct send_sm *s, const struct xs_env *e, struct xs_act *a)
 		a->kind = s->inplace_open >= XS_INPLACE_WINDOW ? XS_ACT_WAIT : XS_ACT_IN_PLACE;
 		return;
 	}
-	a->kind = XS_ACT_CAPTURE;
 	a->pool = s->mode == XS_IPC;
+	a->kind = (a->pool ? e->room_pool : e->room_host) ? XS_ACT_CAPTURE : XS_ACT_WAIT;
 }
 
 void send_sm_published(struct send_sm *s, uint32_t i, enum xs_where where, int32_t slot)
@@ -299,6 +300,28 @@ enum xs_release send_sm_on_release(struct send_sm *s, uint64_t done, bool error,
 	put_pool_slots(s, UINT64_MAX, put, arg);
 	s->ipc_released = true;
 	return XS_REL_DONE;
+}
+
+uint32_t send_sm_forget_announced(struct send_sm *s)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < s->nchunks; i++) {
+		struct xs_chunk *ch = &s->chunks[i];
+
+		if (ch->where == XS_POOL && ch->slot >= 0 && ch->state >= XS_ON_WIRE) {
+			ch->slot = -1;
+			n++;
+		}
+	}
+	return n;
+}
+
+bool send_sm_waits_on_puller(const struct send_sm *s)
+{
+	if (!s->pulling || s->failed || send_sm_finished(s))
+		return false;
+	return s->writes_inflight || (s->ipc && s->nsent && !s->ipc_released);
 }
 
 bool send_sm_finished(const struct send_sm *s)

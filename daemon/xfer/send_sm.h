@@ -133,13 +133,16 @@ struct xs_env {
 	bool peer_ipc;          /* the destination rank pulled by IPC before */
 	int pool;               /* the device's IPC pool: 0 not made, 1 ready, -1 unusable */
 	uint64_t pool_slot;     /* its slot size, when ready */
+	bool room_host;         /* a host staging slot is free */
+	bool room_pool;         /* an IPC pool slot is free */
 	uint64_t now_us;
 };
 
 enum xs_act_kind {
 	XS_ACT_FAIL,            /* the SEND fails with status (reason: why) */
 	XS_ACT_DONE,            /* every chunk published and the in-place ones written */
-	XS_ACT_WAIT,            /* nothing to do until a fact changes */
+	XS_ACT_WAIT,            /* nothing to do until a fact changes (a PULL, a written
+				 * in-place chunk, a free slot) */
 	XS_ACT_WAIT_UNTIL,      /* the same, or until deadline_us (IPC grace) */
 	XS_ACT_MAKE_POOL,       /* make the device's IPC pool, then step again */
 	XS_ACT_IN_PLACE,        /* publish chunk as is, from the tensor */
@@ -193,6 +196,15 @@ bool send_sm_releasable(const struct send_sm *s);
  * written prefix; the final one gives back all, or fails the transfer. */
 enum xs_release { XS_REL_PROGRESS, XS_REL_DONE, XS_REL_FAILED };
 enum xs_release send_sm_on_release(struct send_sm *s, uint64_t done, bool error, xs_put_fn put, void *arg);
+
+/* The destination stopped (its link is being dropped) and may still read
+ * the IPC slots it was told of: those never go back to the pool (returns
+ * how many); slots of chunks it was not told of do, with send_sm_put_all. */
+uint32_t send_sm_forget_announced(struct send_sm *s);
+
+/* Is the transfer waiting on its puller (bytes on the wire, or IPC slots
+ * announced and not released)?  Then the puller must show life. */
+bool send_sm_waits_on_puller(const struct send_sm *s);
 
 /* Every chunk written (and by IPC: released). */
 bool send_sm_finished(const struct send_sm *s);

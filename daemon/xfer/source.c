@@ -3,14 +3,8 @@
  * command on its device worker (what send_sm_step says: capture, publish in
  * place, make the IPC pool, wait), and on the loop the PULL's replies (each
  * published chunk handed to the puller's link in order), releases, expiry.
- *
- * Who may pull.  A transfer belongs to the rank its SEND names; a PULL
- * from anyone else (any connection can send one) must get nothing.  A PULL
- * carries a nonce its destination drew; it waits as a candidate until the
- * SEND names the rank, then the source asks that rank, over its own link to
- * the rank's address, whether the PULL is its own (PULL_CHECK).  Only then
- * does it become the puller.  The connection it came on is remembered as
- * the rank's, so later transfers to that rank on it skip the question.
+ * Who may pull is pull_auth.c's question; a PULL it confirms is attached
+ * here (xsrc_attach).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -72,15 +66,11 @@ static void ipc_peer_note(struct xfer *xf, const char *rank)
 	snprintf(xf->ipc_peers[xf->ipc_peers_next++ % n], sizeof(xf->ipc_peers[0]), "%s", rank);
 }
 
-struct xcand;
-
-static void xsend_maybe_free(struct xsend *x);
 static void xsend_pump(struct xsend *x);
-static void cand_refuse(struct xcand *k, int code, const char *msg);
 
 /* ---- loop: failure, slots, freeing ----------------------------------------------- */
 
-static void xsend_fail(struct xsend *x, int status)
+void xsrc_fail(struct xsend *x, int status)
 {
 	pthread_mutex_lock(&x->xf->lock);
 	send_sm_fail(&x->sm, status);
@@ -89,8 +79,8 @@ static void xsend_fail(struct xsend *x, int status)
 }
 
 /* A PULL counts against its connection's max-conn-inflight from its
- * arrival (xsrc_pull) to its end: refused, or its transfer let go of the
- * puller (issue 19.11: a flood of PULLs was counted nowhere). */
+ * arrival (xauth_pull, pull_auth.c) to its end: refused, or its transfer let
+ * go of the puller (issue 19.11: a flood of PULLs was counted nowhere). */
 static void pull_end(struct conn *c)
 {
 	conn_wait_end(c);
@@ -110,6 +100,8 @@ static void xsend_drop_puller(struct xsend *x, int status)
 	pprpcd_kick_queues(x->xf->d);
 }
 
+/* A slot goes back (loop; possibly under xf->lock, so the caller kicks
+ * the queues afterwards: a SEND may wait for the slot). */
 static void put_slot(void *arg, enum xs_where where, int32_t slot)
 {
 	struct xsend *x = arg;
@@ -129,7 +121,7 @@ static void release_src(struct xsend *x)
 	}
 }
 
-static void xsend_maybe_free(struct xsend *x)
+void xsrc_maybe_free(struct xsend *x)
 {
 	struct xfer *xf = x->xf;
 	bool finished;
@@ -137,12 +129,12 @@ static void xsend_maybe_free(struct xsend *x)
 	if (!send_sm_can_free(&x->sm))
 		return;
 	finished = send_sm_finished(&x->sm);
-	while (x->cands) {
+	if (x->cands) {
 		char msg[160];
 
 		snprintf(msg, sizeof(msg), "transfer %" PRIu64 " ended before this PULL was shown to be its rank's",
 			 x->sm.id);
-		cand_refuse(x->cands, x->sm.status ? x->sm.status : PPRPC_ECANCELED, msg);
+		xauth_refuse_all(x, x->sm.status ? x->sm.status : PPRPC_ECANCELED, msg);
 	}
 	if (x->puller && x->sm.failed && !finished)
 		reply_error(x->puller, MSG_PULL, x->pull_req, x->sm.status ? x->sm.status : PPRPC_ECANCELED,
@@ -150,7 +142,23 @@ static void xsend_maybe_free(struct xsend *x)
 	xstats_add(xf->d, x->peer[0] ? x->peer : "?", "send",
 		   x->sm.ipc ? "ipc" : x->puller && x->puller->t ? transport_name(x->puller->t) : "tcp", x->sm.size,
 		   x->t0_us, 0, !finished);
+	if (x->stalled) {
+		/* The destination stopped and may still read the IPC slots it was
+		 * told of (it copies when it runs again): they never go back, and
+		 * new SENDs on this device stop using the pool. */
+		uint32_t lost = send_sm_forget_announced(&x->sm);
+
+		if (lost) {
+			pthread_mutex_lock(&xf->lock);
+			xf->pool_retired[xdev_index(x->dev)] = true;
+			pthread_mutex_unlock(&xf->lock);
+			LOG(xf->d, LOG_WARN_, "%s: %u IPC pool slots stay out of use (the stopped destination %s may "
+			    "still read them); later SENDs on this device do not use IPC", xdev_name(x->dev), lost,
+			    x->peer);
+		}
+	}
 	send_sm_put_all(&x->sm, put_slot, x);
+	pprpcd_kick_queues(xf->d);
 	release_src(x);
 	xfer_table_del(&xf->sends, &x->node);
 	if (x->puller)
@@ -159,89 +167,9 @@ static void xsend_maybe_free(struct xsend *x)
 	free(x);
 }
 
-/* ---- who may pull: the rank the SEND names ------------------------------------------- */
-
-/* Candidates one transfer keeps at most (beyond: refused; a flood of PULLs
- * for an id must not grow memory without bound). */
-#define XS_MAX_CANDIDATES 16
-
-struct xcheck;
-
-/* A PULL not yet shown to come from the rank the SEND names. */
-struct xcand {
-	struct xcand *next;
-	struct xsend *x;
-	struct conn *c;             /* reference held */
-	uint64_t req, size;
-	bool ipc_req;
-	uint8_t nonce[XFER_NONCE];
-	struct xcheck *check;       /* its PULL_CHECK in flight, or NULL */
-};
-
-/* A PULL_CHECK in flight; cand is cleared when the candidate goes first. */
-struct xcheck {
-	struct xcand *cand;
-	int code;
-	char why[200];
-};
-
-/* An inbound connection shown to be a rank's (no reference: dropped when
- * it closes). */
-struct xverified {
-	struct xverified *next;
-	struct conn *c;
-	char rank[64];
-};
-
-static bool verified(const struct xfer *xf, const struct conn *c, const char *rank)
-{
-	for (const struct xverified *v = xf->verified; v; v = v->next)
-		if (v->c == c && !strcmp(v->rank, rank))
-			return true;
-	return false;
-}
-
-static void verified_add(struct xfer *xf, struct conn *c, const char *rank)
-{
-	struct xverified *v;
-
-	if (verified(xf, c, rank) || !(v = calloc(1, sizeof(*v))))
-		return;
-	v->c = c;
-	snprintf(v->rank, sizeof(v->rank), "%s", rank);
-	v->next = xf->verified;
-	xf->verified = v;
-}
-
-static void cand_unlink(struct xcand *k)
-{
-	for (struct xcand **pp = &k->x->cands; *pp; pp = &(*pp)->next)
-		if (*pp == k) {
-			*pp = k->next;
-			k->x->ncands--;
-			return;
-		}
-}
-
-static void cand_free(struct xcand *k)
-{
-	if (k->check)
-		k->check->cand = NULL;
-	if (k->c)
-		pull_end(k->c);
-	free(k);
-}
-
-static void cand_refuse(struct xcand *k, int code, const char *msg)
-{
-	reply_error(k->c, MSG_PULL, k->req, code, msg);
-	cand_unlink(k);
-	cand_free(k);
-}
-
 /* A transfer only PULLs made, none of them waiting any more: nothing to
  * keep (it counts in no statistics: nobody sent or received anything). */
-static void xsend_discard_if_unasked(struct xsend *x)
+void xsrc_discard_if_unasked(struct xsend *x)
 {
 	if (x->sm.have_send || x->puller || x->cands)
 		return;
@@ -250,142 +178,42 @@ static void xsend_discard_if_unasked(struct xsend *x)
 	free(x);
 }
 
-/* The candidate is the named rank's: it becomes the puller. */
-static void cand_accept(struct xcand *k)
+void xsrc_attach(struct xsend *x, struct conn *c, uint64_t req, uint64_t size, bool ipc_req)
 {
-	struct xsend *x = k->x;
 	struct xfer *xf = x->xf;
 	enum xs_pull_check chk;
 	char err[200];
 
-	cand_unlink(k);
 	pthread_mutex_lock(&xf->lock);
-	chk = send_sm_check_pull(&x->sm, k->size);
+	chk = send_sm_check_pull(&x->sm, size);
 	pthread_mutex_unlock(&xf->lock);
 	if (chk != XS_PULL_OK) {
 		if (chk == XS_PULL_SIZE)
 			snprintf(err, sizeof(err), "transfer %" PRIu64 ": the source sends another size (%" PRIu64
-				 " bytes, %" PRIu64 " expected)", x->sm.id, x->sm.size, k->size);
+				 " bytes, %" PRIu64 " expected)", x->sm.id, x->sm.size, size);
 		else
 			snprintf(err, sizeof(err), "transfer %" PRIu64 ": already being pulled", x->sm.id);
-		reply_error(k->c, MSG_PULL, k->req, PPRPC_EINVAL, err);
-		cand_free(k);
+		reply_error(c, MSG_PULL, req, PPRPC_EINVAL, err);
+		pull_end(c);
 		/* The rank expects another size: nobody can receive this SEND,
 		 * which must not hold staging slots. */
 		if (chk == XS_PULL_SIZE && !x->puller) {
-			xsend_fail(x, PPRPC_EINVAL);
-			xsend_maybe_free(x);
+			xsrc_fail(x, PPRPC_EINVAL);
+			xsrc_maybe_free(x);
 		}
 		return;
 	}
-	x->puller = k->c;   /* the candidate's reference passes to the transfer */
-	x->pull_req = k->req;
-	k->c = NULL;
+	x->puller = c;
+	x->pull_req = req;
+	x->progress_ms = uv_now(xf->d->loop);
+	x->frames_seen = c->t ? transport_stats(c->t)->frames_in : 0;
 	pthread_mutex_lock(&xf->lock);
-	send_sm_on_pull(&x->sm, k->size, k->ipc_req);
-	if (k->ipc_req)
+	send_sm_on_pull(&x->sm, size, ipc_req);
+	if (ipc_req)
 		ipc_peer_note(xf, x->peer);
 	pthread_mutex_unlock(&xf->lock);
-	cand_free(k);
 	pprpcd_kick_queues(xf->d);
 	xsend_pump(x);
-}
-
-static void check_end(struct xcheck *ck, int code, const char *why, bool link_failed)
-{
-	struct xcand *k = ck->cand;
-	struct xsend *x;
-	char msg[400];
-
-	free(ck);
-	if (!k)
-		return;
-	k->check = NULL;
-	x = k->x;
-	if (code == 0) {
-		verified_add(x->xf, k->c, x->peer);
-		cand_accept(k);
-		return;
-	}
-	snprintf(msg, sizeof(msg), "transfer %" PRIu64 " belongs to rank %.63s, %s: %.200s", x->sm.id, x->peer,
-		 link_failed ? "which could not be asked whether this PULL is its own"
-			     : "which says this PULL is not its own",
-		 why);
-	LOG(x->xf->d, LOG_NOTICE_, "PULL refused: %s", msg);
-	cand_refuse(k, PPRPC_EAUTH, msg);
-}
-
-static int check_meta(void *arg, int code, const char *errmsg, const struct frame_hdr *h, const uint8_t *meta,
-		      size_t len, void **bulk_dst)
-{
-	struct xcheck *ck = arg;
-
-	(void)h, (void)meta, (void)len, (void)bulk_dst;
-	ck->code = code;
-	snprintf(ck->why, sizeof(ck->why), "%s", code < 0 && errmsg ? errmsg : "");
-	return 0;
-}
-
-static void check_done(void *arg, const struct frame_hdr *h, int more)
-{
-	struct xcheck *ck = arg;
-
-	(void)h, (void)more;
-	check_end(ck, ck->code, ck->why, false);
-}
-
-static void check_fail(void *arg, int code, const char *why)
-{
-	check_end(arg, code ? code : PPRPC_ECONN, why, true);
-}
-
-static const struct preq_ops check_ops = { .meta = check_meta, .done = check_done, .fail = check_fail };
-
-/* The SEND names its rank: is the candidate that rank's? */
-static void cand_check(struct xcand *k)
-{
-	Pprpc__PullCheck pc = PPRPC__PULL_CHECK__INIT;
-	struct xsend *x = k->x;
-	struct xfer *xf = x->xf;
-	struct xcheck *ck;
-	char err[200], msg[400];
-
-	if (!x->peer[0]) {
-		snprintf(msg, sizeof(msg), "transfer %" PRIu64 ": its SEND names no destination rank", x->sm.id);
-		cand_refuse(k, PPRPC_EAUTH, msg);
-		return;
-	}
-	if (verified(xf, k->c, x->peer)) {
-		cand_accept(k);
-		return;
-	}
-	ck = calloc(1, sizeof(*ck));
-	if (!ck) {
-		cand_refuse(k, PPRPC_ENOMEM, "out of memory");
-		return;
-	}
-	ck->cand = k;
-	k->check = ck;
-	pc.transfer_id = x->sm.id;
-	pc.nonce.data = k->nonce;
-	pc.nonce.len = sizeof(k->nonce);
-	if (peer_request(xf->d, x->peer, MSG_PULL_CHECK, &pc.base, &check_ops, ck, err, sizeof(err)) < 0) {
-		k->check = NULL;
-		free(ck);
-		snprintf(msg, sizeof(msg), "transfer %" PRIu64 " belongs to rank %.63s, which could not be asked "
-			 "whether this PULL is its own: %.200s", x->sm.id, x->peer, err);
-		cand_refuse(k, PPRPC_EAUTH, msg);
-	}
-}
-
-static void cands_check_all(struct xsend *x)
-{
-	struct xcand *k, *next;
-
-	for (k = x->cands; k; k = next) {
-		next = k->next;
-		cand_check(k);
-	}
 }
 
 /* ---- loop: the PULL's replies ------------------------------------------------------ */
@@ -404,13 +232,15 @@ static void chunk_written(void *arg, int status)
 	pthread_mutex_lock(&x->xf->lock);
 	send_sm_on_written(&x->sm, w->i, status, &out);
 	pthread_mutex_unlock(&x->xf->lock);
+	if (status == 0)
+		x->progress_ms = uv_now(x->xf->d->loop);
 	if (out.put_slot >= 0)
 		put_slot(x, XS_STAGED, out.put_slot);
-	if (out.inplace_freed || status)
+	if (out.inplace_freed || out.put_slot >= 0 || status)
 		pprpcd_kick_queues(x->xf->d);
 	if (out.inplace_freed)
 		release_src(x);
-	xsend_maybe_free(x);
+	xsrc_maybe_free(x);
 	free(w);
 }
 
@@ -450,7 +280,7 @@ static void xsend_pump(struct xsend *x)
 		reply_send_part(x->puller, MSG_PULL, x->pull_req, more, &pc.base, bulk, nbytes, chunk_written, w);
 	}
 	x->sm.writes_inflight--;
-	xsend_maybe_free(x);
+	xsrc_maybe_free(x);
 }
 
 void xsrc_pump_all(struct xfer *xf)
@@ -484,6 +314,18 @@ static bool stream_has_later(const struct qcmd *q)
 	return false;
 }
 
+/* Worker: is a slot free where a capture would go?  (Read without the
+ * transfer lock: staging has its own.) */
+static void rooms(const struct xsend *x, struct xs_env *e)
+{
+	struct xpath host, pool;
+
+	xpath_source(x->xf->d, x->dev, XS_STAGED, &host);
+	xpath_source(x->xf->d, x->dev, XS_POOL, &pool);
+	e->room_host = xpath_has_room(&host);
+	e->room_pool = xpath_has_room(&pool);
+}
+
 /* Worker, under the queue lock. */
 static int send_ready(struct qcmd *q)
 {
@@ -496,6 +338,7 @@ static int send_ready(struct qcmd *q)
 	e.behind = sc->behind;
 	e.stop = atomic_load(&x->xf->d->stopping_workers);
 	e.now_us = xfer_now_us();
+	rooms(x, &e);
 	pthread_mutex_lock(&x->xf->lock);
 	ready = send_sm_ready(&x->sm, &e);
 	pthread_mutex_unlock(&x->xf->lock);
@@ -508,6 +351,10 @@ static int send_failed(struct qcmd *q, struct xsend *x, const struct xs_act *a)
 
 	if (a->why == XS_WHY_CANCELLED)
 		snprintf(q->err, sizeof(q->err), "SEND cancelled");
+	else if (x->stalled)
+		snprintf(q->err, sizeof(q->err), "SEND of transfer %" PRIu64 " failed: the destination %.63s took "
+			 "nothing for %" PRIu64 " ms (stopped or wedged?); its link was dropped", x->sm.id, x->peer,
+			 x->xf->d->opts.peer_timeout_ms);
 	else
 		snprintf(q->err, sizeof(q->err), "SEND of transfer %" PRIu64 " failed: %s", x->sm.id,
 			 st == PPRPC_ETIMEDOUT ? "the destination did not pull it within the transfer timeout"
@@ -529,11 +376,9 @@ static int send_capture(struct send_cmd *sc, const struct xs_act *a)
 	int slot, rc;
 
 	xpath_source(xf->d, x->dev, where, &p);
-	slot = xpath_slot_get(&p, &q->stream->canceled, &xf->d->stopping_workers);
-	if (slot < 0) {
-		snprintf(q->err, sizeof(q->err), "SEND cancelled while waiting for staging space");
-		return PPRPC_ECANCELED;
-	}
+	slot = xpath_slot_take(&p);
+	if (slot < 0)
+		return QCMD_AGAIN; /* another worker took the last one: wait for a free one */
 	rc = p.ops->capture(&p, slot, x->tensor + ch.off, ch.len);
 	if (rc < 0) {
 		xpath_slot_put(&p, slot);
@@ -568,8 +413,11 @@ static int send_exec(struct qcmd *q)
 		e.stop = atomic_load(&q->stream->canceled) || atomic_load(&d->stopping_workers);
 		e.pool_slot = pool ? pool->slot_size : 0;
 		e.now_us = xfer_now_us();
+		rooms(x, &e);
 		pthread_mutex_lock(&xf->lock);
 		e.peer_ipc = ipc_peer_known(xf, x->peer);
+		if (xf->pool_retired[xdev_index(x->dev)])
+			e.pool = -1;
 		send_sm_step(&x->sm, &e, &a);
 		pthread_mutex_unlock(&xf->lock);
 		switch (a.kind) {
@@ -598,7 +446,7 @@ static int send_exec(struct qcmd *q)
 			continue;
 		case XS_ACT_CAPTURE:
 			rc = send_capture(sc, &a);
-			if (rc < 0)
+			if (rc != 0)
 				return rc;
 			continue;
 		}
@@ -612,7 +460,7 @@ static void send_release(struct qreq *qr)
 
 	x->sm.exec_done = true;
 	if (qr->q.status < 0 && !x->sm.failed)
-		xsend_fail(x, qr->q.status);
+		xsrc_fail(x, qr->q.status);
 	/* The buffer reference passes to the transfer (release_src). */
 	x->src_b = sc->b;
 	release_src(x);
@@ -660,7 +508,7 @@ void xsrc_send(struct conn *c, struct request *r, const Pprpc__Send *m, struct d
 				 " bytes, %" PRIu64 " expected)", m->transfer_id, m->size, x->sm.size);
 			reply_error(x->puller, MSG_PULL, x->pull_req, PPRPC_EINVAL, why);
 			xsend_drop_puller(x, 0);
-			xsend_maybe_free(x);
+			xsrc_maybe_free(x);
 		}
 		free(sc);
 		qreq_refuse(c, r, rc, err);
@@ -674,9 +522,9 @@ void xsrc_send(struct conn *c, struct request *r, const Pprpc__Send *m, struct d
 			free(x);
 		} else {
 			/* The early PULL learns why. */
-			xsend_fail(x, rc);
+			xsrc_fail(x, rc);
 			x->sm.exec_done = true;
-			xsend_maybe_free(x);
+			xsrc_maybe_free(x);
 		}
 		qreq_refuse(c, r, PPRPC_ENOMEM, "out of memory");
 		return;
@@ -693,7 +541,7 @@ void xsrc_send(struct conn *c, struct request *r, const Pprpc__Send *m, struct d
 	sc->qr.q.ready = send_ready;
 	qreq_push(&sc->qr, c, r, b->dev, send_exec);
 	/* PULLs that came first: the SEND names the rank to ask now. */
-	cands_check_all(x);
+	xauth_send_arrived(x);
 }
 
 /* A PULL (possibly before its SEND arrived): a candidate until the rank the
@@ -703,52 +551,35 @@ void xsrc_pull(struct conn *c, struct request *r, const Pprpc__Pull *m)
 	struct pprpcd *d = c->d;
 	struct xfer *xf = d->xfer;
 	struct xsend *x = xsend_find(xf, m->transfer_id);
-	struct xcand *k, **tail;
 	char err[200];
 	int code = PPRPC_EINVAL;
 
 	/* Nothing an unchecked PULL says may change the transfer (a wrong
 	 * size here must not fail the SEND of the rank's real PULL). */
-	if (m->size == 0)
+	if (m->size == 0) {
 		snprintf(err, sizeof(err), "transfer %" PRIu64 ": empty", m->transfer_id);
-	else if (m->nonce.len != XFER_NONCE)
-		code = PPRPC_EAUTH,
+	} else if (m->nonce.len != XFER_NONCE) {
+		code = PPRPC_EAUTH;
 		snprintf(err, sizeof(err), "transfer %" PRIu64 ": a PULL must carry its destination's nonce "
 			 "(the source checks it with the rank the SEND names)", m->transfer_id);
-	else if (x && x->puller)
+	} else if (x && x->puller) {
 		snprintf(err, sizeof(err), "transfer %" PRIu64 ": already being pulled", m->transfer_id);
-	else if (x && x->ncands >= XS_MAX_CANDIDATES)
-		code = PPRPC_ELIMIT,
+	} else if (x && x->ncands >= XAUTH_MAX_CANDIDATES) {
+		code = PPRPC_ELIMIT;
 		snprintf(err, sizeof(err), "transfer %" PRIu64 ": %d PULLs already wait to be checked", m->transfer_id,
-			 XS_MAX_CANDIDATES);
-	else
+			 XAUTH_MAX_CANDIDATES);
+	} else {
 		code = 0;
-	if (code == 0 && !x && !(x = xsend_new(xf, m->transfer_id)))
-		code = PPRPC_ENOMEM, snprintf(err, sizeof(err), "out of memory");
-	k = code == 0 ? calloc(1, sizeof(*k)) : NULL;
-	if (code == 0 && !k) {
+	}
+	if (code == 0 && !x && !(x = xsend_new(xf, m->transfer_id))) {
 		code = PPRPC_ENOMEM;
 		snprintf(err, sizeof(err), "out of memory");
-		xsend_discard_if_unasked(x);
 	}
 	if (code < 0) {
 		reply_error(c, r->hdr.type, r->hdr.req_id, code, err);
 		return;
 	}
-	k->x = x;
-	k->c = c;
-	conn_ref(c);
-	conn_wait_begin(c);
-	k->req = r->hdr.req_id;
-	k->size = m->size;
-	k->ipc_req = m->ipc_host && d->boot_id[0] && !strcmp(m->ipc_host, d->boot_id);
-	memcpy(k->nonce, m->nonce.data, XFER_NONCE);
-	for (tail = &x->cands; *tail; tail = &(*tail)->next)
-		;
-	*tail = k;
-	x->ncands++;
-	if (x->sm.have_send)
-		cand_check(k);
+	xauth_pull(x, c, r->hdr.req_id, m);
 }
 
 /* The destination copied an IPC transfer out of our pool (or could not:
@@ -774,24 +605,64 @@ void xsrc_pull_release(struct conn *c, struct request *r, const Pprpc__PullRelea
 		return;
 	}
 	reply_ok(c, r->hdr.type, r->hdr.req_id);
+	x->progress_ms = uv_now(c->d->loop);
 	pthread_mutex_lock(&xf->lock);
 	rel = send_sm_on_release(&x->sm, m->done, error, put_slot, x);
 	pthread_mutex_unlock(&xf->lock);
+	pprpcd_kick_queues(c->d);   /* a SEND may wait for the slots */
 	if (rel == XS_REL_PROGRESS)
 		return;
 	if (rel == XS_REL_FAILED) {
 		LOG(c->d, LOG_NOTICE_, "transfer %" PRIu64 " to %s over CUDA IPC failed at the destination: %s",
 		    x->sm.id, x->peer, error ? m->error : "released before every chunk was sent");
-		xsend_fail(x, PPRPC_EDEVICE);
-		xsend_maybe_free(x);
+		xsrc_fail(x, PPRPC_EDEVICE);
+		xsrc_maybe_free(x);
 		return;
 	}
 	close.offset = x->sm.size;
 	reply_send_part(x->puller, MSG_PULL, x->pull_req, 0, &close.base, NULL, 0, NULL, NULL);
-	xsend_maybe_free(x);
+	xsrc_maybe_free(x);
 }
 
 /* ---- loop: timeouts, closed links, shutdown ---------------------------------------- */
+
+/* A destination that asked for a transfer must take it: while the transfer
+ * waits on it (bytes on the wire, IPC slots not released), its connection
+ * must show life within peer-timeout-ms — a write completed, a release,
+ * or any frame (a destination waiting on us PINGs its quiet link every
+ * third of its peer-timeout).  One that does not (stopped, wedged) loses
+ * the transfer and the connection: aborting it is the only way to get back
+ * the staging slots its unwritten replies hold, and the SEND fails with the
+ * reason instead of holding its stream. */
+static void check_stalled(struct xsend *x, uint64_t now_ms)
+{
+	struct xfer *xf = x->xf;
+	uint64_t limit = xf->d->opts.peer_timeout_ms, frames;
+	bool waits;
+
+	if (!limit || !x->puller || !x->puller->t)
+		return;
+	frames = transport_stats(x->puller->t)->frames_in;
+	if (frames != x->frames_seen) {
+		x->frames_seen = frames;
+		x->progress_ms = now_ms;
+	}
+	pthread_mutex_lock(&xf->lock);
+	waits = send_sm_waits_on_puller(&x->sm);
+	if (waits && now_ms - x->progress_ms >= limit) {
+		x->stalled = true;
+		send_sm_fail(&x->sm, PPRPC_ETIMEDOUT);
+	}
+	pthread_mutex_unlock(&xf->lock);
+	if (!x->stalled)
+		return;
+	LOG(xf->d, LOG_WARN_, "transfer %" PRIu64 " to %s: the destination took nothing for %" PRIu64
+	    " ms (stopped or wedged?); dropping its link", x->sm.id, x->peer, now_ms - x->progress_ms);
+	pprpcd_kick_queues(xf->d);
+	/* The writes it did not take come back failed, then the connection
+	 * closes (xsrc_conn_closed); x goes once both happened. */
+	conn_abort(x->puller);
+}
 
 void xsrc_expire(struct xfer *xf, uint64_t now_ms)
 {
@@ -800,6 +671,12 @@ void xsrc_expire(struct xfer *xf, uint64_t now_ms)
 	struct xfer_node *n, *next;
 	char msg[160];
 
+	for (n = xf->sends.head; n; n = n->next) {
+		struct xsend *x = xsend_of(n);
+
+		if (!x->stalled)
+			check_stalled(x, now_ms);
+	}
 	if (!limit)
 		return;
 	for (n = xf->sends.head; n; n = next) {
@@ -814,22 +691,21 @@ void xsrc_expire(struct xfer *xf, uint64_t now_ms)
 			snprintf(msg, sizeof(msg), "no SEND with transfer id %" PRIu64 " arrived within %" PRIu64 " ms",
 				 x->sm.id, limit);
 			LOG(d, LOG_NOTICE_, "%s", msg);
-			while (x->cands)
-				cand_refuse(x->cands, PPRPC_ETIMEDOUT, msg);
+			xauth_refuse_all(x, PPRPC_ETIMEDOUT, msg);
 			if (x->puller) {
 				reply_error(x->puller, MSG_PULL, x->pull_req, PPRPC_ETIMEDOUT, msg);
 				xsend_drop_puller(x, PPRPC_ETIMEDOUT);
-				xsend_maybe_free(x);
+				xsrc_maybe_free(x);
 			} else {
-				xsend_discard_if_unasked(x);
+				xsrc_discard_if_unasked(x);
 			}
 		} else if (e == XS_NOT_PULLED) {
 			/* Captured: the slots are freed.  Still waiting to stream
 			 * in place: the SEND fails with the reason. */
 			LOG(d, LOG_NOTICE_, "transfer %" PRIu64 " to %s was not pulled within %" PRIu64 " ms; dropped",
 			    x->sm.id, x->peer, limit);
-			xsend_fail(x, PPRPC_ETIMEDOUT);
-			xsend_maybe_free(x);
+			xsrc_fail(x, PPRPC_ETIMEDOUT);
+			xsrc_maybe_free(x);
 		}
 	}
 }
@@ -842,31 +718,16 @@ void xsrc_conn_closed(struct xfer *xf, struct conn *c)
 		struct xsend *x = xsend_of(n);
 
 		next = n->next;
-		for (struct xcand *k = x->cands, *kn; k; k = kn) {
-			kn = k->next;
-			if (k->c == c) {
-				cand_unlink(k);
-				cand_free(k);
-			}
-		}
+		xauth_conn_closed(x, c);
 		if (x->puller == c) {
 			/* The destination went away: nothing more can be delivered. */
 			xsend_drop_puller(x, PPRPC_ECLOSED);
-			xsend_maybe_free(x);
+			xsrc_maybe_free(x);
 		} else {
-			xsend_discard_if_unasked(x);
+			xsrc_discard_if_unasked(x);
 		}
 	}
-	for (struct xverified **pp = &xf->verified; *pp;) {
-		struct xverified *v = *pp;
-
-		if (v->c == c) {
-			*pp = v->next;
-			free(v);
-		} else {
-			pp = &v->next;
-		}
-	}
+	xauth_forget_conn(xf, c);
 }
 
 uint64_t xsrc_grace_next(struct xfer *xf, uint64_t now_us, bool *ret_due)
@@ -898,21 +759,11 @@ void xsrc_fini(struct xfer *xf)
 		struct xsend *x = xsend_of(xf->sends.head);
 
 		xfer_table_del(&xf->sends, &x->node);
-		while (x->cands) {
-			struct xcand *k = x->cands;
-
-			cand_unlink(k);
-			cand_free(k);
-		}
+		xauth_drop_all(x);
 		if (x->puller)
 			pull_end(x->puller);
 		send_sm_fini(&x->sm);
 		free(x);
 	}
-	while (xf->verified) {
-		struct xverified *v = xf->verified;
-
-		xf->verified = v->next;
-		free(v);
-	}
+	xauth_fini(xf);
 }

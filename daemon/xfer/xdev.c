@@ -25,6 +25,11 @@ const char *xdev_name(const struct device *dev)
 	return dev->name;
 }
 
+uint32_t xdev_index(const struct device *dev)
+{
+	return dev->index;
+}
+
 int xdev_pin_host(struct device *dev, void *ptr, uint64_t bytes, int on)
 {
 	return device_pin_host(dev, ptr, bytes, on);

@@ -19,6 +19,7 @@ struct staging;
 bool xdev_host_visible(const struct device *dev);
 bool xdev_has_ipc(const struct device *dev);
 const char *xdev_name(const struct device *dev);
+uint32_t xdev_index(const struct device *dev);    /* < PPRPCD_MAX_DEVICES */
 /* Page-lock (on) / release host memory for dev's copies: 0 or < 0. */
 int xdev_pin_host(struct device *dev, void *ptr, uint64_t bytes, int on);
 

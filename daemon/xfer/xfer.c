@@ -157,7 +157,6 @@ void xfer_wake(struct pprpcd *d)
 {
 	if (!d->xfer_ready)
 		return;
-	staging_wake(&d->staging);
 	pprpcd_kick_queues(d);
 }
 

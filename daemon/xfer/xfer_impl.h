@@ -7,6 +7,7 @@
  *               validate, hand over);
  *   source.c    the source: the SEND command on its device worker, the
  *               PULL's replies on the loop;
+ *   pull_auth.c who may pull a transfer (the rank its SEND names);
  *   dest.c      the destination: the PULL over the peer link, the RECV
  *               command on its worker, IPC copies and releases;
  *   path_*.c    the data paths (path.h), xdev.c the device calls;
@@ -64,6 +65,9 @@ struct xfer {
 	struct ipc_block *blocks;   /* loop: ranks whose IPC copies failed */
 	struct cma_links *cma;      /* loop: links whose CMA pool was checked (path_cma.c) */
 	struct xverified *verified; /* loop: inbound connections shown to be a rank's (source.c) */
+	/* lock: devices whose IPC pool lost slots to a stopped destination:
+	 * new SENDs there do not use it (source.c) */
+	bool pool_retired[PPRPCD_MAX_DEVICES];
 	int handles;                /* loop: uv handles not yet closed */
 };
 
@@ -76,6 +80,9 @@ struct xsend {
 	uint64_t pull_req;
 	struct xcand *cands;        /* PULLs not yet shown to be the named rank's */
 	unsigned ncands;
+	uint64_t progress_ms;       /* the puller's last sign of life (loop time) */
+	uint64_t frames_seen;       /* frames received on the puller's connection then */
+	bool stalled;               /* lock: dropped, the puller showed no life */
 	struct device *dev;         /* the SEND's device (its IPC pool) */
 	const uint8_t *tensor;      /* the SEND's region (in-place chunks) */
 	struct dbuf *src_b;         /* its buffer, held while in-place bytes are on the wire */
@@ -105,6 +112,12 @@ struct xrecv {
 uint64_t xfer_now_us(void);
 
 /* source.c */
+void xsrc_fail(struct xsend *x, int status);
+void xsrc_maybe_free(struct xsend *x);
+void xsrc_discard_if_unasked(struct xsend *x);
+/* A confirmed PULL becomes x's puller (c's reference passes to it), or is
+ * answered with why it cannot (already pulled, another size). */
+void xsrc_attach(struct xsend *x, struct conn *c, uint64_t req, uint64_t size, bool ipc_req);
 void xsrc_send(struct conn *c, struct request *r, const Pprpc__Send *m, struct dbuf *b);
 void xsrc_pull(struct conn *c, struct request *r, const Pprpc__Pull *m);
 void xsrc_pull_release(struct conn *c, struct request *r, const Pprpc__PullRelease *m);
@@ -115,6 +128,16 @@ void xsrc_fini(struct xfer *xf);
 /* The earliest IPC grace deadline still ahead (0: none); *ret_due when one
  * has passed and its SEND must be woken. */
 uint64_t xsrc_grace_next(struct xfer *xf, uint64_t now_us, bool *ret_due);
+
+/* pull_auth.c: who may pull (candidates wait for the named rank's word) */
+#define XAUTH_MAX_CANDIDATES 16     /* per transfer: a flood of PULLs must not grow memory */
+void xauth_pull(struct xsend *x, struct conn *c, uint64_t req, const Pprpc__Pull *m);
+void xauth_send_arrived(struct xsend *x);
+void xauth_refuse_all(struct xsend *x, int code, const char *msg);
+void xauth_conn_closed(struct xsend *x, struct conn *c);
+void xauth_drop_all(struct xsend *x);
+void xauth_forget_conn(struct xfer *xf, struct conn *c);
+void xauth_fini(struct xfer *xf);
 
 /* dest.c */
 void xdst_recv(struct conn *c, struct request *r, const Pprpc__Recv *m, struct dbuf *b);

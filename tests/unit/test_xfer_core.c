@@ -177,6 +177,19 @@ static void do_pull(struct sim *x, int ipc)
 	send_sm_on_pull(&x->s, x->size, ipc);
 }
 
+/* What the shell tells the core about free slots. */
+static void sim_rooms(struct sim *x)
+{
+	x->env.room_host = x->ring.nfree > 0;
+	x->env.room_pool = x->pool.nfree > 0;
+}
+
+static bool src_ready(struct sim *x)
+{
+	sim_rooms(x);
+	return send_sm_ready(&x->s, &x->env);
+}
+
 /* The source's worker: carry out actions until it waits or ends.  Returns
  * the last action's kind. */
 static enum xs_act_kind src_worker(struct sim *x, struct xs_act *last)
@@ -186,6 +199,7 @@ static enum xs_act_kind src_worker(struct sim *x, struct xs_act *last)
 	for (int guard = 0; guard < 100000; guard++) {
 		x->env.pool = x->pool_state;
 		x->env.pool_slot = x->pool.slot_size;
+		sim_rooms(x);
 		send_sm_step(&x->s, &x->env, &a);
 		if (last)
 			*last = a;
@@ -209,8 +223,7 @@ static enum xs_act_kind src_worker(struct sim *x, struct xs_act *last)
 			const struct xs_chunk *ch = &x->s.chunks[a.chunk];
 			int slot = slots_get(sl);
 
-			if (slot < 0)
-				return XS_ACT_WAIT; /* a full ring: the shell waits for a slot */
+			assert_true(slot >= 0);   /* the core asked only with room */
 			assert_true(ch->len <= sl->slot_size);
 			memcpy(slots_ptr(sl, slot), x->src + ch->off, ch->len);
 			send_sm_published(&x->s, a.chunk, a.pool ? XS_POOL : XS_STAGED, slot);
@@ -401,7 +414,7 @@ static void test_send_first_capture(void **state)
 	memcpy(orig, x->src, x->size);
 	do_send(x, 1, 0);
 	x->env.behind = true;
-	assert_true(send_sm_ready(&x->s, &x->env));
+	assert_true(src_ready(x));
 	assert_int_equal(src_worker(x, NULL), XS_ACT_DONE);
 	assert_int_equal(x->s.mode, XS_CAPTURE);
 	assert_int_equal(x->s.nchunks, 3);
@@ -430,18 +443,18 @@ static void test_pull_first_in_place(void **state)
 	send_sm_on_pull(&x->s, x->size, false);
 	assert_int_equal(src_pump(x), 0);  /* no SEND yet: nothing to send */
 	do_send(x, 1, 0);
-	assert_true(send_sm_ready(&x->s, &x->env));
+	assert_true(src_ready(x));
 	assert_true(x->s.exec_ms > 0);     /* the queue reached it */
 	assert_int_equal(src_worker(x, &a), XS_ACT_WAIT);
 	assert_int_equal(x->s.mode, XS_IN_PLACE);
 	assert_int_equal(x->s.inplace_open, XS_INPLACE_WINDOW);
-	assert_false(send_sm_ready(&x->s, &x->env));
+	assert_false(src_ready(x));
 	assert_int_equal(x->ring.used, 0);
 	assert_int_equal(src_pump(x), XS_INPLACE_WINDOW);
 	assert_int_equal(link_deliver(x, MAXQ), XS_INPLACE_WINDOW);
-	assert_false(send_sm_ready(&x->s, &x->env));   /* not written yet */
+	assert_false(src_ready(x));   /* not written yet */
 	src_written(x, 0);
-	assert_true(send_sm_ready(&x->s, &x->env));
+	assert_true(src_ready(x));
 	run_to_end(x, true);
 	assert_int_equal(x->ring.used, 0);
 	assert_clean_end(x);
@@ -464,14 +477,14 @@ static void test_in_place_then_behind(void **state)
 	assert_int_equal(src_worker(x, NULL), XS_ACT_WAIT);
 	assert_int_equal(src_pump(x), 2);   /* two in-place chunks read from the tensor now */
 	x->env.behind = true;
-	assert_true(send_sm_ready(&x->s, &x->env));
+	assert_true(src_ready(x));
 	assert_int_equal(src_worker(x, NULL), XS_ACT_WAIT);  /* captured the rest, waits for the 2 */
 	assert_int_equal(x->s.mode, XS_CAPTURE);
 	assert_int_equal(x->ring.used, 8);
-	assert_false(send_sm_ready(&x->s, &x->env));
+	assert_false(src_ready(x));
 	link_deliver(x, MAXQ);
 	src_written(x, 0);
-	assert_true(send_sm_ready(&x->s, &x->env));
+	assert_true(src_ready(x));
 	assert_int_equal(src_worker(x, NULL), XS_ACT_DONE);
 	x->s.exec_done = true;
 	memset(x->src, 0xEE, x->size);      /* the later command runs */
@@ -491,17 +504,17 @@ static void test_wait_for_puller_and_small(void **state)
 
 	(void)state;
 	do_send(x, 1, 1);
-	assert_false(send_sm_ready(&x->s, &x->env));
+	assert_false(src_ready(x));
 	assert_int_equal(src_worker(x, NULL), XS_ACT_WAIT);
 	assert_int_equal(x->s.mode, XS_UNDECIDED);
 	do_pull(x, 0);
-	assert_true(send_sm_ready(&x->s, &x->env));
+	assert_true(src_ready(x));
 	run_to_end(x, true);
 	assert_int_equal(x->s.mode, XS_IN_PLACE);
 	assert_clean_end(x);
 	/* too small for in place or IPC (the shell's XS_DIRECT_MIN rule) */
 	do_send(y, 0, 0);
-	assert_true(send_sm_ready(&y->s, &y->env));
+	assert_true(src_ready(y));
 	assert_int_equal(src_worker(y, NULL), XS_ACT_DONE);
 	assert_int_equal(y->s.mode, XS_CAPTURE);
 	y->s.exec_done = true;
@@ -524,7 +537,15 @@ static void test_ring_full_chunking(void **state)
 	assert_int_equal(x->s.nchunks, 21);
 	assert_int_equal(src_worker(x, NULL), XS_ACT_WAIT);  /* the ring is full */
 	assert_int_equal(x->ring.used, 3);
+	/* Not ready until a slot is free: the worker serves others meanwhile
+	 * (it never blocks in the allocator). */
+	assert_false(src_ready(x));
 	do_pull(x, 0);
+	assert_false(src_ready(x));
+	src_pump(x);
+	link_deliver(x, 1);
+	src_written(x, 0);
+	assert_true(src_ready(x));
 	run_to_end(x, false);
 	assert_clean_end(x);
 	sim_free(x);
@@ -542,7 +563,7 @@ static void test_ipc_larger_than_pool(void **state)
 	(void)state;
 	do_send(x, 1, 1);
 	do_pull(x, 1);
-	assert_true(send_sm_ready(&x->s, &x->env));
+	assert_true(src_ready(x));
 	run_to_end(x, false);
 	assert_int_equal(x->pool_made, 1);
 	assert_int_equal(x->chose_ipc, 1);
@@ -627,14 +648,14 @@ static void test_ipc_grace(void **state)
 	do_send(x, 1, 1);
 	x->env.behind = true;
 	x->env.peer_ipc = true;
-	assert_true(send_sm_ready(&x->s, &x->env));    /* first look */
+	assert_true(src_ready(x));    /* first look */
 	assert_int_equal(src_worker(x, &a), XS_ACT_WAIT_UNTIL);
 	assert_true(a.deadline_us == x->env.now_us + XS_IPC_GRACE_US);
-	assert_false(send_sm_ready(&x->s, &x->env));
+	assert_false(src_ready(x));
 	x->env.now_us += XS_IPC_GRACE_US - 1;
-	assert_false(send_sm_ready(&x->s, &x->env));
+	assert_false(src_ready(x));
 	x->env.now_us += 1;
-	assert_true(send_sm_ready(&x->s, &x->env));
+	assert_true(src_ready(x));
 	assert_int_equal(src_worker(x, NULL), XS_ACT_DONE);
 	assert_int_equal(x->s.mode, XS_CAPTURE);
 	x->s.exec_done = true;
@@ -649,7 +670,7 @@ static void test_ipc_grace(void **state)
 	assert_int_equal(src_worker(y, NULL), XS_ACT_WAIT_UNTIL);
 	y->env.now_us += 500;
 	do_pull(y, 1);
-	assert_true(send_sm_ready(&y->s, &y->env));
+	assert_true(src_ready(y));
 	run_to_end(y, false);
 	assert_int_equal(y->s.mode, XS_IPC);
 	assert_clean_end(y);
@@ -679,6 +700,53 @@ static void test_ipc_unknown_peer_and_no_pool(void **state)
 	assert_clean_end(y);
 	sim_free(x);
 	sim_free(y);
+}
+
+/* The destination stops taking bytes: the transfer waits on its puller (so
+ * the shell watches for signs of life), the SEND waits without a worker;
+ * once failed, IPC slots the destination was told of never go back, the
+ * others do. */
+static void test_stopped_destination(void **state)
+{
+	struct sim *x = sim_new(8 * 8 * KIB, 16, 8 * KIB, 4, 8 * KIB);
+	uint32_t unannounced = 0;
+
+	(void)state;
+	do_send(x, 1, 1);
+	do_pull(x, 1);
+	assert_false(send_sm_waits_on_puller(&x->s));
+	assert_int_equal(src_worker(x, NULL), XS_ACT_WAIT);    /* the pool (4 slots) is full */
+	assert_int_equal(x->pool.used, 4);
+	src_pump(x);
+	link_deliver(x, 2);                                     /* the destination got 2 of 4 ... */
+	src_written(x, 0);
+	assert_true(send_sm_waits_on_puller(&x->s));            /* ... announced, not released */
+	assert_false(src_ready(x));                             /* no slot: the worker is free */
+	/* the destination is declared stopped */
+	send_sm_fail(&x->s, PPRPC_ETIMEDOUT);
+	assert_false(send_sm_waits_on_puller(&x->s));
+	assert_true(src_ready(x));
+	assert_int_equal(src_worker(x, NULL), XS_ACT_FAIL);
+	x->s.exec_done = true;
+	/* two replies are still queued on the aborted link: they fail */
+	while (x->qn) {
+		struct reply *rp = &x->q[x->qh];
+
+		x->unwritten[x->nunwritten++] = rp->chunk;
+		x->qh = (x->qh + 1) % MAXQ;
+		x->qn--;
+	}
+	src_written(x, PPRPC_ECLOSED);
+	assert_true(send_sm_can_free(&x->s));
+	for (uint32_t i = 0; i < x->s.nchunks; i++)
+		if (x->s.chunks[i].state == XS_PUBLISHED)
+			unannounced++;
+	assert_int_equal(unannounced, 0);
+	/* all four went on the wire (two delivered, two cancelled): all may be read */
+	assert_int_equal(send_sm_forget_announced(&x->s), 4);
+	send_sm_put_all(&x->s, put_cb, x);
+	assert_int_equal(x->pool.used, 4);                      /* quarantined */
+	sim_free(x);
 }
 
 /* ---- source: errors, cancellation, expiry ------------------------------------------ */
@@ -718,7 +786,7 @@ static void test_cancel_and_fail(void **state)
 	(void)state;
 	do_send(x, 1, 0);
 	x->env.stop = true;
-	assert_true(send_sm_ready(&x->s, &x->env));
+	assert_true(src_ready(x));
 	assert_int_equal(src_worker(x, &a), XS_ACT_FAIL);
 	assert_int_equal(a.status, PPRPC_ECANCELED);
 	assert_int_equal(a.why, XS_WHY_CANCELLED);
@@ -727,7 +795,7 @@ static void test_cancel_and_fail(void **state)
 	assert_int_equal(src_worker(x, NULL), XS_ACT_WAIT);    /* in place, window full */
 	send_sm_fail(&x->s, PPRPC_ETIMEDOUT);
 	send_sm_fail(&x->s, PPRPC_ECLOSED);                    /* the first reason stays */
-	assert_true(send_sm_ready(&x->s, &x->env));
+	assert_true(src_ready(x));
 	assert_int_equal(src_worker(x, &a), XS_ACT_FAIL);
 	assert_int_equal(a.status, PPRPC_ETIMEDOUT);
 	assert_int_equal(a.why, XS_WHY_FAILED);
@@ -1060,6 +1128,7 @@ int main(void)
 		cmocka_unit_test(test_ipc_release_errors),
 		cmocka_unit_test(test_ipc_grace),
 		cmocka_unit_test(test_ipc_unknown_peer_and_no_pool),
+		cmocka_unit_test(test_stopped_destination),
 		cmocka_unit_test(test_send_pull_mismatches),
 		cmocka_unit_test(test_cancel_and_fail),
 		cmocka_unit_test(test_write_failure),
