@@ -185,7 +185,7 @@ FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(T)/replay_%,$(FUZZ_SRCS))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 
-.PHONY: all test unit integration fuzz-replay fuzz clean info run test-install soak soak-asan test-rdma run-fence
+.PHONY: all test unit integration fuzz-replay fuzz clean info run test-install soak soak-asan test-hostile test-rdma run-fence
 # Keep intermediate objects (test and tool objects) between runs.
 .SECONDARY:
 all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES)
@@ -322,6 +322,16 @@ soak-asan:
 	@echo "== soak and faults under ASan+UBSan"
 	@SOAK_ITERS=$${SOAK_ITERS:-100} PPRPCD=$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_soak
 	@PPRPCD=$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_faults
+
+# The hostile-input tests (issue 19: test_hostile, also part of `make
+# integration`) again with daemon and test under ASan+UBSan: the refusal
+# paths, the floor accounting, the exit deadline.  .ci/run runs it after
+# `make test`.
+test-hostile:
+	@$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) SANITIZE=address,undefined CUDA=0 \
+		$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_hostile $(ASAN_BUILD)/tests/slow_resolver.so >/dev/null
+	@echo "== hostile input under ASan+UBSan"
+	@PPRPCD=$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_hostile
 
 test: all
 	@$(MAKE) --no-print-directory unit
