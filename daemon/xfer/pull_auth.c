@@ -119,8 +119,11 @@ static void check_end(struct xcheck *ck, int code, const char *why, bool link_fa
 {
 	struct xcand *k = ck->cand;
 	struct xsend *x;
-	char msg[400];
+	char msg[400], reason[200];
 
+	/* why may point into ck (check_done passes ck->why): keep it first. */
+	snprintf(reason, sizeof(reason), "%s", why ? why : "");
+	why = reason;
 	free(ck);
 	if (!k)
 		return;
