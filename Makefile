@@ -34,7 +34,11 @@ G := $(BUILD)/gen
 WARN    := -Wall -Wextra -Wstrict-prototypes -Wshadow -Wpointer-arith -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 $(WARN) -MMD -MP -fPIC -fvisibility=hidden -pthread
-CPPFLAGS += -I. -Iinclude -Ilibclient/include -I$(G) -D_GNU_SOURCE
+CPPFLAGS += -I. -Iinclude -I$(G) -D_GNU_SOURCE
+# The public client header is seen by the library and its users only (tools,
+# benchmarks, tests); daemon, transport, kernels and proto share
+# include/pprpc/ and never the client library (README: Layout).
+CLIENT_INC := -Ilibclient/include
 LDFLAGS += -pthread
 
 ifneq ($(SANITIZE),)
@@ -174,6 +178,12 @@ UTIL_OBJS      := $(call obj,$(UTIL_SRCS))
 
 # The client library holds the client, the wire code and the shape rules
 # (not the CPU kernels: no BLAS).  libuv stays out: the client does its own I/O.
+# LIB_SOVERSION follows the ABI, not the release (util/version.h): bump it
+# whenever a public type or function changes incompatibly.  2: typed handles,
+# statistics as named values, the pipeline options without their test hook.
+LIB_SOVERSION := 2
+LIB_FILE := libpprpc.so.$(LIB_SOVERSION).0.0
+PUBLIC_HEADERS := $(wildcard libclient/include/*.h)
 LIBPPRPC_OBJS := $(CLIENT_OBJS) $(PROTO_OBJS) $(UTIL_OBJS) $(KERNEL_OBJS)
 
 TOOL_COMMON_OBJS := $(call obj,$(wildcard tools/common/*.c))
@@ -209,6 +219,8 @@ $(O)/%.o: %.c | $(PROTO_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
+$(O)/libclient/%.o $(O)/tools/%.o $(O)/bench/%.o $(O)/tests/%.o: CPPFLAGS += $(CLIENT_INC)
+
 # ---- libraries and programs -----------------------------------------------
 $(L)/libpprpc.a: $(LIBPPRPC_OBJS)
 	@mkdir -p $(L)
@@ -216,7 +228,7 @@ $(L)/libpprpc.a: $(LIBPPRPC_OBJS)
 
 $(L)/libpprpc.so: $(LIBPPRPC_OBJS)
 	@mkdir -p $(L)
-	$(CC) -shared -Wl,-soname,libpprpc.so.1 $(LDFLAGS) -o $@ $^ $(shell $(PKG_CONFIG) --libs libprotobuf-c libcrypto) -lm
+	$(CC) -shared -Wl,-soname,libpprpc.so.$(LIB_SOVERSION) $(LDFLAGS) -o $@ $^ $(shell $(PKG_CONFIG) --libs libprotobuf-c libcrypto) -lm
 # (the shared library always links protobuf-c and libcrypto dynamically: a
 # static archive of non-PIC code cannot go into a shared object)
 
@@ -228,12 +240,18 @@ $(B)/%: $(O)/tools/%.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $< $(TOOL_COMMON_OBJS) $(L)/libpprpc.a $(PBC_LIBS) $(CRYPTO_LIBS) -lm
 
+# pprpc-bench is split by job (tools/bench/bench.h).
+BENCH_TOOL_OBJS := $(call obj,$(wildcard tools/bench/*.c))
+$(B)/pprpc-bench: $(O)/tools/pprpc-bench.o $(BENCH_TOOL_OBJS) $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
+	@mkdir -p $(B)
+	$(CC) $(LDFLAGS) -o $@ $< $(BENCH_TOOL_OBJS) $(TOOL_COMMON_OBJS) $(L)/libpprpc.a $(PBC_LIBS) $(CRYPTO_LIBS) -lm
+
 $(B)/bench-%: $(O)/bench/%.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $< $(TOOL_COMMON_OBJS) $(L)/libpprpc.a $(PBC_LIBS) $(CRYPTO_LIBS) -lm
 
 # Kernel benchmarks call the CPU kernels directly (no daemon).
-$(B)/bench-kda_cpu: $(O)/bench/kda_cpu.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS)
+$(B)/bench-kda_cpu: $(O)/bench/kda_cpu.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(UTIL_OBJS)
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $^ $(BLAS_LIBS) -lm
 
@@ -392,7 +410,7 @@ $(O)/bench/kda_cuda.o: bench/kda_cuda.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -MD -MP -MF $(@:.o=.d) -c $< -o $@
 
-$(B)/bench-kda-cuda: $(O)/bench/kda_cuda.o $(KERNEL_OBJS) $(CUDA_OBJS)
+$(B)/bench-kda-cuda: $(O)/bench/kda_cuda.o $(KERNEL_OBJS) $(CUDA_OBJS) $(UTIL_OBJS)
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $^ -L$(CUDA_HOME)/lib64 -lcublas $(CUDA_LIBS) -lm
 
@@ -406,6 +424,7 @@ test-cuda-build test-cuda bench-cuda bench-kda-cuda:
 endif
 
 # ---- install -----------------------------------------------------------------------
+VERSION := $(shell sed -n 's/^\#define PPRPC_VERSION "\(.*\)"$$/\1/p' util/version.h)
 PREFIX ?= /usr/local
 DESTDIR ?=
 INSTALL_BINS := pprpcd pprpcctl pp-fence-test pprpc-demo
@@ -415,18 +434,18 @@ install: all
 		$(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/pprpc \
 		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
 	for b in $(INSTALL_BINS); do [ ! -x $(B)/$$b ] || install -m 755 $(B)/$$b $(DESTDIR)$(PREFIX)/bin/; done
-	install -m 755 $(L)/libpprpc.so $(DESTDIR)$(PREFIX)/lib/libpprpc.so.1.0.0
-	ln -sf libpprpc.so.1.0.0 $(DESTDIR)$(PREFIX)/lib/libpprpc.so.1
-	ln -sf libpprpc.so.1 $(DESTDIR)$(PREFIX)/lib/libpprpc.so
+	install -m 755 $(L)/libpprpc.so $(DESTDIR)$(PREFIX)/lib/$(LIB_FILE)
+	ln -sf $(LIB_FILE) $(DESTDIR)$(PREFIX)/lib/libpprpc.so.$(LIB_SOVERSION)
+	ln -sf libpprpc.so.$(LIB_SOVERSION) $(DESTDIR)$(PREFIX)/lib/libpprpc.so
 	install -m 644 $(L)/libpprpc.a $(DESTDIR)$(PREFIX)/lib/
 	install -d $(DESTDIR)$(PREFIX)/include/pprpc
-	install -m 644 libclient/include/pprpc.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(PREFIX)/include/
 	install -m 644 include/pprpc/types.h $(DESTDIR)$(PREFIX)/include/pprpc/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@PBC_LIBS@|$(PBC_LIBS) $(CRYPTO_LIBS)|g' pprpc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/pprpc.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@PBC_LIBS@|$(PBC_LIBS) $(CRYPTO_LIBS)|g' pprpc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/pprpc.pc
 	sed -e 's|/usr/local/bin/pprpcd|$(PREFIX)/bin/pprpcd|' systemd/pprpcd@.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/pprpcd@.service
 	install -m 644 conf/pprpcd.conf conf/cluster.conf $(DESTDIR)$(PREFIX)/share/pprpc/
-	install -m 644 doc/man/pprpcctl.1 doc/man/pp-fence-test.1 $(DESTDIR)$(PREFIX)/share/man/man1/
-	install -m 644 doc/man/pprpcd.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	for m in pprpcctl.1 pp-fence-test.1; do sed 's|@VERSION@|$(VERSION)|' doc/man/$$m > $(DESTDIR)$(PREFIX)/share/man/man1/$$m; done
+	sed 's|@VERSION@|$(VERSION)|' doc/man/pprpcd.8 > $(DESTDIR)$(PREFIX)/share/man/man8/pprpcd.8
 
 # The main job (README): start two local daemons, run micro-batches through
 # them sequentially and pipelined, check parity and sentinels, report speedup.

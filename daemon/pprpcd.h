@@ -15,8 +15,8 @@
 #include "daemon/exec/staging.h"
 #include "daemon/server/log.h"
 #include "daemon/server/options.h"
+#include "util/version.h"
 
-#define PPRPCD_VERSION "0.1.0"
 #define PPRPCD_MAX_DEVICES 16
 
 struct device;

@@ -38,7 +38,6 @@ struct tcp_conn {
 	int failed;           /* the frame reader failed (reported to the owner) */
 	int close_status;
 	unsigned pending_writes;
-	size_t queued_bytes;
 };
 
 struct tcp_write {
@@ -153,7 +152,6 @@ static void on_written(uv_write_t *req, int status)
 	struct tcp_conn *c = w->c;
 
 	c->pending_writes--;
-	c->queued_bytes -= w->bytes;
 	if (status == 0)
 		c->base.stats.bytes_out += w->bytes;
 	if (w->done)
@@ -194,7 +192,6 @@ static int tcp_send(struct transport_conn *bc, const struct iovec *iov, int iovc
 		return PPRPC_EIO;
 	}
 	c->pending_writes++;
-	c->queued_bytes += total;
 	c->base.stats.frames_out++;
 	return 0;
 }
@@ -247,11 +244,6 @@ static void tcp_abort(struct transport_conn *bc)
 	}
 }
 
-static size_t tcp_send_queue(const struct transport_conn *bc)
-{
-	return ((const struct tcp_conn *)bc)->queued_bytes;
-}
-
 static const struct transport_ops tcp_ops = {
 	.name = "tcp",
 	.start = tcp_start,
@@ -259,7 +251,6 @@ static const struct transport_ops tcp_ops = {
 	.pause = tcp_pause,
 	.resume = tcp_resume,
 	.close = tcp_close,
-	.send_queue = tcp_send_queue,
 	.abort = tcp_abort,
 	.info = transport_info_basic,
 };

@@ -42,7 +42,6 @@ const struct transport_stats *transport_stats(struct transport_conn *c)
 }
 const char *transport_name(const struct transport_conn *c) { return c->ops->name; }
 const char *transport_peer(const struct transport_conn *c) { return c->peer; }
-size_t transport_send_queue(const struct transport_conn *c) { return c->ops->send_queue(c); }
 
 int transport_feed(struct transport_conn *c, const uint8_t *data, size_t len)
 {

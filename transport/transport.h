@@ -89,7 +89,5 @@ void transport_set_fallback(struct transport_conn *c, const char *why);
 void transport_describe(const struct transport_conn *c, char *buf, size_t len);
 /* The frame reader (its raw header bytes and limits, for error reports). */
 const struct frame_reader *transport_reader(const struct transport_conn *c);
-/* Bytes queued for sending and not yet written. */
-size_t transport_send_queue(const struct transport_conn *c);
 
 #endif

@@ -390,11 +390,6 @@ pthread_t queue_thread(const struct queue *q)
 	return q->thread;
 }
 
-uint64_t queue_completed(const struct queue *q)
-{
-	return q->completed;
-}
-
 void queue_destroy(struct queue *q)
 {
 	if (!q)

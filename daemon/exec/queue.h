@@ -85,7 +85,6 @@ int queue_run_inline(struct queue *q, struct qcmd *c);
 int queue_stream_quiet(struct queue *q, const struct stream *s);
 /* Commands pushed and not yet completed on the loop. */
 uint64_t queue_depth(const struct queue *q);
-uint64_t queue_completed(const struct queue *q);
 pthread_t queue_thread(const struct queue *q);
 /* Completion of a QCMD_PENDING command (any thread, exactly once): status
  * 0 or a negative code, why (may be NULL) its reason.  Completions of one

@@ -172,7 +172,7 @@ void h_stats(struct conn *c, struct request *r)
 	rep.boundaries = bsp;
 	rep.staging_bytes = d->staging.bytes;
 	rep.staging_used = (uint64_t)staging_used(&d->staging) * d->staging.slot_size;
-	rep.daemon_version = PPRPCD_VERSION;
+	rep.daemon_version = PPRPC_VERSION;
 	rep.uptime_ms = now_ms(d->loop) - d->start_ms;
 	rep.n_devices = d->ndev;
 	rep.devices = dsp;

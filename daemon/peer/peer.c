@@ -12,6 +12,7 @@
 #include "daemon/pprpcd.h"
 #include "pprpc/types.h"
 #include "proto/auth.h"
+#include "proto/hello_client.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
 #include "util/addr.h"
@@ -57,11 +58,9 @@ struct peer {
 	uint64_t born_ms;            /* loop time the link was started (setup bound) */
 	char fallback[200];          /* why the link is TCP although RDMA was tried */
 	struct peer *next;
-	/* HELLO exchange */
-	int hello_code;              /* the last HELLO reply: 0 or an error code */
-	char hello_err[200];
-	int has_challenge, challenged, proof_ok;
-	uint8_t sn[AUTH_NONCE_LEN], cn[AUTH_NONCE_LEN];
+	/* HELLO exchange (proto/hello_client.h) */
+	struct hello_client hello;
+	int hello_rc;                /* verdict on the last HELLO answer */
 	int fail_code;               /* why the link is being closed (0 = lost) */
 	char fail_why[240];
 };
@@ -281,36 +280,23 @@ static int hello_meta(void *arg, int code, const char *errmsg, const struct fram
 		      const uint8_t *meta, size_t len, void **bulk_dst)
 {
 	struct peer *p = arg;
-	struct pprpcd *d = p->d;
 	ProtobufCMessage *m = NULL;
-	uint8_t want[AUTH_PROOF_LEN];
 
 	(void)h;
 	(void)bulk_dst;
-	p->hello_code = code;
-	p->has_challenge = 0;
-	p->proof_ok = 0;
-	snprintf(p->hello_err, sizeof(p->hello_err), "%s", errmsg ? errmsg : "");
 	if (code < 0) {
 		if (meta_unpack(&pprpc__error_reply__descriptor, meta, len, &m) < 0)
 			return PPRPC_EPROTO;
 		const Pprpc__ErrorReply *e = (const Pprpc__ErrorReply *)m;
 
-		if (code == PPRPC_EAUTH && e->auth_challenge.len == AUTH_NONCE_LEN) {
-			memcpy(p->sn, e->auth_challenge.data, AUTH_NONCE_LEN);
-			p->has_challenge = 1;
-		}
+		p->hello_rc = hello_client_refused(&p->hello, code, errmsg, e->auth_challenge.data,
+						   e->auth_challenge.len);
 		meta_free(m);
 		return 0;
 	}
 	if (meta_unpack(&pprpc__hello_reply__descriptor, meta, len, &m) < 0)
 		return PPRPC_EPROTO;
-	const Pprpc__HelloReply *rep = (const Pprpc__HelloReply *)m;
-
-	if (d->auth_key_len && p->challenged && rep->auth_proof.len == AUTH_PROOF_LEN &&
-	    auth_server_proof(d->auth_key, d->auth_key_len, p->cn, p->sn, want) == 0)
-		p->proof_ok = auth_equal(want, rep->auth_proof.data, AUTH_PROOF_LEN);
-	auth_wipe(want, sizeof(want));
+	p->hello_rc = hello_client_accept(&p->hello, (const Pprpc__HelloReply *)m);
 	meta_free(m);
 	return 0;
 }
@@ -326,22 +312,12 @@ static void hello_fail(void *arg, int code, const char *why)
 
 static const struct preq_ops hello_ops = { .meta = hello_meta, .done = hello_done, .fail = hello_fail };
 
-static struct preq *make_hello(struct peer *p, const uint8_t *proof)
+static struct preq *make_hello(struct peer *p)
 {
-	Pprpc__Hello hello = PPRPC__HELLO__INIT;
+	Pprpc__Hello hello;
 	struct preq *q;
 
-	hello.proto_version = PPRPC_PROTO_VERSION;
-	hello.role = PPRPC__ROLE__ROLE_PEER;
-	hello.client_name = "pprpcd-peer";
-	if (proof) {
-		hello.client_nonce.data = p->cn;
-		hello.client_nonce.len = AUTH_NONCE_LEN;
-		hello.server_nonce.data = p->sn;
-		hello.server_nonce.len = AUTH_NONCE_LEN;
-		hello.auth_proof.data = (uint8_t *)proof;
-		hello.auth_proof.len = AUTH_PROOF_LEN;
-	}
+	hello_client_request(&p->hello, &hello);
 	q = make_req(p, MSG_HELLO, &hello.base);
 	if (q) {
 		q->ops = &hello_ops;
@@ -351,47 +327,31 @@ static struct preq *make_hello(struct peer *p, const uint8_t *proof)
 }
 
 /* Answer a challenge (the answer goes first on the link), refuse a daemon
- * that cannot prove the key, or open the link for the queued requests. */
+ * that failed the exchange, or open the link for the queued requests. */
 static void hello_done(void *arg, const struct frame_hdr *h, int more)
 {
 	struct peer *p = arg;
 	struct pprpcd *d = p->d;
-	uint8_t proof[AUTH_PROOF_LEN];
 	struct preq *q;
 
 	(void)h;
 	(void)more;
 	if (p->state != PEER_HELLO)
 		return;
-	if (p->hello_code == PPRPC_EAUTH && p->has_challenge && !p->challenged) {
-		if (!d->auth_key_len) {
-			link_refuse(p, PPRPC_EAUTH, "rank requires authentication and this daemon has no auth-key-file");
-			return;
-		}
-		p->challenged = 1;
-		if (auth_random(p->cn, AUTH_NONCE_LEN) < 0 ||
-		    auth_client_proof(d->auth_key, d->auth_key_len, p->sn, p->cn, PPRPC__ROLE__ROLE_PEER,
-				      "pprpcd-peer", proof) < 0 ||
-		    !(q = make_hello(p, proof))) {
-			auth_wipe(proof, sizeof(proof));
+	if (p->hello_rc == HELLO_AGAIN) {
+		if (!(q = make_hello(p))) {
 			link_refuse(p, PPRPC_EINTERNAL, "cannot answer the rank's authentication challenge");
 			return;
 		}
-		auth_wipe(proof, sizeof(proof));
 		q->next = p->reqs;
 		p->reqs = q;
 		if (send_req(p, q) < 0)
 			transport_close(p->t);
 		return;
 	}
-	if (p->hello_code < 0) {
-		link_refuse(p, p->hello_code, "rank refused HELLO: %s", p->hello_err);
-		return;
-	}
-	if (d->auth_key_len && !p->proof_ok) {
-		link_refuse(p, PPRPC_EAUTH, "authentication failed: the rank %s",
-			    p->challenged ? "could not prove the shared key (another key?)"
-					  : "asked for no authentication (it has no auth-key-file)");
+	hello_client_wipe(&p->hello);
+	if (p->hello_rc < 0) {
+		link_refuse(p, p->hello_rc, "HELLO failed: %s", p->hello.why);
 		return;
 	}
 	p->state = PEER_UP;
@@ -522,7 +482,9 @@ static struct peer *peer_get(struct pprpcd *d, const char *rank, char *err, size
 	snprintf(p->rank, sizeof(p->rank), "%s", rank);
 	snprintf(p->host, sizeof(p->host), "%s", host);
 	p->port = port;
-	q = make_hello(p, NULL);
+	hello_client_init(&p->hello, PPRPC__ROLE__ROLE_PEER, "pprpcd-peer", d->auth_key, d->auth_key_len,
+			  "this daemon has no auth-key-file");
+	q = make_hello(p);
 	if (!q) {
 		free(p);
 		goto oom;

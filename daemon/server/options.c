@@ -726,7 +726,7 @@ int pprpcd_opts_parse(struct pprpcd_opts *o, int argc, char **argv)
 			return 1;
 		}
 		if (!strcmp(argv[i], "--version")) {
-			printf("pprpcd %s (protocol %d)\n", PPRPCD_VERSION, PPRPC_PROTO_VERSION);
+			printf("pprpcd %s (protocol %d)\n", PPRPC_VERSION, PPRPC_PROTO_VERSION);
 			return 1;
 		}
 		if (!strcmp(argv[i], "--check-config"))

@@ -333,7 +333,7 @@ int pprpcd_start(struct pprpcd *d)
 		return rc;
 	if (d->opts.port_file[0] && (rc = write_port_file(d)) < 0)
 		return rc;
-	LOG(d, LOG_NOTICE_, "pprpcd %s listening on %s:%u with %u device(s)", PPRPCD_VERSION, host,
+	LOG(d, LOG_NOTICE_, "pprpcd %s listening on %s:%u with %u device(s)", PPRPC_VERSION, host,
 	    d->port, d->ndev);
 	notify_send("READY=1");
 	send_status(d);

@@ -193,12 +193,6 @@ static void f_close(struct transport_conn *t)
 	t->closing = 1;
 }
 
-static size_t f_send_queue(const struct transport_conn *t)
-{
-	(void)t;
-	return 0;
-}
-
 static const struct transport_ops fake_ops = {
 	.name = "fuzz",
 	.start = f_start,
@@ -206,7 +200,6 @@ static const struct transport_ops fake_ops = {
 	.pause = f_pause,
 	.resume = f_resume,
 	.close = f_close,
-	.send_queue = f_send_queue,
 };
 
 /* ---- input -------------------------------------------------------------------- */

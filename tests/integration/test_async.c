@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "pprpc.h"
+#include "pprpc_graph.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/wire.h"
 
@@ -68,7 +69,7 @@ static pprpc_graph scale_graph(pprpc_client *c, pprpc_buffer src, pprpc_buffer d
 	pprpc_graph_builder *gb;
 	pprpc_tensor ts = pprpc_tensor_make(src, 0, PPRPC_F32, N, 1, 1, 1);
 	pprpc_tensor td = pprpc_tensor_make(dst, 0, PPRPC_F32, N, 1, 1, 1);
-	pprpc_graph g = 0;
+	pprpc_graph g = { 0 };
 	int is, id;
 
 	assert_int_equal(pprpc_graph_builder_new(&gb), 0);
@@ -317,7 +318,7 @@ static void test_host_wait_timeout(void **state)
 	assert_int_equal(pprpc_timeline_host_wait(c2, t, 4, 1000), PPRPC_EHANDLE);
 	/* Bad arguments. */
 	assert_int_equal(pprpc_timeline_host_wait(c, t, 5, -1), PPRPC_EINVAL);
-	assert_int_equal(pprpc_timeline_host_wait(c, 0x1234, 1, 10), PPRPC_EHANDLE);
+	assert_int_equal(pprpc_timeline_host_wait(c, (pprpc_timeline){ 0x1234 }, 1, 10), PPRPC_EHANDLE);
 	pprpc_close(c2);
 	pprpc_close(c);
 }
@@ -395,7 +396,7 @@ static void raw_wait(int fd, uint64_t req_id, const char *rank, pprpc_timeline t
 	Pprpc__Wait w = PPRPC__WAIT__INIT;
 
 	w.device = 0;
-	w.timeline = t;
+	w.timeline = t.id;
 	w.value = value;
 	w.rank = (char *)rank;
 	raw_queued(fd, MSG_WAIT, req_id, &w.base);
@@ -486,12 +487,13 @@ static int device_async(pprpc_client *c, uint64_t *ret_gpu_waits, uint64_t *ret_
 	int on;
 
 	assert_int_equal(pprpc_stats_get(c, &st), 0);
-	assert_true(st->ndevices >= 1);
-	on = strcmp(st->devices[0].async_status, "on") == 0;
-	if (!on && st->devices[0].async_status[0])
-		fprintf(stderr, "note: %s: GPU-side timelines %s\n", st->devices[0].info.name, st->devices[0].async_status);
-	*ret_gpu_waits = st->devices[0].gpu_waits;
-	*ret_gpu_signals = st->devices[0].gpu_signals;
+	assert_true(pprpc_stats_count(st, "devices") >= 1);
+	on = strcmp(pprpc_stats_str(st, "devices", 0, "async_status"), "on") == 0;
+	if (!on && pprpc_stats_str(st, "devices", 0, "async_status")[0])
+		fprintf(stderr, "note: %s: GPU-side timelines %s\n", pprpc_stats_str(st, "devices", 0, "info.name"),
+			pprpc_stats_str(st, "devices", 0, "async_status"));
+	*ret_gpu_waits = pprpc_stats_u64(st, "devices", 0, "gpu_waits");
+	*ret_gpu_signals = pprpc_stats_u64(st, "devices", 0, "gpu_signals");
 	pprpc_stats_free(st);
 	return on;
 }

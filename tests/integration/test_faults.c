@@ -20,6 +20,8 @@
 #include <cmocka.h>
 
 #include "pprpc.h"
+#include "pprpc_graph.h"
+#include "pprpc_pipeline.h"
 #include "tests/integration/fake_rank.h"
 #include "tests/integration/harness.h"
 
@@ -104,9 +106,10 @@ static void test_source_killed_mid_transfer(void **state)
 		assert_int_equal(rc, PPRPC_ECONN);
 		assert_non_null(strstr(pprpc_last_error(cb), "lost"));
 		assert_int_equal(pprpc_stats_get(cb, &s), 0);
-		for (uint32_t i = 0; i < s->nboundaries; i++)
-			if (!strcmp(s->boundaries[i].direction, "recv"))
-				assert_true(s->boundaries[i].errors >= 1 && s->boundaries[i].transfers == 0);
+		for (int i = 0; i < pprpc_stats_count(s, "boundaries"); i++)
+			if (!strcmp(pprpc_stats_str(s, "boundaries", i, "direction"), "recv"))
+				assert_true(pprpc_stats_u64(s, "boundaries", i, "errors") >= 1 &&
+					    pprpc_stats_u64(s, "boundaries", i, "transfers") == 0);
 		pprpc_stats_free(s);
 	}
 	assert_int_equal(pprpc_synchronize(cb, 0), 0);
@@ -244,8 +247,8 @@ static void test_client_vanishes(void **state)
 	pprpc_close(c);
 	while (now_s() - t0 < 60 && (alloc || depth)) {
 		assert_int_equal(pprpc_stats_get(obs, &s), 0);
-		alloc = s->devices[0].allocated_bytes;
-		depth = s->devices[0].queue_depth;
+		alloc = pprpc_stats_u64(s, "devices", 0, "allocated_bytes");
+		depth = pprpc_stats_u64(s, "devices", 0, "queue_depth");
 		pprpc_stats_free(s);
 		usleep(10000);
 	}
@@ -325,7 +328,7 @@ static int towards(struct tdaemon *b, const char *rank, int wait, char *why, siz
 	assert_int_equal(pprpc_buffer_alloc(c, 0, 4096, &bb), 0);
 	t0 = now_s();
 	if (wait)
-		assert_int_equal(pprpc_wait(c, 0, rank, 1, 1), 0);
+		assert_int_equal(pprpc_wait(c, 0, rank, (pprpc_timeline){ 1 }, 1), 0);
 	else
 		assert_int_equal(pprpc_recv_async(c, bb, 0, 4096, 77, rank), 0);
 	rc = pprpc_synchronize(c, 0);
@@ -454,7 +457,7 @@ static void test_destination_stopped_mid_transfer(void **state)
 	assert_true(t < 5.0);
 	for (int i = 0; i < 50 && used; i++) {
 		assert_int_equal(pprpc_stats_get(ca, &s), 0);
-		used = s->staging_used;
+		used = pprpc_stats_u64(s, NULL, 0, "staging_used");
 		pprpc_stats_free(s);
 		if (used)
 			usleep(100 * 1000);
@@ -509,7 +512,7 @@ static void test_destination_stopped_mid_ipc(void **state)
 	assert_int_equal(rc, 0);
 	assert_int_equal(pprpc_synchronize(ca, 0), 0);
 	assert_int_equal(pprpc_stats_get(ca, &s), 0);
-	assert_string_equal(s->devices[0].ipc_status, "ready");
+	assert_string_equal(pprpc_stats_str(s, "devices", 0, "ipc_status"), "ready");
 	pprpc_stats_free(s);
 	/* 16 MiB through a 4 MiB pool, B stopped before copying any */
 	assert_int_equal(pprpc_recv_async(cb, bb, 0, n, 2, a.addr), 0);
@@ -532,9 +535,9 @@ static void test_destination_stopped_mid_ipc(void **state)
 	assert_int_equal(pprpc_synchronize(cb, 0), 0);
 	assert_int_equal(pprpc_synchronize(ca, 0), 0);
 	assert_int_equal(pprpc_stats_get(cb, &s), 0);
-	for (uint32_t i = 0; i < s->nboundaries; i++)
-		if (!strcmp(s->boundaries[i].direction, "recv"))
-			snprintf(path, sizeof(path), "%s", s->boundaries[i].path);
+	for (int i = 0; i < pprpc_stats_count(s, "boundaries"); i++)
+		if (!strcmp(pprpc_stats_str(s, "boundaries", i, "direction"), "recv"))
+			snprintf(path, sizeof(path), "%s", pprpc_stats_str(s, "boundaries", i, "path"));
 	pprpc_stats_free(s);
 	assert_string_equal(path, "p2p-tcp");
 out:

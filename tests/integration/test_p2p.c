@@ -20,6 +20,7 @@
 #include "pprpc.h"
 #include "tests/integration/fake_rank.h"
 #include "tests/integration/harness.h"
+#include "tools/common/stats.h"
 #include "tests/integration/wire.h"
 
 #define MIB (1024ull * 1024ull)
@@ -434,28 +435,28 @@ static void test_stats_and_probe(void **state)
 {
 	struct pair *p = *state;
 	pprpc_stats *s;
-	int found = 0;
+	int found = 0, i;
 
 	transfer(p, 1 * MIB, 6000, 1, 0);
 	assert_int_equal(pprpc_stats_get(p->cb, &s), 0);
-	for (uint32_t i = 0; i < s->nboundaries; i++)
-		if (!strcmp(s->boundaries[i].peer, p->a.addr) && !strcmp(s->boundaries[i].direction, "recv")) {
-			found = 1;
-			assert_true(s->boundaries[i].transfers >= 1);
-			assert_true(s->boundaries[i].bytes >= MIB);
-			assert_string_equal(s->boundaries[i].path, "p2p-tcp");
-		}
+	if ((i = stats_item(s, "boundaries", "peer", p->a.addr, "direction", "recv")) >= 0) {
+		found = 1;
+		assert_true(pprpc_stats_u64(s, "boundaries", i, "transfers") >= 1);
+		assert_true(pprpc_stats_u64(s, "boundaries", i, "bytes") >= MIB);
+		assert_string_equal(pprpc_stats_str(s, "boundaries", i, "path"), "p2p-tcp");
+	}
 	assert_true(found);
-	assert_true(s->staging_bytes == 8 * MIB);
+	assert_true(pprpc_stats_u64(s, NULL, 0, "staging_bytes") == 8 * MIB);
 	pprpc_stats_free(s);
 	assert_int_equal(pprpc_stats_get(p->ca, &s), 0);
 	found = 0;
-	for (uint32_t i = 0; i < s->nboundaries; i++)
-		if (!strcmp(s->boundaries[i].direction, "send") && s->boundaries[i].transfers >= 1)
+	for (i = 0; i < pprpc_stats_count(s, "boundaries"); i++)
+		if (!strcmp(pprpc_stats_str(s, "boundaries", i, "direction"), "send") &&
+		    pprpc_stats_u64(s, "boundaries", i, "transfers") >= 1)
 			found = 1;
 	assert_true(found);
 	/* Every transfer finished: no staging slot is held. */
-	assert_int_equal(s->staging_used, 0);
+	assert_int_equal(pprpc_stats_u64(s, NULL, 0, "staging_used"), 0);
 	pprpc_stats_free(s);
 	assert_int_equal(pprpc_probe_rank(p->cb, p->a.addr, 2000), 0);
 	assert_int_equal(pprpc_probe_rank(p->cb, "127.0.0.1:1", 2000), PPRPC_ECONN);
@@ -495,14 +496,14 @@ static void test_unmatched(void **state)
 		uint64_t used;
 
 		assert_int_equal(pprpc_stats_get(p->ca, &s), 0);
-		used = s->staging_used;
+		used = pprpc_stats_u64(s, NULL, 0, "staging_used");
 		pprpc_stats_free(s);
 		if (used == 0)
 			break;
 		usleep(100000);
 	}
 	assert_int_equal(pprpc_stats_get(p->ca, &s), 0);
-	assert_int_equal(s->staging_used, 0);
+	assert_int_equal(pprpc_stats_u64(s, NULL, 0, "staging_used"), 0);
 	pprpc_stats_free(s);
 	pprpc_buffer_free(p->ca, ba);
 	pprpc_buffer_free(p->cb, bb);
@@ -603,14 +604,14 @@ static void test_source_dies(void **state)
 static void recv_bstat(struct pair *p, char *path, size_t len, uint64_t *bytes, uint64_t *copy_us)
 {
 	pprpc_stats *s;
+	int i;
 
 	assert_int_equal(pprpc_stats_get(p->cb, &s), 0);
-	for (uint32_t i = 0; i < s->nboundaries; i++)
-		if (!strcmp(s->boundaries[i].peer, p->a.addr) && !strcmp(s->boundaries[i].direction, "recv")) {
-			snprintf(path, len, "%s", s->boundaries[i].path);
-			*bytes = s->boundaries[i].bytes;
-			*copy_us = s->boundaries[i].copy_us;
-		}
+	if ((i = stats_item(s, "boundaries", "peer", p->a.addr, "direction", "recv")) >= 0) {
+		snprintf(path, len, "%s", pprpc_stats_str(s, "boundaries", i, "path"));
+		*bytes = pprpc_stats_u64(s, "boundaries", i, "bytes");
+		*copy_us = pprpc_stats_u64(s, "boundaries", i, "copy_us");
+	}
 	pprpc_stats_free(s);
 }
 
@@ -644,8 +645,8 @@ static void test_ipc_sizes(void **state)
 		pprpc_stats *s;
 
 		assert_int_equal(pprpc_stats_get(p->ca, &s), 0);
-		assert_string_equal(s->devices[0].ipc_status, "ready");
-		assert_int_equal(s->devices[0].ipc_pool_bytes, 4 * MIB);
+		assert_string_equal(pprpc_stats_str(s, "devices", 0, "ipc_status"), "ready");
+		assert_int_equal(pprpc_stats_u64(s, "devices", 0, "ipc_pool_bytes"), 4 * MIB);
 		pprpc_stats_free(s);
 	}
 	assert_true(b1 - b0 >= 3 * 64 * MIB);
