@@ -151,7 +151,8 @@ else
 GGML_INC :=
 GGML_LIBS :=
 GGML_SKIP := $(wildcard daemon/backend/ggml/*.c daemon/backend/ggml/*/*.c) tests/fuzz/fuzz_ggml_graph.c \
-	tests/integration/test_ggml.c tests/integration/ggml_wire.c tests/unit/test_ggml_engine.c
+	tests/integration/test_ggml.c tests/integration/ggml_wire.c tests/unit/test_ggml_engine.c \
+	tests/unit/test_ggml_gdn.c tests/integration/test_ggml_gdn.c
 GGML_INFO := no ($(if $(filter 0,$(GGML)),GGML=0,run `make llama`)): no ggml devices
 endif
 
@@ -224,8 +225,8 @@ $(O)/gen/pprpc.pb-c.o: $(PROTO_C)
 
 # The ggml engine and the tests that build ggml graphs see ggml's headers.
 $(O)/daemon/backend/ggml/%.o: CPPFLAGS += $(GGML_INC)
-$(O)/tests/integration/test_ggml.o $(O)/tests/integration/ggml_wire.o $(O)/tests/unit/test_ggml_engine.o: \
-	CPPFLAGS += $(GGML_INC)
+$(O)/tests/integration/test_ggml.o $(O)/tests/integration/ggml_wire.o $(O)/tests/unit/test_ggml_engine.o \
+	$(O)/tests/unit/test_ggml_gdn.o $(O)/tests/integration/test_ggml_gdn.o: CPPFLAGS += $(GGML_INC)
 
 # Every object may include the generated header.
 $(O)/%.o: %.c | $(PROTO_H)
@@ -276,8 +277,8 @@ $(T)/test_%: $(O)/tests/unit/test_%.o $(TEST_LINK)
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
 
-# The engine's own test builds its graphs with ggml in process.
-$(T)/test_ggml_engine: $(O)/tests/unit/test_ggml_engine.o $(O)/tests/integration/ggml_wire.o $(TEST_LINK)
+# The engine's own tests build their graphs with ggml in process.
+$(T)/test_ggml_engine $(T)/test_ggml_gdn: $(T)/%: $(O)/tests/unit/%.o $(O)/tests/integration/ggml_wire.o $(TEST_LINK)
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
 
@@ -400,8 +401,10 @@ $(O)/kernels/cuda/%.o: kernels/cuda/%.cu
 	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -MD -MP -MF $(@:.o=.d) -c $< -o $@
 
 $(O)/tests/cuda/%.o: CPPFLAGS += -I$(CUDA_HOME)/include
-# Every file of the CUDA backend folder sees the CUDA headers.
+# Every file of the CUDA backend folder sees the CUDA headers; so does the
+# ggml engine's runner of pprpc's CUDA GATED_DELTA_NET (ggml:CUDA devices).
 $(O)/daemon/backend/cuda/%.o: CPPFLAGS += -I$(CUDA_HOME)/include
+$(O)/daemon/backend/ggml/gdn_cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
 
 $(T)/test_cuda_ops: $(O)/tests/cuda/test_cuda_ops.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)
 	@mkdir -p $(T)

@@ -271,8 +271,13 @@ int gge_graph_build(struct gge_dev *g, const Pprpc__GgmlTensor *const *w, size_t
 	rc = gge_guards_plan(gg, w, err, errlen);
 	if (rc < 0)
 		goto fail;
+	rc = gge_gdn_plan(g, gg);
+	if (rc < 0) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
 	gg->host_bytes = ctx_size(n, n) + n * (sizeof(*gg->plan) + sizeof(*gg->t)) + nnodes * sizeof(*gg->order) +
-			 (uint64_t)gg->nguards * 32;
+			 (uint64_t)gg->nguards * 32 + (uint64_t)gg->ngdn * sizeof(*gg->gdn);
 	*ret_gg = gg;
 	return 0;
 fail:
@@ -291,6 +296,7 @@ void gge_graph_free(struct gge_graph *gg)
 	free(gg->plan);
 	free(gg->order);
 	free(gg->guards);
+	free(gg->gdn);
 	free(gg->scratch);
 	free(gg);
 }
