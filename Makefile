@@ -152,7 +152,7 @@ GGML_INC :=
 GGML_LIBS :=
 GGML_SKIP := $(wildcard daemon/backend/ggml/*.c daemon/backend/ggml/*/*.c) tests/fuzz/fuzz_ggml_graph.c \
 	tests/integration/test_ggml.c tests/integration/ggml_wire.c tests/unit/test_ggml_engine.c \
-	tests/unit/test_ggml_gdn.c tests/integration/test_ggml_gdn.c
+	tests/unit/test_ggml_gdn_engine.c tests/integration/test_ggml_gdn.c
 GGML_INFO := no ($(if $(filter 0,$(GGML)),GGML=0,run `make llama`)): no ggml devices
 endif
 
@@ -226,7 +226,7 @@ $(O)/gen/pprpc.pb-c.o: $(PROTO_C)
 # The ggml engine and the tests that build ggml graphs see ggml's headers.
 $(O)/daemon/backend/ggml/%.o: CPPFLAGS += $(GGML_INC)
 $(O)/tests/integration/test_ggml.o $(O)/tests/integration/ggml_wire.o $(O)/tests/unit/test_ggml_engine.o \
-	$(O)/tests/unit/test_ggml_gdn.o $(O)/tests/integration/test_ggml_gdn.o: CPPFLAGS += $(GGML_INC)
+	$(O)/tests/unit/test_ggml_gdn_engine.o $(O)/tests/integration/test_ggml_gdn.o: CPPFLAGS += $(GGML_INC)
 
 # Every object may include the generated header.
 $(O)/%.o: %.c | $(PROTO_H)
@@ -278,14 +278,14 @@ $(T)/test_%: $(O)/tests/unit/test_%.o $(TEST_LINK)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
 
 # The engine's own tests build their graphs with ggml in process.
-$(T)/test_ggml_engine $(T)/test_ggml_gdn: $(T)/%: $(O)/tests/unit/%.o $(O)/tests/integration/ggml_wire.o $(TEST_LINK)
+$(T)/test_ggml_engine $(T)/test_ggml_gdn_engine: $(T)/%: $(O)/tests/unit/%.o $(O)/tests/integration/ggml_wire.o $(TEST_LINK)
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
 
 # test_ggml computes its references with ggml itself (ggml_wire.c turns a
 # local ggml graph into the wire form).
-$(T)/test_ggml: $(O)/tests/integration/test_ggml.o $(O)/tests/integration/ggml_wire.o $(O)/tests/integration/harness.o \
-		$(TOOL_COMMON_OBJS) $(L)/libpprpc.a
+$(T)/test_ggml $(T)/test_ggml_gdn: $(T)/%: $(O)/tests/integration/%.o $(O)/tests/integration/ggml_wire.o \
+		$(O)/tests/integration/harness.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(GGML_LIBS) -lm
 
@@ -346,6 +346,8 @@ integration: $(INTEG_TESTS) $(B)/pprpcd $(TOOLS)
 ifeq ($(GGML_ON),1)
 	@echo "== $(T)/test_ggml, ggml:CPU staged as a GPU device is (PPRPC_GGML_STAGED=1)"
 	@PPRPC_GGML_STAGED=1 PPRPCD=$(B)/pprpcd BINDIR=$(B) $(T)/test_ggml
+	@echo "== $(T)/test_ggml_gdn, staged (PPRPC_GGML_STAGED=1)"
+	@PPRPC_GGML_STAGED=1 PPRPCD=$(B)/pprpcd BINDIR=$(B) $(T)/test_ggml_gdn
 endif
 
 fuzz-replay: $(FUZZ_REPLAY)

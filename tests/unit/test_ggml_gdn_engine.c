@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_ggml_gdn.c — ggml's GATED_DELTA_NET on pprpc's kernels in
+ * tests/unit/test_ggml_gdn_engine.c — ggml's GATED_DELTA_NET on pprpc's kernels in
  * the ggml engine, in process (daemon/backend/ggml/ggml_gdn.c).
  *
  * Graphs shaped as llama.cpp's fused delta net (Kimi-Linear's KDA,
