@@ -188,7 +188,7 @@ FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 .PHONY: all test unit integration fuzz-replay fuzz clean info run test-install soak soak-asan test-rdma run-fence
 # Keep intermediate objects (test and tool objects) between runs.
 .SECONDARY:
-all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES)
+all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES) $(PLUGIN)
 
 info:
 	@echo "pprpc build: libuv $$($(PKG_CONFIG) --modversion libuv), protobuf-c $$($(PKG_CONFIG) --modversion libprotobuf-c), libcrypto $$($(PKG_CONFIG) --modversion libcrypto), rdma: $(RDMA_INFO), openblas: $(if $(BLAS_LIBS),yes,no), static deps: $(STATIC)$(if $(SANITIZE), sanitize=$(SANITIZE))"
@@ -236,6 +236,25 @@ $(B)/bench-%: $(O)/bench/%.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 $(B)/bench-kda_cpu: $(O)/bench/kda_cpu.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS)
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $^ $(BLAS_LIBS) -lm
+
+# ---- the ggml backend plugin (ggml-pprpc/, doc/ggml.md) -------------------
+# libggml-pprpc.so: loaded by unmodified llama.cpp tools with
+# GGML_BACKEND_PATH.  libpprpc's objects go in (PIC already), so the plugin
+# needs only protobuf-c, libcrypto and the ggml-base the tool already has
+# (no rpath: the tool's own copy is the one to use); the version script
+# exports ggml_backend_init alone.
+PLUGIN_SRCS := $(wildcard ggml-pprpc/*.c)
+PLUGIN_OBJS := $(call obj,$(PLUGIN_SRCS))
+ifeq ($(GGML_ON),1)
+PLUGIN := $(L)/libggml-pprpc.so
+$(PLUGIN_OBJS): CPPFLAGS += $(GGML_INC)
+$(PLUGIN): $(PLUGIN_OBJS) $(LIBPPRPC_OBJS) ggml-pprpc/exports.map
+	@mkdir -p $(L)
+	$(CC) -shared $(LDFLAGS) -Wl,--version-script=ggml-pprpc/exports.map -Wl,-z,defs -o $@ \
+		$(PLUGIN_OBJS) $(LIBPPRPC_OBJS) -L$(GGML_LIB_DIR) -lggml-base $(shell $(PKG_CONFIG) --libs libprotobuf-c libcrypto) -lm
+else
+PLUGIN :=
+endif
 
 # ---- tests ---------------------------------------------------------------
 # Unit tests link everything except daemon/main.o, so they can test daemon
