@@ -256,6 +256,24 @@ else
 PLUGIN :=
 endif
 
+# llama.cpp's own suites through the plugin (tests/llama/): `make test`
+# runs the subset, `make test-llama-full` every case and architecture.
+# Without the pinned llama.cpp build the drivers print why they skip.
+.PHONY: test-llama test-llama-full
+ifeq ($(GGML_ON),1)
+LLAMA_TEST_DEPS := $(PLUGIN) $(B)/pprpcd $(B)/pprpcctl $(T)/gguf-add-vocab
+$(O)/tests/llama/%.o: CPPFLAGS += $(GGML_INC)
+$(T)/gguf-add-vocab: $(O)/tests/llama/gguf-add-vocab.o
+	@mkdir -p $(T)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(GGML_LIB_DIR) -Wl,-rpath,$(abspath $(GGML_LIB_DIR)) -lggml-base
+else
+LLAMA_TEST_DEPS :=
+endif
+test-llama: $(LLAMA_TEST_DEPS)
+	@GGML_ON=$(GGML_ON) BUILD=$(BUILD) LLAMA_BIN=$(GGML_LIB_DIR) tests/llama/run.sh
+test-llama-full: $(LLAMA_TEST_DEPS)
+	@GGML_ON=$(GGML_ON) BUILD=$(BUILD) LLAMA_BIN=$(GGML_LIB_DIR) tests/llama/run.sh --full
+
 # ---- tests ---------------------------------------------------------------
 # Unit tests link everything except daemon/main.o, so they can test daemon
 # internals as well as the library.

@@ -145,8 +145,11 @@ int pg_device_create(struct pg_registry *reg, struct pg_rank *r, const Pprpc__De
 	d->index = di->index;
 	snprintf(d->name, sizeof(d->name), "PPRPC%d", ggml_index);
 	snprintf(d->rdev, sizeof(d->rdev), "%s", di->name ? di->name : "?");
-	snprintf(d->desc, sizeof(d->desc), "pprpc %s %s %s%s%s", r->name, r->addr, d->rdev,
-		 di->description && *di->description ? ": " : "", di->description ? di->description : "");
+	/* "pprpc rank0 10.0.0.1:50052 ggml:CUDA0 (NVIDIA H200)": which rank, which device */
+	if (di->description && *di->description)
+		snprintf(d->desc, sizeof(d->desc), "pprpc %s %s %s (%s)", r->name, r->addr, d->rdev, di->description);
+	else
+		snprintf(d->desc, sizeof(d->desc), "pprpc %s %s %s", r->name, r->addr, d->rdev);
 	d->alignment = di->ggml_alignment ? di->ggml_alignment : 32;
 	d->max_size = di->ggml_max_size;
 	d->served_type = (int)di->ggml_dev_type;
