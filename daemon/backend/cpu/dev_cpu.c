@@ -18,30 +18,14 @@
 #include <cblas.h>
 
 #include "daemon/device/device_impl.h"
+#include "daemon/device/hostmem.h"
 #include "daemon/objects/graph.h"
 #include "pprpc/types.h"
 
 static int cpu_mem_info(struct device *d, uint64_t *ret_free, uint64_t *ret_total)
 {
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[256];
-	unsigned long long v, avail = 0, total = 0;
-
 	(void)d;
-	if (!f)
-		return PPRPC_EDEVICE;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "MemAvailable: %llu kB", &v) == 1)
-			avail = v * 1024;
-		else if (sscanf(line, "MemTotal: %llu kB", &v) == 1)
-			total = v * 1024;
-	}
-	fclose(f);
-	if (!total)
-		return PPRPC_EDEVICE;
-	*ret_free = avail;
-	*ret_total = total;
-	return 0;
+	return hostmem_info(ret_free, ret_total);
 }
 
 static int cpu_alloc(struct device *d, uint64_t size, void **ret_ptr)
