@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ggml-pprpc/pg.h"
+#include "proto/meta.h"
 #include "proto/msgtype.h"
 
 static struct pg_device *dev_of(ggml_backend_dev_t dev)
@@ -57,7 +58,7 @@ static void dev_get_memory(ggml_backend_dev_t dev, size_t *free_b, size_t *total
 			*total_b = (size_t)di->total_bytes;
 		}
 	}
-	protobuf_c_message_free_unpacked(rep, NULL);
+	meta_free(rep);
 	pg_unlock(r);
 }
 

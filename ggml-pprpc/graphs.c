@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ggml-pprpc/pg.h"
+#include "proto/meta.h"
 #include "proto/msgtype.h"
 
 static void graph_evict(void *arg, struct pg_cache_entry *e)
@@ -94,7 +95,7 @@ static int create(struct pg_device *d, const struct pg_wire *w, pprpc_graph *ret
 		return rc;
 	}
 	*ret = ((Pprpc__GraphCreateReply *)rep)->graph;
-	protobuf_c_message_free_unpacked(rep, NULL);
+	meta_free(rep);
 	d->st.graph_creates++;
 	return 0;
 }
@@ -131,6 +132,10 @@ int pg_graph_get(struct pg_device *d, const struct ggml_cgraph *g, pprpc_graph *
 	if (rc < 0) {
 		if (!*err)
 			snprintf(err, errlen, "%s", w.err[0] ? w.err : pprpc_strerror(rc));
+		goto out;
+	}
+	if (w.nnodes == 0) {
+		*ret = 0; /* nothing but no-op nodes: nothing to run */
 		goto out;
 	}
 	e = pg_cache_find(d->graphs, key, klen);
@@ -217,7 +222,7 @@ int pg_supports_op(struct pg_device *d, const struct ggml_tensor *op)
 		if (!ok)
 			PG_LOG_DEBUG("pprpc: %s: %s not supported: %s\n", d->name, ggml_op_desc(op),
 				       r->reason ? r->reason : "");
-		protobuf_c_message_free_unpacked(rep, NULL);
+		meta_free(rep);
 	}
 	pg_cache_insert(d->supports, key, klen, (uint64_t)ok); /* a cache without memory only costs a query */
 out:
@@ -262,7 +267,7 @@ size_t pg_alloc_size(struct pg_device *d, const struct ggml_tensor *t)
 	if (rc < 0)
 		pg_fatal_rc(d->rank, d->name, "GGML_ALLOC_SIZE", rc);
 	size = (size_t)((Pprpc__GgmlAllocSizeReply *)rep)->size;
-	protobuf_c_message_free_unpacked(rep, NULL);
+	meta_free(rep);
 	if (size < nbytes)
 		pg_fatal(d->rank, d->name, "GGML_ALLOC_SIZE", "'%s' needs %zu bytes, the rank answered %zu", t->name,
 			 nbytes, size);

@@ -262,8 +262,9 @@ size_t pg_cache_count(const struct pg_cache *c);
 /* ---- graphs.c ------------------------------------------------------------------ */
 
 /* The daemon graph for g: a cached handle when the serialization is
- * byte-identical to one created before, else GGML_GRAPH_CREATE.  With the
- * rank's lock held.  Returns 0 or a negative code (message in err). */
+ * byte-identical to one created before, else GGML_GRAPH_CREATE; 0 when g
+ * has no node that computes anything.  With the rank's lock held.  Returns
+ * 0 or a negative code (message in err). */
 int pg_graph_get(struct pg_device *d, const struct ggml_cgraph *g, pprpc_graph *ret, char *err, size_t errlen);
 /* A buffer is going away: free the cached graphs that use it. */
 void pg_graphs_drop_buffer(struct pg_device *d, pprpc_buffer buf);

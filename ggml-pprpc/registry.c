@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "ggml-pprpc/pg.h"
+#include "proto/meta.h"
 #include "proto/msgtype.h"
 
 static struct pg_registry *g_reg;
@@ -153,7 +154,7 @@ static int add_devices(struct pg_registry *pr, struct pg_rank *r, char *err, siz
 			found++;
 		}
 	}
-	protobuf_c_message_free_unpacked(rep, NULL);
+	meta_free(rep);
 	if (rc == 0 && !found)
 		PG_LOG_WARN("pprpc: rank %d %s (%s) serves no ggml device (pprpcd --devices ggml:CPU, ggml:CUDA0, ...)\n",
 			      r->index, r->name, r->addr);

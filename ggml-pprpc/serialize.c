@@ -265,20 +265,27 @@ int pg_wire_graph(struct pg_wire *w, struct pg_device *d, const struct ggml_cgra
 	w->nodes = malloc((size_t)(n ? n : 1) * sizeof(*w->nodes));
 	if (!w->nodes)
 		goto nomem;
-	/* mark the nodes first: a tensor is work only if it is one of them */
+	/* mark the nodes first: a tensor is work only if it is one of them.  A
+	 * node with op NONE (test-backend-ops adds sentinels so) computes
+	 * nothing in any backend: it travels as the plain tensor it is. */
 	for (int i = 0; i < n; i++) {
 		const struct ggml_tensor *t = ggml_graph_node((struct ggml_cgraph *)g, i);
 
-		if (map_get(w, t) == ABSENT) {
+		if (t->op != GGML_OP_NONE && map_get(w, t) == ABSENT) {
 			if (map_put(w, t, NODE_PENDING) < 0)
 				goto nomem;
 		}
 	}
 	for (int i = 0; i < n; i++) {
-		int32_t idx = visit(w, ggml_graph_node((struct ggml_cgraph *)g, i), 0);
+		const struct ggml_tensor *t = ggml_graph_node((struct ggml_cgraph *)g, i);
+		int32_t idx;
 
+		if (t->op == GGML_OP_NONE)
+			continue;
+		idx = visit(w, t, 0);
 		if (idx < 0)
 			return PPRPC_EINVAL;
+		/* a node listed twice runs twice, as ggml would run it */
 		w->nodes[w->nnodes++] = idx;
 	}
 	return finish(w);
