@@ -318,8 +318,36 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK_SRCS)
 	$(FUZZ_CC) $(CPPFLAGS) $(GGML_INC) -UPPRPC_HAVE_CUDA -std=gnu11 -g -O1 -pthread -fsanitize=fuzzer,address,undefined -o $@ $< \
 		$(FUZZ_LINK_SRCS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
 
+# The ggml per-op validation rules (daemon/backend/ggml/rules, doc/ggml.md) need
+# the pinned ggml headers; their test also links ggml-cpu.  Without ggml the
+# test is skipped (and said so by `make unit`).  GGML_RULES_OBJS is for whatever
+# links the rules (the ggml engine).
+GGML_RULES_SRCS := $(wildcard daemon/backend/ggml/rules/*.c)
+ifeq ($(GGML_ON),1)
+GGML_RULES_OBJS := $(call obj,$(GGML_RULES_SRCS))
+$(GGML_RULES_OBJS) $(O)/tests/unit/test_ggml_rules.o: CPPFLAGS += $(GGML_INC)
+$(T)/test_ggml_rules: $(O)/tests/unit/test_ggml_rules.o $(GGML_RULES_OBJS)
+	@mkdir -p $(T)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(GGML_LIBS) -lggml-cpu -lm
+# The rules over every graph llama.cpp's test-llama-archs builds (an LD_PRELOAD
+# shim; minutes, so not in `make unit`).  ARCH=name runs one architecture.
+$(T)/ggml_rules_archs.so: tests/unit/test_ggml_rules_archs.c $(GGML_RULES_SRCS)
+	@mkdir -p $(T)
+	$(CC) $(CPPFLAGS) $(GGML_INC) $(CFLAGS) -shared -o $@ $(filter %.c,$^) $(GGML_LIBS) -ldl -lm
+test-ggml-rules-archs: $(T)/ggml_rules_archs.so
+	LD_PRELOAD=$(abspath $<) $(LLAMA_BUILD)/bin/test-llama-archs $(if $(ARCH),-a $(ARCH))
+else
+GGML_RULES_OBJS :=
+UNIT_TESTS := $(filter-out $(T)/test_ggml_rules%,$(UNIT_TESTS))
+test-ggml-rules-archs:
+	@echo "test-ggml-rules-archs: no ggml ($(GGML_INFO))"; exit 1
+endif
+UNIT_TESTS := $(filter-out $(T)/test_ggml_rules_archs,$(UNIT_TESTS))
+.PHONY: test-ggml-rules-archs
+
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
+	@$(if $(filter 1,$(GGML_ON)),:,echo "== test_ggml_rules: skipped, ggml engine: $(GGML_INFO)")
 
 integration: $(INTEG_TESTS) $(B)/pprpcd $(TOOLS)
 	@set -e; for t in $(INTEG_TESTS); do echo "== $$t"; PPRPCD=$(B)/pprpcd BINDIR=$(B) $$t; done
