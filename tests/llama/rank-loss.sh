@@ -27,7 +27,7 @@ start_rank || fail "cannot start rank 0"
 start_rank || fail "cannot start rank 1"
 
 long=(-m "$TMP_ROOT/model.gguf" -p "the quick brown fox" -n 3000 --temp 0 --ignore-eos -c 4096
-	-no-cnv -t 1 --simple-io --no-display-prompt --no-warmup -ngl 99)
+	-no-cnv -t 1 --simple-io --no-display-prompt --no-warmup -ngl 99 -dev PPRPC0,PPRPC1 -ts 1,1)
 with_plugin "$LC" "${long[@]}" >"$TMP_ROOT/gen.txt" 2>"$TMP_ROOT/gen.log" &
 tool=$!
 
@@ -67,7 +67,7 @@ grep -q "rank 1 .*${RANK_ADDRS[1]}" "$TMP_ROOT/gen.log" || fail "no error naming
 short=(-m "$TMP_ROOT/model.gguf" -p "the quick brown fox" -n 16 --temp 0 --ignore-eos -c 256
 	-no-cnv -t 1 --simple-io --no-display-prompt --no-warmup)
 "$LC" "${short[@]}" -ngl 0 >"$TMP_ROOT/cpu.txt" 2>/dev/null || fail "CPU run failed"
-GGML_BACKEND_PATH=$(realpath "$PLUGIN") PPRPC_RANKS=${RANK_ADDRS[0]} "$LC" "${short[@]}" -ngl 99 \
+GGML_BACKEND_PATH=$(realpath "$PLUGIN") PPRPC_RANKS=${RANK_ADDRS[0]} "$LC" "${short[@]}" -ngl 99 -dev PPRPC0 \
 	>"$TMP_ROOT/after.txt" 2>"$TMP_ROOT/after.log" || { tail "$TMP_ROOT/after.log" >&2; fail "rank 0 cannot serve a new run"; }
 cmp -s "$TMP_ROOT/cpu.txt" "$TMP_ROOT/after.txt" || fail "rank 0 alone: tokens differ from the CPU"
 echo "rank-loss: passed (clear error in ${secs}s; rank 0 kept serving: a new run matched the CPU)"
