@@ -27,6 +27,9 @@ _Static_assert(GGML_MAX_SRC == 10 && GGML_MAX_OP_PARAMS == 64 && GGML_MAX_DIMS =
 	       "the wire form (proto/pprpc.proto GgmlTensor) assumes ggml's limits");
 
 enum { NODE_PENDING = -2, ABSENT = -1 };
+/* a node that is its own source: ggml_cast's CPY names itself as src[1] (its
+ * destination); it travels as the node's own index */
+#define SELF (-3)
 
 /* Recursion only follows view chains and, for nodes, sources that are
  * nodes not yet emitted (none in a topologically ordered graph). */
@@ -201,8 +204,8 @@ static int32_t emit(struct pg_wire *w, const struct ggml_tensor *t, int is_node,
 		m->op_params.data = (uint8_t *)t->op_params;
 		m->op_params.len = used_params(t);
 		for (int i = 0; i < GGML_MAX_SRC; i++) {
-			m->src[i] = srcs[i];
-			if (srcs[i] >= 0)
+			m->src[i] = srcs[i] == SELF ? idx : srcs[i];
+			if (m->src[i] >= 0)
 				nsrc = i + 1;
 		}
 	}
@@ -250,7 +253,9 @@ static int32_t visit(struct pg_wire *w, const struct ggml_tensor *t, int depth)
 	}
 	for (int i = 0; i < GGML_MAX_SRC; i++) {
 		srcs[i] = -1;
-		if (is_node && t->src[i] && (srcs[i] = visit(w, t->src[i], depth + 1)) < 0)
+		if (is_node && t->src[i] == t)
+			srcs[i] = SELF;
+		else if (is_node && t->src[i] && (srcs[i] = visit(w, t->src[i], depth + 1)) < 0)
 			return -1;
 	}
 	if (t->view_src && (view = visit(w, t->view_src, depth + 1)) < 0)
