@@ -308,6 +308,11 @@ $(T)/test_ggml: $(O)/tests/integration/test_ggml.o $(O)/tests/integration/ggml_w
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(GGML_LIBS) -lm
 
+# The plugin's cache test builds ggml-pprpc/cache.c in (no ggml needed).
+$(T)/test_pg_cache: $(O)/tests/unit/test_pg_cache.o
+	@mkdir -p $(T)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS)
+
 # Integration tests may compute local references with the CPU kernels.
 $(T)/test_%: $(O)/tests/integration/test_%.o $(O)/tests/integration/harness.o $(TOOL_COMMON_OBJS) $(KERNEL_CPU_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(T)
