@@ -106,6 +106,8 @@ void pg_buffer_get(struct pg_buffer *b, const struct ggml_tensor *t, uint64_t of
 
 	check_range(b, t, off, offset, size, command);
 	pg_check_alive(r, b->dev->name, command);
+	if (!async)
+		b->dev->st.reads++;
 	for (size_t done = 0; done < size;) {
 		uint64_t n = size - done < step ? size - done : step;
 		int rc = async ? pprpc_tensor_get_async(r->c, b->handle, off + offset + done, (char *)data + done, n)

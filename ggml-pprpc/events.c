@@ -75,6 +75,7 @@ void pg_device_sync(struct pg_device *d, const char *why)
 
 	pg_lock(r);
 	pg_check_alive(r, d->name, why);
+	d->st.fences++;
 	rc = pprpc_synchronize(r->c, d->index);
 	if (rc < 0)
 		pg_fatal_rc(r, d->name, why, pg_rank_failed(r, rc));
@@ -93,6 +94,7 @@ void pg_event_synchronize(ggml_backend_dev_t dev, ggml_backend_event_t ev)
 		return; /* never recorded: nothing to wait for */
 	pg_lock(r);
 	pg_check_alive(r, d->name, "event_synchronize (HOST_WAIT)");
+	d->st.host_waits++;
 	rc = pprpc_timeline_host_wait(r->c, e->tl, e->value, HOST_WAIT_SLICE_MS);
 	if (rc == 0 && r->c->async_err) {
 		/* an async GET before the record failed: its bytes are not there */
@@ -101,6 +103,7 @@ void pg_event_synchronize(ggml_backend_dev_t dev, ggml_backend_event_t ev)
 		pg_fatal(r, d->name, "TENSOR_GET", "%s (%s)", r->c->async_errmsg, pprpc_strerror(rc));
 	}
 	if (rc == PPRPC_ETIMEDOUT && !r->c->broken) {
+		d->st.host_wait_fences++;
 		pg_unlock(r);
 		pg_device_sync(d, "event_synchronize (FENCE)");
 		return;

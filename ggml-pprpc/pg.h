@@ -69,6 +69,11 @@ struct pg_stats {
 	uint64_t p2p_copies;         /* cpy_tensor_async as SEND/RECV between ranks */
 	uint64_t p2p_bytes;
 	uint64_t local_copies;       /* TENSOR_COPY on the same device */
+	/* where the caller waited for the rank */
+	uint64_t fences;             /* synchronize (FENCE) */
+	uint64_t host_waits;         /* event_synchronize (HOST_WAIT) */
+	uint64_t host_wait_fences;   /* ... that fell back to a FENCE */
+	uint64_t reads;              /* get_tensor (a TENSOR_GET waited for) */
 };
 
 struct pg_device {
