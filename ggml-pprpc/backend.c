@@ -118,6 +118,7 @@ static enum ggml_status backend_graph_compute(ggml_backend_t backend, struct ggm
 	rc = pg_graph_get(d, g, &h, err, sizeof(err));
 	if (rc == 0 && h) {
 		rc = pprpc_graph_run_async(r->c, h);
+		d->submitted++;
 		if (rc < 0) {
 			pg_rank_failed(r, rc);
 			snprintf(err, sizeof(err), "GRAPH_RUN: %s", pprpc_last_error(r->c));

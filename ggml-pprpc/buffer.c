@@ -85,6 +85,7 @@ static void queue_set(struct pg_buffer *b, uint64_t off, const void *data, size_
 		uint64_t n = size - done < step ? size - done : step;
 		int rc = pprpc_tensor_set_async(r->c, b->handle, off + done, (const char *)data + done, n);
 
+		b->dev->submitted++;
 		if (rc < 0)
 			pg_fatal_rc(r, b->dev->name, command, pg_rank_failed(r, rc));
 		done += n;
@@ -113,6 +114,7 @@ void pg_buffer_get(struct pg_buffer *b, const struct ggml_tensor *t, uint64_t of
 		int rc = async ? pprpc_tensor_get_async(r->c, b->handle, off + offset + done, (char *)data + done, n)
 			       : pprpc_tensor_get(r->c, b->handle, off + offset + done, (char *)data + done, n);
 
+		b->dev->submitted += async != 0;
 		if (rc < 0)
 			pg_fatal_rc(r, b->dev->name, command, pg_rank_failed(r, rc));
 		done += n;

@@ -29,6 +29,7 @@ int pg_copy_between(struct pg_buffer *sb, uint64_t soff, struct pg_buffer *db, u
 		pg_lock(sr);
 		pg_check_alive(sr, sd->name, "TENSOR_COPY");
 		rc = pprpc_tensor_copy_async(sr->c, sb->handle, soff, db->handle, doff, n);
+		sd->submitted++;
 		if (rc < 0)
 			pg_fatal_rc(sr, sd->name, "TENSOR_COPY", pg_rank_failed(sr, rc));
 		sd->st.local_copies++;
@@ -41,6 +42,7 @@ int pg_copy_between(struct pg_buffer *sb, uint64_t soff, struct pg_buffer *db, u
 	pg_check_alive(sr, sd->name, "SEND");
 	id = pg_rank_xfer_id(sr);
 	rc = pprpc_send_async(sr->c, sb->handle, soff, n, id, dr->addr);
+	sd->submitted++;
 	if (rc < 0)
 		pg_fatal_rc(sr, sd->name, "SEND", pg_rank_failed(sr, rc));
 	sd->st.p2p_copies++;
@@ -49,6 +51,7 @@ int pg_copy_between(struct pg_buffer *sb, uint64_t soff, struct pg_buffer *db, u
 	pg_lock(dr);
 	pg_check_alive(dr, dd->name, "RECV");
 	rc = pprpc_recv_async(dr->c, db->handle, doff, n, id, sr->addr);
+	dd->submitted++;
 	if (rc < 0)
 		pg_fatal_rc(dr, dd->name, "RECV", pg_rank_failed(dr, rc));
 	pg_unlock(dr);

@@ -71,14 +71,21 @@ void pg_event_free(ggml_backend_dev_t dev, ggml_backend_event_t ev)
 void pg_device_sync(struct pg_device *d, const char *why)
 {
 	struct pg_rank *r = d->rank;
+	uint64_t upto;
 	int rc;
 
 	pg_lock(r);
 	pg_check_alive(r, d->name, why);
+	if (d->submitted == d->fenced && !r->c->async_err) {
+		pg_unlock(r); /* nothing issued since the last FENCE: done */
+		return;
+	}
+	upto = d->submitted;
 	d->st.fences++;
 	rc = pprpc_synchronize(r->c, d->index);
 	if (rc < 0)
 		pg_fatal_rc(r, d->name, why, pg_rank_failed(r, rc));
+	d->fenced = upto;
 	pg_unlock(r);
 }
 
@@ -90,10 +97,18 @@ void pg_event_synchronize(ggml_backend_dev_t dev, ggml_backend_event_t ev)
 	int rc;
 
 	(void)dev;
-	if (e->value == 0)
-		return; /* never recorded: nothing to wait for */
+	if (e->value == 0 || e->done == e->value)
+		return; /* never recorded, or this record was already seen complete
+			 * (ggml synchronizes one event once per input it copies) */
 	pg_lock(r);
 	pg_check_alive(r, d->name, "event_synchronize (HOST_WAIT)");
+	if (e->seq <= d->fenced) {
+		/* a FENCE after the record already saw it complete (a HOST_WAIT
+		 * alone proves less: on a GPU the SIGNAL may be written after an
+		 * earlier command failed, so only FENCEs advance d->fenced) */
+		pg_unlock(r);
+		return;
+	}
 	d->st.host_waits++;
 	rc = pprpc_timeline_host_wait(r->c, e->tl, e->value, HOST_WAIT_SLICE_MS);
 	if (rc == 0 && r->c->async_err) {
@@ -110,6 +125,7 @@ void pg_event_synchronize(ggml_backend_dev_t dev, ggml_backend_event_t ev)
 	}
 	if (rc < 0)
 		pg_fatal_rc(r, d->name, "event_synchronize (HOST_WAIT)", pg_rank_failed(r, rc));
+	e->done = e->value;
 	pg_unlock(r);
 }
 
@@ -130,6 +146,7 @@ void pg_event_record(ggml_backend_t backend, ggml_backend_event_t ev)
 	if (rc < 0)
 		pg_fatal_rc(r, e->dev->name, "event_record (SIGNAL)", pg_rank_failed(r, rc));
 	e->value++;
+	e->seq = ++e->dev->submitted;
 	pg_unlock(r);
 }
 
@@ -152,6 +169,7 @@ void pg_event_wait(ggml_backend_t backend, ggml_backend_event_t ev)
 	pg_check_alive(r, d->name, "event_wait (WAIT)");
 	/* a timeline of another rank is named by that rank's address */
 	rc = pprpc_wait(r->c, d->index, e->dev->rank == r ? NULL : e->dev->rank->addr, e->tl, e->value);
+	d->submitted++;
 	if (rc < 0)
 		pg_fatal_rc(r, d->name, "event_wait (WAIT)", pg_rank_failed(r, rc));
 	pg_unlock(r);

@@ -90,6 +90,11 @@ struct pg_device {
 	struct pg_cache *supports;            /* serialized op -> supported (0/1) */
 	struct pg_cache *alloc_sizes;         /* serialized op -> alloc size */
 	struct pg_stats st;
+	/* Queued commands issued to this device's queue, and how many of them
+	 * the last successful FENCE covered: a synchronize with nothing issued
+	 * since has nothing to wait for and no failure to report (llama.cpp
+	 * synchronizes every backend several times per token). */
+	uint64_t submitted, fenced;
 };
 
 struct pg_registry {
@@ -116,6 +121,8 @@ struct pg_event {
 	struct pg_device *dev;
 	pprpc_timeline tl;
 	uint64_t value;          /* last recorded value (0: never recorded) */
+	uint64_t seq;            /* dev->submitted when it was recorded */
+	uint64_t done;           /* a value seen complete (HOST_WAIT answered) */
 };
 
 /* ---- rank.c ------------------------------------------------------------------ */
