@@ -471,6 +471,7 @@ install: all
 	ln -sf libpprpc.so.1.0.0 $(DESTDIR)$(PREFIX)/lib/libpprpc.so.1
 	ln -sf libpprpc.so.1 $(DESTDIR)$(PREFIX)/lib/libpprpc.so
 	install -m 644 $(L)/libpprpc.a $(DESTDIR)$(PREFIX)/lib/
+	$(if $(PLUGIN),install -m 755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/)
 	install -d $(DESTDIR)$(PREFIX)/include/pprpc
 	install -m 644 libclient/include/pprpc.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 include/pprpc/types.h $(DESTDIR)$(PREFIX)/include/pprpc/

@@ -21,6 +21,17 @@ for f in bin/pprpcd bin/pprpcctl bin/pp-fence-test lib/libpprpc.so.1.0.0 lib/lib
 	[ -e "$p/$f" ] && ok "installed $f" || bad "missing $f"
 done
 readelf -d "$p/lib/libpprpc.so.1.0.0" | grep -q 'SONAME.*\[libpprpc.so.1\]' && ok "soname libpprpc.so.1" || bad "soname"
+# The ggml backend plugin, where the build had the pinned llama.cpp: it
+# exports ggml_backend_init and nothing else.
+if [ -e build/lib/libggml-pprpc.so ] || [ -e "${BUILD:-build}/lib/libggml-pprpc.so" ]; then
+	if [ -e "$p/lib/libggml-pprpc.so" ]; then
+		syms=$(nm -D --defined-only "$p/lib/libggml-pprpc.so" | awk '{print $3}' | tr '\n' ' ')
+		[ "$syms" = "ggml_backend_init " ] && ok "libggml-pprpc.so exports only ggml_backend_init" ||
+			bad "libggml-pprpc.so exports: $syms"
+	else
+		bad "missing lib/libggml-pprpc.so"
+	fi
+fi
 
 # A consumer built the documented way (with the library's sanitizers when
 # the tree was built with SANITIZE=...: the ASan runtime must come first).
