@@ -34,7 +34,11 @@ G := $(BUILD)/gen
 WARN    := -Wall -Wextra -Wstrict-prototypes -Wshadow -Wpointer-arith -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 $(WARN) -MMD -MP -fPIC -fvisibility=hidden -pthread
-CPPFLAGS += -I. -Iinclude -Ilibclient/include -I$(G) -D_GNU_SOURCE
+CPPFLAGS += -I. -Iinclude -I$(G) -D_GNU_SOURCE
+# The public client header is seen by the library and its users only (tools,
+# benchmarks, tests); daemon, transport, kernels and proto share
+# include/pprpc/ and never the client library (README: Layout).
+CLIENT_INC := -Ilibclient/include
 LDFLAGS += -pthread
 
 ifneq ($(SANITIZE),)
@@ -147,7 +151,7 @@ else
 GGML_INC :=
 GGML_LIBS :=
 GGML_SKIP := $(wildcard daemon/backend/ggml/*.c daemon/backend/ggml/*/*.c) tests/fuzz/fuzz_ggml_graph.c \
-	tests/integration/test_ggml.c tests/integration/ggml_wire.c
+	tests/integration/test_ggml.c tests/integration/ggml_wire.c tests/unit/test_ggml_engine.c
 GGML_INFO := no ($(if $(filter 0,$(GGML)),GGML=0,run `make llama`)): no ggml devices
 endif
 
@@ -182,12 +186,18 @@ UTIL_OBJS      := $(call obj,$(UTIL_SRCS))
 
 # The client library holds the client, the wire code and the shape rules
 # (not the CPU kernels: no BLAS).  libuv stays out: the client does its own I/O.
+# LIB_SOVERSION follows the ABI, not the release (util/version.h): bump it
+# whenever a public type or function changes incompatibly.  2: typed handles,
+# statistics as named values, the pipeline options without their test hook.
+LIB_SOVERSION := 2
+LIB_FILE := libpprpc.so.$(LIB_SOVERSION).0.0
+PUBLIC_HEADERS := $(wildcard libclient/include/*.h)
 LIBPPRPC_OBJS := $(CLIENT_OBJS) $(PROTO_OBJS) $(UTIL_OBJS) $(KERNEL_OBJS)
 
 TOOL_COMMON_OBJS := $(call obj,$(wildcard tools/common/*.c))
 TOOLS := $(patsubst tools/%.c,$(B)/%,$(wildcard tools/*.c))
 BENCHES := $(patsubst bench/%.c,$(B)/bench-%,$(wildcard bench/*.c))
-UNIT_TESTS := $(patsubst tests/unit/%.c,$(T)/%,$(wildcard tests/unit/test_*.c))
+UNIT_TESTS := $(patsubst tests/unit/%.c,$(T)/%,$(filter-out $(GGML_SKIP),$(wildcard tests/unit/test_*.c)))
 INTEG_TESTS := $(patsubst tests/integration/%.c,$(T)/%,$(filter-out $(GGML_SKIP),$(wildcard tests/integration/test_*.c)))
 FUZZ_SRCS := $(filter-out $(GGML_SKIP),$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(T)/replay_%,$(FUZZ_SRCS))
@@ -213,12 +223,16 @@ $(O)/gen/pprpc.pb-c.o: $(PROTO_C)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-shadow -c $< -o $@
 
 # The ggml engine and the tests that build ggml graphs see ggml's headers.
-$(O)/daemon/backend/ggml/%.o $(O)/tests/integration/%ggml%.o: CPPFLAGS += $(GGML_INC)
+$(O)/daemon/backend/ggml/%.o: CPPFLAGS += $(GGML_INC)
+$(O)/tests/integration/test_ggml.o $(O)/tests/integration/ggml_wire.o $(O)/tests/unit/test_ggml_engine.o: \
+	CPPFLAGS += $(GGML_INC)
 
 # Every object may include the generated header.
 $(O)/%.o: %.c | $(PROTO_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(O)/libclient/%.o $(O)/tools/%.o $(O)/bench/%.o $(O)/tests/%.o: CPPFLAGS += $(CLIENT_INC)
 
 # ---- libraries and programs -----------------------------------------------
 $(L)/libpprpc.a: $(LIBPPRPC_OBJS)
@@ -227,7 +241,7 @@ $(L)/libpprpc.a: $(LIBPPRPC_OBJS)
 
 $(L)/libpprpc.so: $(LIBPPRPC_OBJS)
 	@mkdir -p $(L)
-	$(CC) -shared -Wl,-soname,libpprpc.so.1 $(LDFLAGS) -o $@ $^ $(shell $(PKG_CONFIG) --libs libprotobuf-c libcrypto) -lm
+	$(CC) -shared -Wl,-soname,libpprpc.so.$(LIB_SOVERSION) $(LDFLAGS) -o $@ $^ $(shell $(PKG_CONFIG) --libs libprotobuf-c libcrypto) -lm
 # (the shared library always links protobuf-c and libcrypto dynamically: a
 # static archive of non-PIC code cannot go into a shared object)
 
@@ -239,12 +253,18 @@ $(B)/%: $(O)/tools/%.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $< $(TOOL_COMMON_OBJS) $(L)/libpprpc.a $(PBC_LIBS) $(CRYPTO_LIBS) -lm
 
+# pprpc-bench is split by job (tools/bench/bench.h).
+BENCH_TOOL_OBJS := $(call obj,$(wildcard tools/bench/*.c))
+$(B)/pprpc-bench: $(O)/tools/pprpc-bench.o $(BENCH_TOOL_OBJS) $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
+	@mkdir -p $(B)
+	$(CC) $(LDFLAGS) -o $@ $< $(BENCH_TOOL_OBJS) $(TOOL_COMMON_OBJS) $(L)/libpprpc.a $(PBC_LIBS) $(CRYPTO_LIBS) -lm
+
 $(B)/bench-%: $(O)/bench/%.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $< $(TOOL_COMMON_OBJS) $(L)/libpprpc.a $(PBC_LIBS) $(CRYPTO_LIBS) -lm
 
 # Kernel benchmarks call the CPU kernels directly (no daemon).
-$(B)/bench-kda_cpu: $(O)/bench/kda_cpu.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS)
+$(B)/bench-kda_cpu: $(O)/bench/kda_cpu.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(UTIL_OBJS)
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $^ $(BLAS_LIBS) -lm
 
@@ -301,6 +321,11 @@ $(T)/test_%: $(O)/tests/unit/test_%.o $(TEST_LINK)
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
 
+# The engine's own test builds its graphs with ggml in process.
+$(T)/test_ggml_engine: $(O)/tests/unit/test_ggml_engine.o $(O)/tests/integration/ggml_wire.o $(TEST_LINK)
+	@mkdir -p $(T)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
+
 # test_ggml computes its references with ggml itself (ggml_wire.c turns a
 # local ggml graph into the wire form).
 $(T)/test_ggml: $(O)/tests/integration/test_ggml.o $(O)/tests/integration/ggml_wire.o $(O)/tests/integration/harness.o \
@@ -320,16 +345,19 @@ $(T)/test_%: $(O)/tests/integration/test_%.o $(O)/tests/integration/harness.o $(
 
 # Fuzz targets: the same source is built twice — with a replay main (any
 # compiler; runs over the saved corpus in `make test`) and with libFuzzer.
-$(T)/replay_%: tests/fuzz/%.c tests/fuzz/replay_main.c $(TEST_LINK) | $(PROTO_H)
+# A target's extra sources: FUZZ_EXTRA_<target>.
+FUZZ_EXTRA_fuzz_ggml_graph := tests/integration/ggml_wire.c
+.SECONDEXPANSION:
+$(T)/replay_%: tests/fuzz/%.c tests/fuzz/replay_main.c $$(FUZZ_EXTRA_$$*) $(TEST_LINK) | $(PROTO_H)
 	@mkdir -p $(T)
-	$(CC) $(CPPFLAGS) $(GGML_INC) $(CFLAGS) -o $@ tests/fuzz/$*.c tests/fuzz/replay_main.c $(TEST_LINK) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
+	$(CC) $(CPPFLAGS) $(GGML_INC) $(CFLAGS) -o $@ tests/fuzz/$*.c tests/fuzz/replay_main.c $(FUZZ_EXTRA_$*) $(TEST_LINK) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
 
 FUZZ_CC ?= clang
 FUZZ_LINK_SRCS := $(DAEMON_SRCS) $(PROTO_SRCS) $(UTIL_SRCS) $(TRANSPORT_SRCS) $(KERNEL_SRCS) $(KERNEL_CPU_SRCS) $(PROTO_C)
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK_SRCS)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $$(FUZZ_EXTRA_$$*) $(FUZZ_LINK_SRCS)
 	@mkdir -p $(BUILD)/fuzz
 	$(FUZZ_CC) $(CPPFLAGS) $(GGML_INC) -UPPRPC_HAVE_CUDA -std=gnu11 -g -O1 -pthread -fsanitize=fuzzer,address,undefined -o $@ $< \
-		$(FUZZ_LINK_SRCS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
+		$(FUZZ_EXTRA_$*) $(FUZZ_LINK_SRCS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
 
 # The ggml per-op validation rules (daemon/backend/ggml/rules, doc/ggml.md) need
 # the pinned ggml headers; their test also links ggml-cpu.  Without ggml the
@@ -364,6 +392,10 @@ unit: $(UNIT_TESTS)
 
 integration: $(INTEG_TESTS) $(B)/pprpcd $(TOOLS)
 	@set -e; for t in $(INTEG_TESTS); do echo "== $$t"; PPRPCD=$(B)/pprpcd BINDIR=$(B) $$t; done
+ifeq ($(GGML_ON),1)
+	@echo "== $(T)/test_ggml, ggml:CPU staged as a GPU device is (PPRPC_GGML_STAGED=1)"
+	@PPRPC_GGML_STAGED=1 PPRPCD=$(B)/pprpcd BINDIR=$(B) $(T)/test_ggml
+endif
 
 fuzz-replay: $(FUZZ_REPLAY)
 	@set -e; for t in $(FUZZ_REPLAY); do n=$${t##*/replay_}; echo "== $$t tests/fuzz/corpus/$$n"; $$t tests/fuzz/corpus/$$n; done
@@ -419,7 +451,8 @@ $(O)/kernels/cuda/%.o: kernels/cuda/%.cu
 	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -MD -MP -MF $(@:.o=.d) -c $< -o $@
 
 $(O)/tests/cuda/%.o: CPPFLAGS += -I$(CUDA_HOME)/include
-$(O)/daemon/backend/cuda/dev_cuda.o $(O)/daemon/backend/cuda/dev_cuda_async.o: CPPFLAGS += -I$(CUDA_HOME)/include
+# Every file of the CUDA backend folder sees the CUDA headers.
+$(O)/daemon/backend/cuda/%.o: CPPFLAGS += -I$(CUDA_HOME)/include
 
 $(T)/test_cuda_ops: $(O)/tests/cuda/test_cuda_ops.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)
 	@mkdir -p $(T)
@@ -444,7 +477,7 @@ $(O)/bench/kda_cuda.o: bench/kda_cuda.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -MD -MP -MF $(@:.o=.d) -c $< -o $@
 
-$(B)/bench-kda-cuda: $(O)/bench/kda_cuda.o $(KERNEL_OBJS) $(CUDA_OBJS)
+$(B)/bench-kda-cuda: $(O)/bench/kda_cuda.o $(KERNEL_OBJS) $(CUDA_OBJS) $(UTIL_OBJS)
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $^ -L$(CUDA_HOME)/lib64 -lcublas $(CUDA_LIBS) -lm
 
@@ -458,6 +491,7 @@ test-cuda-build test-cuda bench-cuda bench-kda-cuda:
 endif
 
 # ---- install -----------------------------------------------------------------------
+VERSION := $(shell sed -n 's/^\#define PPRPC_VERSION "\(.*\)"$$/\1/p' util/version.h)
 PREFIX ?= /usr/local
 DESTDIR ?=
 INSTALL_BINS := pprpcd pprpcctl pp-fence-test pprpc-demo
@@ -467,19 +501,19 @@ install: all
 		$(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/pprpc \
 		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
 	for b in $(INSTALL_BINS); do [ ! -x $(B)/$$b ] || install -m 755 $(B)/$$b $(DESTDIR)$(PREFIX)/bin/; done
-	install -m 755 $(L)/libpprpc.so $(DESTDIR)$(PREFIX)/lib/libpprpc.so.1.0.0
-	ln -sf libpprpc.so.1.0.0 $(DESTDIR)$(PREFIX)/lib/libpprpc.so.1
-	ln -sf libpprpc.so.1 $(DESTDIR)$(PREFIX)/lib/libpprpc.so
+	install -m 755 $(L)/libpprpc.so $(DESTDIR)$(PREFIX)/lib/$(LIB_FILE)
+	ln -sf $(LIB_FILE) $(DESTDIR)$(PREFIX)/lib/libpprpc.so.$(LIB_SOVERSION)
+	ln -sf libpprpc.so.$(LIB_SOVERSION) $(DESTDIR)$(PREFIX)/lib/libpprpc.so
 	install -m 644 $(L)/libpprpc.a $(DESTDIR)$(PREFIX)/lib/
 	$(if $(PLUGIN),install -m 755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/)
 	install -d $(DESTDIR)$(PREFIX)/include/pprpc
-	install -m 644 libclient/include/pprpc.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(PREFIX)/include/
 	install -m 644 include/pprpc/types.h $(DESTDIR)$(PREFIX)/include/pprpc/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@PBC_LIBS@|$(PBC_LIBS) $(CRYPTO_LIBS)|g' pprpc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/pprpc.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@PBC_LIBS@|$(PBC_LIBS) $(CRYPTO_LIBS)|g' pprpc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/pprpc.pc
 	sed -e 's|/usr/local/bin/pprpcd|$(PREFIX)/bin/pprpcd|' systemd/pprpcd@.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/pprpcd@.service
 	install -m 644 conf/pprpcd.conf conf/cluster.conf $(DESTDIR)$(PREFIX)/share/pprpc/
-	install -m 644 doc/man/pprpcctl.1 doc/man/pp-fence-test.1 $(DESTDIR)$(PREFIX)/share/man/man1/
-	install -m 644 doc/man/pprpcd.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	for m in pprpcctl.1 pp-fence-test.1; do sed 's|@VERSION@|$(VERSION)|' doc/man/$$m > $(DESTDIR)$(PREFIX)/share/man/man1/$$m; done
+	sed 's|@VERSION@|$(VERSION)|' doc/man/pprpcd.8 > $(DESTDIR)$(PREFIX)/share/man/man8/pprpcd.8
 
 # The main job (README): start two local daemons, run micro-batches through
 # them sequentially and pipelined, check parity and sentinels, report speedup.

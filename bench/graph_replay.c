@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "pprpc.h"
+#include "pprpc_graph.h"
 #include "tools/common/measure.h"
 #include "tools/common/spawn.h"
 
@@ -134,9 +135,9 @@ static int finish(struct side *s, int width)
 	free(out);
 	if ((rc = pprpc_stats_get(s->c, &st)) < 0)
 		return fail(s->c, "stats", rc);
-	s->captures = st->devices[0].graph_captures;
-	s->replays = st->devices[0].graph_replays;
-	s->runs = st->devices[0].graph_runs;
+	s->captures = pprpc_stats_u64(st, "devices", 0, "graph_captures");
+	s->replays = pprpc_stats_u64(st, "devices", 0, "graph_replays");
+	s->runs = pprpc_stats_u64(st, "devices", 0, "graph_runs");
 	pprpc_stats_free(st);
 	return 0;
 }

@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench/int_list.h"
+#include "util/list.h"
 #include "kernels/ops.h"
 
 #define MAXN INT_LIST_MAX
@@ -235,20 +235,20 @@ int main(int argc, char **argv)
 
 		switch (opt) {
 		case 'T':
-			if (int_list_parse(optarg, &Ts) < 0)
+			if (list_ints(optarg, &Ts, 1, INT64_MAX) < 0)
 				goto bad;
 			break;
 		case 'H':
-			if (int_list_parse(optarg, &Hs) < 0)
+			if (list_ints(optarg, &Hs, 1, INT64_MAX) < 0)
 				goto bad;
 			break;
 		case 'D':
-			if (int_list_parse(optarg, &d) < 0 || d.n != 1)
+			if (list_ints(optarg, &d, 1, INT64_MAX) != 1)
 				goto bad;
 			D = d.v[0];
 			break;
 		case 'c':
-			if (int_list_parse(optarg, &cl) < 0)
+			if (list_ints(optarg, &cl, 1, INT64_MAX) < 0)
 				goto bad;
 			break;
 		case 'r':

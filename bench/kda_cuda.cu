@@ -46,7 +46,8 @@
 #include <string.h>
 
 extern "C" {
-#include "bench/int_list.h"
+#include "util/list.h"
+#include "util/hash.h"
 #include "kernels/ops.h"
 }
 #include "kernels/cuda/cuda_ops.h"
@@ -89,12 +90,9 @@ __global__ void k_fill(float *p, int64_t n, uint64_t seed, float lo, float hi)
 {
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
 	     i += (int64_t)gridDim.x * blockDim.x) {
-		uint64_t z = seed + (uint64_t)i * 0x9e3779b97f4a7c15ull;
+		uint64_t z = mix64(seed + (uint64_t)i * SPLITMIX64_GAMMA);
 
-		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-		z ^= z >> 31;
-		p[i] = lo + (hi - lo) * (float)((double)(z >> 11) / 9007199254740992.0);
+		p[i] = lo + (hi - lo) * (float)unit_double(z);
 	}
 }
 
@@ -307,11 +305,11 @@ int main(int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
 		case 'T':
-			if (int_list_parse(optarg, &Ts))
+			if (list_ints(optarg, &Ts, 1, INT64_MAX) < 0)
 				return bad_arg("--T", "up to 16 positive integers like 2048,8192");
 			break;
 		case 'H':
-			if (int_list_parse(optarg, &Hs))
+			if (list_ints(optarg, &Hs, 1, INT64_MAX) < 0)
 				return bad_arg("--H", "up to 16 positive integers like 2048,8192");
 			break;
 		case 'D':
@@ -320,7 +318,7 @@ int main(int argc, char **argv)
 				return bad_arg("--D", "64 or 128");
 			break;
 		case 'c':
-			if (int_list_parse(optarg, &chunks))
+			if (list_ints(optarg, &chunks, 1, INT64_MAX) < 0)
 				return bad_arg("--chunks", "up to 16 positive integers like 2048,8192");
 			break;
 		case 'r':

@@ -64,6 +64,7 @@
 #include <unistd.h>
 
 #include "pprpc.h"
+#include "pprpc_graph.h"
 #include "tools/common/spawn.h"
 #include "tools/common/loopback.h"
 #include "tools/common/measure.h"

@@ -36,8 +36,10 @@
 #include "kernels/quant.h"
 #include "kernels/tensor.h"
 #include "pprpc.h"
+#include "pprpc_graph.h"
 #include "tools/common/spawn.h"
 #include "tools/common/measure.h"
+#include "util/hash.h"
 
 #define MAX_RUNS 1000
 
@@ -130,28 +132,9 @@ static const struct bench_case CASES[] = {
 #define NCASES ((int)(sizeof(CASES) / sizeof(CASES[0])))
 
 /* Sorts v. */
-static uint64_t fnv1a(const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	uint64_t h = 1469598103934665603ull;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 1099511628211ull;
-	return h;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-	uint64_t x = (*s += 0x9e3779b97f4a7c15ull);
-
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 static double unif(uint64_t *s)
 {
-	return (double)(rng_next(s) >> 11) / (double)(1ull << 53);
+	return unit_double(splitmix64_next(s));
 }
 
 /* The seeded bytes of one source (malloc'd, *ret_size bytes). */
@@ -267,7 +250,7 @@ static int run_case(struct ctx *x, int ci, struct result *r)
 	pprpc_buffer bufs[7] = { 0 };
 	pprpc_tensor src[6], out;
 	pprpc_graph_builder *gb = NULL;
-	pprpc_graph g = 0;
+	pprpc_graph g = { 0 };
 	void *host = NULL;
 	uint64_t out_bytes = 0;
 	int rc = PPRPC_ENOMEM;
@@ -308,7 +291,7 @@ static int run_case(struct ctx *x, int ci, struct result *r)
 		goto out;
 	if ((rc = pprpc_tensor_get(x->c, bufs[6], 0, host, out_bytes)) < 0)
 		goto out;
-	r->hash = fnv1a(host, out_bytes);
+	r->hash = fnv1a64(host, out_bytes);
 	r->bytes = bc->bytes > 0 ? bc->bytes : r->bytes + (double)out_bytes;
 out:
 	if (rc < 0)
@@ -316,10 +299,10 @@ out:
 			pprpc_last_error(x->c));
 	free(host);
 	pprpc_graph_builder_free(gb);
-	if (g)
+	if (g.id)
 		pprpc_graph_free(x->c, g);
 	for (int i = 0; i < 7; i++)
-		if (bufs[i])
+		if (bufs[i].id)
 			pprpc_buffer_free(x->c, bufs[i]);
 	return rc;
 }
@@ -329,8 +312,8 @@ out:
 static int measure_rtt(struct ctx *x)
 {
 	pprpc_graph_builder *gb = NULL;
-	pprpc_buffer b = 0;
-	pprpc_graph g = 0;
+	pprpc_buffer b = { 0 };
+	pprpc_graph g = { 0 };
 	pprpc_tensor t;
 	struct result r;
 	int rc, i;
@@ -353,9 +336,9 @@ static int measure_rtt(struct ctx *x)
 	x->rtt_s = r.med_s;
 out:
 	pprpc_graph_builder_free(gb);
-	if (g)
+	if (g.id)
 		pprpc_graph_free(x->c, g);
-	if (b)
+	if (b.id)
 		pprpc_buffer_free(x->c, b);
 	return rc;
 }

@@ -57,6 +57,7 @@
 #include "pprpc.h"
 #include "tools/common/spawn.h"
 #include "tools/common/measure.h"
+#include "tools/common/stats.h"
 
 #define KIB ((uint64_t)1 << 10)
 #define MIB ((uint64_t)1 << 20)
@@ -248,7 +249,7 @@ static int run_path(struct ctx *x, int p2p, pprpc_buffer ba, pprpc_buffer bb, ui
 static int measure(struct ctx *x, struct result *r)
 {
 	uint64_t n = r->size, want;
-	pprpc_buffer ba = 0, bb = 0;
+	pprpc_buffer ba = { 0 }, bb = { 0 };
 	uint8_t *host = NULL;
 	char lbl[32];
 	double junk;
@@ -331,9 +332,9 @@ skip:
 out:
 	if (host)
 		munmap(host, (size_t)n);
-	if (bb && (rc = pprpc_buffer_free(x->b.c, bb)) < 0 && ret == 0)
+	if (bb.id && (rc = pprpc_buffer_free(x->b.c, bb)) < 0 && ret == 0)
 		ret = pprpc_err(x->b.c, "buffer_free(B)", rc);
-	if (ba && (rc = pprpc_buffer_free(x->a.c, ba)) < 0 && ret == 0)
+	if (ba.id && (rc = pprpc_buffer_free(x->a.c, ba)) < 0 && ret == 0)
 		ret = pprpc_err(x->a.c, "buffer_free(A)", rc);
 	return ret;
 }
@@ -350,7 +351,7 @@ out:
  */
 static int burst(struct ctx *x, uint64_t n, int k, double *ret_s, int *ret_parity)
 {
-	pprpc_buffer ba = 0, bb = 0;
+	pprpc_buffer ba = { 0 }, bb = { 0 };
 	uint8_t *host = alloc_touched((size_t)n);
 	uint64_t want;
 	double t0;
@@ -359,7 +360,7 @@ static int burst(struct ctx *x, uint64_t n, int k, double *ret_s, int *ret_parit
 	if (!host)
 		return 1;
 	if ((rc = pprpc_buffer_alloc(x->a.c, 0, n, &ba)) < 0 || (rc = pprpc_buffer_alloc(x->b.c, 0, n, &bb)) < 0) {
-		ret = is_refusal(rc) ? 1 : pprpc_err(ba ? x->b.c : x->a.c, "buffer_alloc (burst)", rc);
+		ret = is_refusal(rc) ? 1 : pprpc_err(ba.id ? x->b.c : x->a.c, "buffer_alloc (burst)", rc);
 		goto out;
 	}
 	fill_pattern(host, (size_t)n, PATTERN_SEED ^ n ^ 0xb0b5ull);
@@ -395,9 +396,9 @@ static int burst(struct ctx *x, uint64_t n, int k, double *ret_s, int *ret_parit
 	ret = 0;
 out:
 	munmap(host, (size_t)n);
-	if (bb)
+	if (bb.id)
 		pprpc_buffer_free(x->b.c, bb);
-	if (ba)
+	if (ba.id)
 		pprpc_buffer_free(x->a.c, ba);
 	return ret;
 }
@@ -484,7 +485,7 @@ static int lat_once(struct ctx *x, struct lat *l, int p2p, pprpc_buffer ba, pprp
 
 static int measure_lat(struct ctx *x, struct lat *l)
 {
-	pprpc_buffer ba = 0, bb = 0;
+	pprpc_buffer ba = { 0 }, bb = { 0 };
 	double junk;
 	int rc, ret = -1;
 
@@ -512,40 +513,30 @@ static int measure_lat(struct ctx *x, struct lat *l)
 	lat_summarize(l);
 	ret = 0;
 out:
-	if (bb && (rc = pprpc_buffer_free(x->b.c, bb)) < 0 && ret == 0)
+	if (bb.id && (rc = pprpc_buffer_free(x->b.c, bb)) < 0 && ret == 0)
 		ret = pprpc_err(x->b.c, "buffer_free(B)", rc);
-	if (ba && (rc = pprpc_buffer_free(x->a.c, ba)) < 0 && ret == 0)
+	if (ba.id && (rc = pprpc_buffer_free(x->a.c, ba)) < 0 && ret == 0)
 		ret = pprpc_err(x->a.c, "buffer_free(A)", rc);
 	return ret;
 }
 
 /* ---- boundary statistics ------------------------------------------------------------------------- */
 
-static const pprpc_boundary_stats *bstat_find(const pprpc_stats *s, const char *peer, const char *dir)
-{
-	if (!s)
-		return NULL;
-	for (uint32_t i = 0; i < s->nboundaries; i++)
-		if (!strcmp(s->boundaries[i].peer, peer) && !strcmp(s->boundaries[i].direction, dir))
-			return &s->boundaries[i];
-	return NULL;
-}
-
 /* B's receive boundary from peer: IPC bytes and IPC copy time so far (zeros
  * when STATS fails or there is none). */
 static void recv_copy_stats(struct rank *r, const char *peer, uint64_t *bytes, uint64_t *copy_us)
 {
 	pprpc_stats *s = NULL;
+	int i;
 
 	if (pprpc_stats_get(r->c, &s) < 0)
 		return;
-	for (uint32_t i = 0; i < s->nboundaries; i++)
-		if (!strcmp(s->boundaries[i].peer, peer) && !strcmp(s->boundaries[i].direction, "recv")) {
-			/* only what went by IPC: a transfer staged through the
-			 * host has bytes but no copy time */
-			*bytes = s->boundaries[i].ipc_bytes;
-			*copy_us = s->boundaries[i].copy_us;
-		}
+	if ((i = stats_item(s, "boundaries", "peer", peer, "direction", "recv")) >= 0) {
+		/* only what went by IPC: a transfer staged through the host has
+		 * bytes but no copy time */
+		*bytes = pprpc_stats_u64(s, "boundaries", i, "ipc_bytes");
+		*copy_us = pprpc_stats_u64(s, "boundaries", i, "copy_us");
+	}
 	pprpc_stats_free(s);
 }
 
@@ -556,26 +547,32 @@ static int64_t print_bstats(struct rank *r, const char *name, const char *peer, 
 {
 	pprpc_stats *s = NULL;
 	int64_t added = 0;
-	int rc = pprpc_stats_get(r->c, &s);
+	int rc = pprpc_stats_get(r->c, &s), nb;
 
 	if (rc < 0) {
 		pprpc_err(r->c, "stats_get", rc);
 		return -1;
 	}
-	printf("rank %s (%s): staging %" PRIu64 " MiB, %" PRIu64 " MiB in use; %u boundar%s\n", name,
-	       r->addr, s->staging_bytes / MIB, s->staging_used / MIB, s->nboundaries,
-	       s->nboundaries == 1 ? "y" : "ies");
-	for (uint32_t i = 0; i < s->nboundaries; i++) {
-		const pprpc_boundary_stats *b = &s->boundaries[i];
-		const pprpc_boundary_stats *b0 = bstat_find(r->stats0, b->peer, b->direction);
-		uint64_t t0 = b0 ? b0->transfers : 0, by0 = b0 ? b0->bytes : 0, us0 = b0 ? b0->time_us : 0;
-		uint64_t dt = b->transfers - t0, dby = b->bytes - by0, dus = b->time_us - us0;
+	nb = pprpc_stats_count(s, "boundaries");
+	printf("rank %s (%s): staging %" PRIu64 " MiB, %" PRIu64 " MiB in use; %d boundar%s\n", name, r->addr,
+	       pprpc_stats_u64(s, NULL, 0, "staging_bytes") / MIB, pprpc_stats_u64(s, NULL, 0, "staging_used") / MIB,
+	       nb, nb == 1 ? "y" : "ies");
+	for (int i = 0; i < nb; i++) {
+#define B(name) pprpc_stats_u64(s, "boundaries", i, name)
+		const char *bpeer = pprpc_stats_str(s, "boundaries", i, "peer");
+		const char *bdir = pprpc_stats_str(s, "boundaries", i, "direction");
+		const char *bpath = pprpc_stats_str(s, "boundaries", i, "path");
+		int i0 = r->stats0 ? stats_item(r->stats0, "boundaries", "peer", bpeer, "direction", bdir) : -1;
+		uint64_t t0 = i0 < 0 ? 0 : pprpc_stats_u64(r->stats0, "boundaries", i0, "transfers");
+		uint64_t by0 = i0 < 0 ? 0 : pprpc_stats_u64(r->stats0, "boundaries", i0, "bytes");
+		uint64_t us0 = i0 < 0 ? 0 : pprpc_stats_u64(r->stats0, "boundaries", i0, "time_us");
+		uint64_t dt = B("transfers") - t0, dby = B("bytes") - by0, dus = B("time_us") - us0;
 
 		printf("  %-4s %-22s %-8s transfers %8" PRIu64 "  bytes %14" PRIu64 "  time %10.3f s  "
 		       "errors %" PRIu64 "  | this run: +%" PRIu64 " transfers, +%.1f MiB, %.1f MiB/s\n",
-		       b->direction, b->peer, b->path, b->transfers, b->bytes, (double)b->time_us * 1e-6,
-		       b->errors, dt, (double)dby / MIB, dus ? (double)dby / MIB / ((double)dus * 1e-6) : 0.0);
-		if (!strcmp(b->peer, peer) && !strcmp(b->direction, dir))
+		       bdir, bpeer, bpath, B("transfers"), B("bytes"), (double)B("time_us") * 1e-6, B("errors"), dt,
+		       (double)dby / MIB, dus ? (double)dby / MIB / ((double)dus * 1e-6) : 0.0);
+		if (!strcmp(bpeer, peer) && !strcmp(bdir, dir))
 			added = (int64_t)dt;
 		if (json) {
 			fprintf(json, "%s\n    {\"rank\": \"%s\", \"addr\": \"%s\", \"direction\": \"%s\", "
@@ -583,10 +580,11 @@ static int64_t print_bstats(struct rank *r, const char *name, const char *peer, 
 				      ", \"bytes\": %" PRIu64 ", \"time_us\": %" PRIu64 ", \"errors\": %" PRIu64
 				      ", \"run_transfers\": %" PRIu64 ", \"run_bytes\": %" PRIu64
 				      ", \"run_time_us\": %" PRIu64 "}",
-				*json_first ? "" : ",", name, r->addr, b->direction, b->peer, b->path,
-				b->transfers, b->bytes, b->time_us, b->errors, dt, dby, dus);
+				*json_first ? "" : ",", name, r->addr, bdir, bpeer, bpath, B("transfers"), B("bytes"),
+				B("time_us"), B("errors"), dt, dby, dus);
 			*json_first = 0;
 		}
+#undef B
 	}
 	pprpc_stats_free(s);
 	return added;

@@ -30,15 +30,7 @@
 
 #include "pprpc.h"
 #include "tools/common/measure.h"
-
-static uint64_t fnv(const uint8_t *p, uint64_t n)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	for (uint64_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 1099511628211ull;
-	return h;
-}
+#include "util/hash.h"
 
 static void fill(uint8_t *p, uint64_t n, uint64_t seed)
 {
@@ -69,20 +61,28 @@ static int cmp_d(const void *a, const void *b)
 		}                                                                               \
 	} while (0)
 
-static void show_conn(const char *who, const pprpc_conn_stats *k)
+static void show_conn(const char *who, const pprpc_stats *s, const char *list, int i)
 {
-	printf("  %s %s: transport=%s", who, k->peer, k->transport);
-	if (!strcmp(k->transport, "rdma"))
-		printf(" device=%s gid_index=%d mtu=%u ring=%ux%uKiB rx_depth=%u memlock=%s%s%s", k->rdma_device,
-		       k->gid_index, k->mtu, k->rdma_tx_depth, k->rdma_chunk >> 10, k->rdma_rx_depth, k->memlock_step,
-		       k->memlock_why[0] ? " why=" : "", k->memlock_why);
-	if (k->fallback_reason[0])
-		printf(" fallback=\"%s\"", k->fallback_reason);
-	printf(" bytes_in=%" PRIu64 " bytes_out=%" PRIu64, k->bytes_in, k->bytes_out);
-	if (!strcmp(k->transport, "rdma"))
-		printf(" bulk=\"%s\" read_in=%" PRIu64 " read_out=%" PRIu64, k->rdma_bulk, k->bulk_bytes_in,
-		       k->bulk_bytes_out);
+#define K(name) pprpc_stats_str(s, list, i, name)
+#define N(name) pprpc_stats_u64(s, list, i, name)
+	pprpc_stat gid;
+
+	if (pprpc_stats_find(s, list, i, "gid_index", &gid) < 0 || gid.type != PPRPC_STAT_INT)
+		gid.i = -1;
+	printf("  %s %s: transport=%s", who, K("peer"), K("transport"));
+	if (!strcmp(K("transport"), "rdma"))
+		printf(" device=%s gid_index=%" PRId64 " mtu=%" PRIu64 " ring=%" PRIu64 "x%" PRIu64 "KiB rx_depth=%" PRIu64
+		       " memlock=%s%s%s", K("rdma_device"), gid.i, N("mtu"), N("rdma_tx_depth"), N("rdma_chunk") >> 10,
+		       N("rdma_rx_depth"), K("memlock_step"), K("memlock_why")[0] ? " why=" : "", K("memlock_why"));
+	if (K("fallback_reason")[0])
+		printf(" fallback=\"%s\"", K("fallback_reason"));
+	printf(" bytes_in=%" PRIu64 " bytes_out=%" PRIu64, N("bytes_in"), N("bytes_out"));
+	if (!strcmp(K("transport"), "rdma"))
+		printf(" bulk=\"%s\" read_in=%" PRIu64 " read_out=%" PRIu64, K("rdma_bulk"), N("bulk_bytes_in"),
+		       N("bulk_bytes_out"));
 	printf("\n");
+#undef K
+#undef N
 }
 
 /* The transport of B's link to A and of A's peer connection; "?" if absent. */
@@ -93,23 +93,24 @@ static int link_kinds(pprpc_client *a, pprpc_client *b, char *ka, char *kb)
 	strcpy(ka, "?");
 	strcpy(kb, "?");
 	if (pprpc_stats_get(b, &sb) == 0) {
-		for (uint32_t i = 0; i < sb->nlinks; i++) {
-			show_conn("B link to", &sb->links[i]);
-			snprintf(kb, 16, "%s", sb->links[i].transport);
+		for (int i = 0; i < pprpc_stats_count(sb, "links"); i++) {
+			show_conn("B link to", sb, "links", i);
+			snprintf(kb, 16, "%s", pprpc_stats_str(sb, "links", i, "transport"));
 		}
-		printf("  B rdma: %s\n", sb->rdma_status);
-		for (uint32_t i = 0; i < sb->nboundaries; i++)
-			printf("  B boundary %s %s path=%s transfers=%" PRIu64 " bytes=%" PRIu64 "\n", sb->boundaries[i].peer,
-			       sb->boundaries[i].direction, sb->boundaries[i].path, sb->boundaries[i].transfers,
-			       sb->boundaries[i].bytes);
+		printf("  B rdma: %s\n", pprpc_stats_str(sb, NULL, 0, "rdma_status"));
+		for (int i = 0; i < pprpc_stats_count(sb, "boundaries"); i++)
+			printf("  B boundary %s %s path=%s transfers=%" PRIu64 " bytes=%" PRIu64 "\n",
+			       pprpc_stats_str(sb, "boundaries", i, "peer"), pprpc_stats_str(sb, "boundaries", i, "direction"),
+			       pprpc_stats_str(sb, "boundaries", i, "path"), pprpc_stats_u64(sb, "boundaries", i, "transfers"),
+			       pprpc_stats_u64(sb, "boundaries", i, "bytes"));
 	}
 	if (pprpc_stats_get(a, &sa) == 0) {
-		for (uint32_t i = 0; i < sa->nconnections; i++)
-			if (!strcmp(sa->connections[i].role, "peer")) {
-				show_conn("A peer conn from", &sa->connections[i]);
-				snprintf(ka, 16, "%s", sa->connections[i].transport);
+		for (int i = 0; i < pprpc_stats_count(sa, "connections"); i++)
+			if (!strcmp(pprpc_stats_str(sa, "connections", i, "role"), "peer")) {
+				show_conn("A peer conn from", sa, "connections", i);
+				snprintf(ka, 16, "%s", pprpc_stats_str(sa, "connections", i, "transport"));
 			}
-		printf("  A rdma: %s\n", sa->rdma_status);
+		printf("  A rdma: %s\n", pprpc_stats_str(sa, NULL, 0, "rdma_status"));
 	}
 	pprpc_stats_free(sa);
 	pprpc_stats_free(sb);
@@ -175,7 +176,7 @@ int main(int argc, char **argv)
 		double t0;
 
 		fill(src, size, (uint64_t)r + 1);
-		h = fnv(src, size);
+		h = fnv1a64(src, size);
 		CHECK(a, pprpc_tensor_set(a, ba, 0, src, size), "set A");
 		CHECK(b, pprpc_buffer_clear(b, bb, 0xA5), "clear B");
 		t0 = now_s();
@@ -186,7 +187,7 @@ int main(int argc, char **argv)
 		CHECK(a, pprpc_synchronize(a, 0), "sync A");
 		memset(dst, 0, size);
 		CHECK(b, pprpc_tensor_get(b, bb, 0, dst, size), "get B");
-		if (fnv(dst, size) != h || memcmp(dst, src, size)) {
+		if (fnv1a64(dst, size) != h || memcmp(dst, src, size)) {
 			fprintf(stderr, "bench-rdma: run %d: B's bytes differ from A's\n", r);
 			bad = 1;
 		}

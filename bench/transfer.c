@@ -329,7 +329,7 @@ static int run_pull(struct ctx *x, struct result *r, uint64_t want, int rep, int
 static int measure(struct ctx *x, struct result *r)
 {
 	uint64_t size = r->size, want = hash64(x->src, (size_t)size);
-	pprpc_buffer buf = 0;
+	pprpc_buffer buf = { 0 };
 	double junk;
 	int rc, ret = -1;
 

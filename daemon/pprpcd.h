@@ -14,8 +14,8 @@
 #include "daemon/exec/staging.h"
 #include "daemon/server/log.h"
 #include "daemon/server/options.h"
+#include "util/version.h"
 
-#define PPRPCD_VERSION "0.1.0"
 #define PPRPCD_MAX_DEVICES 16
 
 struct device;
@@ -23,7 +23,7 @@ struct conn;
 struct tcp_listener;
 struct peer;
 struct rtl;
-struct xsend;
+struct xfer;
 struct bstat;
 struct rdma_ctx;
 struct rdma_listener;
@@ -53,8 +53,9 @@ struct pprpcd_opts {
 	uint32_t drain_ms;         /* SIGTERM: how long queued work may finish */
 	uint64_t xfer_timeout_ms;  /* a transfer half without its partner fails after this */
 	uint64_t peer_timeout_ms;  /* a peer link silent this long with requests outstanding is dropped */
+	uint64_t peer_connect_timeout_ms;  /* a peer link not up (connected, HELLO answered) this long fails */
 	int cuda_graphs;           /* capture CUDA graphs on first run, replay after */
-	int send_in_place;         /* a SEND with nothing behind it streams from the tensor (xfer.c) */
+	int send_in_place;         /* a SEND with nothing behind it streams from the tensor (xfer/send_sm.h) */
 	int cpu_ipc;               /* CPU boundaries between daemons of one host by cross-memory attach */
 	uint64_t ipc_pool_bytes;   /* IPC staging pool per device (0: 1 GiB GPU, staging size CPU) */
 	char metrics_listen[300];  /* Prometheus endpoint, "" = off */
@@ -96,22 +97,14 @@ struct pprpcd {
 	struct tl_gpu_wait *gpu_waits;   /* WAITs held on a device stream (tl_lock) */
 	atomic_int stopping_workers;
 	struct peer *peers;        /* outbound links to other ranks (peer.c) */
+	uint64_t peer_links;       /* links opened so far: each one's serial (peer.c) */
 	struct rtl *mirrors;       /* remote timelines waited on (peer.c) */
-	/* Stage-boundary transfers (xfer.c). */
+	/* Stage-boundary transfers (daemon/xfer). */
+	struct xfer *xfer;             /* the part's context (xfer_impl.h) */
 	struct staging staging;
-	struct xsend *xsends;
 	struct bstat *bstats;
-	struct ipc_block *ipc_blocks;  /* ranks whose CUDA IPC failed (xfer.c) */
-	/* xfer_lock: destination ranks that pulled by CUDA IPC (xfer.c), so a
-	 * SEND to them briefly waits for the PULL instead of host staging */
-	char ipc_peers[8][64];
-	unsigned ipc_peers_next;
-	struct xrecv *ipc_progress;    /* xfer_lock: RECVs whose IPC copies advanced (xfer.c) */
 	struct device *staging_pinned_by;  /* whose backend page-locked the staging ring */
-	char boot_id[40];              /* this host's, for CUDA IPC between daemons */
-	pthread_mutex_t xfer_lock; /* chunk capture / arrival progress */
-	pthread_cond_t xfer_cond;
-	uv_async_t xfer_async;     /* workers: "a chunk was captured" */
+	char boot_id[40];              /* this host's, for IPC between daemons */
 	int xfer_ready;
 	struct conn *conns;        /* doubly linked list of live connections */
 	uint64_t next_conn_id;

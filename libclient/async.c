@@ -35,7 +35,7 @@ PPRPC_API int pprpc_tensor_set_async(pprpc_client *c, pprpc_buffer buf, uint64_t
 	if (c->max_bulk && size > c->max_bulk)
 		return client_fail(c, PPRPC_ETOOBIG, "tensor_set of %llu bytes exceeds the daemon's limit %llu",
 				   (unsigned long long)size, (unsigned long long)c->max_bulk);
-	req.buffer = buf;
+	req.buffer = buf.id;
 	req.offset = offset;
 	req.size = size;
 	return queued(c, MSG_TENSOR_SET, &req.base, data, size);
@@ -56,7 +56,7 @@ PPRPC_API int pprpc_tensor_get_async(pprpc_client *c, pprpc_buffer buf, uint64_t
 	p->async = 1;
 	p->bulk = data;
 	p->bulk_len = size;
-	req.buffer = buf;
+	req.buffer = buf.id;
 	req.offset = offset;
 	req.size = size;
 	c->err[0] = '\0';
@@ -70,9 +70,9 @@ PPRPC_API int pprpc_tensor_copy_async(pprpc_client *c, pprpc_buffer src, uint64_
 {
 	Pprpc__TensorCopy req = PPRPC__TENSOR_COPY__INIT;
 
-	req.src_buffer = src;
+	req.src_buffer = src.id;
 	req.src_offset = src_offset;
-	req.dst_buffer = dst;
+	req.dst_buffer = dst.id;
 	req.dst_offset = dst_offset;
 	req.size = size;
 	return queued(c, MSG_TENSOR_COPY, &req.base, NULL, 0);
@@ -82,7 +82,7 @@ PPRPC_API int pprpc_graph_run_async(pprpc_client *c, pprpc_graph g)
 {
 	Pprpc__GraphRun req = PPRPC__GRAPH_RUN__INIT;
 
-	req.graph = g;
+	req.graph = g.id;
 	return queued(c, MSG_GRAPH_RUN, &req.base, NULL, 0);
 }
 
@@ -91,7 +91,7 @@ PPRPC_API int pprpc_send_async(pprpc_client *c, pprpc_buffer buf, uint64_t offse
 {
 	Pprpc__Send req = PPRPC__SEND__INIT;
 
-	req.buffer = buf;
+	req.buffer = buf.id;
 	req.offset = offset;
 	req.size = size;
 	req.transfer_id = transfer_id;
@@ -106,7 +106,7 @@ PPRPC_API int pprpc_recv_async(pprpc_client *c2, pprpc_buffer buf, uint64_t offs
 
 	if (!src_rank || !*src_rank)
 		return client_fail(c2, PPRPC_EINVAL, "recv_async needs the source rank");
-	req.buffer = buf;
+	req.buffer = buf.id;
 	req.offset = offset;
 	req.size = size;
 	req.transfer_id = transfer_id;
@@ -131,14 +131,14 @@ PPRPC_API int pprpc_timeline_create(pprpc_client *c, uint32_t device, uint64_t i
 	req.device = device;
 	req.initial = initial;
 	return rpc_call_u64(c, MSG_TIMELINE_CREATE, &req.base, &pprpc__timeline_create_reply__descriptor,
-			    offsetof(Pprpc__TimelineCreateReply, timeline), out);
+			    offsetof(Pprpc__TimelineCreateReply, timeline), &out->id);
 }
 
 PPRPC_API int pprpc_timeline_destroy(pprpc_client *c, pprpc_timeline t)
 {
 	Pprpc__TimelineDestroy req = PPRPC__TIMELINE_DESTROY__INIT;
 
-	req.timeline = t;
+	req.timeline = t.id;
 	return rpc_call(c, MSG_TIMELINE_DESTROY, &req.base, NULL, 0, NULL, NULL, NULL, 0);
 }
 
@@ -146,7 +146,7 @@ PPRPC_API int pprpc_signal(pprpc_client *c, pprpc_timeline t, uint64_t value)
 {
 	Pprpc__Signal req = PPRPC__SIGNAL__INIT;
 
-	req.timeline = t;
+	req.timeline = t.id;
 	req.value = value;
 	return queued(c, MSG_SIGNAL, &req.base, NULL, 0);
 }
@@ -157,7 +157,7 @@ PPRPC_API int pprpc_wait(pprpc_client *c, uint32_t device, const char *rank, ppr
 	Pprpc__Wait req = PPRPC__WAIT__INIT;
 
 	req.device = device;
-	req.timeline = t;
+	req.timeline = t.id;
 	req.value = value;
 	req.rank = (char *)(rank ? rank : "");
 	return queued(c, MSG_WAIT, &req.base, NULL, 0);
@@ -167,7 +167,7 @@ PPRPC_API int pprpc_timeline_query(pprpc_client *c, pprpc_timeline t, uint64_t *
 {
 	Pprpc__TimelineQuery req = PPRPC__TIMELINE_QUERY__INIT;
 
-	req.timeline = t;
+	req.timeline = t.id;
 	return rpc_call_u64(c, MSG_TIMELINE_QUERY, &req.base, &pprpc__timeline_query_reply__descriptor,
 			    offsetof(Pprpc__TimelineQueryReply, value), out);
 }
@@ -180,7 +180,7 @@ PPRPC_API int pprpc_timeline_host_wait(pprpc_client *c, pprpc_timeline t, uint64
 
 	if (timeout_ms < 0)
 		return client_fail(c, PPRPC_EINVAL, "timeout_ms must be >= 0");
-	req.timeline = t;
+	req.timeline = t.id;
 	req.value = value;
 	/* 0 = no limit on the daemon side; the daemon enforces the timeout. */
 	req.timeout_ms = (uint32_t)timeout_ms;

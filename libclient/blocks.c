@@ -9,6 +9,7 @@
  * and less clearly).
  */
 #include "libclient/graph_builder.h"
+#include "pprpc_blocks.h"
 
 #include <math.h>
 #include <stdarg.h>

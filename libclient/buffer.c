@@ -12,14 +12,14 @@ PPRPC_API int pprpc_buffer_alloc(pprpc_client *c, uint32_t device, uint64_t size
 	req.device = device;
 	req.size = size;
 	return rpc_call_u64(c, MSG_BUFFER_ALLOC, &req.base, &pprpc__buffer_alloc_reply__descriptor,
-			    offsetof(Pprpc__BufferAllocReply, buffer), out);
+			    offsetof(Pprpc__BufferAllocReply, buffer), &out->id);
 }
 
 PPRPC_API int pprpc_buffer_free(pprpc_client *c, pprpc_buffer buf)
 {
 	Pprpc__BufferFree req = PPRPC__BUFFER_FREE__INIT;
 
-	req.buffer = buf;
+	req.buffer = buf.id;
 	return rpc_call(c, MSG_BUFFER_FREE, &req.base, NULL, 0, NULL, NULL, NULL, 0);
 }
 
@@ -27,7 +27,7 @@ PPRPC_API int pprpc_buffer_clear(pprpc_client *c, pprpc_buffer buf, uint8_t valu
 {
 	Pprpc__BufferClear req = PPRPC__BUFFER_CLEAR__INIT;
 
-	req.buffer = buf;
+	req.buffer = buf.id;
 	req.value = value;
 	return rpc_call(c, MSG_BUFFER_CLEAR, &req.base, NULL, 0, NULL, NULL, NULL, 0);
 }
@@ -42,7 +42,7 @@ PPRPC_API int pprpc_tensor_set(pprpc_client *c, pprpc_buffer buf, uint64_t offse
 	if (c->max_bulk && size > c->max_bulk)
 		return client_fail(c, PPRPC_ETOOBIG, "tensor_set of %llu bytes exceeds the daemon's limit %llu",
 				   (unsigned long long)size, (unsigned long long)c->max_bulk);
-	req.buffer = buf;
+	req.buffer = buf.id;
 	req.offset = offset;
 	req.size = size;
 	return rpc_call(c, MSG_TENSOR_SET, &req.base, data, size, NULL, NULL, NULL, 0);
@@ -55,7 +55,7 @@ PPRPC_API int pprpc_tensor_get(pprpc_client *c, pprpc_buffer buf, uint64_t offse
 
 	if (size && !data)
 		return client_fail(c, PPRPC_EINVAL, "tensor_get: NULL data");
-	req.buffer = buf;
+	req.buffer = buf.id;
 	req.offset = offset;
 	req.size = size;
 	return rpc_call(c, MSG_TENSOR_GET, &req.base, NULL, 0, NULL, NULL, data, size);
@@ -66,9 +66,9 @@ PPRPC_API int pprpc_tensor_copy(pprpc_client *c, pprpc_buffer src, uint64_t src_
 {
 	Pprpc__TensorCopy req = PPRPC__TENSOR_COPY__INIT;
 
-	req.src_buffer = src;
+	req.src_buffer = src.id;
 	req.src_offset = src_offset;
-	req.dst_buffer = dst;
+	req.dst_buffer = dst.id;
 	req.dst_offset = dst_offset;
 	req.size = size;
 	return rpc_call(c, MSG_TENSOR_COPY, &req.base, NULL, 0, NULL, NULL, NULL, 0);

@@ -6,6 +6,7 @@
 
 #include "libclient/client.h"
 #include "proto/auth.h"
+#include "proto/hello_client.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
 
@@ -40,65 +41,34 @@ static int hello_call(pprpc_client *c, const Pprpc__Hello *req, struct pending *
 }
 
 /* HELLO, answering the daemon's challenge when it has a key and checking
- * its proof when we have one (the exchange is described in proto/auth.h). */
+ * its proof when we have one (proto/hello_client.h; the exchange is
+ * described in proto/auth.h). */
 static int hello(pprpc_client *c, const char *name, const uint8_t *key, size_t key_len)
 {
-	Pprpc__Hello req = PPRPC__HELLO__INIT;
+	struct hello_client h;
+	Pprpc__Hello req;
 	ProtobufCMessage *m = NULL;
 	const Pprpc__HelloReply *rep;
 	struct pending p;
-	uint8_t sn[AUTH_NONCE_LEN], cn[AUTH_NONCE_LEN], proof[AUTH_PROOF_LEN], want[AUTH_PROOF_LEN];
-	int rc, challenged = 0, ok;
+	int rc;
 
-	req.proto_version = PPRPC_PROTO_VERSION;
-	req.role = PPRPC__ROLE__ROLE_CLIENT;
-	req.client_name = (char *)(name ? name : "");
-	rc = hello_call(c, &req, &p, &m);
-	if (rc == PPRPC_EAUTH && p.has_challenge) {
-		if (!key)
-			return client_fail(c, rc, "%s; no key was given (pprpc_connect_opts auth_key or "
-					   "auth_key_file, or PPRPC_AUTH_KEY_FILE)", p.err);
-		challenged = 1;
-		memcpy(sn, p.challenge, sizeof(sn));
-		if (auth_random(cn, sizeof(cn)) < 0 ||
-		    auth_client_proof(key, key_len, sn, cn, (uint32_t)req.role, req.client_name, proof) < 0)
-			return client_fail(c, PPRPC_EINTERNAL, "cannot compute the authentication proof");
-		req.client_nonce.data = cn;
-		req.client_nonce.len = sizeof(cn);
-		req.server_nonce.data = sn;
-		req.server_nonce.len = sizeof(sn);
-		req.auth_proof.data = proof;
-		req.auth_proof.len = sizeof(proof);
+	hello_client_init(&h, PPRPC__ROLE__ROLE_CLIENT, name, key, key_len,
+			  "pprpc_connect_opts auth_key or auth_key_file, or PPRPC_AUTH_KEY_FILE");
+	do {
+		hello_client_request(&h, &req);
 		rc = hello_call(c, &req, &p, &m);
-	}
-	if (rc < 0)
-		return client_fail(c, rc, "%s", p.err);
-	rep = (const Pprpc__HelloReply *)m;
-	if (key) {
-		/* A daemon that does not ask cannot prove anything: refuse it
-		 * rather than talk to an impostor (or a daemon set up without
-		 * the key by mistake). */
-		if (!challenged) {
-			meta_free(m);
-			return client_fail(c, PPRPC_EAUTH, "authentication failed: the daemon did not ask for "
-					   "authentication, so it cannot prove it holds the key (it runs without "
-					   "auth-key-file?)");
-		}
-		ok = rep->auth_proof.len == AUTH_PROOF_LEN &&
-		     auth_server_proof(key, key_len, cn, sn, want) == 0 &&
-		     auth_equal(want, rep->auth_proof.data, AUTH_PROOF_LEN);
-		auth_wipe(want, sizeof(want));
-		if (!ok) {
-			meta_free(m);
-			return client_fail(c, PPRPC_EAUTH, "authentication failed: the daemon's proof does not "
-					   "match (it does not hold this key)");
-		}
-	}
-	if (rep->proto_version != PPRPC_PROTO_VERSION) {
+		if (rc < 0 && p.done)
+			rc = hello_client_refused(&h, rc, p.err, p.has_challenge ? p.challenge : NULL,
+						  p.has_challenge ? sizeof(p.challenge) : 0);
+		else if (rc < 0)
+			snprintf(h.why, sizeof(h.why), "%s", p.err);
+	} while (rc == HELLO_AGAIN);
+	if (rc == 0 && (rc = hello_client_accept(&h, (const Pprpc__HelloReply *)m)) < 0)
 		meta_free(m);
-		return client_fail(c, PPRPC_EVERSION, "daemon speaks protocol %u, this library %u",
-				   rep->proto_version, PPRPC_PROTO_VERSION);
-	}
+	hello_client_wipe(&h);
+	if (rc < 0)
+		return client_fail(c, rc, "%s", h.why);
+	rep = (const Pprpc__HelloReply *)m;
 	copy_str(c->daemon_version, sizeof(c->daemon_version), rep->daemon_version);
 	copy_str(c->placement, sizeof(c->placement), rep->placement);
 	c->nunavailable = 0;

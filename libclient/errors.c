@@ -1,6 +1,7 @@
 /* libclient/errors.c — pprpc_strerror and the version string. */
 #include "pprpc.h"
 #include "proto/errtext.h"
+#include "util/version.h"
 
 PPRPC_API const char *pprpc_strerror(int err)
 {
@@ -9,5 +10,5 @@ PPRPC_API const char *pprpc_strerror(int err)
 
 PPRPC_API const char *pprpc_version_string(void)
 {
-	return "0.1.0";
+	return PPRPC_VERSION;
 }

@@ -71,7 +71,7 @@ static int wire_build(const pprpc_graph_builder *gb, uint32_t device, struct wir
 		t->ne = (int64_t *)s->t.ne;
 		t->n_nb = PPRPC_MAX_DIMS;
 		t->nb = (uint64_t *)s->t.nb;
-		t->buffer = s->t.buffer;
+		t->buffer = s->t.buffer.id;
 		t->offset = s->t.offset;
 		t->view_of = (uint32_t)s->view_of;
 		w->tp[k] = t;
@@ -116,7 +116,7 @@ PPRPC_API int pprpc_graph_create(pprpc_client *c, uint32_t device, const pprpc_g
 		return client_fail(c, rc, "out of memory");
 	}
 	rc = rpc_call_u64(c, MSG_GRAPH_CREATE, &w.m.base, &pprpc__graph_create_reply__descriptor,
-			  offsetof(Pprpc__GraphCreateReply, graph), out);
+			  offsetof(Pprpc__GraphCreateReply, graph), &out->id);
 	wire_free(&w);
 	return rc;
 }
@@ -125,7 +125,7 @@ PPRPC_API int pprpc_graph_run(pprpc_client *c, pprpc_graph g)
 {
 	Pprpc__GraphRun req = PPRPC__GRAPH_RUN__INIT;
 
-	req.graph = g;
+	req.graph = g.id;
 	return rpc_call(c, MSG_GRAPH_RUN, &req.base, NULL, 0, NULL, NULL, NULL, 0);
 }
 
@@ -133,6 +133,6 @@ PPRPC_API int pprpc_graph_free(pprpc_client *c, pprpc_graph g)
 {
 	Pprpc__GraphFree req = PPRPC__GRAPH_FREE__INIT;
 
-	req.graph = g;
+	req.graph = g.id;
 	return rpc_call(c, MSG_GRAPH_FREE, &req.base, NULL, 0, NULL, NULL, NULL, 0);
 }

@@ -75,7 +75,7 @@ PPRPC_API const char *pprpc_gb_error(const pprpc_graph_builder *gb)
 
 PPRPC_API int pprpc_gb_tensor(pprpc_graph_builder *gb, const pprpc_tensor *t)
 {
-	if (!t || !t->buffer)
+	if (!t || !t->buffer.id)
 		return fail(gb, PPRPC_EINVAL, "pprpc_gb_tensor needs a tensor in a buffer");
 	return push_tensor(gb, t, 0);
 }

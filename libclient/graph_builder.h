@@ -3,7 +3,7 @@
 #define PPRPC_LIBCLIENT_GRAPH_BUILDER_H
 
 #include "kernels/ops.h"
-#include "pprpc.h"
+#include "pprpc_graph.h"
 
 struct gb_tensor {
 	pprpc_tensor t;   /* buffer 0 = scratch or view */

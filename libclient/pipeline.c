@@ -37,6 +37,7 @@
 #include <time.h>
 
 #include "libclient/client.h"
+#include "libclient/pipeline_hooks.h"
 #include "proto/msgtype.h"
 
 struct pstage {
@@ -51,6 +52,7 @@ struct pprpc_pipeline {
 	struct pstage *s;
 	pprpc_pipeline_opts opts;
 	uint64_t base;           /* timeline values of the next run start above this */
+	int unsafe;              /* pipeline_hook_skip_war_wait */
 	int timelines_ok;
 	int p2p;                 /* boundaries go daemon to daemon */
 	char transfer_reason[300];
@@ -65,6 +67,7 @@ struct pprpc_pipeline {
 struct run {
 	pprpc_pipeline *p;
 	int M;
+	pprpc_micro_plan *plan;  /* [s * M + m] */
 	struct pending *get;     /* [s * M + m] */
 	uint8_t *issued;         /* [s * M + m]: GET sent */
 	uint8_t *collected;
@@ -92,7 +95,7 @@ static const char *rank_name(const struct pstage *ps)
 
 static int slot_of(const pprpc_pipeline *p, int m)
 {
-	return p->opts.unsafe_skip_war_wait ? 0 : m % 2;
+	return p->unsafe ? 0 : m % 2;
 }
 
 /* Record the first failure of a run; later ones only add nothing. */
@@ -140,7 +143,7 @@ static int timelines_create(pprpc_pipeline *p)
 				 rank_name(&p->s[s]), pprpc_strerror(rc), pprpc_last_error(p->s[s].st.client));
 			for (int i = 0; i < s; i++) {
 				pprpc_timeline_destroy(p->s[i].st.client, p->s[i].done);
-				p->s[i].done = 0;
+				p->s[i].done.id = 0;
 			}
 			p->timelines_ok = 0;
 			return rc;
@@ -154,9 +157,9 @@ static int timelines_create(pprpc_pipeline *p)
 static void timelines_destroy(pprpc_pipeline *p)
 {
 	for (int s = 0; s < p->n; s++)
-		if (p->s[s].done) {
+		if (p->s[s].done.id) {
 			pprpc_timeline_destroy(p->s[s].st.client, p->s[s].done);
-			p->s[s].done = 0;
+			p->s[s].done.id = 0;
 		}
 	p->timelines_ok = 0;
 }
@@ -314,9 +317,58 @@ static uint64_t xfer_id(const struct run *r, int s, int m)
 	return r->p->xfer_base + (uint64_t)s * (uint64_t)r->M + (uint64_t)m;
 }
 
+void pipeline_hook_skip_war_wait(pprpc_pipeline *p, int on)
+{
+	p->unsafe = on != 0;
+}
+
 PPRPC_API const char *pprpc_pipeline_error(const pprpc_pipeline *p)
 {
 	return p ? p->err : "";
+}
+
+static const pprpc_micro_plan *plan_of(const struct run *r, int s, int m)
+{
+	return &r->plan[(size_t)s * r->M + m];
+}
+
+/* Every (stage, micro-batch)'s graph and sizes, checked before anything is
+ * issued: a wrong plan must not leave half a run queued. */
+static int make_plans(struct run *r)
+{
+	pprpc_pipeline *p = r->p;
+
+	for (int s = 0; s < p->n; s++)
+		for (int m = 0; m < r->M; m++) {
+			const pprpc_stage *st = &p->s[s].st;
+			pprpc_micro_plan *pl = &r->plan[(size_t)s * r->M + m];
+			int k = slot_of(p, m), rc;
+
+			pl->graph = st->graph[k];
+			pl->in_bytes = st->in_bytes;
+			pl->out_bytes = st->out_bytes;
+			if (p->opts.plan && (rc = p->opts.plan(p->opts.plan_arg, s, m, k, pl)) < 0) {
+				snprintf(p->err, sizeof(p->err), "stage %d: the plan of micro-batch %d refused: %s", s,
+					 m, pprpc_strerror(rc));
+				return rc;
+			}
+			if (!pl->in_bytes || pl->in_bytes > st->in_bytes || !pl->out_bytes ||
+			    pl->out_bytes > st->out_bytes) {
+				snprintf(p->err, sizeof(p->err), "stage %d, micro-batch %d: planned sizes in %llu / "
+					 "out %llu outside 1 .. %llu / %llu", s, m, (unsigned long long)pl->in_bytes,
+					 (unsigned long long)pl->out_bytes, (unsigned long long)st->in_bytes,
+					 (unsigned long long)st->out_bytes);
+				return PPRPC_EINVAL;
+			}
+			if (s > 0 && plan_of(r, s - 1, m)->out_bytes != pl->in_bytes) {
+				snprintf(p->err, sizeof(p->err), "micro-batch %d: stage %d's out_bytes %llu != stage "
+					 "%d's in_bytes %llu", m, s - 1,
+					 (unsigned long long)plan_of(r, s - 1, m)->out_bytes, s,
+					 (unsigned long long)pl->in_bytes);
+				return PPRPC_EINVAL;
+			}
+		}
+	return 0;
 }
 
 /* Where stage s's output of micro-batch m goes on the caller's side. */
@@ -341,10 +393,10 @@ static int issue_get(struct run *r, int s, int m)
 
 	memset(g, 0, sizeof(*g));
 	g->bulk = dest_of(r, s, m);
-	g->bulk_len = ps->st.out_bytes;
-	req.buffer = ps->st.out_buf[slot_of(p, m)];
+	g->bulk_len = plan_of(r, s, m)->out_bytes;
+	req.buffer = ps->st.out_buf[slot_of(p, m)].id;
 	req.offset = 0;
-	req.size = ps->st.out_bytes;
+	req.size = g->bulk_len;
 	c->err[0] = '\0';
 	rc = rpc_send(c, MSG_TENSOR_GET, FRAME_F_QUEUED, &req.base, NULL, 0, g);
 	if (rc < 0) {
@@ -362,7 +414,8 @@ static int issue_stage(struct run *r, int s, int m, const void *src)
 	pprpc_pipeline *p = r->p;
 	struct pstage *ps = &p->s[s];
 	pprpc_client *c = ps->st.client;
-	int unsafe = p->opts.unsafe_skip_war_wait, k = slot_of(p, m), rc;
+	const pprpc_micro_plan *pl = plan_of(r, s, m);
+	int unsafe = p->unsafe, k = slot_of(p, m), rc;
 
 	r->issue_ns[(size_t)s * r->M + m] = now_ns();
 	/* WAR: slot k of our output (and of the next stage's input) was last
@@ -376,18 +429,18 @@ static int issue_stage(struct run *r, int s, int m, const void *src)
 			return fail(r, s, m, "WAIT", rc, pprpc_last_error(c));
 	}
 	if (p->p2p && s > 0) {
-		rc = pprpc_recv_async(c, ps->st.in_buf[k], 0, ps->st.in_bytes, xfer_id(r, s - 1, m),
+		rc = pprpc_recv_async(c, ps->st.in_buf[k], 0, pl->in_bytes, xfer_id(r, s - 1, m),
 				      p->s[s - 1].rank);
 		if (rc < 0)
 			return fail(r, s, m, "RECV", rc, pprpc_last_error(c));
 	} else {
-		rc = pprpc_tensor_set_async(c, ps->st.in_buf[k], 0, src, ps->st.in_bytes);
+		rc = pprpc_tensor_set_async(c, ps->st.in_buf[k], 0, src, pl->in_bytes);
 		if (rc < 0)
 			return fail(r, s, m, "TENSOR_SET", rc, pprpc_last_error(c));
 		if (s > 0)
-			p->client_bytes += ps->st.in_bytes;
+			p->client_bytes += pl->in_bytes;
 	}
-	rc = pprpc_graph_run_async(c, ps->st.graph[k]);
+	rc = pprpc_graph_run_async(c, pl->graph);
 	if (rc < 0)
 		return fail(r, s, m, "GRAPH_RUN", rc, pprpc_last_error(c));
 	if (unsafe && m >= 1) {
@@ -401,7 +454,7 @@ static int issue_stage(struct run *r, int s, int m, const void *src)
 	if (rc < 0)
 		return fail(r, s, m, "SIGNAL", rc, pprpc_last_error(c));
 	if (p->p2p && s + 1 < p->n) {
-		rc = pprpc_send_async(c, ps->st.out_buf[k], 0, ps->st.out_bytes, xfer_id(r, s, m),
+		rc = pprpc_send_async(c, ps->st.out_buf[k], 0, pl->out_bytes, xfer_id(r, s, m),
 				      p->s[s + 1].rank);
 		if (rc < 0)
 			return fail(r, s, m, "SEND", rc, pprpc_last_error(c));
@@ -443,6 +496,63 @@ static int collect(struct run *r, int s, int m)
 		p->opts.observe(p->opts.observe_arg, &ev);
 	}
 	return 0;
+}
+
+/*
+ * p2p path, for an observer that asked for it: until every output of the
+ * last stage is in, query each stage's done timeline every poll_us and
+ * report the micro-batches it finished (no bytes: they went daemon to
+ * daemon).  Querying the last stage's rank also makes progress on its
+ * connection, so its outputs are collected as they come.  The loop ends
+ * with the last output (or its failure): then every upstream run has ended
+ * too, and one more query reports what the last poll missed.
+ */
+static int poll_stages(struct run *r)
+{
+	pprpc_pipeline *p = r->p;
+	struct timespec pause = { 0, (long)p->opts.observe_poll_us * 1000 };
+	int S = p->n, last_in = 0, rc = 0, final = 0;
+	int *seen = calloc((size_t)S, sizeof(int));
+
+	if (!seen)
+		return fail(r, 0, -1, "poll", PPRPC_ENOMEM, "out of memory");
+	while (rc == 0) {
+		for (int s = 0; s < S && rc == 0; s++) {
+			pprpc_client *c = p->s[s].st.client;
+			uint64_t v;
+
+			if (s < S - 1 && seen[s] == r->M)
+				continue;
+			if ((rc = pprpc_timeline_query(c, p->s[s].done, &v)) < 0) {
+				fail(r, s, -1, "TIMELINE_QUERY", rc, pprpc_last_error(c));
+				break;
+			}
+			for (; s < S - 1 && seen[s] < r->M && v >= p->base + (uint64_t)seen[s] + 1; seen[s]++) {
+				size_t i = (size_t)s * r->M + seen[s];
+				pprpc_pipeline_event ev = {
+					.stage = s,
+					.micro = seen[s],
+					.slot = slot_of(p, seen[s]),
+					.issue_ns = r->issue_ns[i],
+					.done_ns = now_ns(),
+					.data = NULL,
+					.bytes = plan_of(r, s, seen[s])->out_bytes,
+				};
+
+				p->opts.observe(p->opts.observe_arg, &ev);
+			}
+		}
+		for (; rc == 0 && last_in < r->M && r->get[(size_t)(S - 1) * r->M + last_in].done; last_in++)
+			rc = collect(r, S - 1, last_in);
+		if (rc < 0 || final)
+			break;
+		if (last_in == r->M)
+			final = 1;
+		else
+			nanosleep(&pause, NULL);
+	}
+	free(seen);
+	return rc;
 }
 
 /* Two stages on one (client, device) share a queue: synchronize it once. */
@@ -532,11 +642,15 @@ PPRPC_API int pprpc_pipeline_run(pprpc_pipeline *p, int nmicro, const void *cons
 	r.issued = calloc((size_t)S * nmicro, 1);
 	r.collected = calloc((size_t)S * nmicro, 1);
 	r.issue_ns = calloc((size_t)S * nmicro, sizeof(*r.issue_ns));
-	if (!r.get || !r.issued || !r.collected || !r.issue_ns) {
+	r.plan = calloc((size_t)S * nmicro, sizeof(*r.plan));
+	if (!r.get || !r.issued || !r.collected || !r.issue_ns || !r.plan) {
 		snprintf(p->err, sizeof(p->err), "pipeline_run: out of memory");
 		rc = PPRPC_ENOMEM;
 		goto out;
 	}
+	rc = make_plans(&r);
+	if (rc < 0)
+		goto out;
 
 	for (int t = 0; t < nmicro + S - 1 && rc == 0; t++) {
 		for (int s = 0; s < S && rc == 0; s++) {
@@ -556,7 +670,7 @@ PPRPC_API int pprpc_pipeline_run(pprpc_pipeline *p, int nmicro, const void *cons
 				 * already; for the last stage this reads an output a
 				 * little earlier than needed — it is complete by now
 				 * whenever our own GET can be.) */
-				if (!p->opts.unsafe_skip_war_wait && m >= 2 &&
+				if (!p->unsafe && m >= 2 &&
 				    (rc = collect(&r, s, m - 2)) < 0)
 					break;
 				rc = collect(&r, s - 1, m);
@@ -567,6 +681,8 @@ PPRPC_API int pprpc_pipeline_run(pprpc_pipeline *p, int nmicro, const void *cons
 			rc = issue_stage(&r, s, m, src);
 		}
 	}
+	if (rc == 0 && p->p2p && p->opts.observe && p->opts.observe_poll_us > 0)
+		rc = poll_stages(&r);
 	for (int m = 0; m < nmicro && rc == 0; m++)
 		rc = collect(&r, S - 1, m);
 	/* Every queue ends with a GET that succeeded, so no queued command
@@ -593,5 +709,6 @@ out:
 	free(r.issued);
 	free(r.collected);
 	free(r.issue_ns);
+	free(r.plan);
 	return rc;
 }

@@ -37,7 +37,8 @@ PPRPC_API uint64_t pprpc_tensor_nbytes(const pprpc_tensor *t)
 
 PPRPC_API uint64_t pprpc_type_nbytes(int dtype, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3)
 {
-	pprpc_tensor t = pprpc_tensor_make(0, 0, dtype, ne0, ne1, ne2, ne3);
+	pprpc_buffer none = { 0 };
+	pprpc_tensor t = pprpc_tensor_make(none, 0, dtype, ne0, ne1, ne2, ne3);
 
 	return pprpc_tensor_nbytes(&t);
 }

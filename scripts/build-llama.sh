@@ -16,15 +16,16 @@ root=$PWD
 SRC=${1:-ext/llama.cpp}
 if [ "${LLAMA_CUDA:-0}" = 1 ]; then BUILD=${2:-$SRC/build-cuda}; else BUILD=${2:-$SRC/build-cpu}; fi
 JOBS=${JOBS:-$(nproc)}
-TARGETS=${LLAMA_TARGETS:-"ggml-base ggml-cpu ggml llama test-backend-ops test-llama-archs llama-bench llama-simple llama-completion llama-quantize ggml-rpc-server"}
+TARGETS=${LLAMA_TARGETS:-"ggml-base ggml-cpu ggml llama test-backend-ops test-llama-archs llama-bench llama-simple llama-completion llama-quantize llama-imatrix ggml-rpc-server"}
 
 [ -d "$SRC" ] || scripts/fetch-llama.sh "$SRC"
 
+# patch(1), not git: the GPU machine builds from a tarball of the source.
 for p in scripts/llama-patches/*.patch; do
-	if git -C "$SRC" apply --check -R "$root/$p" 2>/dev/null; then
+	if patch -d "$SRC" -p1 -R -s -f --dry-run <"$root/$p" >/dev/null 2>&1; then
 		continue # already applied
 	fi
-	git -C "$SRC" apply "$root/$p"
+	patch -d "$SRC" -p1 -s -f <"$root/$p"
 	echo "build-llama: applied $p"
 done
 
@@ -36,7 +37,8 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 	cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
 		-DBUILD_SHARED_LIBS=ON -DGGML_RPC=ON -DGGML_NATIVE="${LLAMA_NATIVE:-ON}" \
 		-DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=ON \
-		-DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_EXAMPLES=ON \
+		-DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+		-DLLAMA_BUILD_EXAMPLES="$([ -d "$SRC/examples" ] && echo ON || echo OFF)" \
 		"${cuda_flags[@]}" >/dev/null
 fi
 # Progress lines and compiler warnings of the foreign code stay in the log.
@@ -47,7 +49,8 @@ if ! ninja -C "$BUILD" -j "$JOBS" $TARGETS >"$log" 2>&1; then
 	echo "build-llama: ninja failed, see $log" >&2
 	exit 1
 fi
-for t in test-backend-ops test-llama-archs llama-bench llama-simple ggml-rpc-server; do
+for t in $TARGETS; do
+	case $t in ggml|ggml-base|ggml-cpu|ggml-cuda|llama) continue ;; esac # libraries
 	[ -x "$BUILD/bin/$t" ] || { echo "build-llama: $BUILD/bin/$t missing after the build" >&2; exit 1; }
 done
 echo "build-llama: $BUILD ready"

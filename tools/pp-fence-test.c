@@ -6,8 +6,9 @@
  *     h = W^T x            (MUL_MAT, W f16 [D, D], x f32 [D, T])
  *     r = x + h            (ADD: residual)
  *     x = r * g            (MUL by a per-channel gain g f32 [D, 1]: the norm)
- * There is no RMS_NORM op yet, so the "norm" is a fixed per-channel gain
- * with values in [0.80, 0.90], and W has entries uniform in
+ * The "norm" is a fixed per-channel gain (not RMS_NORM: the stack must
+ * stay linear for the sentinels below) with values in [0.80, 0.90], and W
+ * has entries uniform in
  * [-1/sqrt(D), 1/sqrt(D)]: ||I + W^T|| stays near 1.15, so each layer
  * multiplies the magnitude by about 0.85 * 1.15 and values stay bounded
  * through any number of stages.  All weights come from --seed.
@@ -19,6 +20,11 @@
  * the values of two micro-batches differ by at least 1/(M+1) relatively,
  * far above the 1e-2 tolerance, so a boundary carrying another micro-batch
  * (or a half-overwritten one) is caught even if both modes agreed.
+ *
+ * A run of T tokens is split like a prompt into M ubatches of
+ * u = ceil(T / M) tokens, the last one ragged (T - (M-1) u): it runs its
+ * own graphs (built for its size, on the same slot buffers), given to the
+ * pipeline through its plan callback.
  *
  * Sequential mode (the reference) pushes each micro-batch through all
  * stages with synchronous calls; pipelined mode uses pprpc_pipeline_run,
@@ -40,12 +46,17 @@
 
 #include "kernels/tensor.h"
 #include "pprpc.h"
+#include "pprpc_graph.h"
+#include "pprpc_pipeline.h"
+#include "libclient/pipeline_hooks.h"
 #include "tools/common/spawn.h"
-#include "tools/common/list.h"
 #include "tools/common/measure.h"
+#include "tools/common/report.h"
+#include "util/hash.h"
+#include "util/list.h"
 
 #define MAX_RANKS 16
-#define MAX_TOKENS 16
+#define MAX_TOKENS INT_LIST_MAX
 #define MAX_REPEAT 50
 
 static const char usage[] =
@@ -56,7 +67,8 @@ static const char usage[] =
 	"double-buffered boundaries, timeline waits), compares every stage boundary\n"
 	"of every micro-batch bit for bit, checks each micro-batch's sentinel, and\n"
 	"prints per token count: sequential and pipelined wall time (median of\n"
-	"--repeat paired runs), speedup, the ideal S*M/(S+M-1), efficiency, RPC\n"
+	"--repeat paired runs), speedup, the ideal S*T/(T+(S-1)*u) (S*M/(S+M-1)\n"
+	"when u divides T), efficiency, RPC\n"
 	"errors and sentinel failures.  Exit status 0 only when parity and sentinels\n"
 	"hold and no RPC failed; 1 otherwise; 2 for bad usage.\n"
 	"\n"
@@ -69,8 +81,9 @@ static const char usage[] =
 	"  --spawn N              start N local pprpcd (--threads 1, OPENBLAS_NUM_THREADS=1\n"
 	"                         unless set) and stop them after\n"
 	"  --ubatches M           micro-batches (default 8)\n"
-	"  --tokens T[,T...]      tokens per run, each split into M micro-batches\n"
-	"                         (default 2048,4096,8192; must divide by M)\n"
+	"  --tokens T[,T...]      tokens per run, each split into M micro-batches of\n"
+	"                         ceil(T/M) tokens, the last one ragged (default\n"
+	"                         2048,4096,8192)\n"
 	"  --width D              hidden size (default 512)\n"
 	"  --layers-per-stage L   matmul + residual + norm layers per stage (default 2)\n"
 	"  --mode seq|pp|both     what to run (default both; parity needs both)\n"
@@ -78,6 +91,7 @@ static const char usage[] =
 	"  --seed S               weights, inputs and sentinels (default 1)\n"
 	"  --json FILE            write the results as JSON\n"
 	"  --trace FILE           write a Chrome trace-event JSON (open in Perfetto)\n"
+	"  --svg FILE             SVG Gantt chart of the last run (seq RUNs, pp micro-batches)\n"
 	"  --transfer p2p|client  how boundaries travel (default p2p: daemon to daemon;\n"
 	"                         falls back to client, with the reason, if the daemons\n"
 	"                         cannot reach each other; PPRPC_P2P=0 forces client)\n"
@@ -100,13 +114,9 @@ struct stage {
 	pprpc_buffer w[64], g[64];      /* per layer */
 	pprpc_buffer in[2], out[2];
 	pprpc_graph graph[2];
+	pprpc_graph tail[2];            /* the ragged last ubatch's graphs (none if T % u == 0) */
 };
 
-struct trace {
-	FILE *f;
-	int n;
-	double t0;
-};
 
 struct ctx {
 	int S, M, D, L, repeat, unsafe, do_seq, do_pp;
@@ -121,38 +131,24 @@ struct ctx {
 	double *ones_ref[MAX_RANKS];    /* r_s: float64 image of a ones vector after stage s */
 	int rpc_errors, sentinel_failures, parity_failures;
 	struct trace tr;
+	const char *svg;                /* --svg: Gantt of the last repeat of the last token count */
+	struct gantt_slice *gantt;
+	int ngantt, capgantt;
 	/* per token count */
-	int Tm;
-	uint64_t bytes;                 /* one boundary of one micro-batch */
+	int Tm;                         /* tokens of a full ubatch: ceil(T / M) */
+	int Tlast;                      /* tokens of the last one (<= Tm) */
+	uint64_t bytes;                 /* one boundary of one full micro-batch */
 	float **seq_out;                /* [s * M + m] */
 	float **pp_out;                 /* [s * M + m] (observer copies) */
 	int pp_seen;
 	uint64_t *pp_issue, *pp_done;   /* [s * M + m] */
 };
 
-static uint64_t fnv1a(const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	uint64_t h = 1469598103934665603ull;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 1099511628211ull;
-	return h;
-}
-
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9E3779B97F4A7C15ull;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-	return x ^ (x >> 31);
-}
-
 /* Uniform in [-1, 1). */
 static float urand(uint64_t *s)
 {
-	*s = mix(*s);
-	return (float)((double)(*s >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
+	*s = splitmix64(*s);
+	return (float)(unit_double(*s) * 2.0 - 1.0);
 }
 
 static int rpc_fail(struct ctx *x, const char *what, int s, int rc)
@@ -165,41 +161,34 @@ static int rpc_fail(struct ctx *x, const char *what, int s, int rc)
 
 /* ---- trace ------------------------------------------------------------------ */
 
-static void tr_event(struct trace *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tr_event(struct trace *t, const char *fmt, ...)
+/* One slice in the trace (and, for the last repeat, in the Gantt chart). */
+static void tr_slice(struct ctx *x, int pid, int tid, const char *name, double a, double b, int T, int m)
 {
-	va_list ap;
+	char args[48];
 
-	if (!t->f)
-		return;
-	fputs(t->n++ ? ",\n" : "\n", t->f);
-	va_start(ap, fmt);
-	vfprintf(t->f, fmt, ap);
-	va_end(ap);
+	snprintf(args, sizeof(args), "\"tokens\":%d,\"ubatch\":%d", T, m);
+	trace_slice(&x->tr, pid, tid, name, a, b, args);
 }
 
-static void tr_slice(struct trace *t, int pid, int tid, const char *name, double a, double b, int T, int m)
+static void gantt_add(struct ctx *x, int panel, int row, int m, double a, double b)
 {
-	double ts = (a - t->t0) * 1e6, dur = (b - a) * 1e6;
-
-	tr_event(t, "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
-		 "\"args\":{\"tokens\":%d,\"ubatch\":%d}}",
-		 name, pid, tid, ts, dur < 0 ? 0 : dur, T, m);
+	if (!x->svg || x->ngantt == x->capgantt)
+		return;
+	x->gantt[x->ngantt++] = (struct gantt_slice){ panel, row, m, a, b };
 }
 
 static void tr_names(struct ctx *x)
 {
 	struct trace *t = &x->tr;
+	char name[96];
 
-	tr_event(t, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"client\"}}");
-	tr_event(t, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"client\"}}");
+	trace_process(t, 0, "client");
+	trace_thread(t, 0, 0, "client");
 	for (int s = 0; s < x->S; s++) {
-		tr_event(t, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d %s\"}}",
-			 s + 1, s, x->st[s].addr);
-		tr_event(t, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"seq (device queue)\"}}",
-			 s + 1);
-		tr_event(t, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":2,\"args\":{\"name\":\"pp (device queue)\"}}",
-			 s + 1);
+		snprintf(name, sizeof(name), "rank %d %s", s, x->st[s].addr);
+		trace_process(t, s + 1, name);
+		trace_thread(t, s + 1, 1, "seq (device queue)");
+		trace_thread(t, s + 1, 2, "pp (device queue)");
 	}
 }
 
@@ -211,7 +200,7 @@ static void make_weights(struct ctx *x)
 	size_t dd = (size_t)x->D * x->D;
 
 	for (int s = 0; s < x->S; s++) {
-		uint64_t r = mix(x->seed * 1000003ull + (uint64_t)s);
+		uint64_t r = splitmix64(x->seed * 1000003ull + (uint64_t)s);
 		double *v = malloc(sizeof(double) * x->D), *h = malloc(sizeof(double) * x->D);
 
 		x->w16[s] = malloc(dd * 2 * x->L);
@@ -248,15 +237,32 @@ static void make_weights(struct ctx *x)
 
 static double sentinel_value(const struct ctx *x, int m)
 {
-	double u = (double)(mix(x->seed ^ 0x5EA7ull) >> 11) / (double)(1ull << 53) * 0.5;
+	double u = unit_double(splitmix64(x->seed ^ 0x5EA7ull)) * 0.5;
 
 	return 1.0 + (m + 1 + u) / (x->M + 1);
 }
 
+/* Tokens and boundary bytes of micro-batch m. */
+static int tokens_of(const struct ctx *x, int m)
+{
+	return m == x->M - 1 ? x->Tlast : x->Tm;
+}
+
+static uint64_t bytes_of(const struct ctx *x, int m)
+{
+	return (uint64_t)x->D * tokens_of(x, m) * sizeof(float);
+}
+
+/* The ragged last micro-batch runs its own graphs. */
+static pprpc_graph graph_of(const struct stage *st, const struct ctx *x, int m, int k)
+{
+	return m == x->M - 1 && x->Tlast != x->Tm ? st->tail[k] : st->graph[k];
+}
+
 static void make_input(const struct ctx *x, int T, int m, float *in)
 {
-	uint64_t r = mix(x->seed * 7919ull + (uint64_t)T * 131ull + (uint64_t)m);
-	size_t n = (size_t)x->D * x->Tm;
+	uint64_t r = splitmix64(x->seed * 7919ull + (uint64_t)T * 131ull + (uint64_t)m);
+	size_t n = (size_t)x->D * tokens_of(x, m);
 
 	for (size_t i = 0; i < n; i++)
 		in[i] = urand(&r);
@@ -299,13 +305,13 @@ static int upload_weights(struct ctx *x, int s)
 	return 0;
 }
 
-/* Slot k's graph of stage s: in[k] -> L layers -> out[k]. */
-static int build_graph(struct ctx *x, int s, int k)
+/* Slot k's graph of stage s for T tokens: in[k] -> L layers -> out[k]. */
+static int build_graph(struct ctx *x, int s, int k, int T, pprpc_graph *out)
 {
 	struct stage *st = &x->st[s];
 	pprpc_graph_builder *gb;
-	pprpc_tensor tin = pprpc_tensor_make(st->in[k], 0, PPRPC_F32, x->D, x->Tm, 1, 1);
-	pprpc_tensor tout = pprpc_tensor_make(st->out[k], 0, PPRPC_F32, x->D, x->Tm, 1, 1);
+	pprpc_tensor tin = pprpc_tensor_make(st->in[k], 0, PPRPC_F32, x->D, T, 1, 1);
+	pprpc_tensor tout = pprpc_tensor_make(st->out[k], 0, PPRPC_F32, x->D, T, 1, 1);
 	int cur, iout, rc;
 
 	if (pprpc_graph_builder_new(&gb) < 0)
@@ -327,7 +333,7 @@ static int build_graph(struct ctx *x, int s, int k)
 		x->rpc_errors++;
 		return cur;
 	}
-	rc = pprpc_graph_create(st->c, 0, gb, &st->graph[k]);
+	rc = pprpc_graph_create(st->c, 0, gb, out);
 	pprpc_graph_builder_free(gb);
 	if (rc < 0)
 		return rpc_fail(x, "graph_create", s, rc);
@@ -344,7 +350,8 @@ static int setup_tokens(struct ctx *x)
 			if ((rc = pprpc_buffer_alloc(st->c, 0, x->bytes, &st->in[k])) < 0 ||
 			    (rc = pprpc_buffer_alloc(st->c, 0, x->bytes, &st->out[k])) < 0)
 				return rpc_fail(x, "buffer_alloc (boundaries)", s, rc);
-			if ((rc = build_graph(x, s, k)) < 0)
+			if ((rc = build_graph(x, s, k, x->Tm, &st->graph[k])) < 0 ||
+			    (x->Tlast != x->Tm && (rc = build_graph(x, s, k, x->Tlast, &st->tail[k])) < 0))
 				return rc;
 		}
 	return 0;
@@ -356,13 +363,15 @@ static void teardown_tokens(struct ctx *x)
 		for (int k = 0; k < 2; k++) {
 			struct stage *st = &x->st[s];
 
-			if (st->graph[k])
+			if (st->graph[k].id)
 				pprpc_graph_free(st->c, st->graph[k]);
-			if (st->in[k])
+			if (st->tail[k].id)
+				pprpc_graph_free(st->c, st->tail[k]);
+			if (st->in[k].id)
 				pprpc_buffer_free(st->c, st->in[k]);
-			if (st->out[k])
+			if (st->out[k].id)
 				pprpc_buffer_free(st->c, st->out[k]);
-			st->graph[k] = st->in[k] = st->out[k] = 0;
+			st->graph[k].id = st->tail[k].id = st->in[k].id = st->out[k].id = 0;
 		}
 }
 
@@ -382,23 +391,24 @@ static int run_seq(struct ctx *x, int T, float **in, double *ret_s)
 			double a = now_s(), b, c, d;
 			int rc;
 
-			if ((rc = pprpc_tensor_set(st->c, st->in[k], 0, src, x->bytes)) < 0)
+			if ((rc = pprpc_tensor_set(st->c, st->in[k], 0, src, bytes_of(x, m))) < 0)
 				return rpc_fail(x, "tensor_set", s, rc);
 			b = now_s();
-			if ((rc = pprpc_graph_run(st->c, st->graph[k])) < 0)
+			if ((rc = pprpc_graph_run(st->c, graph_of(st, x, m, k))) < 0)
 				return rpc_fail(x, "graph_run", s, rc);
 			c = now_s();
-			if ((rc = pprpc_tensor_get(st->c, st->out[k], 0, dst, x->bytes)) < 0)
+			if ((rc = pprpc_tensor_get(st->c, st->out[k], 0, dst, bytes_of(x, m))) < 0)
 				return rpc_fail(x, "tensor_get", s, rc);
 			d = now_s();
-			tr_slice(&x->tr, s + 1, 1, "SET", a, b, T, m);
-			tr_slice(&x->tr, s + 1, 1, "RUN", b, c, T, m);
-			tr_slice(&x->tr, s + 1, 1, "GET", c, d, T, m);
+			tr_slice(x, s + 1, 1, "SET", a, b, T, m);
+			tr_slice(x, s + 1, 1, "RUN", b, c, T, m);
+			tr_slice(x, s + 1, 1, "GET", c, d, T, m);
+			gantt_add(x, 0, s, m, b, c);
 			src = dst;
 		}
 	}
 	*ret_s = now_s() - t0;
-	tr_slice(&x->tr, 0, 0, "seq run", t0, t0 + *ret_s, T, -1);
+	tr_slice(x, 0, 0, "seq run", t0, t0 + *ret_s, T, -1);
 	return 0;
 }
 
@@ -407,20 +417,36 @@ static void observe(void *arg, const pprpc_pipeline_event *ev)
 	struct ctx *x = arg;
 	size_t i = (size_t)ev->stage * x->M + ev->micro;
 
-	if (ev->stage < 0 || ev->stage >= x->S || ev->micro < 0 || ev->micro >= x->M || ev->bytes != x->bytes)
+	if (ev->stage < 0 || ev->stage >= x->S || ev->micro < 0 || ev->micro >= x->M ||
+	    ev->bytes != bytes_of(x, ev->micro))
 		return;
-	if (ev->data != x->pp_out[i])  /* the last stage's outputs land in place */
-		memcpy(x->pp_out[i], ev->data, x->bytes);
 	x->pp_issue[i] = ev->issue_ns;
 	x->pp_done[i] = ev->done_ns;
+	/* Without bytes: a p2p stage's run seen done by the trace's poll. */
+	if (!ev->data)
+		return;
+	if (ev->data != x->pp_out[i])  /* the last stage's outputs land in place */
+		memcpy(x->pp_out[i], ev->data, ev->bytes);
 	x->pp_seen++;
+}
+
+/* The ragged last micro-batch: its graphs and sizes. */
+static int plan(void *arg, int stage, int micro, int slot, pprpc_micro_plan *pl)
+{
+	struct ctx *x = arg;
+
+	pl->graph = graph_of(&x->st[stage], x, micro, slot);
+	pl->in_bytes = pl->out_bytes = bytes_of(x, micro);
+	return 0;
 }
 
 /* One pipeline per token count, run --repeat times (it must be reusable). */
 static int make_pipeline(struct ctx *x, pprpc_pipeline **out)
 {
 	pprpc_stage stages[MAX_RANKS];
-	pprpc_pipeline_opts o = { .unsafe_skip_war_wait = x->unsafe, .observe = observe, .observe_arg = x,
+	pprpc_pipeline_opts o = { .observe = observe, .observe_arg = x, .plan = plan, .plan_arg = x,
+				  /* a trace wants every stage's times, also on p2p */
+				  .observe_poll_us = x->tr.f || x->svg ? 200 : 0,
 				  .transfer = x->client_transfer ? PPRPC_TRANSFER_CLIENT : PPRPC_TRANSFER_P2P };
 	const char *why = "";
 	int rc;
@@ -441,6 +467,7 @@ static int make_pipeline(struct ctx *x, pprpc_pipeline **out)
 	}
 	rc = pprpc_pipeline_create(stages, x->S, &o, out);
 	if (rc == 0) {
+		pipeline_hook_skip_war_wait(*out, x->unsafe);
 		x->used_p2p = !strcmp(pprpc_pipeline_transfer(*out, &why), "p2p");
 		if (!x->client_transfer && !x->used_p2p && strcmp(x->fallback, why)) {
 			snprintf(x->fallback, sizeof(x->fallback), "%s", why);
@@ -472,11 +499,11 @@ static int run_pp(struct ctx *x, pprpc_pipeline *p, int T, float **in, float **o
 		fprintf(stderr, "pp-fence-test: pipeline_run failed: %s: %s\n", pprpc_strerror(rc),
 			pprpc_pipeline_error(p));
 	}
-	if (rc == 0 && x->tr.f) {
+	if (rc == 0 && (x->tr.f || x->svg)) {
 		double base_s = 0;  /* the events' times are CLOCK_MONOTONIC, like now_s() */
 
-		/* On the p2p path only the last stage's outputs reach us. */
-		for (int s = x->used_p2p ? x->S - 1 : 0; s < x->S; s++) {
+		/* Every stage: on the p2p path the pipeline polled the others. */
+		for (int s = 0; s < x->S; s++) {
 			uint64_t prev = 0;
 
 			for (int m = 0; m < x->M; m++) {
@@ -485,11 +512,12 @@ static int run_pp(struct ctx *x, pprpc_pipeline *p, int T, float **in, float **o
 				char name[32];
 
 				snprintf(name, sizeof(name), "ub %d", m);
-				tr_slice(&x->tr, s + 1, 2, name, base_s + a * 1e-9, base_s + x->pp_done[i] * 1e-9, T, m);
+				tr_slice(x, s + 1, 2, name, base_s + a * 1e-9, base_s + x->pp_done[i] * 1e-9, T, m);
+				gantt_add(x, 1, s, m, base_s + a * 1e-9, base_s + x->pp_done[i] * 1e-9);
 				prev = x->pp_done[i];
 			}
 		}
-		tr_slice(&x->tr, 0, 0, "pp run", t0, t0 + *ret_s, T, -1);
+		tr_slice(x, 0, 0, "pp run", t0, t0 + *ret_s, T, -1);
 	}
 	return rc;
 }
@@ -515,7 +543,6 @@ static int check_sentinels(struct ctx *x, float **outs, const char *mode, int T,
 static int compare(struct ctx *x, int T)
 {
 	int bad = 0;
-	size_t n = x->bytes / sizeof(float);
 
 	int first = x->used_p2p ? x->S - 1 : 0;
 
@@ -528,16 +555,17 @@ static int compare(struct ctx *x, int T)
 	for (int s = first; s < x->S; s++)
 		for (int m = 0; m < x->M; m++) {
 			const float *a = x->seq_out[(size_t)s * x->M + m], *b = x->pp_out[(size_t)s * x->M + m];
+			size_t n = bytes_of(x, m) / sizeof(float);
 			double md = 0;
 
-			if (!memcmp(a, b, x->bytes))
+			if (!memcmp(a, b, bytes_of(x, m)))
 				continue;
 			for (size_t i = 0; i < n; i++)
 				md = fmax(md, fabs((double)a[i] - b[i]));
 			if (bad < 8)
 				fprintf(stderr, "pp-fence-test: T=%d stage %d ubatch %d: seq hash %016llx, pp hash %016llx, max |diff| %.3g\n",
-					T, s, m, (unsigned long long)fnv1a(a, x->bytes),
-					(unsigned long long)fnv1a(b, x->bytes), md);
+					T, s, m, (unsigned long long)fnv1a64(a, bytes_of(x, m)),
+					(unsigned long long)fnv1a64(b, bytes_of(x, m)), md);
 			bad++;
 		}
 	if (bad)
@@ -548,7 +576,7 @@ static int compare(struct ctx *x, int T)
 /* ---- output ------------------------------------------------------------------------- */
 
 struct result {
-	int T;
+	int T, ubatch, last;             /* tokens, a full ubatch's, the last one's */
 	double seq_s, pp_s, speedup, ideal, eff;
 	int rpc_errors, sentinel_failures, parity_ok;
 };
@@ -562,26 +590,28 @@ static void print_boundary_paths(struct ctx *x)
 
 		if (!x->st[s].c || pprpc_stats_get(x->st[s].c, &st) < 0)
 			continue;
-		for (uint32_t i = 0; i < st->nboundaries; i++) {
-			const pprpc_boundary_stats *b = &st->boundaries[i];
+		for (int i = 0; i < pprpc_stats_count(st, "boundaries"); i++) {
+			const char *dir = pprpc_stats_str(st, "boundaries", i, "direction");
 
 			printf("boundary: rank %d (%s) %s %s %s via %s: %llu transfers, %.1f MiB, %llu errors\n", s,
-			       x->st[s].addr, b->direction, !strcmp(b->direction, "send") ? "to" : "from", b->peer,
-			       b->path, (unsigned long long)b->transfers, b->bytes / 1048576.0,
-			       (unsigned long long)b->errors);
+			       x->st[s].addr, dir, !strcmp(dir, "send") ? "to" : "from",
+			       pprpc_stats_str(st, "boundaries", i, "peer"), pprpc_stats_str(st, "boundaries", i, "path"),
+			       (unsigned long long)pprpc_stats_u64(st, "boundaries", i, "transfers"),
+			       pprpc_stats_u64(st, "boundaries", i, "bytes") / 1048576.0,
+			       (unsigned long long)pprpc_stats_u64(st, "boundaries", i, "errors"));
 		}
 		/* Where the WAITs were held: on the GPU (stream memory
 		 * operations) or resolved by the daemon's worker. */
-		for (uint32_t i = 0; i < st->ndevices; i++)
-			if (st->devices[i].async_status[0])
+		for (int i = 0; i < pprpc_stats_count(st, "devices"); i++) {
+#define D(name) (unsigned long long)pprpc_stats_u64(st, "devices", i, name)
+			if (pprpc_stats_str(st, "devices", i, "async_status")[0])
 				printf("timelines: rank %d (%s) %s: GPU-side %s, %llu WAITs held on the GPU, %llu SIGNALs "
 				       "written from a stream, graph runs %llu (captures %llu, replays %llu)\n",
-				       s, x->st[s].addr, st->devices[i].info.name, st->devices[i].async_status,
-				       (unsigned long long)st->devices[i].gpu_waits,
-				       (unsigned long long)st->devices[i].gpu_signals,
-				       (unsigned long long)st->devices[i].graph_runs,
-				       (unsigned long long)st->devices[i].graph_captures,
-				       (unsigned long long)st->devices[i].graph_replays);
+				       s, x->st[s].addr, pprpc_stats_str(st, "devices", i, "info.name"),
+				       pprpc_stats_str(st, "devices", i, "async_status"), D("gpu_waits"), D("gpu_signals"),
+				       D("graph_runs"), D("graph_captures"), D("graph_replays"));
+#undef D
+		}
 		pprpc_stats_free(st);
 	}
 }
@@ -601,9 +631,10 @@ static int write_json(const char *path, const struct ctx *x, const struct result
 		x->unsafe ? "true" : "false", x->used_p2p ? "p2p" : "client",
 		(unsigned long long)x->client_boundary_bytes);
 	for (int i = 0; i < nres; i++)
-		fprintf(f, "%s{\"tokens\": %d, \"seq_s\": %.6f, \"pp_s\": %.6f, \"speedup\": %.4f, \"ideal\": %.4f, "
-			   "\"efficiency\": %.4f}",
-			i ? ", " : "", res[i].T, res[i].seq_s, res[i].pp_s, res[i].speedup, res[i].ideal, res[i].eff);
+		fprintf(f, "%s{\"tokens\": %d, \"ubatch\": %d, \"last_ubatch\": %d, \"seq_s\": %.6f, \"pp_s\": %.6f, "
+			   "\"speedup\": %.4f, \"ideal\": %.4f, \"efficiency\": %.4f}",
+			i ? ", " : "", res[i].T, res[i].ubatch, res[i].last, res[i].seq_s, res[i].pp_s, res[i].speedup,
+			res[i].ideal, res[i].eff);
 	fprintf(f, "]}\n");
 	return fclose(f) == 0 ? 0 : -1;
 }
@@ -620,7 +651,10 @@ static int run_tokens(struct ctx *x, int T, struct result *res)
 
 	memset(res, 0, sizeof(*res));
 	res->T = T;
-	x->Tm = T / x->M;
+	res->ubatch = (T + x->M - 1) / x->M;
+	res->last = T - (x->M - 1) * res->ubatch;
+	x->Tm = (T + x->M - 1) / x->M;
+	x->Tlast = T - (x->M - 1) * x->Tm;
 	x->bytes = (uint64_t)x->D * x->Tm * sizeof(float);
 	x->seq_out = calloc(nbuf, sizeof(float *));
 	x->pp_out = calloc(nbuf, sizeof(float *));
@@ -642,7 +676,16 @@ static int run_tokens(struct ctx *x, int T, struct result *res)
 	rc = setup_tokens(x);
 	if (rc == 0 && x->do_pp)
 		rc = make_pipeline(x, &pipe);
+	if (x->svg) {
+		struct gantt_slice *g = realloc(x->gantt, 2 * nbuf * sizeof(*g));
+
+		if (!g)
+			goto oom;
+		x->gantt = g;
+		x->capgantt = 2 * (int)nbuf;
+	}
 	for (int r = 0; r < x->repeat && rc == 0; r++) {
+		x->ngantt = 0;   /* the chart keeps the last repeat */
 		if (x->do_seq) {
 			rc = run_seq(x, T, in, &seq_t[nseq]);
 			if (rc < 0)
@@ -673,7 +716,9 @@ static int run_tokens(struct ctx *x, int T, struct result *res)
 	res->seq_s = median_sorting(seq_t, nseq);
 	res->pp_s = median_sorting(pp_t, npp);
 	res->speedup = res->pp_s > 0 ? res->seq_s / res->pp_s : 0;
-	res->ideal = (double)x->S * x->M / (x->S + x->M - 1);
+	/* Stage time proportional to tokens: seq takes S*T, pp fills and drains
+	 * with full ubatches, T + (S-1)*u (S*M/(S+M-1) when u divides T). */
+	res->ideal = (double)x->S * T / (T + (double)(x->S - 1) * x->Tm);
 	res->eff = res->ideal > 0 ? res->speedup / res->ideal : 0;
 	res->rpc_errors = x->rpc_errors - rpc0;
 	res->sentinel_failures = x->sentinel_failures - sent0;
@@ -711,7 +756,8 @@ int main(int argc, char **argv)
 	struct ctx *x = &X;
 	struct spawned sp[MAX_RANKS];
 	struct result res[MAX_TOKENS];
-	char addrs[MAX_RANKS][64], toks[MAX_TOKENS][64], binbuf[4096], err[512];
+	char addrs[MAX_RANKS][64], binbuf[4096], err[512];
+	struct int_list toks;
 	const char *ranks = NULL, *tokens = "2048,4096,8192", *mode = "both", *json = NULL, *trace = NULL;
 	const char *cluster = NULL, *spawn_devices = NULL, *spawn_args[16];
 	int nspawn_args = 0;
@@ -774,6 +820,8 @@ int main(int argc, char **argv)
 			json = v;
 		else if (!strcmp(a, "--trace"))
 			trace = v;
+		else if (!strcmp(a, "--svg"))
+			x->svg = v;
 		else if (!strcmp(a, "--transfer")) {
 			if (strcmp(v, "p2p") && strcmp(v, "client")) {
 				fprintf(stderr, "pp-fence-test: --transfer p2p|client\n");
@@ -821,7 +869,7 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < MAX_RANKS; i++)
 		snprintf(spawn_dev[i], sizeof(spawn_dev[i]), "cpu");
-	if (spawn_devices && parse_list(spawn_devices, spawn_dev, MAX_RANKS) < 1) {
+	if (spawn_devices && list_split(spawn_devices, spawn_dev, MAX_RANKS) < 1) {
 		fprintf(stderr, "pp-fence-test: bad --spawn-devices list\n");
 		return 2;
 	}
@@ -831,23 +879,25 @@ int main(int argc, char **argv)
 			MAX_REPEAT);
 		return 2;
 	}
-	ntok = parse_list(tokens, toks, MAX_TOKENS);
+	ntok = list_ints(tokens, &toks, 1, 1 << 20);
 	if (ntok < 1) {
-		fprintf(stderr, "pp-fence-test: bad --tokens list\n");
+		fprintf(stderr, "pp-fence-test: bad --tokens list (1..%d counts, each 1..2^20)\n", INT_LIST_MAX);
 		return 2;
 	}
 	for (int i = 0; i < ntok; i++) {
-		long T = strtol(toks[i], NULL, 10);
+		int64_t u = (toks.v[i] + x->M - 1) / x->M;
 
-		if (T < x->M || T > (1 << 20) || T % x->M) {
-			fprintf(stderr, "pp-fence-test: --tokens %s: must be a multiple of --ubatches %d (and at most 2^20)\n",
-				toks[i], x->M);
+		/* ceil(T/M)-token ubatches must make M of them (T = 9, M = 4
+		 * gives 3 of 3 tokens: not 4 ubatches). */
+		if (toks.v[i] <= (int64_t)(x->M - 1) * u) {
+			fprintf(stderr, "pp-fence-test: --tokens %lld in ubatches of %lld (ceil(T/%d)) makes fewer "
+				"than %d ubatches\n", (long long)toks.v[i], (long long)u, x->M, x->M);
 			return 2;
 		}
 	}
 	memset(sp, 0, sizeof(sp));
 	if (ranks) {
-		nranks = parse_list(ranks, addrs, MAX_RANKS);
+		nranks = list_split(ranks, addrs, MAX_RANKS);
 		if (nranks < 1) {
 			fprintf(stderr, "pp-fence-test: bad --ranks list (1..%d addresses)\n", MAX_RANKS);
 			return 2;
@@ -878,13 +928,9 @@ int main(int argc, char **argv)
 		}
 	}
 	x->S = nranks;
-	if (trace) {
-		x->tr.f = fopen(trace, "w");
-		if (!x->tr.f) {
-			fprintf(stderr, "pp-fence-test: %s: %s\n", trace, strerror(errno));
-			goto out;
-		}
-		fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", x->tr.f);
+	if (trace && trace_open(&x->tr, trace, now_s()) < 0) {
+		fprintf(stderr, "pp-fence-test: %s: %s\n", trace, strerror(errno));
+		goto out;
 	}
 	x->tr.t0 = now_s();
 	make_weights(x);
@@ -906,15 +952,22 @@ int main(int argc, char **argv)
 	       "mode %s, transfer %s, repeat %d, seed %llu%s\n",
 	       x->S, x->L, x->D, x->M, mode, x->client_transfer ? "client" : "p2p", x->repeat, (unsigned long long)x->seed,
 	       x->unsafe ? ", UNSAFE: no write-after-read protection (negative control)" : "");
-	printf("%7s %6s %10s %10s %8s %6s %6s %8s %9s %7s\n", "tokens", "ubatch", "seq_s", "pp_s", "speedup", "ideal",
-	       "eff", "rpc_err", "sentinel", "parity");
+	printf("%7s %14s %10s %10s %8s %6s %6s %8s %9s %7s\n", "tokens", "ubatch", "seq_s", "pp_s", "speedup",
+	       "ideal", "eff", "rpc_err", "sentinel", "parity");
 	for (int i = 0; i < ntok; i++) {
 		struct result *r = &res[nres++];
-		int T = (int)strtol(toks[i], NULL, 10);
+		int T = (int)toks.v[i];
 
 		if (run_tokens(x, T, r) < 0 && x->rpc_errors == 0)
 			x->rpc_errors++;
-		printf("%7d %6d %10.4f %10.4f %8.3f %6.3f %6.3f %8d %9d %7s\n", r->T, r->T / x->M, r->seq_s, r->pp_s,
+		char ub[32];
+
+		/* a ragged last ubatch shows as "u (last l)" */
+		if (r->last != r->ubatch)
+			snprintf(ub, sizeof(ub), "%d (last %d)", r->ubatch, r->last);
+		else
+			snprintf(ub, sizeof(ub), "%d", r->ubatch);
+		printf("%7d %14s %10.4f %10.4f %8.3f %6.3f %6.3f %8d %9d %7s\n", r->T, ub, r->seq_s, r->pp_s,
 		       r->speedup, r->ideal, r->eff, r->rpc_errors, r->sentinel_failures,
 		       !(x->do_seq && x->do_pp) ? "n/a" : r->parity_ok ? "ok" : "FAIL");
 		fflush(stdout);
@@ -931,11 +984,18 @@ int main(int argc, char **argv)
 	       ret ? "FAIL" : "PASS", parity ? "ok" : "FAILED", x->rpc_errors, x->sentinel_failures,
 	       x->do_pp ? (x->used_p2p ? "p2p" : "client") : "n/a", (unsigned long long)x->client_boundary_bytes);
 out:
-	if (x->tr.f) {
-		fputs("\n]}\n", x->tr.f);
-		if (fclose(x->tr.f) != 0)
+	if (trace_close(&x->tr) < 0)
+		ret = 1;
+	if (x->svg && nres > 0) {
+		static const char *const panels[2] = { "seq (RUN)", "pp" };
+		char title[160];
+
+		snprintf(title, sizeof(title), "pp-fence-test, last run of %d tokens: %d ubatches over %d ranks",
+			 res[nres - 1].T, x->M, x->S);
+		if (gantt_svg(x->svg, title, panels, 2, x->S, x->gantt, x->ngantt) < 0)
 			ret = 1;
 	}
+	free(x->gantt);
 	for (int s = 0; s < MAX_RANKS; s++)
 		pprpc_close(x->st[s].c);
 	for (int s = 0; s < MAX_RANKS; s++)

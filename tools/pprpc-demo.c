@@ -16,8 +16,11 @@
 
 #include "kernels/tensor.h"
 #include "pprpc.h"
+#include "pprpc_graph.h"
 #include "tools/common/spawn.h"
 #include "tools/common/measure.h"
+#include "util/hash.h"
+#include "util/list.h"
 
 #define MAX_RANKS 8
 
@@ -27,16 +30,6 @@ struct stage {
 	pprpc_graph g;
 	uint64_t arena;
 };
-
-static uint64_t fnv1a(const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	uint64_t h = 1469598103934665603ull;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 1099511628211ull;
-	return h;
-}
 
 static float frand(uint64_t *s)
 {
@@ -129,11 +122,11 @@ int main(int argc, char **argv)
 	memset(sp, 0, sizeof(sp));
 	memset(st, 0, sizeof(st));
 	if (ranks) {
-		char *list = strdup(ranks), *save = NULL;
-
-		for (char *t = strtok_r(list, ",", &save); t && nranks < MAX_RANKS; t = strtok_r(NULL, ",", &save))
-			snprintf(addrs[nranks++], sizeof(addrs[0]), "%s", t);
-		free(list);
+		nranks = list_split(ranks, addrs, MAX_RANKS);
+		if (nranks < 1) {
+			fprintf(stderr, "pprpc-demo: bad --ranks list (1..%d addresses)\n", MAX_RANKS);
+			return 2;
+		}
 	} else {
 		bin = spawn_default_bin(argv[0], binbuf, sizeof(binbuf));
 		for (; nranks < nspawn; nranks++) {
@@ -191,7 +184,7 @@ int main(int argc, char **argv)
 			return die("tensor_get", st[r].c, rc);
 		printf("rank %d: ran stage, boundary %zu bytes -> %s (hash %016llx)\n", r, nx * 4,
 		       r + 1 < nranks ? "next rank via client" : "client",
-		       (unsigned long long)fnv1a(cur, nx * 4));
+		       (unsigned long long)fnv1a64(cur, nx * 4));
 	}
 	double t1 = now_s();
 
@@ -226,9 +219,11 @@ int main(int argc, char **argv)
 
 		if (pprpc_stats_get(st[r].c, &ps) == 0) {
 			printf("rank %d stats: requests %llu, errors %llu, graph creates %llu, runs %llu, allocated %.1f KiB\n",
-			       r, (unsigned long long)ps->requests, (unsigned long long)ps->request_errors,
-			       (unsigned long long)ps->devices[0].graph_creates,
-			       (unsigned long long)ps->devices[0].graph_runs, ps->devices[0].allocated_bytes / 1024.0);
+			       r, (unsigned long long)pprpc_stats_u64(ps, NULL, 0, "requests"),
+			       (unsigned long long)pprpc_stats_u64(ps, NULL, 0, "request_errors"),
+			       (unsigned long long)pprpc_stats_u64(ps, "devices", 0, "graph_creates"),
+			       (unsigned long long)pprpc_stats_u64(ps, "devices", 0, "graph_runs"),
+			       pprpc_stats_u64(ps, "devices", 0, "allocated_bytes") / 1024.0);
 			pprpc_stats_free(ps);
 		}
 	}

@@ -3,11 +3,13 @@
  *
  *   pprpcctl status|stats (--rank HOST:PORT | --cluster FILE) [--json] [--timeout-ms N]
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pprpc.h"
+#include "tools/common/report.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -18,21 +20,10 @@ static void usage(FILE *f)
 		   "  --auth-key-file FILE  shared key of a daemon run with auth-key-file (default $PPRPC_AUTH_KEY_FILE)\n");
 }
 
-/* JSON strings here come from the daemon: escape them. */
+/* JSON strings here come from the daemon: escaped. */
 static void jstr(const char *s)
 {
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			printf("\\%c", ch);
-		else if (ch < 0x20)
-			printf("\\u%04x", ch);
-		else
-			putchar(ch);
-	}
-	putchar('"');
+	json_string(stdout, s);
 }
 
 static void status_text(pprpc_client *c, const char *rank)
@@ -88,170 +79,172 @@ static void status_json(pprpc_client *c, const char *rank)
 	printf("]}");
 }
 
+#define U(list, i, name) ((unsigned long long)pprpc_stats_u64(s, list, i, name))
+#define S(list, i, name) pprpc_stats_str(s, list, i, name)
+
 /* The transport facts of one connection or link (RDMA activation). */
-static void transport_text(const pprpc_conn_stats *k)
+static void transport_text(const pprpc_stats *s, const char *list, int i)
 {
-	if (!strcmp(k->transport, "rdma")) {
-		printf("     transport=rdma device=%s gid_index=%d mtu=%u ring=%ux%uKiB rx_depth=%u memlock=%s%s%s\n",
-		       k->rdma_device, k->gid_index, k->mtu, k->rdma_tx_depth, k->rdma_chunk >> 10, k->rdma_rx_depth,
-		       k->memlock_step, k->memlock_why[0] ? " why=" : "", k->memlock_why);
+	pprpc_stat gid;
+
+	if (!strcmp(S(list, i, "transport"), "rdma")) {
+		if (pprpc_stats_find(s, list, i, "gid_index", &gid) < 0 || gid.type != PPRPC_STAT_INT)
+			gid.i = -1;
+		printf("     transport=rdma device=%s gid_index=%lld mtu=%llu ring=%llux%lluKiB rx_depth=%llu memlock=%s%s%s\n",
+		       S(list, i, "rdma_device"), (long long)gid.i, U(list, i, "mtu"), U(list, i, "rdma_tx_depth"),
+		       U(list, i, "rdma_chunk") >> 10, U(list, i, "rdma_rx_depth"), S(list, i, "memlock_step"),
+		       S(list, i, "memlock_why")[0] ? " why=" : "", S(list, i, "memlock_why"));
 		/* bytes by path: READ of bulk slots vs the message slots */
-		printf("     bulk=\"%s\" bytes_in read=%llu slots=%llu, bytes_out read=%llu slots=%llu\n", k->rdma_bulk,
-		       (unsigned long long)k->bulk_bytes_in, (unsigned long long)(k->bytes_in - k->bulk_bytes_in),
-		       (unsigned long long)k->bulk_bytes_out, (unsigned long long)(k->bytes_out - k->bulk_bytes_out));
+		printf("     bulk=\"%s\" bytes_in read=%llu slots=%llu, bytes_out read=%llu slots=%llu\n",
+		       S(list, i, "rdma_bulk"), U(list, i, "bulk_bytes_in"),
+		       U(list, i, "bytes_in") - U(list, i, "bulk_bytes_in"), U(list, i, "bulk_bytes_out"),
+		       U(list, i, "bytes_out") - U(list, i, "bulk_bytes_out"));
 	}
-	else if (k->fallback_reason[0])
-		printf("     transport=%s fallback=\"%s\"\n", k->transport, k->fallback_reason);
+	else if (S(list, i, "fallback_reason")[0])
+		printf("     transport=%s fallback=\"%s\"\n", S(list, i, "transport"), S(list, i, "fallback_reason"));
 }
 
 static void stats_text(const pprpc_stats *s, const char *rank)
 {
-	printf("rank %s: pprpcd %s, up %.1f s\n", rank, s->daemon_version, s->uptime_ms / 1000.0);
-	printf("requests %llu (errors %llu), protocol errors %llu, connections %u now / %llu total\n",
-	       (unsigned long long)s->requests, (unsigned long long)s->request_errors,
-	       (unsigned long long)s->protocol_errors, s->nconnections,
-	       (unsigned long long)s->connections_total);
-	for (uint32_t i = 0; i < s->ndevices; i++) {
-		const pprpc_device_stats *d = &s->devices[i];
+	printf("rank %s: pprpcd %s, up %.1f s\n", rank, S(NULL, 0, "daemon_version"), U(NULL, 0, "uptime_ms") / 1000.0);
+	printf("requests %llu (errors %llu), protocol errors %llu, connections %d now / %llu total\n",
+	       U(NULL, 0, "requests"), U(NULL, 0, "request_errors"), U(NULL, 0, "protocol_errors"),
+	       pprpc_stats_count(s, "connections"), U(NULL, 0, "connections_total"));
+	for (int i = 0; i < pprpc_stats_count(s, "devices"); i++) {
+		const char *d = "devices";
 
-		printf("device [%u] %s: free %.1f MiB, floor %.1f MiB, buffers %llu (%.1f MiB), queue depth %llu,\n"
+		printf("device [%llu] %s: free %.1f MiB, floor %.1f MiB, buffers %llu (%.1f MiB), queue depth %llu,\n"
 		       "           commands %llu, errors %llu, graph creates %llu, graph runs %llu (captures %llu, replays %llu)\n",
-		       d->info.index, d->info.name, d->info.free_bytes / MIB, d->info.floor_bytes / MIB,
-		       (unsigned long long)d->buffers, d->allocated_bytes / MIB,
-		       (unsigned long long)d->queue_depth, (unsigned long long)d->commands,
-		       (unsigned long long)d->errors, (unsigned long long)d->graph_creates,
-		       (unsigned long long)d->graph_runs, (unsigned long long)d->graph_captures,
-		       (unsigned long long)d->graph_replays);
-		if (d->ipc_status[0])
-			printf("           IPC boundaries: %s, pool %.1f MiB\n", d->ipc_status, d->ipc_pool_bytes / MIB);
-		if (d->async_status[0])
+		       U(d, i, "info.index"), S(d, i, "info.name"), U(d, i, "info.free_bytes") / MIB,
+		       U(d, i, "info.floor_bytes") / MIB, U(d, i, "buffers"), U(d, i, "allocated_bytes") / MIB,
+		       U(d, i, "queue_depth"), U(d, i, "commands"), U(d, i, "errors"), U(d, i, "graph_creates"),
+		       U(d, i, "graph_runs"), U(d, i, "graph_captures"), U(d, i, "graph_replays"));
+		if (S(d, i, "ipc_status")[0])
+			printf("           IPC boundaries: %s, pool %.1f MiB\n", S(d, i, "ipc_status"),
+			       U(d, i, "ipc_pool_bytes") / MIB);
+		if (S(d, i, "async_status")[0])
 			printf("           GPU-side timelines: %s, waits held on the GPU %llu, signals written %llu\n",
-			       d->async_status, (unsigned long long)d->gpu_waits, (unsigned long long)d->gpu_signals);
+			       S(d, i, "async_status"), U(d, i, "gpu_waits"), U(d, i, "gpu_signals"));
 	}
-	for (uint32_t i = 0; i < s->nconnections; i++) {
-		const pprpc_conn_stats *k = &s->connections[i];
+	for (int i = 0; i < pprpc_stats_count(s, "connections"); i++) {
+		const char *k = "connections";
 
 		printf("conn %-40s %s %-6s in %llu B / %llu frames, out %llu B / %llu frames, errors %llu, buffers %llu (%.1f MiB)\n",
-		       k->peer, k->transport, k->role, (unsigned long long)k->bytes_in,
-		       (unsigned long long)k->frames_in, (unsigned long long)k->bytes_out,
-		       (unsigned long long)k->frames_out, (unsigned long long)k->errors,
-		       (unsigned long long)k->buffers, k->allocated_bytes / MIB);
-		transport_text(k);
+		       S(k, i, "peer"), S(k, i, "transport"), S(k, i, "role"), U(k, i, "bytes_in"), U(k, i, "frames_in"),
+		       U(k, i, "bytes_out"), U(k, i, "frames_out"), U(k, i, "errors"), U(k, i, "buffers"),
+		       U(k, i, "allocated_bytes") / MIB);
+		transport_text(s, k, i);
 	}
-	for (uint32_t i = 0; i < s->nlinks; i++) {
-		const pprpc_conn_stats *k = &s->links[i];
+	for (int i = 0; i < pprpc_stats_count(s, "links"); i++) {
+		const char *k = "links";
 
-		printf("link %-40s %s in %llu B / %llu frames, out %llu B / %llu frames\n", k->peer, k->transport,
-		       (unsigned long long)k->bytes_in, (unsigned long long)k->frames_in,
-		       (unsigned long long)k->bytes_out, (unsigned long long)k->frames_out);
-		transport_text(k);
+		printf("link %-40s %s in %llu B / %llu frames, out %llu B / %llu frames\n", S(k, i, "peer"),
+		       S(k, i, "transport"), U(k, i, "bytes_in"), U(k, i, "frames_in"), U(k, i, "bytes_out"),
+		       U(k, i, "frames_out"));
+		transport_text(s, k, i);
 	}
-	printf("rdma: %s\n", s->rdma_status[0] ? s->rdma_status : "-");
-	printf("staging ring: %.1f of %.1f MiB in use\n", s->staging_used / MIB, s->staging_bytes / MIB);
-	if (s->nboundaries)
+	printf("rdma: %s\n", S(NULL, 0, "rdma_status")[0] ? S(NULL, 0, "rdma_status") : "-");
+	printf("staging ring: %.1f of %.1f MiB in use\n", U(NULL, 0, "staging_used") / MIB,
+	       U(NULL, 0, "staging_bytes") / MIB);
+	if (pprpc_stats_count(s, "boundaries"))
 		printf("%-24s %-5s %-8s %10s %14s %12s %12s %7s %10s\n", "boundary peer", "dir", "path", "transfers",
 		       "bytes", "time ms", "MiB/s", "errors", "copy ms");
-	for (uint32_t i = 0; i < s->nboundaries; i++) {
-		const pprpc_boundary_stats *b = &s->boundaries[i];
+	for (int i = 0; i < pprpc_stats_count(s, "boundaries"); i++) {
+		const char *b = "boundaries";
+		unsigned long long us = U(b, i, "time_us"), bytes = U(b, i, "bytes");
 
 		/* copy ms: time in the IPC copies themselves (recv over p2p-ipc) */
-		printf("%-24s %-5s %-8s %10llu %14llu %12.3f %12.1f %7llu %10.3f\n", b->peer, b->direction, b->path,
-		       (unsigned long long)b->transfers, (unsigned long long)b->bytes, b->time_us / 1000.0,
-		       b->time_us ? b->bytes / MIB / (b->time_us / 1e6) : 0.0, (unsigned long long)b->errors,
-		       b->copy_us / 1000.0);
+		printf("%-24s %-5s %-8s %10llu %14llu %12.3f %12.1f %7llu %10.3f\n", S(b, i, "peer"), S(b, i, "direction"),
+		       S(b, i, "path"), U(b, i, "transfers"), bytes, us / 1000.0, us ? bytes / MIB / (us / 1e6) : 0.0,
+		       U(b, i, "errors"), U(b, i, "copy_us") / 1000.0);
 	}
 }
 
-static void transport_json(const pprpc_conn_stats *k)
+/* One value as JSON (a non-finite real as null: JSON has no NaN). */
+static void json_value(const pprpc_stat *v)
 {
-	printf(", \"rdma_device\": ");
-	jstr(k->rdma_device);
-	printf(", \"gid_index\": %d, \"mtu\": %u, \"rdma_chunk\": %u, \"rdma_tx_depth\": %u, \"rdma_rx_depth\": %u,"
-	       " \"memlock_step\": ", k->gid_index, k->mtu, k->rdma_chunk, k->rdma_tx_depth, k->rdma_rx_depth);
-	jstr(k->memlock_step);
-	printf(", \"memlock_why\": ");
-	jstr(k->memlock_why);
-	printf(", \"fallback_reason\": ");
-	jstr(k->fallback_reason);
-	printf(", \"rdma_bulk\": ");
-	jstr(k->rdma_bulk);
-	printf(", \"bulk_bytes_in\": %llu, \"bulk_bytes_out\": %llu", (unsigned long long)k->bulk_bytes_in,
-	       (unsigned long long)k->bulk_bytes_out);
+	switch (v->type) {
+	case PPRPC_STAT_UINT:
+		printf("%llu", (unsigned long long)v->u);
+		break;
+	case PPRPC_STAT_INT:
+		printf("%lld", (long long)v->i);
+		break;
+	case PPRPC_STAT_REAL:
+		if (isfinite(v->d))
+			printf("%.17g", v->d);
+		else
+			printf("null");
+		break;
+	default:
+		jstr(v->s);
+	}
 }
 
+/* Every value of an item as JSON members, in wire order; a dotted name
+ * ("info.free_bytes") becomes a nested object ("info": {"free_bytes": ..}).
+ * The members of one nested message are contiguous on the wire, so the
+ * open objects are a path that only grows or shrinks at its end. */
+static void json_members(const pprpc_stats *s, const char *list, int item, int first)
+{
+	char open[8][64];
+	int depth = 0;
+	pprpc_stat v;
+
+	for (int i = 0; pprpc_stats_field(s, list, item, i, &v) == 0; i++) {
+		char comp[8][64];
+		int n = 0, keep = 0;
+
+		for (const char *p = v.name; n < 8;) {
+			const char *dot = strchr(p, '.');
+			size_t len = dot ? (size_t)(dot - p) : strlen(p);
+
+			snprintf(comp[n++], sizeof(comp[0]), "%.*s", (int)len, p);
+			if (!dot)
+				break;
+			p = dot + 1;
+		}
+		while (keep < depth && keep < n - 1 && !strcmp(open[keep], comp[keep]))
+			keep++;
+		for (; depth > keep; depth--)
+			printf("}");
+		for (; depth < n - 1; depth++) {
+			printf("%s", first ? "" : ", ");
+			jstr(comp[depth]);
+			printf(": {");
+			snprintf(open[depth], sizeof(open[0]), "%s", comp[depth]);
+			first = 1;
+		}
+		printf("%s", first ? "" : ", ");
+		jstr(comp[n - 1]);
+		printf(": ");
+		json_value(&v);
+		first = 0;
+	}
+	for (; depth > 0; depth--)
+		printf("}");
+}
+
+/* Everything the daemon reported: its own values, then each list. */
 static void stats_json(const pprpc_stats *s, const char *rank)
 {
+	const char *list;
+
 	printf("{\"rank\": ");
 	jstr(rank);
-	printf(", \"version\": ");
-	jstr(s->daemon_version);
-	printf(", \"uptime_ms\": %llu, \"requests\": %llu, \"request_errors\": %llu, \"protocol_errors\": %llu,"
-	       " \"connections_total\": %llu, \"staging_bytes\": %llu, \"staging_used\": %llu, \"devices\": [",
-	       (unsigned long long)s->uptime_ms, (unsigned long long)s->requests,
-	       (unsigned long long)s->request_errors, (unsigned long long)s->protocol_errors,
-	       (unsigned long long)s->connections_total, (unsigned long long)s->staging_bytes,
-	       (unsigned long long)s->staging_used);
-	for (uint32_t i = 0; i < s->ndevices; i++) {
-		const pprpc_device_stats *d = &s->devices[i];
-
-		printf("%s{\"name\": ", i ? ", " : "");
-		jstr(d->info.name);
-		printf(", \"free_bytes\": %llu, \"floor_bytes\": %llu, \"buffers\": %llu, \"allocated_bytes\": %llu,"
-		       " \"queue_depth\": %llu, \"commands\": %llu, \"errors\": %llu, \"graph_creates\": %llu,"
-		       " \"graph_runs\": %llu, \"ipc_pool_bytes\": %llu, \"ipc_status\": ",
-		       (unsigned long long)d->info.free_bytes, (unsigned long long)d->info.floor_bytes,
-		       (unsigned long long)d->buffers, (unsigned long long)d->allocated_bytes,
-		       (unsigned long long)d->queue_depth, (unsigned long long)d->commands,
-		       (unsigned long long)d->errors, (unsigned long long)d->graph_creates,
-		       (unsigned long long)d->graph_runs, (unsigned long long)d->ipc_pool_bytes);
-		jstr(d->ipc_status);
-		printf("}");
+	json_members(s, NULL, 0, 0);
+	for (int l = 0; (list = pprpc_stats_list(s, l)); l++) {
+		printf(", ");
+		jstr(list);
+		printf(": [");
+		for (int i = 0; i < pprpc_stats_count(s, list); i++) {
+			printf("%s{", i ? ", " : "");
+			json_members(s, list, i, 1);
+			printf("}");
+		}
+		printf("]");
 	}
-	printf("], \"connections\": [");
-	for (uint32_t i = 0; i < s->nconnections; i++) {
-		const pprpc_conn_stats *k = &s->connections[i];
-
-		printf("%s{\"peer\": ", i ? ", " : "");
-		jstr(k->peer);
-		printf(", \"transport\": ");
-		jstr(k->transport);
-		printf(", \"role\": ");
-		jstr(k->role);
-		printf(", \"bytes_in\": %llu, \"bytes_out\": %llu, \"errors\": %llu", (unsigned long long)k->bytes_in,
-		       (unsigned long long)k->bytes_out, (unsigned long long)k->errors);
-		transport_json(k);
-		printf("}");
-	}
-	printf("], \"links\": [");
-	for (uint32_t i = 0; i < s->nlinks; i++) {
-		const pprpc_conn_stats *k = &s->links[i];
-
-		printf("%s{\"peer\": ", i ? ", " : "");
-		jstr(k->peer);
-		printf(", \"transport\": ");
-		jstr(k->transport);
-		printf(", \"bytes_in\": %llu, \"bytes_out\": %llu", (unsigned long long)k->bytes_in,
-		       (unsigned long long)k->bytes_out);
-		transport_json(k);
-		printf("}");
-	}
-	printf("], \"rdma_status\": ");
-	jstr(s->rdma_status);
-	printf("], \"boundaries\": [");
-	for (uint32_t i = 0; i < s->nboundaries; i++) {
-		const pprpc_boundary_stats *b = &s->boundaries[i];
-
-		printf("%s{\"peer\": ", i ? ", " : "");
-		jstr(b->peer);
-		printf(", \"direction\": ");
-		jstr(b->direction);
-		printf(", \"path\": ");
-		jstr(b->path);
-		printf(", \"transfers\": %llu, \"bytes\": %llu, \"time_us\": %llu, \"errors\": %llu, \"copy_us\": %llu}",
-		       (unsigned long long)b->transfers, (unsigned long long)b->bytes, (unsigned long long)b->time_us,
-		       (unsigned long long)b->errors, (unsigned long long)b->copy_us);
-	}
-	printf("]}");
+	printf("}");
 }
 
 static int one_rank(const char *cmd, const char *rank, int json, pprpc_connect_opts *opts)

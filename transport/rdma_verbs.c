@@ -1,6 +1,10 @@
 /*
- * transport/rdma_verbs.c — the thin verbs/rdmacm layer under rdma_ring.c
- * and the transport vtable on top (see rdma.h).
+ * transport/rdma_verbs.c — everything of the RDMA transport that touches
+ * verbs or rdmacm, under the hardware-free rdma_ring.c and rdma_bulk.c:
+ * the listener and connection setup (rdmacm events, resources sized by the
+ * memlock ladder, registered regions), posting sends, receives and RDMA
+ * READs, completion handling on the loop, teardown, and the transport
+ * vtable on top (see rdma.h).
  *
  * Lifetime of a connection:
  *   active:  resolve addr -> (resources) -> resolve route -> connect -> ESTABLISHED -> cb
@@ -711,13 +715,6 @@ static void r_close(struct transport_conn *bc)
 	defer(c);  /* the pump closes once nothing is queued */
 }
 
-static size_t r_send_queue(const struct transport_conn *bc)
-{
-	const struct rdma_conn *c = (const struct rdma_conn *)bc;
-
-	return c->ring_ok ? c->ring.queued_bytes : 0;
-}
-
 static void r_info(const struct transport_conn *bc, struct transport_info *out)
 {
 	*out = ((const struct rdma_conn *)bc)->info;
@@ -730,7 +727,6 @@ static const struct transport_ops rdma_ops = {
 	.pause = r_pause,
 	.resume = r_resume,
 	.close = r_close,
-	.send_queue = r_send_queue,
 	.info = r_info,
 };
 

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "pprpc/types.h"
 #include "util/addr.h"
@@ -37,7 +38,6 @@ struct tcp_conn {
 	int failed;           /* the frame reader failed (reported to the owner) */
 	int close_status;
 	unsigned pending_writes;
-	size_t queued_bytes;
 };
 
 struct tcp_write {
@@ -152,7 +152,6 @@ static void on_written(uv_write_t *req, int status)
 	struct tcp_conn *c = w->c;
 
 	c->pending_writes--;
-	c->queued_bytes -= w->bytes;
 	if (status == 0)
 		c->base.stats.bytes_out += w->bytes;
 	if (w->done)
@@ -193,7 +192,6 @@ static int tcp_send(struct transport_conn *bc, const struct iovec *iov, int iovc
 		return PPRPC_EIO;
 	}
 	c->pending_writes++;
-	c->queued_bytes += total;
 	c->base.stats.frames_out++;
 	return 0;
 }
@@ -224,9 +222,26 @@ static void tcp_close(struct transport_conn *bc)
 	close_with((struct tcp_conn *)bc, 0);
 }
 
-static size_t tcp_send_queue(const struct transport_conn *bc)
+/* Do not wait for the writes: uv_close cancels them (their callbacks run
+ * with UV_ECANCELED before on_closed), and SO_LINGER 0 resets the
+ * connection, so the peer learns at once that what it did not read is
+ * gone. */
+static void tcp_abort(struct transport_conn *bc)
 {
-	return ((const struct tcp_conn *)bc)->queued_bytes;
+	struct tcp_conn *c = (struct tcp_conn *)bc;
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	uv_os_fd_t fd;
+
+	if (c->base.closing >= 2)
+		return;
+	if (uv_fileno((uv_handle_t *)&c->h, &fd) == 0)
+		setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	if (!c->base.closing)
+		close_with(c, PPRPC_ECLOSED);
+	if (c->base.closing == 1) {
+		c->base.closing = 2;
+		uv_close((uv_handle_t *)&c->h, on_closed);
+	}
 }
 
 static const struct transport_ops tcp_ops = {
@@ -236,7 +251,7 @@ static const struct transport_ops tcp_ops = {
 	.pause = tcp_pause,
 	.resume = tcp_resume,
 	.close = tcp_close,
-	.send_queue = tcp_send_queue,
+	.abort = tcp_abort,
 	.info = transport_info_basic,
 };
 

@@ -30,6 +30,11 @@ int transport_send(struct transport_conn *c, const struct iovec *iov, int iovcnt
 int transport_pause(struct transport_conn *c) { return c->ops->pause(c); }
 int transport_resume(struct transport_conn *c) { return c->ops->resume(c); }
 void transport_close(struct transport_conn *c) { c->ops->close(c); }
+void transport_abort(struct transport_conn *c)
+{
+	/* optional: a transport without it closes as usual */
+	(c->ops->abort ? c->ops->abort : c->ops->close)(c);
+}
 const struct transport_stats *transport_stats(struct transport_conn *c)
 {
 	c->stats.frames_in = c->reader.frames;
@@ -37,7 +42,6 @@ const struct transport_stats *transport_stats(struct transport_conn *c)
 }
 const char *transport_name(const struct transport_conn *c) { return c->ops->name; }
 const char *transport_peer(const struct transport_conn *c) { return c->peer; }
-size_t transport_send_queue(const struct transport_conn *c) { return c->ops->send_queue(c); }
 
 int transport_feed(struct transport_conn *c, const uint8_t *data, size_t len)
 {

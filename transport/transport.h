@@ -74,6 +74,11 @@ int transport_pause(struct transport_conn *c);
 int transport_resume(struct transport_conn *c);
 /* Close (scheduled: on_close follows from the loop). */
 void transport_close(struct transport_conn *c);
+/* Close at once, dropping what is queued and not yet written (the send
+ * callbacks run with an error, then on_close): for a peer that stopped
+ * reading, whose unwritten data would otherwise hold our memory for ever
+ * (transport_close waits for it to be written). */
+void transport_abort(struct transport_conn *c);
 const struct transport_stats *transport_stats(struct transport_conn *c);
 const char *transport_name(const struct transport_conn *c);
 const char *transport_peer(const struct transport_conn *c);
@@ -84,7 +89,5 @@ void transport_set_fallback(struct transport_conn *c, const char *why);
 void transport_describe(const struct transport_conn *c, char *buf, size_t len);
 /* The frame reader (its raw header bytes and limits, for error reports). */
 const struct frame_reader *transport_reader(const struct transport_conn *c);
-/* Bytes queued for sending and not yet written. */
-size_t transport_send_queue(const struct transport_conn *c);
 
 #endif

@@ -17,8 +17,10 @@ struct transport_ops {
 	int (*pause)(struct transport_conn *c);   /* optional */
 	int (*resume)(struct transport_conn *c);  /* optional */
 	void (*close)(struct transport_conn *c);
-	size_t (*send_queue)(const struct transport_conn *c);
 	void (*info)(const struct transport_conn *c, struct transport_info *out); /* optional */
+	/* optional (default: close): close at once, dropping what is queued
+	 * and unwritten; its send callbacks run with an error. */
+	void (*abort)(struct transport_conn *c);
 };
 
 /* The part every implementation embeds first. */

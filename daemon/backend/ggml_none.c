@@ -6,15 +6,17 @@
 #include <stdio.h>
 
 #include "daemon/backend/ggml/ggml_serve.h"
-#include "daemon/device/device_impl.h"
+#include "daemon/device/backend_impl.h"
 #include "pprpc/types.h"
 
 #define WHY "this pprpcd was built without the ggml engine (build the pinned llama.cpp: make llama; then make)"
 
-int ggml_device_create(struct device **ret_dev, const char *name, int threads, char *err, size_t errlen)
+/* registry.c's "ggml:" row. */
+int ggml_backend_open(struct device *d, const char *arg, const struct device_conf *conf, struct backend_dev *ret,
+		      char *err, size_t errlen)
 {
-	(void)ret_dev, (void)threads;
-	snprintf(err, errlen, "ggml:%s: %s", name, WHY);
+	(void)d, (void)conf, (void)ret;
+	snprintf(err, errlen, "ggml:%s: %s", arg, WHY);
 	return PPRPC_EUNSUPP;
 }
 

@@ -1,11 +1,15 @@
-/* daemon/device/device.c — device registry and vtable dispatch (see device.h). */
+/*
+ * daemon/device/device.c — a device: its backend (opened through the
+ * registry), its queue, and the calls into the backend's interfaces
+ * (see device.h, backend_impl.h).
+ */
 #include "daemon/device/device.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/device/device_impl.h"
+#include "daemon/device/backend_impl.h"
 #include "daemon/exec/queue.h"
 #include "daemon/exec/staging.h"
 #include "daemon/exec/stream.h"
@@ -13,36 +17,92 @@
 
 #define MIB (1024.0 * 1024.0)
 
-int device_open(uv_loop_t *loop, const char *spec, uint32_t index, uint64_t floor, int threads,
-		int cuda_graphs, struct device **ret_dev, char *err, size_t errlen)
+/* The backend's tables with stubs for absent optional ops (stubs.c). */
+struct device_backend {
+	struct device_i dev;
+	void *dev_ctx;
+	struct buffer_i buf;
+	void *buf_ctx;
+	struct stream_i stream;
+	struct device_props props;
+	bool ipc;                 /* the buffers have the IPC ops */
+};
+
+bool device_spec_known(const char *spec)
 {
+	const char *arg;
+
+	return backend_find(spec, &arg) != NULL;
+}
+
+bool device_spec_may_be_absent(const char *spec)
+{
+	const char *arg;
+	const struct backend_reg *r = backend_find(spec, &arg);
+
+	return r && r->may_be_absent;
+}
+
+const char *device_spec_names(void)
+{
+	return backend_names();
+}
+
+int device_open(uv_loop_t *loop, const char *spec, uint32_t index, const struct device_conf *conf,
+		struct device **ret_dev, char *err, size_t errlen)
+{
+	const struct backend_reg *reg;
+	struct backend_dev bd = { 0 };
 	struct device *d = NULL;
+	const char *arg;
 	char qname[16];
 	int rc;
 
-	if (strcmp(spec, "cpu") == 0) {
-		rc = cpu_device_create(&d, threads, err, errlen);
-	} else if (strncmp(spec, "cuda:", 5) == 0 && spec[5] >= '0' && spec[5] <= '9') {
-		rc = cuda_device_create(&d, atoi(spec + 5), cuda_graphs, err, errlen);
-	} else if (strncmp(spec, "ggml:", 5) == 0 && spec[5]) {
-		rc = ggml_device_create(&d, spec + 5, threads, err, errlen);
-	} else {
-		snprintf(err, errlen, "unknown device '%s' (cpu, cuda:N, ggml:NAME)", spec);
+	reg = backend_find(spec, &arg);
+	if (!reg) {
+		snprintf(err, errlen, "unknown device '%s' (%s)", spec, backend_names());
 		return PPRPC_EINVAL;
 	}
-	if (rc < 0)
-		return rc;
+	d = calloc(1, sizeof(*d));
+	if (!d || !(d->be = calloc(1, sizeof(*d->be)))) {
+		free(d);
+		snprintf(err, errlen, "out of memory");
+		return PPRPC_ENOMEM;
+	}
 	d->index = index;
-	d->floor = floor;
-	snprintf(qname, sizeof(qname), "q-%s", spec);
+	d->floor = conf->floor;
+	rc = reg->open(d, arg, conf, &bd, err, errlen);
+	if (rc < 0) {
+		free(d->be);
+		free(d);
+		return rc;
+	}
+	/* The backend exists from here: its destroy cleans up. */
+	d->be->dev_ctx = bd.dev_ctx;
+	d->be->buf_ctx = bd.buf_ctx;
+	d->be->ipc = bd.buf->ipc_export != NULL;
+	rc = backend_fill(&bd, &d->be->dev, &d->be->buf, &d->be->stream, err, errlen);
+	if (rc < 0) {
+		bd.dev->destroy(bd.dev_ctx);
+		goto fail;
+	}
+	d->be->dev.get_props(d->be->dev_ctx, &d->be->props);
+	snprintf(d->name, sizeof(d->name), "%s", d->be->props.name);
+	snprintf(d->desc, sizeof(d->desc), "%s", d->be->props.desc);
+	/* a thread name: 15 characters at most */
+	snprintf(qname, sizeof(qname), "q-%.13s", d->name);
 	rc = queue_create(loop, qname, &d->q);
 	if (rc < 0) {
 		snprintf(err, errlen, "cannot start the queue of %s", spec);
-		d->ops->destroy(d);
-		return rc;
+		d->be->dev.destroy(d->be->dev_ctx);
+		goto fail;
 	}
 	*ret_dev = d;
 	return 0;
+fail:
+	free(d->be);
+	free(d);
+	return rc;
 }
 
 void device_stop(struct device *d)
@@ -63,24 +123,44 @@ void device_close(struct device *d)
 
 		staging_fini(d->ipc_staging);
 		free(d->ipc_staging);
-		d->ops->free(d, d->ipc_mem, bytes);
+		d->be->buf.free(d->be->buf_ctx, d->ipc_mem, bytes);
 	}
-	d->ops->destroy(d);
+	d->be->dev.destroy(d->be->dev_ctx);
+	free(d->be);
+	free(d);
 }
 
-const char *device_kind(const struct device *d) { return d->ops->kind; }
-bool device_is_ggml(const struct device *d) { return strcmp(d->ops->kind, "ggml") == 0; }
-bool device_host_visible(const struct device *d) { return d->ops->host_visible; }
+/* ---- properties ------------------------------------------------------------------ */
+
+const char *device_kind(const struct device *d) { return d->be->props.kind; }
+bool device_is_ggml(const struct device *d) { return d->ggml != NULL; }
+bool device_host_visible(const struct device *d) { return d->be->props.host_visible; }
+bool device_holds_waits(const struct device *d) { return d->be->props.holds_waits; }
+bool device_completes_inline(const struct device *d) { return d->be->props.completes_inline; }
+
+void device_waits_status(const struct device *d, char *buf, size_t len)
+{
+	const struct device_props *p = &d->be->props;
+
+	if (p->holds_waits)
+		snprintf(buf, len, "on");
+	else if (p->waits_why[0])
+		snprintf(buf, len, "off: %.180s", p->waits_why);
+	else
+		snprintf(buf, len, "%s", "");
+}
 
 int device_mem_info(struct device *d, uint64_t *ret_free, uint64_t *ret_total)
 {
-	return d->ops->mem_info(d, ret_free, ret_total);
+	return d->be->dev.mem_info(d->be->dev_ctx, ret_free, ret_total);
 }
+
+/* ---- buffers ------------------------------------------------------------------------ */
 
 int device_alloc(struct device *d, uint64_t size, void **ret_ptr, char *err, size_t errlen)
 {
 	uint64_t fr = 0, total = 0;
-	int rc = d->ops->mem_info(d, &fr, &total);
+	int rc = device_mem_info(d, &fr, &total);
 
 	if (rc < 0) {
 		snprintf(err, errlen, "%s: cannot read free memory", d->name);
@@ -92,7 +172,7 @@ int device_alloc(struct device *d, uint64_t size, void **ret_ptr, char *err, siz
 			 d->name, size / MIB, size > fr ? 0.0 : (fr - size) / MIB, d->floor / MIB, fr / MIB);
 		return PPRPC_EFLOOR;
 	}
-	rc = d->ops->alloc(d, size, ret_ptr);
+	rc = d->be->buf.alloc(d->be->buf_ctx, size, ret_ptr);
 	if (rc < 0) {
 		snprintf(err, errlen, "%s: allocation of %.1f MiB failed", d->name, size / MIB);
 		return rc;
@@ -105,125 +185,117 @@ void device_free(struct device *d, void *ptr, uint64_t size)
 {
 	if (!ptr)
 		return;
-	d->ops->free(d, ptr, size);
+	d->be->buf.free(d->be->buf_ctx, ptr, size);
 	d->allocated -= size;
 }
 
-int device_fill(struct device *d, void *dst, int value, uint64_t n) { return d->ops->fill(d, dst, value, n); }
-int device_copy(struct device *d, void *dst, const void *src, uint64_t n) { return d->ops->copy(d, dst, src, n); }
-int device_upload(struct device *d, void *dst, const void *src, uint64_t n) { return d->ops->upload(d, dst, src, n); }
-int device_download(struct device *d, void *dst, const void *src, uint64_t n) { return d->ops->download(d, dst, src, n); }
+int device_fill(struct device *d, void *dst, int value, uint64_t n)
+{
+	return d->be->buf.fill(d->be->buf_ctx, dst, value, n);
+}
+
+int device_copy(struct device *d, void *dst, const void *src, uint64_t n)
+{
+	return d->be->buf.copy(d->be->buf_ctx, dst, src, n);
+}
+
+int device_upload(struct device *d, void *dst, const void *src, uint64_t n)
+{
+	return d->be->buf.upload(d->be->buf_ctx, dst, src, n);
+}
+
+int device_download(struct device *d, void *dst, const void *src, uint64_t n)
+{
+	return d->be->buf.download(d->be->buf_ctx, dst, src, n);
+}
 
 bool device_has_ipc(const struct device *d)
 {
-	return d->ipc_enabled && d->ops->ipc_pool && d->ops->ipc_copy && d->ops->ipc_wait;
+	return d->be->ipc;
 }
 
 int device_ipc_pool(struct device *d, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err, size_t errlen)
 {
-	if (!device_has_ipc(d)) {
-		snprintf(err, errlen, "%s: no CUDA IPC", d->name);
-		return PPRPC_EUNSUPP;
-	}
-	return d->ops->ipc_pool(d, bytes, ret_ptr, handle, err, errlen);
+	return d->be->buf.ipc_export(d->be->buf_ctx, bytes, ret_ptr, handle, err, errlen);
 }
 
 int device_ipc_copy(struct device *d, void *dst, const uint8_t *handle, uint64_t off, uint64_t n, char *err,
 		    size_t errlen)
 {
-	if (!device_has_ipc(d)) {
-		snprintf(err, errlen, "%s: no CUDA IPC", d->name);
-		return PPRPC_EUNSUPP;
-	}
-	return d->ops->ipc_copy(d, dst, handle, off, n, err, errlen);
-}
-
-int device_pin_host(struct device *d, void *ptr, uint64_t bytes, int on)
-{
-	return d->ops->pin_host ? d->ops->pin_host(d, ptr, bytes, on) : PPRPC_EUNSUPP;
+	return d->be->buf.ipc_copy(d->be->buf_ctx, dst, handle, off, n, err, errlen);
 }
 
 int device_ipc_wait(struct device *d, char *err, size_t errlen)
 {
-	return device_has_ipc(d) ? d->ops->ipc_wait(d, err, errlen) : PPRPC_EUNSUPP;
+	return d->be->buf.ipc_wait(d->be->buf_ctx, err, errlen);
 }
 
-int device_graph_run(struct device *d, struct graph *g, char *err, size_t errlen)
+int device_pin_host(struct device *d, void *ptr, uint64_t bytes, int on)
 {
-	return d->ops->graph_run(d, g, err, errlen);
+	return d->be->buf.pin_host(d->be->buf_ctx, ptr, bytes, on);
 }
 
-void device_graph_release_none(struct device *d, struct graph *g)
+/* ---- streams and events ------------------------------------------------------------------ */
+
+/* The device stream of s, opened on first use (worker thread). */
+static int stream_ctx(struct device *d, struct stream *s, void **ret_sctx, char *err, size_t errlen)
 {
-	(void)d;
-	(void)g;
-}
-
-void device_graph_release(struct device *d, struct graph *g)
-{
-	(d->ops->graph_release ? d->ops->graph_release : device_graph_release_none)(d, g);
-}
-
-/* ---- asynchronous devices -------------------------------------------------- */
-
-int device_stream(struct device *d, struct stream *s, void **ret_ds, char *err, size_t errlen)
-{
-	int rc;
-
-	if (!d->async) {
-		snprintf(err, errlen, "%s: no asynchronous execution", d->name);
-		return PPRPC_EUNSUPP;
-	}
 	if (!s->dev_stream) {
-		rc = d->ops->stream_open(d, &s->dev_stream, err, errlen);
+		int rc = d->be->dev.stream_open(d->be->dev_ctx, &s->dev_stream, err, errlen);
+
 		if (rc < 0)
 			return rc;
 	}
-	*ret_ds = s->dev_stream;
+	*ret_sctx = s->dev_stream;
 	return 0;
 }
 
 void device_stream_release(struct device *d, struct stream *s)
 {
-	if (s->dev_stream && d && d->ops->stream_close)
-		d->ops->stream_close(d, s->dev_stream);
+	if (s->dev_stream && d)
+		d->be->dev.stream_close(d->be->dev_ctx, s->dev_stream);
 	s->dev_stream = NULL;
 }
 
 int device_graph_submit(struct device *d, struct stream *s, struct graph *g, device_done_fn done, void *arg,
 			char *err, size_t errlen)
 {
-	void *ds;
-	int rc = device_stream(d, s, &ds, err, errlen);
+	void *sctx;
+	int rc = stream_ctx(d, s, &sctx, err, errlen);
 
-	return rc < 0 ? rc : d->ops->graph_submit(d, ds, g, done, arg, err, errlen);
+	return rc < 0 ? rc : d->be->stream.graph_submit(sctx, g, done, arg, err, errlen);
 }
 
 int device_wait_submit(struct device *d, struct stream *s, volatile uint64_t *slot, device_done_fn done, void *arg,
 		       char *err, size_t errlen)
 {
-	void *ds;
-	int rc = device_stream(d, s, &ds, err, errlen);
+	void *sctx;
+	int rc = stream_ctx(d, s, &sctx, err, errlen);
 
-	return rc < 0 ? rc : d->ops->wait_submit(d, ds, slot, done, arg, err, errlen);
+	return rc < 0 ? rc : d->be->stream.wait_submit(sctx, slot, done, arg, err, errlen);
 }
 
 int device_write_submit(struct device *d, struct stream *s, volatile uint64_t *slot, uint64_t value,
 			device_done_fn done, void *arg, char *err, size_t errlen)
 {
-	void *ds;
-	int rc = device_stream(d, s, &ds, err, errlen);
+	void *sctx;
+	int rc = stream_ctx(d, s, &sctx, err, errlen);
 
-	return rc < 0 ? rc : d->ops->write_submit(d, ds, slot, value, done, arg, err, errlen);
+	return rc < 0 ? rc : d->be->stream.write_submit(sctx, slot, value, done, arg, err, errlen);
 }
 
 int device_slot_alloc(struct device *d, volatile uint64_t **ret_slot)
 {
-	return d->async ? d->ops->slot_alloc(d, ret_slot) : PPRPC_EUNSUPP;
+	return d->be->dev.slot_alloc(d->be->dev_ctx, ret_slot);
 }
 
 void device_slot_free(struct device *d, volatile uint64_t *slot)
 {
 	if (slot)
-		d->ops->slot_free(d, slot);
+		d->be->dev.slot_free(d->be->dev_ctx, slot);
+}
+
+void device_graph_release(struct device *d, struct graph *g)
+{
+	d->be->dev.graph_release(d->be->dev_ctx, g);
 }

@@ -1,5 +1,6 @@
 /* daemon/device/hostmem.h — free and total host memory, for every device
- * whose buffers are host memory (the native cpu device, ggml-cpu). */
+ * whose buffers are host memory (the native cpu device, ggml-cpu), so the
+ * memory floor means the same on each and they see each other's buffers. */
 #ifndef PPRPC_DAEMON_HOSTMEM_H
 #define PPRPC_DAEMON_HOSTMEM_H
 

@@ -13,13 +13,27 @@
 #include "proto/frame.h"
 #include "proto/msgtype.h"
 
+/* A FENCE parked on s whose earlier commands have all completed: settled
+ * here, on the loop (the queue's lock orders it after the writes of the
+ * stream's failure by the worker and by device completions). */
+static void settle_parked_fence(struct stream *s)
+{
+	struct qreq *f = s->fence;
+
+	if (!f || s->inflight != 1)
+		return;
+	s->fence = NULL;
+	queue_run_inline(f->dev->q, &f->q);
+}
+
 static void qreq_done(struct qcmd *q)
 {
 	struct qreq *qr = (struct qreq *)q;
 	struct conn *c = qr->c;
+	struct stream *s = &c->streams[qr->dev->index];
 
 	qr->dev->commands++;
-	c->streams[qr->dev->index].inflight--;
+	s->inflight--;
 	if (q->status < 0)
 		qr->dev->errors++;
 	if (q->status < 0 && (!qr->queued || qr->always_reply))
@@ -28,6 +42,7 @@ static void qreq_done(struct qcmd *q)
 		qr->reply ? qr->reply(qr) : reply_ok(c, q->type, q->req_id);
 	if (qr->release)
 		qr->release(qr);
+	settle_parked_fence(s);
 	conn_unqueue(c, qr->staged);
 	conn_unref(c);
 	free(qr);
@@ -47,12 +62,33 @@ static void prepare(struct qreq *qr, struct conn *c, const struct request *r, st
 	qr->q.sticky = (uint8_t)qr->queued;
 }
 
-/* Everything the worker reads is set before this: the push publishes it. */
-static void submit(struct qreq *qr)
+/* qr is in flight: it holds its connection and counts on its stream. */
+static void count(struct qreq *qr)
 {
 	qr->q.stream->inflight++;
 	conn_ref(qr->c);
 	conn_enqueue(qr->c, qr->staged);
+}
+
+/* Everything the worker reads is set before this: the push publishes it. */
+static void submit(struct qreq *qr)
+{
+	struct stream *s = qr->q.stream;
+	int idle;
+
+	/* A parked FENCE keeps its place: into the queue ahead of qr. */
+	if (s->fence) {
+		struct qreq *f = s->fence;
+
+		s->fence = NULL;
+		queue_push(f->dev->q, &f->q);
+	}
+	/* Inline only behind nothing of its own stream: its done() must not
+	 * overtake an earlier command's. */
+	idle = stream_idle(s);
+	count(qr);
+	if (qr->inline_ok && idle && queue_run_inline(qr->dev->q, &qr->q))
+		return;
 	queue_push(qr->dev->q, &qr->q);
 }
 
@@ -131,18 +167,30 @@ static void fence_done(struct qcmd *q)
 	qreq_done(q);
 }
 
+/*
+ * A FENCE never goes through the worker unless a command follows it while
+ * it waits.  The marker would cost two thread hand-offs (loop -> worker ->
+ * uv_async -> loop) on top of the completions it waits for, which arrive on
+ * the loop anyway:
+ * - idle stream (nothing in flight, no failure): answered at once;
+ * - nothing in flight, a failure to report: settled on the loop under the
+ *   queue's lock, which reports and clears it as the worker would;
+ * - commands in flight, none of them waiting in the queue or running on
+ *   the worker (pending on the device, or completed and not drained yet):
+ *   parked on the stream and settled by the last one's done()
+ *   (settle_parked_fence), or pushed behind them when the client queues
+ *   another command first (submit), so issue order holds;
+ * - otherwise into the queue as a marker: a command still waiting there
+ *   may depend on what follows it (a SEND that is last in its stream
+ *   streams its tensor in place and keeps the stream, xfer.c), and the
+ *   worker is busy with the stream anyway, so the marker costs little.
+ */
 void qreq_fence(struct conn *c, const struct request *r, struct device *dev)
 {
+	struct stream *s = &c->streams[dev->index];
 	struct qreq *qr;
 
-	/* Idle stream: every earlier command of this connection on dev has
-	 * completed (inflight counts them until their done() ran here) and no
-	 * failure waits to be reported, so the marker would find nothing to
-	 * wait for, report or clear.  Answer on the loop instead of bouncing
-	 * loop -> worker -> uv_async -> loop, two thread wake-ups that make an
-	 * idle FENCE cost twice a TENSOR_GET.  A sticky error still takes the
-	 * queue: the worker owns err and clears it there. */
-	if (stream_idle(&c->streams[dev->index])) {
+	if (stream_idle(s)) {
 		Pprpc__FenceReply rep = PPRPC__FENCE_REPLY__INIT;
 
 		dev->commands++; /* counted as the queued marker was */
@@ -161,5 +209,13 @@ void qreq_fence(struct conn *c, const struct request *r, struct device *dev)
 	qr->q.sticky = 0;
 	qr->q.fence = 1;
 	qr->q.done = fence_done;
-	submit(qr);
+	if (s->inflight == 0) {
+		count(qr);
+		queue_run_inline(dev->q, &qr->q);
+	} else if (!s->fence && queue_stream_quiet(dev->q, s)) {
+		count(qr);
+		s->fence = qr;
+	} else {
+		submit(qr);
+	}
 }

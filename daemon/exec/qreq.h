@@ -23,6 +23,10 @@ struct qreq {
 	struct device *dev;
 	int queued;                         /* FRAME_F_QUEUED */
 	int always_reply;                   /* set before push: reply even when queued (GET) */
+	/* set before push: small work the loop may run itself when the stream
+	 * and the device are idle (queue_run_inline), sparing the two thread
+	 * hand-offs (loop -> worker -> loop) that cost more than the work */
+	int inline_ok;
 	uint64_t staged;                    /* staging bytes accounted to the connection */
 	/* optional: send the success reply (default: empty OK); must consume
 	 * nothing else.  Runs only when status == 0 and a reply is due. */

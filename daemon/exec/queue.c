@@ -23,6 +23,11 @@ struct queue {
 	uint64_t kicks;    /* bumped by every push and kick (under lock) */
 	uint64_t kicks_seen;
 	uint64_t npending; /* commands handed to the device, not completed */
+	/* a command's exec runs outside the lock: on the worker, or inline on
+	 * the loop (queue_run_inline); never both at once */
+	int worker_running;
+	int loop_running;
+	struct qcmd *running;  /* the worker's command while worker_running */
 	uint64_t pushed;   /* loop thread */
 	uint64_t completed; /* loop thread */
 	char name[16];
@@ -137,6 +142,20 @@ static void finish(struct queue *q, struct qcmd *c)
 	uv_async_send(&q->async);
 }
 
+/* Under the lock: append c to the waiting list and wake the worker. */
+static void enqueue(struct queue *q, struct qcmd *c)
+{
+	c->next = NULL;
+	c->state = QS_WAITING;
+	if (q->tail)
+		q->tail->next = c;
+	else
+		q->head = c;
+	q->tail = c;
+	q->kicks++;
+	pthread_cond_signal(&q->cond);
+}
+
 static int worker_done(const struct queue *q)
 {
 	return q->stop && !q->head && q->npending == 0;
@@ -152,7 +171,9 @@ static void *worker(void *arg)
 		struct qcmd *c, *prev = NULL;
 		int st;
 
-		c = pick(q, &prev);
+		/* Nothing is picked while the loop runs a command inline: the
+		 * device's execution has one owner at a time. */
+		c = q->loop_running ? NULL : pick(q, &prev);
 		if (!c) {
 			if (worker_done(q))
 				break;
@@ -165,9 +186,13 @@ static void *worker(void *arg)
 			st = c->status;
 		} else {
 			c->state = QS_RUNNING;
+			q->worker_running = 1;
+			q->running = c;
 			pthread_mutex_unlock(&q->lock);
 			st = c->exec ? c->exec(c) : 0;
 			pthread_mutex_lock(&q->lock);
+			q->worker_running = 0;
+			q->running = NULL;
 		}
 		if (st == QCMD_AGAIN) {
 			c->state = QS_WAITING;
@@ -268,20 +293,83 @@ fail:
 
 void queue_push(struct queue *q, struct qcmd *c)
 {
-	c->next = NULL;
 	c->status = 0;
-	c->state = QS_WAITING;
 	c->err[0] = '\0';
 	q->pushed++;
 	pthread_mutex_lock(&q->lock);
-	if (q->tail)
-		q->tail->next = c;
-	else
-		q->head = c;
-	q->tail = c;
-	q->kicks++;
-	pthread_cond_signal(&q->cond);
+	enqueue(q, c);
 	pthread_mutex_unlock(&q->lock);
+}
+
+int queue_run_inline(struct queue *q, struct qcmd *c)
+{
+	int st;
+
+	pthread_mutex_lock(&q->lock);
+	/* A marker (no exec) does not use the device: only its stream must be
+	 * quiet, which the caller ensures. */
+	if (c->exec && (q->head || q->npending || q->worker_running || q->stop)) {
+		pthread_mutex_unlock(&q->lock);
+		return 0;
+	}
+	c->next = NULL;
+	c->status = 0;
+	c->err[0] = '\0';
+	q->pushed++;
+	/* The same steps as the worker's, with the worker kept out (it picks
+	 * nothing while loop_running) so the device has one owner. */
+	if (skip(c)) {
+		st = c->status;
+	} else if (!c->exec) {
+		st = 0; /* a marker: settled below, the lock never dropped */
+	} else {
+		c->state = QS_RUNNING;
+		q->loop_running = 1;
+		pthread_mutex_unlock(&q->lock);
+		st = c->exec(c);
+		pthread_mutex_lock(&q->lock);
+		q->loop_running = 0;
+	}
+	if (st == QCMD_AGAIN) {
+		/* It must wait after all: the worker takes it from here. */
+		enqueue(q, c);
+		pthread_mutex_unlock(&q->lock);
+		return 1;
+	}
+	if (st == QCMD_PENDING && c->state != QS_EARLY) {
+		/* Left on the device: it completes as any pending command. */
+		c->state = QS_PENDING;
+		atomic_fetch_add(&c->stream->pending, 1);
+		q->npending++;
+		pthread_mutex_unlock(&q->lock);
+		return 1;
+	}
+	if (st != QCMD_PENDING)
+		c->status = st;
+	settle(c, st == QCMD_PENDING);
+	if (q->head) {
+		/* A kick that came meanwhile found the worker kept out. */
+		q->kicks++;
+		pthread_cond_signal(&q->cond);
+	}
+	pthread_mutex_unlock(&q->lock);
+	q->completed++;
+	c->done(c);
+	return 1;
+}
+
+int queue_stream_quiet(struct queue *q, const struct stream *s)
+{
+	int quiet = 1;
+
+	pthread_mutex_lock(&q->lock);
+	if (q->running && q->running->stream == s)
+		quiet = 0;
+	for (const struct qcmd *c = q->head; c && quiet; c = c->next)
+		if (c->stream == s)
+			quiet = 0;
+	pthread_mutex_unlock(&q->lock);
+	return quiet;
 }
 
 void queue_kick(struct queue *q)
@@ -300,11 +388,6 @@ uint64_t queue_depth(const struct queue *q)
 pthread_t queue_thread(const struct queue *q)
 {
 	return q->thread;
-}
-
-uint64_t queue_completed(const struct queue *q)
-{
-	return q->completed;
 }
 
 void queue_destroy(struct queue *q)

@@ -5,6 +5,9 @@
  * reaches it through a locked list plus a condition variable).  Completed
  * commands go back to the event loop through uv_async_send; the loop drains
  * every completed command on each wake-up, because async sends coalesce.
+ * The one exception: small work the loop runs itself while the device is
+ * idle (queue_run_inline), with the worker kept out meanwhile, because two
+ * thread hand-offs cost more than the work.
  *
  * Order is kept per stream (one connection on one device), not across the
  * whole device: commands of different connections arrive on different
@@ -26,7 +29,8 @@ struct stream;
 
 struct qcmd {
 	struct qcmd *next;
-	/* Runs on the worker thread; returns 0 or a negative code and may fill
+	/* Runs on the worker thread (or the loop: queue_run_inline); returns 0
+	 * or a negative code and may fill
 	 * err, or QCMD_AGAIN after partial progress (it is run again when
 	 * ready).  NULL for a pure marker. */
 	int (*exec)(struct qcmd *c);
@@ -53,8 +57,10 @@ struct qcmd {
 };
 
 #define QCMD_AGAIN 1
-/* exec handed the command to the device: it completes later, from any
- * thread, through queue_complete().  Only for async_ok commands. */
+/* exec handed the command to its device stream: it completes through
+ * queue_complete(), from any thread — later (CUDA's callback thread), or
+ * before exec even returned (a stream that completes inline: the CPU).
+ * Only for async_ok commands. */
 #define QCMD_PENDING 2
 
 struct queue;
@@ -62,9 +68,23 @@ struct queue;
 int queue_create(uv_loop_t *loop, const char *name, struct queue **ret_q);
 /* Enqueue (loop thread).  done() is always called, also at shutdown. */
 void queue_push(struct queue *q, struct qcmd *c);
+/*
+ * Run c now on the calling thread (the loop) instead of pushing it, when
+ * the device is idle: nothing waiting or pending, the worker not running a
+ * command (a marker, with no exec, is always taken).  Returns 1 when c was taken — done() has run already, unless c
+ * was left pending on the device or turned out not ready (it then completes
+ * as a pushed command would) — or 0: the caller pushes it.  For small work
+ * only: the loop serves every connection meanwhile.  The caller ensures
+ * nothing of c's stream is in flight (completions keep issue order).
+ */
+int queue_run_inline(struct queue *q, struct qcmd *c);
+/* Nothing of s waits in the queue or runs on the worker (its commands in
+ * flight, if any, are pending on the device or completed, their done()
+ * not run yet).  A command that waits may depend on what follows it in
+ * the queue (a SEND streams in place while nothing does): loop thread. */
+int queue_stream_quiet(struct queue *q, const struct stream *s);
 /* Commands pushed and not yet completed on the loop. */
 uint64_t queue_depth(const struct queue *q);
-uint64_t queue_completed(const struct queue *q);
 pthread_t queue_thread(const struct queue *q);
 /* Completion of a QCMD_PENDING command (any thread, exactly once): status
  * 0 or a negative code, why (may be NULL) its reason.  Completions of one

@@ -16,7 +16,6 @@ static int slots_init(struct staging *s)
 		s->free_list[i] = s->nslots - 1 - i;
 	s->nfree = s->nslots;
 	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
 	return 0;
 }
 
@@ -73,17 +72,14 @@ void staging_fini(struct staging *s)
 		munmap(s->mem, s->bytes);
 	free(s->free_list);
 	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->cond);
 	memset(s, 0, sizeof(*s));
 }
 
-int staging_get(struct staging *s, const atomic_int *cancel1, const atomic_int *cancel2)
+int staging_try_get(struct staging *s)
 {
 	int slot = -1;
 
 	pthread_mutex_lock(&s->lock);
-	while (s->nfree == 0 && !atomic_load(cancel1) && !atomic_load(cancel2))
-		pthread_cond_wait(&s->cond, &s->lock);
 	if (s->nfree > 0) {
 		slot = (int)s->free_list[--s->nfree];
 		if (s->nslots - s->nfree > s->high_water)
@@ -93,24 +89,26 @@ int staging_get(struct staging *s, const atomic_int *cancel1, const atomic_int *
 	return slot;
 }
 
+uint32_t staging_free_slots(struct staging *s)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&s->lock);
+	n = s->nfree;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
 void staging_put(struct staging *s, int slot)
 {
 	pthread_mutex_lock(&s->lock);
 	s->free_list[s->nfree++] = (uint32_t)slot;
-	pthread_cond_signal(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 }
 
 uint8_t *staging_ptr(const struct staging *s, int slot)
 {
 	return s->mem + (uint64_t)slot * s->slot_size;
-}
-
-void staging_wake(struct staging *s)
-{
-	pthread_mutex_lock(&s->lock);
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
 }
 
 uint32_t staging_used(struct staging *s)

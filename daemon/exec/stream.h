@@ -20,6 +20,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+struct qreq;
+
 struct stream {
 	int err;
 	char errmsg[200];
@@ -31,10 +33,14 @@ struct stream {
 	/* commands handed to the device and not completed (queue lock; read
 	 * atomically by exec) */
 	atomic_int pending;
-	/* the device backend's context for this stream (a CUDA stream with its
-	 * workspace), made by the worker on first use, given back when the
-	 * connection is freed */
+	/* the backend's stream context (backend_impl.h: a CUDA stream with its
+	 * workspace; the CPU's kernel context), opened by the worker on first
+	 * use, closed when the connection is freed */
 	void *dev_stream;
+	/* A FENCE waiting on the loop for the commands in flight before it
+	 * (qreq.c; counted in inflight): it is settled on the loop when they
+	 * have completed, or pushed behind them when a command follows it. */
+	struct qreq *fence;
 };
 
 /* Nothing of this stream is queued or failed: a command may take a fast

@@ -57,10 +57,9 @@ static int run_exec(struct qcmd *q)
 	struct run_cmd *rc = (struct run_cmd *)q;
 	int st;
 
-	if (!q->async_ok)
-		return device_graph_run(rc->g->dev, rc->g, q->err, sizeof(q->err));
 	/* On the stream's own device stream, behind whatever it holds (a
-	 * timeline wait included); completes from the device. */
+	 * timeline wait included); completes from the device (on the CPU,
+	 * before the submit returns). */
 	st = device_graph_submit(rc->g->dev, q->stream, rc->g, qreq_device_done, &rc->qr, q->err, sizeof(q->err));
 	return st < 0 ? st : QCMD_PENDING;
 }
@@ -91,7 +90,8 @@ void h_graph_run(struct conn *c, struct request *r)
 	graph_ref(g);
 	g->dev->graph_runs++;
 	rc->qr.release = run_release;
-	rc->qr.q.async_ok = g->dev->async;
+	rc->qr.q.async_ok = 1;
+	rc->qr.inline_ok = device_completes_inline(g->dev) && g->work <= GRAPH_INLINE_WORK;
 	qreq_push(&rc->qr, c, r, g->dev, run_exec);
 }
 

@@ -49,7 +49,7 @@ void h_hello(struct conn *c, struct request *r)
 	caps.p2p = 1;     /* SEND/RECV daemon to daemon (peer links) */
 	caps.rdma = c->d->rdma_listener != NULL;  /* an rdmacm listener is up on a device */
 	rep.proto_version = PPRPC_PROTO_VERSION;
-	rep.daemon_version = PPRPCD_VERSION;
+	rep.daemon_version = PPRPC_VERSION;
 	rep.caps = &caps;
 	rep.max_bulk = c->d->opts.max_bulk;
 	rep.session = c->id;

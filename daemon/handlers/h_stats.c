@@ -98,12 +98,7 @@ void h_stats(struct conn *c, struct request *r)
 		ds[k].ipc_status = ipc_text[k];
 		ds[k].gpu_waits = __atomic_load_n(&dev->gpu_waits, __ATOMIC_RELAXED);
 		ds[k].gpu_signals = __atomic_load_n(&dev->gpu_signals, __ATOMIC_RELAXED);
-		if (dev->async)
-			snprintf(async_text[k], sizeof(async_text[k]), "on");
-		else if (dev->async_why[0])
-			snprintf(async_text[k], sizeof(async_text[k]), "off: %.180s", dev->async_why);
-		else
-			async_text[k][0] = '\0';
+		device_waits_status(dev, async_text[k], sizeof(async_text[k]));
 		ds[k].async_status = async_text[k];
 		ipc_status(dev, ipc_text[k], sizeof(ipc_text[k]), &ds[k].ipc_pool_bytes);
 		dsp[k] = &ds[k];
@@ -177,7 +172,7 @@ void h_stats(struct conn *c, struct request *r)
 	rep.boundaries = bsp;
 	rep.staging_bytes = d->staging.bytes;
 	rep.staging_used = (uint64_t)staging_used(&d->staging) * d->staging.slot_size;
-	rep.daemon_version = PPRPCD_VERSION;
+	rep.daemon_version = PPRPC_VERSION;
 	rep.uptime_ms = now_ms(d->loop) - d->start_ms;
 	rep.n_devices = d->ndev;
 	rep.devices = dsp;

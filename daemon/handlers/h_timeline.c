@@ -107,19 +107,21 @@ static int signal_exec(struct qcmd *q)
 	struct device *dev = sc->qr.dev;
 	int rc;
 
-	if (!q->async_ok)
-		return timeline_signal(sc->qr.c->d, sc->t, sc->value, q->err, sizeof(q->err));
 	rc = timeline_signal_begin(sc->qr.c->d, sc->t, sc->value, q->err, sizeof(q->err));
 	if (rc < 0)
 		return rc;
 	/* Written from the stream, after everything queued before it; without
-	 * a slot (none could be had) only the completion publishes it. */
-	rc = sc->t->gpu_value ? device_write_submit(dev, q->stream, sc->t->gpu_value, sc->value, signal_written, sc,
-						    q->err, sizeof(q->err))
-			      : device_wait_submit(dev, q->stream, NULL, signal_written, sc, q->err, sizeof(q->err));
+	 * a slot (the device has no events, or none could be had) only the
+	 * completion publishes it. */
+	if (sc->t->gpu_value)
+		rc = device_write_submit(dev, q->stream, sc->t->gpu_value, sc->value, signal_written, sc, q->err,
+					 sizeof(q->err));
+	else
+		rc = device_wait_submit(dev, q->stream, NULL, signal_written, sc, q->err, sizeof(q->err));
 	if (rc < 0)
 		return rc;
-	__atomic_fetch_add(&dev->gpu_signals, 1, __ATOMIC_RELAXED);
+	if (sc->t->gpu_value)
+		__atomic_fetch_add(&dev->gpu_signals, 1, __ATOMIC_RELAXED);
 	return QCMD_PENDING;
 }
 
@@ -149,9 +151,10 @@ void h_signal(struct conn *c, struct request *r)
 	sc->value = m->value;
 	timeline_ref(t);
 	sc->qr.release = signal_release;
-	sc->qr.q.async_ok = t->dev->async;
-	/* The slot the GPU writes, made here on the loop (the query reads it). */
-	if (t->dev->async && !t->gpu_value && device_slot_alloc(t->dev, &t->gpu_value) < 0)
+	sc->qr.q.async_ok = 1;
+	/* The slot the device writes, made here on the loop (the query reads
+	 * it); a device without events has none. */
+	if (!t->gpu_value && device_holds_waits(t->dev) && device_slot_alloc(t->dev, &t->gpu_value) < 0)
 		t->gpu_value = NULL;
 	qreq_push(&sc->qr, c, r, t->dev, signal_exec);
 }
@@ -164,7 +167,7 @@ struct wait_cmd {
 	struct rtl *m;          /* remote */
 	const struct tl_cell *cell;
 	uint64_t value;
-	struct tl_gpu_wait gw;  /* held on the device (async devices) */
+	struct tl_gpu_wait gw;  /* held on the device (device_holds_waits) */
 };
 
 static int wait_ready(struct qcmd *q)
@@ -195,24 +198,26 @@ static int wait_exec(struct qcmd *q)
 	volatile uint64_t *slot = NULL;
 	int rc;
 
-	if (!q->async_ok)
-		return timeline_wait_cell(d, wc->cell, wc->value, q->stream, q->err, sizeof(q->err));
-	rc = device_slot_alloc(dev, &wc->gw.slot);
-	if (rc < 0) {
-		snprintf(q->err, sizeof(q->err), "%s: no host-mapped slot left for a GPU-side WAIT", dev->name);
-		return rc;
-	}
 	wc->gw.cell = wc->cell;
 	wc->gw.value = wc->value;
 	wc->gw.s = q->stream;
-	if (timeline_gpu_wait_begin(d, &wc->gw)) {
-		/* Decided already.  With nothing of the stream on the device it
-		 * completes here; else behind the stream's pending work. */
-		if (queue_stream_pending(q->stream) == 0)
-			return timeline_gpu_wait_end(d, &wc->gw, q->err, sizeof(q->err));
-	} else {
-		slot = wc->gw.slot;
+	/* A device that holds waits gets the WAIT with a private slot, unless
+	 * it is decided already; elsewhere the queue ran it only once decided
+	 * (wait_ready). */
+	if (device_holds_waits(dev)) {
+		rc = device_slot_alloc(dev, &wc->gw.slot);
+		if (rc < 0) {
+			snprintf(q->err, sizeof(q->err), "%s: no host-mapped slot left for a GPU-side WAIT",
+				 dev->name);
+			return rc;
+		}
+		if (!timeline_gpu_wait_begin(d, &wc->gw))
+			slot = wc->gw.slot;
 	}
+	/* Decided: with nothing of the stream on the device it completes here;
+	 * else behind the stream's pending work. */
+	if (!slot && queue_stream_pending(q->stream) == 0)
+		return timeline_gpu_wait_end(d, &wc->gw, q->err, sizeof(q->err));
 	rc = device_wait_submit(dev, q->stream, slot, wait_passed, wc, q->err, sizeof(q->err));
 	if (rc < 0) {
 		char ignored[64];
@@ -273,10 +278,12 @@ void h_wait(struct conn *c, struct request *r)
 		wc->cell = &wc->t->cell;
 	}
 	wc->qr.release = wait_release;
-	/* An asynchronous device holds the WAIT on its own stream: the queue
-	 * need not hold it back. */
-	wc->qr.q.async_ok = dev->async;
-	wc->qr.q.ready = dev->async ? NULL : wait_ready;
+	/* A device that holds waits holds the WAIT on its own stream: the
+	 * queue need not hold it back.  Elsewhere the queue runs it once its
+	 * value is reached, serving other streams meanwhile: the worker never
+	 * blocks on it. */
+	wc->qr.q.async_ok = 1;
+	wc->qr.q.ready = device_holds_waits(dev) ? NULL : wait_ready;
 	qreq_push(&wc->qr, c, r, dev, wait_exec);
 }
 

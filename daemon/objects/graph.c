@@ -251,6 +251,36 @@ static void resolve_pointers(struct graph *g, const struct tplan *p)
 	}
 }
 
+/* A rough cost of one run in element operations: every tensor a node
+ * touches, plus the inner dimension of the ops that loop over one
+ * (saturating at UINT64_MAX / 2; shapes are validated, each below 2^34). */
+static uint64_t estimate_work(const struct graph *g)
+{
+	const uint64_t cap = UINT64_MAX / 2;
+	uint64_t work = 0;
+
+	for (int i = 0; i < g->nnodes; i++) {
+		const struct gnode *n = &g->nodes[i];
+		uint64_t out = (uint64_t)kern_tensor_nelements(&g->t[n->dst]), w = out, f = 0;
+
+		for (int s = 0; s < n->nsrc; s++)
+			w += (uint64_t)kern_tensor_nelements(&g->t[n->src[s]]);
+		if (n->op == PPRPC_OP_MUL_MAT)
+			f = (uint64_t)g->t[n->src[0]].ne[0];            /* K per output */
+		else if (n->op == PPRPC_OP_ATTENTION)
+			f = 2 * (uint64_t)g->t[n->src[1]].ne[2];        /* n_kv per output */
+		else if (n->op == PPRPC_OP_GATED_DELTA_NET)
+			f = 4 * (uint64_t)g->t[n->src[0]].ne[2];        /* T steps over the state */
+		if (f && out > (cap - w) / f)
+			return cap;
+		w += out * f;
+		if (w > cap - work)
+			return cap;
+		work += w;
+	}
+	return work;
+}
+
 static void graph_destroy(struct graph *g)
 {
 	if (g->dev_priv)
@@ -324,6 +354,7 @@ int graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GraphCreate *m,
 			goto fail;
 	}
 	resolve_pointers(g, p);
+	g->work = estimate_work(g);
 	g->owner = c;
 	g->refs = 1;
 	free(p);
@@ -350,6 +381,9 @@ int graph_new_backend(struct conn *c, struct device *dev, int kind, size_t max_b
 	g->dev = dev;
 	g->owner = c;
 	g->refs = 1;
+	/* Never small enough to run inline on the loop: a backend's graph
+	 * (ggml's) computes on threads that belong to the device's worker. */
+	g->work = UINT64_MAX / 2;
 	*ret_g = g;
 	return 0;
 }

@@ -48,6 +48,7 @@ struct graph {
 	void *arena;
 	uint64_t arena_size;
 	void *dev_priv;           /* the backend's per-graph state (a CUDA graph) */
+	uint64_t work;            /* rough cost in element operations (saturates) */
 	uint64_t footprint;       /* arena, page-rounded: charged to the owner */
 	struct graph *next, *prev;  /* owner's list */
 };
@@ -64,6 +65,14 @@ int graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GraphCreate *m,
 int graph_new_backend(struct conn *c, struct device *dev, int kind, size_t max_bufs, struct graph **ret_g);
 /* Keep b alive while g exists (once per buffer; at most max_bufs). */
 void graph_hold_buffer(struct graph *g, struct dbuf *b);
+
+/* Work up to which a GRAPH_RUN may run inline on the loop (h_graph.c):
+ * tens of microseconds of CPU at most, about what the two thread hand-offs
+ * it saves cost.  (-DGRAPH_INLINE_WORK=0 turns it off, for measuring.) */
+#ifndef GRAPH_INLINE_WORK
+#define GRAPH_INLINE_WORK (1u << 14)
+#endif
+
 /* Retire the handle and drop its reference (GRAPH_FREE, disconnect). */
 void graph_retire(struct pprpcd *d, struct graph *g);
 struct graph *graph_get(struct pprpcd *d, struct conn *c, uint64_t handle);

@@ -173,15 +173,6 @@ void timeline_signal_end(struct pprpcd *d, struct timeline *t, uint64_t value)
 	pprpcd_kick_queues(d);
 }
 
-int timeline_signal(struct pprpcd *d, struct timeline *t, uint64_t value, char *err, size_t errlen)
-{
-	int rc = timeline_signal_begin(d, t, value, err, errlen);
-
-	if (rc == 0)
-		timeline_signal_end(d, t, value);
-	return rc;
-}
-
 int timeline_cell_ready(struct pprpcd *d, const struct tl_cell *cell, uint64_t value)
 {
 	int ready;
@@ -211,20 +202,6 @@ static int wait_result(struct pprpcd *d, const struct tl_cell *cell, uint64_t va
 		 : rc == PPRPC_EAUTH ? "authentication failed on the link to its rank (another key, or none?)"
 				     : "its rank refused the subscription",
 		 cell->why[0] ? ": " : "", cell->why);
-	return rc;
-}
-
-int timeline_wait_cell(struct pprpcd *d, const struct tl_cell *cell, uint64_t value,
-		       const struct stream *s, char *err, size_t errlen)
-{
-	int rc;
-
-	/* Run only once ready (the queue does not block on it); a cancelled
-	 * stream never runs it at all. */
-	(void)s;
-	pthread_mutex_lock(&d->tl_lock);
-	rc = wait_result(d, cell, value, err, errlen);
-	pthread_mutex_unlock(&d->tl_lock);
 	return rc;
 }
 

@@ -2,10 +2,11 @@
  * daemon/objects/timeline.h — timelines: monotonic 64-bit counters owned by a
  * device queue, and the waits on them.
  *
- * A value lives in a tl_cell guarded by the daemon's timeline lock, so that
- * a worker blocked in WAIT can sleep on one condition variable for every
- * kind of progress: a SIGNAL run by any device worker, a notification from
- * a peer for a remote timeline, a cancellation or shutdown.  Waiters on the
+ * A value lives in a tl_cell guarded by the daemon's timeline lock: it is
+ * changed by a SIGNAL completing on any device, a notification from a peer
+ * for a remote timeline, a cancellation or shutdown, and each change kicks
+ * every queue (a WAIT held by its queue re-checks, timeline_cell_ready) and
+ * releases the WAITs held on devices (timeline_gpu_wait_*).  Waiters on the
  * loop side (host waits, peers' subscriptions) are kept per timeline and
  * checked after every SIGNAL completes.
  */
@@ -36,8 +37,8 @@ struct timeline {
 	struct tl_cell cell;
 	uint64_t sig_hi;      /* highest value a SIGNAL was accepted for (tl_lock):
 			       * SIGNALs still on a device stream count */
-	/* host-mapped slot the GPU writes SIGNALs to (async devices; made on
-	 * the loop at the first SIGNAL, freed with the timeline) */
+	/* host-mapped slot the device writes SIGNALs to (devices that hold
+	 * waits; made on the loop at the first SIGNAL, freed with the timeline) */
 	volatile uint64_t *gpu_value;
 	int refs;             /* the handle + queued commands + waiters */
 	struct tl_waiter *waiters;
@@ -61,9 +62,7 @@ void timeline_ref(struct timeline *t);
 void timeline_unref(struct timeline *t);
 uint64_t timeline_value(struct pprpcd *d, const struct tl_cell *cell);
 
-/* Worker side.  SIGNAL: value must exceed the current one. */
-int timeline_signal(struct pprpcd *d, struct timeline *t, uint64_t value, char *err, size_t errlen);
-/* A SIGNAL the device writes from its stream, in two steps: begin checks
+/* A SIGNAL, in two steps as the device runs it from its stream: begin checks
  * and reserves value (worker), end publishes it once the device passed the
  * write (any thread; wakes queues and device waits, not loop waiters). */
 int timeline_signal_begin(struct pprpcd *d, struct timeline *t, uint64_t value, char *err, size_t errlen);
@@ -93,13 +92,12 @@ int timeline_gpu_wait_begin(struct pprpcd *d, struct tl_gpu_wait *w);
  * value was reached, else the cell's error or PPRPC_ECANCELED, with a
  * reason. */
 int timeline_gpu_wait_end(struct pprpcd *d, struct tl_gpu_wait *w, char *err, size_t errlen);
-/* Can a WAIT for value proceed (reached, failed, or shutting down)? */
+/* Can a WAIT for value proceed (reached, failed, or shutting down)?  The
+ * queue's ready() for a WAIT on a device that does not hold waits; it then
+ * ends through timeline_gpu_wait_end without ever being registered. */
 int timeline_cell_ready(struct pprpcd *d, const struct tl_cell *cell, uint64_t value);
-/* The WAIT itself, once ready: 0 when cell >= value, else the cell's error
- * (or PPRPC_ECANCELED at shutdown), with a reason. */
-int timeline_wait_cell(struct pprpcd *d, const struct tl_cell *cell, uint64_t value,
-		       const struct stream *s, char *err, size_t errlen);
-/* Wake every blocked worker (cancel, shutdown, a remote value changed). */
+/* Something every wait depends on changed (cancel, shutdown, a remote value):
+ * release the device-held waits now decided and kick every queue. */
 void timeline_wake_all(struct pprpcd *d);
 /* Update a cell from the loop (remote mirrors) and wake waiters; why (may
  * be NULL) explains an error. */

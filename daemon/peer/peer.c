@@ -10,6 +10,7 @@
 #include "daemon/pprpcd.h"
 #include "pprpc/types.h"
 #include "proto/auth.h"
+#include "proto/hello_client.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
 #include "util/addr.h"
@@ -47,13 +48,13 @@ struct peer {
 	int ping_out;                /* a keepalive PING is outstanding */
 	char host[256];
 	uint16_t port;
+	uint64_t serial;             /* this connection's, unique in the daemon */
+	uint64_t born_ms;            /* loop time the link was started (setup bound) */
 	char fallback[200];          /* why the link is TCP although RDMA was tried */
 	struct peer *next;
-	/* HELLO exchange */
-	int hello_code;              /* the last HELLO reply: 0 or an error code */
-	char hello_err[200];
-	int has_challenge, challenged, proof_ok;
-	uint8_t sn[AUTH_NONCE_LEN], cn[AUTH_NONCE_LEN];
+	/* HELLO exchange (proto/hello_client.h) */
+	struct hello_client hello;
+	int hello_rc;                /* verdict on the last HELLO answer */
 	int fail_code;               /* why the link is being closed (0 = lost) */
 	char fail_why[240];
 };
@@ -273,36 +274,23 @@ static int hello_meta(void *arg, int code, const char *errmsg, const struct fram
 		      const uint8_t *meta, size_t len, void **bulk_dst)
 {
 	struct peer *p = arg;
-	struct pprpcd *d = p->d;
 	ProtobufCMessage *m = NULL;
-	uint8_t want[AUTH_PROOF_LEN];
 
 	(void)h;
 	(void)bulk_dst;
-	p->hello_code = code;
-	p->has_challenge = 0;
-	p->proof_ok = 0;
-	snprintf(p->hello_err, sizeof(p->hello_err), "%s", errmsg ? errmsg : "");
 	if (code < 0) {
 		if (meta_unpack(&pprpc__error_reply__descriptor, meta, len, &m) < 0)
 			return PPRPC_EPROTO;
 		const Pprpc__ErrorReply *e = (const Pprpc__ErrorReply *)m;
 
-		if (code == PPRPC_EAUTH && e->auth_challenge.len == AUTH_NONCE_LEN) {
-			memcpy(p->sn, e->auth_challenge.data, AUTH_NONCE_LEN);
-			p->has_challenge = 1;
-		}
+		p->hello_rc = hello_client_refused(&p->hello, code, errmsg, e->auth_challenge.data,
+						   e->auth_challenge.len);
 		meta_free(m);
 		return 0;
 	}
 	if (meta_unpack(&pprpc__hello_reply__descriptor, meta, len, &m) < 0)
 		return PPRPC_EPROTO;
-	const Pprpc__HelloReply *rep = (const Pprpc__HelloReply *)m;
-
-	if (d->auth_key_len && p->challenged && rep->auth_proof.len == AUTH_PROOF_LEN &&
-	    auth_server_proof(d->auth_key, d->auth_key_len, p->cn, p->sn, want) == 0)
-		p->proof_ok = auth_equal(want, rep->auth_proof.data, AUTH_PROOF_LEN);
-	auth_wipe(want, sizeof(want));
+	p->hello_rc = hello_client_accept(&p->hello, (const Pprpc__HelloReply *)m);
 	meta_free(m);
 	return 0;
 }
@@ -318,22 +306,12 @@ static void hello_fail(void *arg, int code, const char *why)
 
 static const struct preq_ops hello_ops = { .meta = hello_meta, .done = hello_done, .fail = hello_fail };
 
-static struct preq *make_hello(struct peer *p, const uint8_t *proof)
+static struct preq *make_hello(struct peer *p)
 {
-	Pprpc__Hello hello = PPRPC__HELLO__INIT;
+	Pprpc__Hello hello;
 	struct preq *q;
 
-	hello.proto_version = PPRPC_PROTO_VERSION;
-	hello.role = PPRPC__ROLE__ROLE_PEER;
-	hello.client_name = "pprpcd-peer";
-	if (proof) {
-		hello.client_nonce.data = p->cn;
-		hello.client_nonce.len = AUTH_NONCE_LEN;
-		hello.server_nonce.data = p->sn;
-		hello.server_nonce.len = AUTH_NONCE_LEN;
-		hello.auth_proof.data = (uint8_t *)proof;
-		hello.auth_proof.len = AUTH_PROOF_LEN;
-	}
+	hello_client_request(&p->hello, &hello);
 	q = make_req(p, MSG_HELLO, &hello.base);
 	if (q) {
 		q->ops = &hello_ops;
@@ -343,47 +321,31 @@ static struct preq *make_hello(struct peer *p, const uint8_t *proof)
 }
 
 /* Answer a challenge (the answer goes first on the link), refuse a daemon
- * that cannot prove the key, or open the link for the queued requests. */
+ * that failed the exchange, or open the link for the queued requests. */
 static void hello_done(void *arg, const struct frame_hdr *h, int more)
 {
 	struct peer *p = arg;
 	struct pprpcd *d = p->d;
-	uint8_t proof[AUTH_PROOF_LEN];
 	struct preq *q;
 
 	(void)h;
 	(void)more;
 	if (p->state != PEER_HELLO)
 		return;
-	if (p->hello_code == PPRPC_EAUTH && p->has_challenge && !p->challenged) {
-		if (!d->auth_key_len) {
-			link_refuse(p, PPRPC_EAUTH, "rank requires authentication and this daemon has no auth-key-file");
-			return;
-		}
-		p->challenged = 1;
-		if (auth_random(p->cn, AUTH_NONCE_LEN) < 0 ||
-		    auth_client_proof(d->auth_key, d->auth_key_len, p->sn, p->cn, PPRPC__ROLE__ROLE_PEER,
-				      "pprpcd-peer", proof) < 0 ||
-		    !(q = make_hello(p, proof))) {
-			auth_wipe(proof, sizeof(proof));
+	if (p->hello_rc == HELLO_AGAIN) {
+		if (!(q = make_hello(p))) {
 			link_refuse(p, PPRPC_EINTERNAL, "cannot answer the rank's authentication challenge");
 			return;
 		}
-		auth_wipe(proof, sizeof(proof));
 		q->next = p->reqs;
 		p->reqs = q;
 		if (send_req(p, q) < 0)
 			transport_close(p->t);
 		return;
 	}
-	if (p->hello_code < 0) {
-		link_refuse(p, p->hello_code, "rank refused HELLO: %s", p->hello_err);
-		return;
-	}
-	if (d->auth_key_len && !p->proof_ok) {
-		link_refuse(p, PPRPC_EAUTH, "authentication failed: the rank %s",
-			    p->challenged ? "could not prove the shared key (another key?)"
-					  : "asked for no authentication (it has no auth-key-file)");
+	hello_client_wipe(&p->hello);
+	if (p->hello_rc < 0) {
+		link_refuse(p, p->hello_rc, "HELLO failed: %s", p->hello.why);
 		return;
 	}
 	p->state = PEER_UP;
@@ -468,10 +430,14 @@ static struct peer *peer_get(struct pprpcd *d, const char *rank, char *err, size
 	if (!p)
 		goto oom;
 	p->d = d;
+	p->serial = ++d->peer_links;
+	p->born_ms = uv_now(d->loop);
 	snprintf(p->rank, sizeof(p->rank), "%s", rank);
 	snprintf(p->host, sizeof(p->host), "%s", host);
 	p->port = port;
-	q = make_hello(p, NULL);
+	hello_client_init(&p->hello, PPRPC__ROLE__ROLE_PEER, "pprpcd-peer", d->auth_key, d->auth_key_len,
+			  "this daemon has no auth-key-file");
+	q = make_hello(p);
 	if (!q) {
 		free(p);
 		goto oom;
@@ -540,25 +506,47 @@ static void ping_fail(void *arg, int code, const char *why)
 
 static const struct preq_ops keepalive_ops = { .meta = ping_meta, .done = ping_done, .fail = ping_fail };
 
+/* A link must come up within peer_connect_timeout_ms: a rank whose kernel
+ * accepts the connection but that never answers HELLO (a stopped process,
+ * a plain listener) would otherwise hold every request on the link for
+ * ever.  Fails the link, and so each request, naming the rank and the step
+ * that did not complete. */
+static void setup_bound(struct peer *p, uint64_t now_ms)
+{
+	uint64_t limit = p->d->opts.peer_connect_timeout_ms;
+	char why[200];
+
+	if (!limit || now_ms - p->born_ms < limit)
+		return;
+	snprintf(why, sizeof(why), "rank %s: %s within %llu ms (peer-connect-timeout-ms)", p->rank,
+		 p->state == PEER_CONNECTING ? "no connection" : "no answer to HELLO", (unsigned long long)limit);
+	if (p->state == PEER_HELLO)
+		transport_close(p->t);
+	/* Still connecting: on_connect sees DEAD and cleans up. */
+	peer_fail(p, PPRPC_ETIMEDOUT, why);
+}
+
 /* A link with requests outstanding must show signs of life: after a quiet
  * interval it is PINGed, and a peer silent for the whole timeout (stopped,
  * wedged, or its host gone without a reset) is dropped, which fails every
  * request on it with a clear error instead of letting them wait for ever.
  * TCP keepalive alone would not notice a stopped process: its kernel
- * still acknowledges. */
+ * still acknowledges.  A link not up yet is bounded by setup_bound. */
 void peer_keepalive(struct pprpcd *d, uint64_t now_ms)
 {
 	uint64_t timeout = d->opts.peer_timeout_ms;
 	struct peer *p, *next;
 
-	if (!timeout)
-		return;
 	for (p = d->peers; p; p = next) {
 		uint64_t quiet;
 		int busy = 0;
 
 		next = p->next;
-		if (p->state != PEER_UP)
+		if (p->state == PEER_CONNECTING || p->state == PEER_HELLO) {
+			setup_bound(p, now_ms);
+			continue;
+		}
+		if (p->state != PEER_UP || !timeout)
 			continue;
 		for (struct preq *q = p->reqs; q; q = q->next)
 			if (q->ops && q->ops != &keepalive_ops)
@@ -618,6 +606,17 @@ const char *peer_path(struct pprpcd *d, const char *rank)
 		if (!strcmp(p->rank, rank) && p->state == PEER_UP)
 			return transport_name(p->t);
 	return "tcp";
+}
+
+int peer_link_info(struct pprpcd *d, const char *rank, char *addr, size_t len, uint64_t *ret_serial)
+{
+	for (struct peer *p = d->peers; p; p = p->next)
+		if (!strcmp(p->rank, rank) && p->state == PEER_UP) {
+			snprintf(addr, len, "%s", transport_peer(p->t));
+			*ret_serial = p->serial;
+			return 0;
+		}
+	return PPRPC_ECONN;
 }
 
 void peer_close_all(struct pprpcd *d)

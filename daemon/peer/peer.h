@@ -48,8 +48,10 @@ struct preq_ops {
  * or a negative code with a reason (then no callback runs). */
 int peer_request(struct pprpcd *d, const char *rank, uint16_t type, const ProtobufCMessage *m,
 		 const struct preq_ops *ops, void *arg, char *err, size_t errlen);
-/* Periodic: ping quiet links that have requests outstanding, drop those
- * silent past peer_timeout_ms (their requests fail). */
+/* Periodic: fail links not up (connected, HELLO answered) within
+ * peer_connect_timeout_ms, ping quiet links that have requests
+ * outstanding, drop those silent past peer_timeout_ms (their requests
+ * fail, naming the rank and what timed out). */
 void peer_keepalive(struct pprpcd *d, uint64_t now_ms);
 /* For STATS: the links, their rank and transport (NULL while connecting). */
 struct peer *peer_first(struct pprpcd *d);
@@ -58,6 +60,10 @@ const char *peer_rank(const struct peer *p);
 struct transport_conn *peer_transport(struct peer *p);
 /* "rdma" or "tcp": what the link to rank runs on now. */
 const char *peer_path(struct pprpcd *d, const char *rank);
+/* The live link to rank: the numeric address it is connected to ("ip:port",
+ * "[ip6]:port") and a serial that differs for every connection the daemon
+ * opens.  0, or PPRPC_ECONN when the link is not up. */
+int peer_link_info(struct pprpcd *d, const char *rank, char *addr, size_t len, uint64_t *ret_serial);
 /* Shutdown: close every link (outstanding requests fail). */
 void peer_close_all(struct pprpcd *d);
 

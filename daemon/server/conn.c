@@ -330,6 +330,13 @@ void conn_close(struct conn *c)
 		transport_close(c->t);
 }
 
+void conn_abort(struct conn *c)
+{
+	c->closing = 1;
+	if (c->t)
+		transport_abort(c->t);
+}
+
 #define LIST_ADD(head, x)                 \
 	do {                              \
 		(x)->prev = NULL;         \

@@ -82,6 +82,9 @@ void conn_ref(struct conn *c);
 void conn_unref(struct conn *c);
 /* Close the connection (after queued replies are written). */
 void conn_close(struct conn *c);
+/* Close it now, dropping replies not yet written (a peer that stopped
+ * reading must not hold them, and the memory they point to, for ever). */
+void conn_abort(struct conn *c);
 
 /* Account a queued command (and its staging bytes); reading from the peer
  * pauses above the high-water marks and resumes below half of them, so a

@@ -49,6 +49,7 @@ void h_send(struct conn *c, struct request *r);
 void h_recv(struct conn *c, struct request *r);
 void h_pull(struct conn *c, struct request *r);
 void h_pull_release(struct conn *c, struct request *r);
+void h_pull_check(struct conn *c, struct request *r);
 void h_ping(struct conn *c, struct request *r);
 void h_probe(struct conn *c, struct request *r);
 void h_ggml_graph_create(struct conn *c, struct request *r);

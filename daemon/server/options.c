@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "daemon/server/options.h"
+#include "daemon/device/device.h"
 #include "daemon/pprpcd.h"
 #include "pprpc/types.h"
 #include "util/addr.h"
@@ -44,6 +45,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->drain_ms = 10000;
 	o->xfer_timeout_ms = 30000;
 	o->peer_timeout_ms = 15000;
+	o->peer_connect_timeout_ms = 10000;
 	o->cuda_graphs = 1;
 	o->send_in_place = 1;
 	o->log_level = LOG_NOTICE_;
@@ -231,6 +233,16 @@ static int set_peer_timeout(struct pprpcd_opts *o, const char *v, char *err, siz
 static void set_peer_timeout_show(const struct pprpcd_opts *o, char *buf, size_t len)
 {
 	snprintf(buf, len, "%llu", (unsigned long long)o->peer_timeout_ms);
+}
+
+static int set_peer_connect_timeout(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	return parse_u64(v, 0, 86400000, &o->peer_connect_timeout_ms, err, errlen);
+}
+
+static void set_peer_connect_timeout_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%llu", (unsigned long long)o->peer_connect_timeout_ms);
 }
 
 static int set_log(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
@@ -428,6 +440,7 @@ static const struct optdef defs[] = {
 	{ "cpu-ipc", "0|1", "CPU-to-CPU boundaries with daemons of this host by process_vm_readv (needs ptrace access; default 0)", set_cpu_ipc, set_cpu_ipc_show },
 	{ "transfer-timeout-ms", "N", "a SEND or RECV whose partner does not come fails after N ms (0 = never)", set_xfer_timeout, set_xfer_timeout_show },
 	{ "peer-timeout-ms", "N", "drop a peer link silent for N ms while we wait on it (0 = never)", set_peer_timeout, set_peer_timeout_show },
+	{ "peer-connect-timeout-ms", "N", "a peer link not up (connected, HELLO answered) within N ms fails (0 = never)", set_peer_connect_timeout, set_peer_connect_timeout_show },
 	{ "cuda-graphs", "0|1", "capture each graph as a CUDA graph on its first run and replay it (default 1)", set_cuda_graphs, set_cuda_graphs_show },
 	{ "transport", "MODE", "peer links and listener: auto (RDMA if it works, else TCP), tcp, rdma (required)", set_transport, set_transport_show },
 	{ "rdma-chunk", "BYTES", "RDMA ring slot size, k/m suffix allowed (env PPRPC_RDMA_CHUNK; 512K)", set_rdma_chunk, set_rdma_chunk_show },
@@ -610,9 +623,8 @@ int pprpcd_opts_validate(const struct pprpcd_opts *o, char *err, size_t errlen)
 	}
 	memcpy(list, o->devices, sizeof(list));
 	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-		if (strcmp(tok, "cpu") != 0 && strncmp(tok, "cuda:", 5) != 0 &&
-		    (strncmp(tok, "ggml:", 5) != 0 || !tok[5])) {
-			snprintf(err, errlen, "devices: unknown device '%s' (cpu, cuda:N, ggml:NAME)", tok);
+		if (!device_spec_known(tok)) {
+			snprintf(err, errlen, "devices: unknown device '%s' (%s)", tok, device_spec_names());
 			return PPRPC_EINVAL;
 		}
 	return 0;
@@ -662,7 +674,7 @@ int pprpcd_opts_parse(struct pprpcd_opts *o, int argc, char **argv)
 			return 1;
 		}
 		if (!strcmp(argv[i], "--version")) {
-			printf("pprpcd %s (protocol %d)\n", PPRPCD_VERSION, PPRPC_PROTO_VERSION);
+			printf("pprpcd %s (protocol %d)\n", PPRPC_VERSION, PPRPC_PROTO_VERSION);
 			return 1;
 		}
 		if (!strcmp(argv[i], "--check-config"))

@@ -21,7 +21,6 @@
 #include "daemon/server/authn.h"
 #include "daemon/server/conn.h"
 #include "daemon/device/device.h"
-#include "daemon/device/device_impl.h"
 #include "daemon/pprpcd.h"
 #include "daemon/server/metrics.h"
 #include "daemon/server/notify.h"
@@ -94,6 +93,12 @@ static int start_rdma(struct pprpcd *d, const char *host)
 
 static int open_devices(struct pprpcd *d)
 {
+	const struct device_conf conf = {
+		.floor = d->opts.memory_floor,
+		.threads = d->opts.threads,
+		.cuda_graphs = d->opts.cuda_graphs,
+		.cpu_ipc = d->opts.cpu_ipc,
+	};
 	char list[sizeof(d->opts.devices)], *save = NULL, *tok;
 	char err[256];
 	int rc;
@@ -104,15 +109,13 @@ static int open_devices(struct pprpcd *d)
 			LOG(d, LOG_ERR_, "too many devices (max %d)", PPRPCD_MAX_DEVICES);
 			return PPRPC_ELIMIT;
 		}
-		rc = device_open(d->loop, tok, d->ndev, d->opts.memory_floor, d->opts.threads,
-				 d->opts.cuda_graphs, &d->dev[d->ndev], err, sizeof(err));
+		rc = device_open(d->loop, tok, d->ndev, &conf, &d->dev[d->ndev], err, sizeof(err));
 		/* A GPU that cannot run here (no device, no driver, a build
 		 * without CUDA) is reported and skipped; the other devices
-		 * are still served.  So is a ggml device this build or the
-		 * ggml it loaded does not have (a ggml:CUDA0 on a host whose
-		 * ggml has no CUDA). */
-		if (rc < 0 && (strncmp(tok, "cuda:", 5) == 0 || strncmp(tok, "ggml:", 5) == 0) &&
-		    d->nunavail < PPRPCD_MAX_DEVICES) {
+		 * are still served.  So is a ggml device this build or the ggml
+		 * it loaded does not have (a ggml:CUDA0 on a host whose ggml has
+		 * no CUDA; registry.c marks the kinds). */
+		if (rc < 0 && device_spec_may_be_absent(tok) && d->nunavail < PPRPCD_MAX_DEVICES) {
 			LOG(d, LOG_WARN_, "%s; not serving it", err);
 			snprintf(d->unavail[d->nunavail++], sizeof(d->unavail[0]), "%s", err);
 			continue;
@@ -121,8 +124,6 @@ static int open_devices(struct pprpcd *d)
 			LOG(d, LOG_ERR_, "device '%s': %s", tok, err);
 			return rc;
 		}
-		if (d->opts.cpu_ipc)
-			cpu_device_enable_ipc(d->dev[d->ndev]);
 		LOG(d, LOG_INFO_, "device %u: %s (%s)", d->ndev, d->dev[d->ndev]->name, d->dev[d->ndev]->desc);
 		d->ndev++;
 	}
@@ -318,7 +319,7 @@ int pprpcd_start(struct pprpcd *d)
 		return rc;
 	if (d->opts.port_file[0] && (rc = write_port_file(d)) < 0)
 		return rc;
-	LOG(d, LOG_NOTICE_, "pprpcd %s listening on %s:%u with %u device(s)", PPRPCD_VERSION, host,
+	LOG(d, LOG_NOTICE_, "pprpcd %s listening on %s:%u with %u device(s)", PPRPC_VERSION, host,
 	    d->port, d->ndev);
 	notify_send("READY=1");
 	send_status(d);
@@ -332,6 +333,8 @@ int pprpcd_start(struct pprpcd *d)
 			tick = d->watchdog_usec / 3000;
 		if (d->opts.peer_timeout_ms && d->opts.peer_timeout_ms / 3 < tick)
 			tick = d->opts.peer_timeout_ms / 3;
+		if (d->opts.peer_connect_timeout_ms && d->opts.peer_connect_timeout_ms / 3 < tick)
+			tick = d->opts.peer_connect_timeout_ms / 3;
 		if (d->opts.xfer_timeout_ms && d->opts.xfer_timeout_ms / 3 < tick)
 			tick = d->opts.xfer_timeout_ms / 3;
 		uv_timer_start(&d->tick, on_tick, 0, tick ? tick : 1);

@@ -1,27 +1,36 @@
 /*
- * daemon/xfer/xfer.h — stage-boundary transfers between daemons (SEND / RECV).
+ * daemon/xfer/xfer.h — stage-boundary transfers between daemons (SEND / RECV):
+ * what the rest of the daemon calls.  Inside: xfer_impl.h.
  *
  * SEND(region, id, dst rank) on the source queue captures the region into
  * staging slots, chunk by chunk, when the queue reaches it, and the queue
- * moves on (it stalls only when the staging ring is full).  A SEND that is
+ * moves on (it stalls only when the staging ring is full, and then as a
+ * command that is not ready: its device worker serves other streams).  A SEND that is
  * the last command of its stream while the destination pulls skips the
  * capture copy and streams from the tensor in place, keeping the stream
  * until those bytes are written; a later command makes it capture the rest
- * (send_exec in xfer.c).  RECV(region, id,
+ * (send_sm.h).  RECV(region, id,
  * src rank) on the destination makes the destination daemon PULL the
  * transfer from the source over its peer link; the source streams each
  * chunk as soon as it is captured (chunk i+1 is captured while chunk i is on
  * the wire), and the destination's queue, on reaching RECV, copies chunks
  * into the region as they arrive.  Bytes never pass through the client.
  *
+ * No remote peer holds a device worker: a destination that shows no life
+ * for peer-timeout-ms while a transfer waits on it loses the transfer and
+ * its connection (source.c, check_stalled).
+ *
  * Source and destination meet by transfer id: a PULL that arrives before
- * its SEND waits for it.  A transfer fails as a whole (never counted
+ * its SEND waits for it.  A transfer belongs to the rank its SEND names:
+ * the source serves a PULL only once that rank confirmed it as its own
+ * (PULL_CHECK with the PULL's nonce, source.c).  A transfer fails as a whole (never counted
  * complete with partial data): a lost link, a vanished client or mismatched
  * sizes fail the RECV with an error instead of leaving it waiting.
  */
 #ifndef PPRPC_DAEMON_XFER_H
 #define PPRPC_DAEMON_XFER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct pprpcd;
@@ -38,8 +47,10 @@ void xfer_expire(struct pprpcd *d, uint64_t now_ms);
 void xfer_stop(struct pprpcd *d);
 /* Shutdown, before the devices close: undo the staging ring's page lock. */
 void xfer_unpin(struct pprpcd *d);
-/* Wake workers blocked on staging or on arriving chunks. */
+/* Wake workers whose transfers wait (to re-check cancellation). */
 void xfer_wake(struct pprpcd *d);
+/* Source halves alive (tests: nothing outlives its transfer). */
+size_t xfer_live_sources(const struct pprpcd *d);
 
 /* Per-boundary statistics (loop thread). */
 struct bstat {

@@ -1,6 +1,6 @@
 /*
  * kernels/cuda/cuda_ops.h — the op set on CUDA devices (interface between
- * the CUDA device backend in daemon/backend/cuda/dev_cuda.c and the kernels).
+ * the CUDA device backend in daemon/backend/cuda/ and the kernels).
  *
  * Same semantics, shapes and parameters as kernels/ops.h: every op's CUDA
  * result is compared with the CPU kernel by `make test-cuda`.  Descriptors

@@ -1,9 +1,20 @@
 /*
- * pprpc.h — the pprpc client library (libpprpc).
+ * pprpc.h — the pprpc client library (libpprpc): the core.
+ *
+ * The public headers, one concept each; each compiles alone as C and C++:
+ *   pprpc.h           connections, buffers, tensors, queues, timelines,
+ *                     events, stage-boundary transfers, cluster files,
+ *                     statistics (this file)
+ *   pprpc_graph.h     the graph builder (ops, shape checks) and GRAPH_CREATE
+ *   pprpc_blocks.h    optional: whole transformer blocks on the builder
+ *   pprpc_pipeline.h  optional: a fill-drain pipeline over stages
+ *   pprpc/types.h     the vocabulary shared with the daemon (error codes,
+ *                     element types, ops), included by all of them
  *
  * A pprpc_client is one connection to one pprpcd rank.  Objects on the
- * daemon (buffers, graphs) are named by 64-bit handles the daemon issues;
- * tensors are plain values (pprpc_tensor) describing bytes in a buffer.
+ * daemon (buffers, graphs, timelines) are named by 64-bit handles the daemon
+ * issues, each kind its own type; tensors are plain values (pprpc_tensor)
+ * describing bytes in a buffer.
  *
  * Every function returns 0 (or a count) on success and a negative PPRPC_E*
  * code on failure; pprpc_strerror() names the code and pprpc_last_error()
@@ -42,9 +53,19 @@ extern "C" {
 #endif
 
 typedef struct pprpc_client pprpc_client;
-typedef struct pprpc_graph_builder pprpc_graph_builder;
-typedef uint64_t pprpc_buffer;   /* daemon-issued buffer handle, 0 = none */
-typedef uint64_t pprpc_graph;    /* daemon-issued graph handle */
+
+/* Daemon-issued handles.  Each kind is its own struct, so passing a buffer
+ * where a timeline is expected does not compile (in C and C++); the id is
+ * the daemon's 64-bit value, 0 = none.  They are values: copy them freely. */
+typedef struct pprpc_buffer {
+	uint64_t id;
+} pprpc_buffer;
+typedef struct pprpc_graph {
+	uint64_t id;
+} pprpc_graph;
+typedef struct pprpc_timeline {
+	uint64_t id;
+} pprpc_timeline;
 
 /* A tensor: element type, shape (ne[0] innermost), byte strides, and where
  * its bytes start (buffer + offset). */
@@ -90,7 +111,7 @@ typedef struct pprpc_connect_opts {
 
 /* ---- library -------------------------------------------------------------- */
 
-/* "0.1.0" */
+/* The library's release, as in pprpc.pc's Version ("MAJOR.MINOR.PATCH"). */
 PPRPC_API const char *pprpc_version_string(void);
 /* Static text for a PPRPC_E* code ("invalid argument"). */
 PPRPC_API const char *pprpc_strerror(int err);
@@ -163,105 +184,10 @@ PPRPC_API uint64_t pprpc_type_nbytes(int dtype, int64_t ne0, int64_t ne1, int64_
 /* Swap dimensions a and b (a view: only ne/nb change). */
 PPRPC_API pprpc_tensor pprpc_tensor_permute2(pprpc_tensor t, int a, int b);
 
-/* ---- graphs -------------------------------------------------------------------- */
+/* ---- graphs ------------------------------------------------------------------ */
 
-/* A graph builder collects tensors and nodes; shapes are checked as nodes
- * are added, with the same rules the daemon applies.  Tensor indices
- * returned by the pprpc_gb_* functions name tensors inside one builder. */
-PPRPC_API int pprpc_graph_builder_new(pprpc_graph_builder **out);
-PPRPC_API void pprpc_graph_builder_free(pprpc_graph_builder *gb);
-/* Message for the builder's last failure. */
-PPRPC_API const char *pprpc_gb_error(const pprpc_graph_builder *gb);
-/* Add a tensor living in a buffer (an input, a weight, or an output the
- * graph writes).  Returns its index. */
-PPRPC_API int pprpc_gb_tensor(pprpc_graph_builder *gb, const pprpc_tensor *t);
-/* A view of tensor src: new dtype/ne/nb, starting offset bytes into src. */
-PPRPC_API int pprpc_gb_view(pprpc_graph_builder *gb, int src, int dtype, const int64_t ne[4],
-			    const uint64_t nb[4], uint64_t offset);
-/* A view of src with dimensions a and b swapped. */
-PPRPC_API int pprpc_gb_permute2(pprpc_graph_builder *gb, int src, int a, int b);
-/* Add a node.  dst < 0: the output is a new scratch tensor (placed by the
- * daemon) of the inferred shape; else dst names the tensor to write.
- * Returns the output's index.  Errors: PPRPC_ESHAPE, PPRPC_ETYPE,
- * PPRPC_EINVAL (see pprpc_gb_error). */
-PPRPC_API int pprpc_gb_op(pprpc_graph_builder *gb, int op, const int *srcs, int nsrc,
-			  const struct pprpc_op_params *params, int dst);
-PPRPC_API int pprpc_gb_add(pprpc_graph_builder *gb, int a, int b, int dst);
-PPRPC_API int pprpc_gb_mul(pprpc_graph_builder *gb, int a, int b, int dst);
-PPRPC_API int pprpc_gb_scale(pprpc_graph_builder *gb, int a, float scale, float bias, int dst);
-/* Cast/copy a into dtype (dst < 0: new contiguous scratch of a's shape). */
-PPRPC_API int pprpc_gb_cpy(pprpc_graph_builder *gb, int a, int dtype, int dst);
-/* dst[n,m] = sum_k w[k,n] * x[k,m] */
-PPRPC_API int pprpc_gb_mul_mat(pprpc_graph_builder *gb, int w, int x, int dst);
-/* The descriptor of tensor idx (buffer 0 for scratch). */
-PPRPC_API int pprpc_gb_tensor_get(const pprpc_graph_builder *gb, int idx, pprpc_tensor *out);
-PPRPC_API int pprpc_gb_node_count(const pprpc_graph_builder *gb);
-/* Transformer ops (semantics, params and output shapes: kernels/ops.h).
- * Like pprpc_gb_op: dst < 0 makes a new scratch output; returns the
- * output's index or PPRPC_ESHAPE / PPRPC_ETYPE / PPRPC_EINVAL. */
-/* dst f32 [D, n, ...] = rows ids[n, ...] (i32) of table [D, V, ...]
- * (f32/f16/bf16/q8_0).  An id outside [0, V) fails the run (PPRPC_ERANGE). */
-PPRPC_API int pprpc_gb_get_rows(pprpc_graph_builder *gb, int table, int ids, int dst);
-/* Write rows of values (f32 [D, n, ...]) into table (an existing tensor,
- * f32/f16/bf16 [D, V, ...], usually a KV cache in a buffer) at i32 ids [n];
- * other rows are untouched.  Returns table.  An id outside [0, V) fails
- * the run with PPRPC_ERANGE and writes nothing. */
-PPRPC_API int pprpc_gb_set_rows(pprpc_graph_builder *gb, int table, int values, int ids);
-/* a and b joined along dim (0..3). */
-PPRPC_API int pprpc_gb_concat(pprpc_graph_builder *gb, int a, int b, int dim, int dst);
-/* x / sqrt(mean(x^2) + eps) over ne[0]. */
-PPRPC_API int pprpc_gb_rms_norm(pprpc_graph_builder *gb, int a, float eps, int dst);
-/* x / max(||x||, eps) over ne[0]. */
-PPRPC_API int pprpc_gb_l2_norm(pprpc_graph_builder *gb, int a, float eps, int dst);
-PPRPC_API int pprpc_gb_silu(pprpc_graph_builder *gb, int a, int dst);
-PPRPC_API int pprpc_gb_sigmoid(pprpc_graph_builder *gb, int a, int dst);
-PPRPC_API int pprpc_gb_softplus(pprpc_graph_builder *gb, int a, int dst);
-PPRPC_API int pprpc_gb_exp(pprpc_graph_builder *gb, int a, int dst);
-/* GELU, ggml's tanh approximation. */
-PPRPC_API int pprpc_gb_gelu(pprpc_graph_builder *gb, int a, int dst);
-/* silu(a) * b, same shapes. */
-PPRPC_API int pprpc_gb_swiglu(pprpc_graph_builder *gb, int a, int b, int dst);
-/* softmax(scale * a) over ne[0]; causal: row j of [n_kv, n_q, ...] sees keys
- * k <= j + n_past (n_past must be 0 when not causal). */
-PPRPC_API int pprpc_gb_softmax(pprpc_graph_builder *gb, int a, float scale, int causal,
-			       int n_past, int dst);
-/* i32 [R1, R2, R3, 1]: index of each row's maximum of a [n, R1, R2, R3]. */
-PPRPC_API int pprpc_gb_argmax(pprpc_graph_builder *gb, int a, int dst);
-/* Rotary embedding of x f32 [head_dim, n_head, n_tok] at positions pos
- * (i32 [n_tok]): mode PPRPC_ROPE_NORMAL or PPRPC_ROPE_NEOX, the first n_dims
- * (even) elements of each head rotated, theta = pos * freq_scale *
- * freq_base^(-2i/n_dims).  Errors as pprpc_gb_op. */
-PPRPC_API int pprpc_gb_rope(pprpc_graph_builder *gb, int x, int pos, int mode, int n_dims,
-			    float freq_base, float freq_scale, int dst);
-/* Causal attention of q f32 [D, n_head, n_q] over the KV cache k, v
- * [D, n_kv_head, n_kv] (both f32 or both f16): query j sits at position
- * n_past + j and sees keys 0 ..= n_past + j (n_past + n_q <= n_kv).
- * Output f32 [D, n_head, n_q].  Errors as pprpc_gb_op. */
-PPRPC_API int pprpc_gb_attention(pprpc_graph_builder *gb, int q, int k, int v, float scale,
-				 int n_past, int dst);
-/* Gated delta rule (GDN / KDA); shapes and semantics in kernels/ops.h
- * (GATED_DELTA_NET).  The backend picks the serial or the chunked form
- * (to force one, set i[1] / i[2] through pprpc_gb_op).  All sources f32: q, k [d_k, H_k, T, B],
- * v [d_v, H_v, T, B], g [1 or d_k, H_v, T, B] (log-space gate, <= 0),
- * beta [1, H_v, T, B], state [d_k, d_v, H_v, B].  scale multiplies the
- * output (finite, nonzero: pass 1/sqrt(d_k) explicitly if that is the
- * model's choice); l2norm != 0 L2-normalises q and k inside the op with
- * eps 1e-6 (other eps: pprpc_gb_op with f[1]).  Returns the index of the
- * packed f32 output [d_v*H_v*T*B + d_k*d_v*H_v*B] (dst < 0: new scratch).
- * Errors as pprpc_gb_op. */
-PPRPC_API int pprpc_gb_gated_delta_net(pprpc_graph_builder *gb, int q, int k, int v, int g,
-				       int beta, int state, float scale, int l2norm, int dst);
-/* Views of a GATED_DELTA_NET packed output: *out_idx = o [d_v, H_v, T, B],
- * *state_idx = final state [d_k, d_v, H_v, B] (both contiguous f32).
- * Returns 0, or PPRPC_ESHAPE when packed is not a contiguous f32 tensor of
- * exactly that size, PPRPC_EINVAL for a bad index or dimension. */
-PPRPC_API int pprpc_gb_gdn_views(pprpc_graph_builder *gb, int packed, int64_t d_v, int64_t h_v,
-				 int64_t t, int64_t b, int64_t d_k, int *out_idx, int *state_idx);
-
-/* Send the builder's graph to the daemon, which validates and plans it once.
- * The builder may be freed afterwards. */
-PPRPC_API int pprpc_graph_create(pprpc_client *c, uint32_t device, const pprpc_graph_builder *gb,
-				 pprpc_graph *out);
+/* Graphs are made with a builder (pprpc_graph.h: pprpc_graph_create) or by
+ * other front ends that create graph handles; here they run and go. */
 /* Run a created graph (returns when it completed). */
 PPRPC_API int pprpc_graph_run(pprpc_client *c, pprpc_graph g);
 PPRPC_API int pprpc_graph_free(pprpc_client *c, pprpc_graph g);
@@ -286,8 +212,6 @@ PPRPC_API const char *pprpc_cluster_addr(const pprpc_cluster *c, int i);
 PPRPC_API const char *pprpc_cluster_devices(const pprpc_cluster *c, int i);
 
 /* ---- async execution ---------------------------------------------------------- */
-
-typedef uint64_t pprpc_timeline;  /* daemon-issued timeline handle */
 
 /* Queue a write of size bytes from data to buf+offset.  data may be reused
  * as soon as the call returns (the bytes are on their way). */
@@ -368,302 +292,67 @@ PPRPC_API int pprpc_probe_rank(pprpc_client *c, const char *rank, int timeout_ms
  * clears it, or 0. */
 PPRPC_API int pprpc_synchronize(pprpc_client *c, uint32_t device);
 
-/* ---- pipelines ------------------------------------------------------------------ */
-
-/* A pipeline of S stages, each a graph on one rank, fed M micro-batches.
- * Each stage has two slots (double-buffered boundaries): slot k's graph
- * reads in_buf[k] and writes out_buf[k] (offset 0, in_bytes / out_bytes).
- * Stage s's output of micro-batch m becomes stage s+1's input of
- * micro-batch m, so stage s's out_bytes must equal stage s+1's in_bytes.
- *
- * Schedule (fill-drain, forward only): micro-batch m uses slot m % 2.  On
- * stage s's queue, per micro-batch: [WAIT] SET(in slot) RUN(slot)
- * SIGNAL(done_s = m+1) GET(out slot).  Until peer-to-peer transfers exist
- * the boundary travels through the caller: the GET's bytes are relayed by a
- * SET on stage s+1.  The caller blocks only where it needs those bytes;
- * everything else is queued at once, so every stage has its next
- * micro-batch queued while the previous one's boundary is in flight.
- * Before blocking on stage s-1's GET of m (queued behind a WAIT on stage
- * s), the caller first takes stage s's output of m-2, which is complete by
- * then in a healthy run; if stage s failed, that GET reports it, instead of
- * the caller hanging behind a WAIT whose SIGNAL was skipped.
- *
- * Write-after-read ordering: before stage s (not the last) runs micro-batch
- * m >= 2 into slot m % 2, its queue WAITs until stage s+1's done timeline
- * says micro-batch m-2 was consumed (a cross-rank WAIT when the two stages
- * live on different daemons).  Together with the in-order queues (the GET
- * of m precedes the RUN of m+2 on stage s; the RUN of m-2 precedes the SET
- * of m on stage s+1) no slot is overwritten while it is still read, and no
- * stage runs more than two micro-batches ahead of the next one (which also
- * bounds the daemons' staging memory). */
-typedef struct pprpc_stage {
-	pprpc_client *client;      /* connection to the stage's rank */
-	const char *rank;          /* that rank's HOST:PORT (for cross-rank waits) */
-	uint32_t device;
-	pprpc_graph graph[2];      /* graph of slot k: in_buf[k] -> out_buf[k] */
-	pprpc_buffer in_buf[2];
-	pprpc_buffer out_buf[2];
-	uint64_t in_bytes;         /* boundary sizes (input of this stage / output) */
-	uint64_t out_bytes;
-} pprpc_stage;
-
-typedef struct pprpc_pipeline pprpc_pipeline;
-
-/* What an observer learns when a stage's output of one micro-batch reached
- * the caller (times: CLOCK_MONOTONIC nanoseconds, measured by the client). */
-typedef struct pprpc_pipeline_event {
-	int stage, micro, slot;
-	uint64_t issue_ns;         /* the stage's commands for the micro-batch were issued */
-	uint64_t done_ns;          /* its output bytes had arrived */
-	const void *data;          /* those bytes (a relay buffer, or outputs[m] for the
-				    * last stage); valid during the callback only */
-	uint64_t bytes;
-} pprpc_pipeline_event;
-
-/* How boundary tensors travel between stages. */
-enum pprpc_transfer {
-	PPRPC_TRANSFER_P2P = 0,     /* SEND/RECV daemon to daemon (default) */
-	PPRPC_TRANSFER_CLIENT = 1,  /* through the client: GET then SET (exact fallback) */
-};
-
-typedef struct pprpc_pipeline_opts {
-	/* PPRPC_TRANSFER_P2P unless the environment says PPRPC_P2P=0.  P2P
-	 * falls back to the client path automatically when a stage's daemon
-	 * cannot reach the previous stage's (probed at create); the reason is
-	 * given by pprpc_pipeline_transfer. */
-	int transfer;
-	/* Test hook for negative controls: drop the write-after-read ordering
-	 * that keeps a stage from overwriting a boundary slot still being read.
-	 * Both slots collapse into slot 0, the WAITs are not issued, and each
-	 * stage's GET of micro-batch m is queued after its RUN of m+1 (the run-
-	 * ahead that the second slot and the WAITs exist to make safe), so the
-	 * boundaries carry the wrong micro-batch.  Never set outside tests. */
-	int unsafe_skip_war_wait;
-	/* Optional: called from pprpc_pipeline_run, in the caller's thread, once
-	 * per (stage, micro-batch) when that output arrived — for traces and
-	 * for checking every boundary.  May be NULL. */
-	void (*observe)(void *arg, const pprpc_pipeline_event *ev);
-	void *observe_arg;
-} pprpc_pipeline_opts;
-
-/* Check the stages and create one "done" timeline per stage (on the stage's
- * device); stages and opts are copied (rank strings too).  opts may be NULL.
- * Errors: PPRPC_EINVAL (no stages, NULL client, zero sizes, boundary sizes
- * that do not chain, a missing rank where a cross-rank wait is needed),
- * PPRPC_ENOMEM, or a timeline_create failure (message in that stage's
- * pprpc_last_error). */
-PPRPC_API int pprpc_pipeline_create(const pprpc_stage *stages, int nstages,
-				    const pprpc_pipeline_opts *opts, pprpc_pipeline **out);
-/* Destroy the timelines (the clients stay open; the caller owns them).
- * NULL is accepted. */
-PPRPC_API void pprpc_pipeline_free(pprpc_pipeline *p);
-/* Run M micro-batches through the stages with the fill-drain schedule:
- * inputs[m] (stage 0's in_bytes each) go in, outputs[m] (the last stage's
- * out_bytes each) come back.  Returns 0 when all are done and every queue
- * finished without error.  On a failure it stops issuing, releases every
- * queued WAIT (by destroying the timelines, which are then created again),
- * drains and synchronizes every stage (clearing their sticky errors), and
- * returns the first failure's code; pprpc_pipeline_error says which stage
- * and call (for a failed queued command: the daemon's report of it).
- * outputs are then unspecified.  The pipeline may be run again. */
-PPRPC_API int pprpc_pipeline_run(pprpc_pipeline *p, int nmicro, const void *const *inputs,
-				 void *const *outputs);
-/* The path boundaries take ("p2p" or "client"); when p2p was asked for and
- * not used, *ret_reason says why (else it is set to ""). */
-PPRPC_API const char *pprpc_pipeline_transfer(const pprpc_pipeline *p, const char **ret_reason);
-/* Bytes of boundary tensors that passed through this process so far (0 on
- * the p2p path). */
-PPRPC_API uint64_t pprpc_pipeline_client_bytes(const pprpc_pipeline *p);
-/* Message for the pipeline's last failure (which stage, which call); "" if
- * none. */
-PPRPC_API const char *pprpc_pipeline_error(const pprpc_pipeline *p);
-
-/* ---- transformer blocks ------------------------------------------------------------ */
-
-/* Builders of whole transformer blocks on top of the pprpc_gb_* ops, so a tool
- * does not wire nodes by hand.  A block takes tensor indices of one builder
- * (weights and states added with pprpc_gb_tensor from buffers) and
- * hyperparameters in a struct; call the matching *_init first: it sets every
- * tensor index to -1 ("none": an error for a required weight, "absent" for
- * an optional one) and the defaults named below.
- *
- * Activations are f32 [n_embd, n_tok] (one sequence; ne[0] innermost), x may
- * be any such tensor (a buffer input or an earlier block's output).  Every
- * projection is MUL_MAT with the weight stored ggml-style as [in, out]
- * (ne[0] = in), f32/f16/bf16/q8_0 (q8_0 needs in % 32 == 0); norm gains and
- * biases are 1-D [n] f32/f16/bf16.  Each block ends with the residual add
- * x + f(x) written to dst (dst < 0: a new scratch tensor; else an f32
- * [n_embd, n_tok] tensor of the builder, e.g. a stage-boundary buffer).
- * Functions return 0 and write *out (the output's index), or PPRPC_ESHAPE /
- * PPRPC_ETYPE / PPRPC_EINVAL with the reason in pprpc_gb_error; on failure
- * nodes already added stay in the builder, which should then be discarded.
- *
- * Graphs are static: shapes (n_tok) and the attention's n_past are fixed
- * when the graph is built, so a tool builds (and caches) one graph per
- * (n_past, n_tok) for attention layers — typically one prefill graph and
- * one decode graph per n_past — while KDA and MLP blocks depend on n_tok only.
- * What changes between runs lives in buffers: inputs, positions, caches and
- * recurrent states.
- *
- * States are read near the start of a block and rewritten by its last nodes
- * (SET_ROWS into the KV cache; CPY of the new conv and recurrent states).
- * The same tensor may be given as a state's input and output: the graph
- * rules allow it because no node reads and writes overlapping bytes and the
- * state has one writer, and nodes run in order on their queue, so the write
- * comes after every read.  Distinct in/out tensors give ping-pong states
- * (two graphs alternating) where a tool wants the old state kept. */
-
-/* Pre-norm attention block with RoPE and a KV cache:
- *   h = rms_norm(x) * norm_w
- *   q, k, v = h Wq, h Wk, h Wv        [head_dim, n_head | n_kv_head, n_tok]
- *   q, k = rope(q, pos), rope(k, pos)
- *   k_cache[:, :, pos] = k; v_cache[:, :, pos] = v         (SET_ROWS)
- *   a = attention(q, k_cache[.., 0 : n_past + n_tok], v_cache[..], scale)
- *   out = x + a Wo
- * pos: i32 [n_tok] buffer tensor that must hold n_past .. n_past + n_tok - 1
- * (it is both RoPE's positions and the cache rows written; attention's
- * causal window comes from n_past, a build-time parameter).  Caches: f32 or
- * f16 (both the same) [head_dim, n_kv_head, n_ctx] buffer tensors,
- * n_past + n_tok <= n_ctx.  GQA: n_head % n_kv_head == 0. */
-typedef struct pprpc_attn_block {
-	int norm_w;               /* [n_embd] */
-	float norm_eps;           /* default 1e-6 */
-	int wq, wk, wv;           /* [n_embd, n_head*head_dim], [n_embd, n_kv_head*head_dim] x2 */
-	int wo;                   /* [n_head*head_dim, n_embd] */
-	int k_cache, v_cache;     /* [head_dim, n_kv_head, n_ctx], written at rows pos */
-	int64_t n_embd, n_head, n_kv_head, head_dim;
-	int rope_mode;            /* PPRPC_ROPE_NEOX (default) or PPRPC_ROPE_NORMAL */
-	int rope_dims;            /* rotated dims; 0 = head_dim */
-	float rope_base;          /* default 10000 */
-	float rope_scale;         /* freq_scale, default 1 */
-	float scale;              /* attention scale; 0 = 1/sqrt(head_dim) */
-} pprpc_attn_block;
-
-PPRPC_API void pprpc_attn_block_init(pprpc_attn_block *cfg);
-PPRPC_API int pprpc_gb_attention_block(pprpc_graph_builder *gb, const pprpc_attn_block *cfg, int x,
-				       int pos, int n_past, int dst, int *out);
-
-/* Pre-norm Kimi Delta Attention (KDA) block:
- *   h = rms_norm(x) * norm_w
- *   q, k, v = silu(conv_K(h Wq)), silu(conv_K(h Wk)), silu(conv_K(h Wv))
- *   g = -exp(a_log) * softplus(h [Wg_a] Wg + g_bias)  [d_k, h_v, n_tok], <= 0
- *   beta = sigmoid(h Wb)                               [1, h_v, n_tok]
- *   o, S = gated_delta_net(q, k, v, g, beta, S; l2norm q/k in-op, eps 1e-6,
- *                           scale 1/sqrt(d_k))          per-channel (KDA) gate
- *   o = rms_norm_per_head(o) * o_norm_w * sigmoid(h Wog)   (Kimi Linear's
- *                           gated norm with a sigmoid gate)
- *   out = x + o Wo
- * conv_K is a causal depthwise convolution along time with K taps per
- * channel (y[t] = sum_j w[j] * x[t - K + 1 + j]) over the last K-1 inputs of
- * the previous run followed by this run's inputs, built from CONCAT, MUL
- * and ADD; the last K-1 inputs become the new conv state.
- * Optional parts (-1): wg_a (a low-rank gate: h Wg_a Wg), g_bias, a_log
- * (without it g = -softplus(...)), o_norm_w (gain 1).
- * States (f32, zero for a fresh sequence):
- *   conv state [C, K-1] with C = 2*h_k*d_k + h_v*d_v, columns in time order
- *     (column j: the input K-1-j steps before this run's first token), each
- *     holding the q, k and v channels in that order (channels innermost,
- *     unlike ggml's [K-1, C], so that CONCAT along time needs no copy);
- *   recurrent state [d_k, d_v, h_v, 1] (GATED_DELTA_NET's state layout). */
-typedef struct pprpc_kda_block {
-	int norm_w;               /* [n_embd] */
-	float norm_eps;           /* default 1e-6 */
-	int wq, wk;               /* [n_embd, h_k*d_k] */
-	int wv;                   /* [n_embd, h_v*d_v] */
-	int conv_q, conv_k, conv_v;  /* taps [K, channels] (ggml's ssm_conv1d layout) */
-	int conv_kernel;          /* K >= 2, default 4 */
-	int wg_a;                 /* optional [n_embd, rank] */
-	int wg;                   /* [n_embd or rank, h_v*d_k] */
-	int g_bias;               /* optional [h_v*d_k] */
-	int a_log;                /* optional [1, h_v] (f32/f16/bf16) */
-	int wb;                   /* [n_embd, h_v] */
-	int o_norm_w;             /* optional [d_v] */
-	int wog;                  /* [n_embd, h_v*d_v] output gate */
-	int wo;                   /* [h_v*d_v, n_embd] */
-	float o_norm_eps;         /* default 1e-6 */
-	int conv_state_in, conv_state_out;   /* [C, K-1] f32, may be the same tensor */
-	int state_in, state_out;             /* [d_k, d_v, h_v, 1] f32, may be the same */
-	int64_t n_embd, h_k, h_v, d_k, d_v;  /* h_v % h_k == 0 */
-} pprpc_kda_block;
-
-PPRPC_API void pprpc_kda_block_init(pprpc_kda_block *cfg);
-PPRPC_API int pprpc_gb_kda_block(pprpc_graph_builder *gb, const pprpc_kda_block *cfg, int x,
-				 int dst, int *out);
-
-/* Pre-norm SwiGLU MLP: out = x + swiglu(h Wgate, h Wup) Wdown with
- * h = rms_norm(x) * norm_w. */
-typedef struct pprpc_mlp_block {
-	int norm_w;               /* [n_embd] */
-	float norm_eps;           /* default 1e-6 */
-	int w_gate, w_up;         /* [n_embd, n_ff] */
-	int w_down;               /* [n_ff, n_embd] */
-} pprpc_mlp_block;
-
-PPRPC_API void pprpc_mlp_block_init(pprpc_mlp_block *cfg);
-PPRPC_API int pprpc_gb_swiglu_mlp(pprpc_graph_builder *gb, const pprpc_mlp_block *cfg, int x,
-				  int dst, int *out);
-
 /* ---- statistics ------------------------------------------------------------------ */
 
-typedef struct pprpc_device_stats {
-	pprpc_device_info info;
-	uint64_t buffers, allocated_bytes, queue_depth, commands, errors;
-	uint64_t graph_creates, graph_runs;
-	uint64_t graph_captures, graph_replays;  /* CUDA graphs: captured, replayed */
-	uint64_t ipc_pool_bytes;  /* IPC staging pool for boundary SENDs (0 until first used) */
-	char ipc_status[192];     /* "" no IPC, "not used yet", "ready", "off: <why>" */
-	/* GPU-side timelines: WAITs held on the GPU, SIGNALs written from a GPU
-	 * stream, and whether the device runs them ("" CPU, "on", "off: <why>") */
-	uint64_t gpu_waits, gpu_signals;
-	char async_status[192];
-} pprpc_device_stats;
+/* A snapshot of the daemon's counters (STATS), as named values rather than
+ * structs, so a counter the daemon adds appears here without changing the
+ * ABI.  The names are the fields of StatsReply in proto/pprpc.proto:
+ *
+ *   the daemon's own values (list NULL, item 0): daemon_version, uptime_ms,
+ *     connections_total, protocol_errors, requests, request_errors,
+ *     staging_bytes, staging_used, rdma_status, ...
+ *   lists, one item per device / connection / boundary / peer link:
+ *     "devices"      info.name, info.free_bytes, info.floor_bytes, buffers,
+ *                    allocated_bytes, queue_depth, commands, errors,
+ *                    graph_creates, graph_runs, graph_captures,
+ *                    graph_replays, gpu_waits, gpu_signals, async_status,
+ *                    ipc_pool_bytes, ipc_status, ...
+ *     "connections", "links"   peer, transport, role, bytes_in, bytes_out,
+ *                    frames_in, frames_out, errors, rdma_device, gid_index,
+ *                    mtu, memlock_step, fallback_reason, rdma_bulk, ...
+ *     "boundaries"   peer, direction ("send" | "recv"), path, transfers,
+ *                    bytes, time_us, errors, copy_us, ipc_bytes
+ * A nested message's fields are named "outer.inner" (info.free_bytes).
+ * Every name and string stays valid until pprpc_stats_free. */
+typedef struct pprpc_stats pprpc_stats;
 
-typedef struct pprpc_conn_stats {
-	char peer[64];
-	char transport[16];
-	char role[16];
-	uint64_t bytes_in, bytes_out, frames_in, frames_out, errors;
-	uint64_t buffers, allocated_bytes;
-	/* What the connection really runs on. */
-	char rdma_device[32];    /* "" for tcp */
-	int32_t gid_index;       /* -1 for tcp */
-	uint32_t mtu;            /* RDMA path MTU (bytes) */
-	uint32_t rdma_chunk, rdma_tx_depth, rdma_rx_depth;  /* ring geometry in use */
-	char memlock_step[24];   /* requested | smaller-depth | single-256k-chunk */
-	char memlock_why[160];
-	char fallback_reason[200]; /* why TCP although RDMA was tried ("" if not) */
-	char rdma_bulk[200];     /* large payloads: "read >= ..." (RDMA READ) or "off (why)" */
-	uint64_t bulk_bytes_in, bulk_bytes_out;  /* of bytes_in/out, moved by RDMA READ */
-} pprpc_conn_stats;
+enum pprpc_stat_type {
+	PPRPC_STAT_UINT = 0,     /* counters, sizes, flags: .u */
+	PPRPC_STAT_INT = 1,      /* signed values (gid_index -1 = none): .i */
+	PPRPC_STAT_REAL = 2,     /* .d */
+	PPRPC_STAT_STRING = 3    /* .s, never NULL */
+};
 
-typedef struct pprpc_boundary_stats {
-	char peer[64];           /* the other rank */
-	char direction[8];       /* "send" | "recv" */
-	char path[16];           /* "p2p-tcp" | "p2p-rdma" | "p2p-ipc" */
-	uint64_t transfers, bytes, time_us, errors;
-	uint64_t copy_us;        /* recv over IPC: time in the copies themselves */
-	uint64_t ipc_bytes;      /* of bytes, those moved by IPC (copy throughput: ipc_bytes / copy_us) */
-} pprpc_boundary_stats;
+/* One named value of a snapshot. */
+typedef struct pprpc_stat {
+	const char *name;
+	int type;                /* enum pprpc_stat_type */
+	uint64_t u;
+	int64_t i;
+	double d;
+	const char *s;
+} pprpc_stat;
 
-typedef struct pprpc_stats {
-	char daemon_version[32];
-	uint64_t uptime_ms;
-	uint32_t ndevices;
-	pprpc_device_stats *devices;
-	uint32_t nconnections;
-	pprpc_conn_stats *connections;
-	uint64_t connections_total, protocol_errors, requests, request_errors;
-	uint32_t nboundaries;
-	pprpc_boundary_stats *boundaries;
-	uint64_t staging_bytes, staging_used;
-	uint32_t nlinks;                 /* the daemon's outbound peer links */
-	pprpc_conn_stats *links;
-	char rdma_status[256];           /* RDMA listener device, or why none */
-} pprpc_stats;
-
-/* Fetch the daemon's statistics; free with pprpc_stats_free. */
+/* Fetch the daemon's statistics; free with pprpc_stats_free (NULL is
+ * accepted).  Errors: those of a call, PPRPC_ENOMEM. */
 PPRPC_API int pprpc_stats_get(pprpc_client *c, pprpc_stats **out);
 PPRPC_API void pprpc_stats_free(pprpc_stats *s);
+/* The i-th list's name ("devices", ...), NULL past the last. */
+PPRPC_API const char *pprpc_stats_list(const pprpc_stats *s, int i);
+/* Items in a list (0 for an unknown list); list NULL: 1, the daemon's own
+ * values. */
+PPRPC_API int pprpc_stats_count(const pprpc_stats *s, const char *list);
+/* The i-th value of an item, in the order of the wire message: 0, or
+ * PPRPC_ERANGE past the last value (or for an item that does not exist).
+ * For printing or exporting everything without knowing the names. */
+PPRPC_API int pprpc_stats_field(const pprpc_stats *s, const char *list, int item, int i, pprpc_stat *out);
+/* The value called name: 0, or PPRPC_EINVAL when the item has none. */
+PPRPC_API int pprpc_stats_find(const pprpc_stats *s, const char *list, int item, const char *name,
+			       pprpc_stat *out);
+/* Shorthands: a numeric value as uint64 (negative ones as 0), a string; 0
+ * and "" when the item has no such value. */
+PPRPC_API uint64_t pprpc_stats_u64(const pprpc_stats *s, const char *list, int item, const char *name);
+PPRPC_API const char *pprpc_stats_str(const pprpc_stats *s, const char *list, int item, const char *name);
 
 #ifdef __cplusplus
 }

@@ -29,7 +29,6 @@
 #include "daemon/objects/buffer.h"
 #include "daemon/server/conn.h"
 #include "daemon/device/device.h"
-#include "daemon/device/device_impl.h"
 #include "daemon/objects/graph.h"
 #include "daemon/pprpcd.h"
 #include "daemon/objects/timeline.h"
@@ -100,14 +99,14 @@ static struct fz *fz_get(void)
 	htab_init(&d->graphs, HK_GRAPH, d->opts.max_graphs);
 	timeline_sys_init(d);
 	FZ_CHECK(xfer_init(d) == 0);
-	if (device_open(d->loop, "cpu", 0, 0, 1, 0, &d->dev[0], err, sizeof(err)) < 0) {
+	/* The IPC boundary protocol (PULL with ipc_host, pool chunks,
+	 * PULL_RELEASE) over the CPU device's cross-memory attach (cpu_ipc),
+	 * with a 1 MiB pool of 64 KiB slots. */
+	if (device_open(d->loop, "cpu", 0, &(struct device_conf){ .threads = 1, .cpu_ipc = 1 }, &d->dev[0], err,
+			sizeof(err)) < 0) {
 		fprintf(stderr, "fuzz: device_open: %s\n", err);
 		abort();
 	}
-	/* The IPC boundary protocol (PULL with ipc_host, pool chunks,
-	 * PULL_RELEASE) over the CPU device's cross-memory attach, with a
-	 * 1 MiB pool of 64 KiB slots. */
-	cpu_device_enable_ipc(d->dev[0]);
 	snprintf(d->boot_id, sizeof(d->boot_id), "x");
 	d->opts.ipc_pool_bytes = 1u << 20;
 	d->ndev = 1;

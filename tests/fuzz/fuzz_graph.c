@@ -535,9 +535,28 @@ static int inside(const uint8_t *p, uint64_t ext, const uint8_t *base, uint64_t 
 	return p >= base && (uint64_t)(p - base) <= size && ext <= size - (uint64_t)(p - base);
 }
 
+/* A graph run's completion (the CPU stream calls it before its submit
+ * returns). */
+struct run_result {
+	int done;
+	int status;
+	char err[256];
+};
+
+static void run_done(void *arg, int status, const char *why)
+{
+	struct run_result *r = arg;
+
+	r->done++;
+	r->status = status;
+	snprintf(r->err, sizeof(r->err), "%s", why ? why : "");
+}
+
 /* Returns 1 when not run (too much work), else the run's result. */
 static int check_and_run(struct fz *fz, struct graph *g, int mode, uint32_t seed)
 {
+	struct run_result res = { 0 };
+	struct stream s = { 0 };
 	char err[256] = "";
 	int rc;
 
@@ -575,7 +594,14 @@ static int check_and_run(struct fz *fz, struct graph *g, int mode, uint32_t seed
 		ASAN_UNPOISON_MEMORY_REGION(g->t[i].data, ext);
 	}
 
-	rc = device_graph_run(g->dev, g, err, sizeof(err));
+	/* As a GRAPH_RUN's exec does, on a stream of its own. */
+	rc = device_graph_submit(g->dev, &s, g, run_done, &res, err, sizeof(err));
+	FZ_CHECK(rc < 0 ? res.done == 0 : res.done == 1);
+	if (rc == 0) {
+		rc = res.status;
+		snprintf(err, sizeof(err), "%s", res.err);
+	}
+	device_stream_release(g->dev, &s);
 	/* A validated graph may fail at run time only on row ids (or memory). */
 	if (rc != 0 && rc != PPRPC_ERANGE && rc != PPRPC_ENOMEM) {
 		fprintf(stderr, "graph run failed (%d): %s\n", rc, err);

@@ -21,7 +21,7 @@
  *           bit 7 close without draining the queue first
  *   byte 1  see bit 6
  *   then records:
- *     type    1 byte: message type = b % 27 (0 and 26 are not implemented);
+ *     type    1 byte: message type = b % (MSG_TYPE_COUNT + 1) (those without a handler are refused);
  *             0xf8.. : 2 more bytes, a raw type
  *     flags   1 byte: bit 0 FRAME_F_QUEUED; bit 1 bulk from the input;
  *             bit 2 the meta as is: no handle mapping, and the input's
@@ -53,6 +53,7 @@
 #include "daemon/server/dispatch.h"
 #include "daemon/exec/queue.h"
 #include "daemon/exec/staging.h"
+#include "daemon/xfer/xfer.h"
 #include "proto/frame.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
@@ -192,12 +193,6 @@ static void f_close(struct transport_conn *t)
 	t->closing = 1;
 }
 
-static size_t f_send_queue(const struct transport_conn *t)
-{
-	(void)t;
-	return 0;
-}
-
 static const struct transport_ops fake_ops = {
 	.name = "fuzz",
 	.start = f_start,
@@ -205,7 +200,6 @@ static const struct transport_ops fake_ops = {
 	.pause = f_pause,
 	.resume = f_resume,
 	.close = f_close,
-	.send_queue = f_send_queue,
 };
 
 /* ---- input -------------------------------------------------------------------- */
@@ -378,6 +372,8 @@ static int fixup(struct input *in, uint16_t type, ProtobufCMessage *msg, int raw
 		if (!raw)
 			check_region(fz, m->buffer, m->offset, m->size);
 		m->buffer = map(o->buf, o->nbuf, m->buffer);
+		/* A PULL of it would ask the named rank whether it is its own. */
+		return no_network(m->dst_rank);
 		break;
 	}
 	case MSG_RECV: {
@@ -656,7 +652,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FZ_CHECK(d->conns == NULL);
 	FZ_CHECK(d->buffers.count == nbuffers && d->graphs.count == 0 && d->timelines.count == 0);
 	FZ_CHECK(d->dev[0]->allocated == allocated);
-	FZ_CHECK(d->xsends == NULL && staging_used(&d->staging) == 0);
+	FZ_CHECK(xfer_live_sources(d) == 0 && staging_used(&d->staging) == 0);
 	FZ_CHECK(queue_depth(d->dev[0]->q) == 0);
 	return 0;
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The installed tree: make install DESTDIR=... holds everything it should,
-# the shared library carries its soname, a program built with
-# `pkg-config --cflags --libs pprpc` links and runs, and the shipped systemd
-# unit passes `systemd-analyze verify`.
+# the shared library carries its soname and exports only pprpc_* symbols, a
+# program built with `pkg-config --cflags --libs pprpc` links and runs, every
+# public header compiles alone as C and as C++, handles of different kinds do
+# not convert into each other, and the shipped systemd unit passes
+# `systemd-analyze verify`.
 set -u
 cd "$(dirname "$0")/../.."
 dest=$(mktemp -d /tmp/pprpc-install-XXXXXX)
@@ -14,13 +16,19 @@ bad() { echo "FAIL: $1"; fail=$((fail + 1)); }
 make --no-print-directory install DESTDIR="$dest" PREFIX=/usr/local >"$dest.log" 2>&1 || { cat "$dest.log"; bad "make install"; }
 rm -f "$dest.log"
 p="$dest/usr/local"
-for f in bin/pprpcd bin/pprpcctl bin/pp-fence-test lib/libpprpc.so.1.0.0 lib/libpprpc.so.1 lib/libpprpc.so \
-	lib/libpprpc.a include/pprpc.h include/pprpc/types.h lib/pkgconfig/pprpc.pc \
+soname=$(sed -n 's/^LIB_SOVERSION := //p' Makefile)
+headers="pprpc.h pprpc_graph.h pprpc_blocks.h pprpc_pipeline.h pprpc/types.h"
+for f in bin/pprpcd bin/pprpcctl bin/pp-fence-test lib/libpprpc.so.$soname.0.0 lib/libpprpc.so.$soname lib/libpprpc.so \
+	lib/libpprpc.a $(for h in $headers; do echo include/$h; done) lib/pkgconfig/pprpc.pc \
 	lib/systemd/system/pprpcd@.service share/pprpc/pprpcd.conf share/pprpc/cluster.conf \
 	share/man/man8/pprpcd.8 share/man/man1/pprpcctl.1 share/man/man1/pp-fence-test.1; do
 	[ -e "$p/$f" ] && ok "installed $f" || bad "missing $f"
 done
-readelf -d "$p/lib/libpprpc.so.1.0.0" | grep -q 'SONAME.*\[libpprpc.so.1\]' && ok "soname libpprpc.so.1" || bad "soname"
+readelf -d "$p/lib/libpprpc.so.$soname.0.0" | grep -q "SONAME.*\[libpprpc.so.$soname\]" && ok "soname libpprpc.so.$soname" ||
+	bad "soname"
+# Internal helpers and test hooks (pipeline_hook_*) stay hidden.
+extra=$(nm -D --defined-only "$p/lib/libpprpc.so" | awk '$2 ~ /^[TDBR]$/ && $3 !~ /^pprpc_/ {print $3}')
+[ -z "$extra" ] && ok "libpprpc.so exports only pprpc_* symbols" || bad "exported beyond pprpc_*: $(echo $extra)"
 # The ggml backend plugin, where the build had the pinned llama.cpp: it
 # exports ggml_backend_init and nothing else.
 if [ -e build/lib/libggml-pprpc.so ] || [ -e "${BUILD:-build}/lib/libggml-pprpc.so" ]; then
@@ -42,13 +50,32 @@ int main(void) { printf("%s\n", pprpc_version_string()); return 0; }
 C
 flags=$(PKG_CONFIG_PATH="$p/lib/pkgconfig" pkg-config --define-variable=prefix="$p" --cflags --libs pprpc) &&
 	cc ${SANITIZE:+-fsanitize=$SANITIZE} -o "$dest/hello" "$dest/hello.c" $flags && out=$(LD_LIBRARY_PATH="$p/lib" "$dest/hello") &&
-	[ "$out" = "0.1.0" ] && ok "pkg-config consumer prints $out" || bad "pkg-config consumer"
-# The header alone compiles as C++ too.
-if command -v g++ >/dev/null; then
-	echo '#include <pprpc.h>
-int main() { return pprpc_strerror(0) ? 0 : 1; }' >"$dest/cxx.cc"
-	g++ -fsyntax-only -I"$p/include" "$dest/cxx.cc" && ok "header compiles as C++" || bad "header as C++"
-fi
+	[ "$out" = "$(sed -n 's/^#define PPRPC_VERSION "\(.*\)"$/\1/p' util/version.h)" ] && ok "pkg-config consumer prints $out" || bad "pkg-config consumer"
+# Each public header alone, as C and as C++, warning-free.
+for h in $headers; do
+	printf '#include <%s>\nint main(void) { return 0; }\n' "$h" >"$dest/one.c"
+	cc -std=c99 -Wall -Wextra -Werror -fsyntax-only -I"$p/include" "$dest/one.c" && ok "$h alone as C" || bad "$h as C"
+	if command -v g++ >/dev/null; then
+		cp "$dest/one.c" "$dest/one.cc"
+		g++ -Wall -Wextra -Werror -fsyntax-only -I"$p/include" "$dest/one.cc" && ok "$h alone as C++" || bad "$h as C++"
+	fi
+done
+# Handle kinds are distinct types: a buffer is no timeline (and the
+# well-typed call next to it compiles, so the failure is the type's).
+cat >"$dest/handles.c" <<'C'
+#include <pprpc.h>
+int f(pprpc_client *c, pprpc_buffer b, pprpc_timeline t)
+{
+#ifdef WRONG
+	return pprpc_signal(c, b, 1);
+#else
+	return pprpc_signal(c, t, 1) + pprpc_buffer_free(c, b);
+#endif
+}
+C
+cc -fsyntax-only -I"$p/include" "$dest/handles.c" && ok "typed handles: the right kind compiles" || bad "typed handles (right kind)"
+cc -fsyntax-only -DWRONG -I"$p/include" "$dest/handles.c" 2>/dev/null && bad "a buffer passed as a timeline compiled" ||
+	ok "typed handles: a buffer is refused as a timeline"
 
 # The unit, with ExecStart pointing at the installed binary.
 if command -v systemd-analyze >/dev/null; then

@@ -16,7 +16,9 @@
 #include <cmocka.h>
 
 #include "pprpc.h"
+#include "pprpc_graph.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/wire.h"
 
 enum { N = 1024 };
 
@@ -67,7 +69,7 @@ static pprpc_graph scale_graph(pprpc_client *c, pprpc_buffer src, pprpc_buffer d
 	pprpc_graph_builder *gb;
 	pprpc_tensor ts = pprpc_tensor_make(src, 0, PPRPC_F32, N, 1, 1, 1);
 	pprpc_tensor td = pprpc_tensor_make(dst, 0, PPRPC_F32, N, 1, 1, 1);
-	pprpc_graph g = 0;
+	pprpc_graph g = { 0 };
 	int is, id;
 
 	assert_int_equal(pprpc_graph_builder_new(&gb), 0);
@@ -308,7 +310,7 @@ static void test_host_wait_timeout(void **state)
 	assert_true(now_ms() - t0 < 500);
 	/* Bad arguments. */
 	assert_int_equal(pprpc_timeline_host_wait(c, t, 5, -1), PPRPC_EINVAL);
-	assert_int_equal(pprpc_timeline_host_wait(c, 0x1234, 1, 10), PPRPC_EHANDLE);
+	assert_int_equal(pprpc_timeline_host_wait(c, (pprpc_timeline){ 0x1234 }, 1, 10), PPRPC_EHANDLE);
 	pprpc_close(c2);
 	pprpc_close(c);
 }
@@ -368,6 +370,106 @@ static void test_sticky_errors(void **state)
 	pprpc_close(c);
 }
 
+/* A queued request (FRAME_F_QUEUED: no success reply) on a raw connection. */
+static void raw_queued(int fd, uint16_t type, uint64_t req_id, const ProtobufCMessage *m)
+{
+	uint8_t hdr[FRAME_HDR_SIZE], meta[256];
+	size_t n = meta_size(m);
+
+	assert_true(n <= sizeof(meta));
+	meta_pack(m, meta);
+	wire_hdr(hdr, PPRPC_PROTO_VERSION, type, FRAME_F_QUEUED, (uint32_t)n, 0, req_id);
+	assert_int_equal(wire_send_parts(fd, hdr, meta, n, NULL, 0), 0);
+}
+
+static void raw_wait(int fd, uint64_t req_id, pprpc_timeline t, uint64_t value)
+{
+	Pprpc__Wait w = PPRPC__WAIT__INIT;
+
+	w.device = 0;
+	w.timeline = t.id;
+	w.value = value;
+	raw_queued(fd, MSG_WAIT, req_id, &w.base);
+}
+
+static void raw_fence(int fd, uint64_t req_id)
+{
+	Pprpc__Fence f = PPRPC__FENCE__INIT;
+
+	f.device = 0;
+	assert_int_equal(wire_send_msg(fd, MSG_FENCE, req_id, &f.base, NULL, 0), 0);
+}
+
+/* The next reply answers FENCE req_id: clean (code 0), or naming the
+ * command that failed. */
+static void expect_fence(int fd, uint64_t req_id, int code, uint64_t failed_cmd)
+{
+	struct wire_reply r;
+
+	assert_int_equal(wire_read_reply(fd, &r, WIRE_TIMEOUT_MS), 0);
+	assert_int_equal(r.h.type, MSG_FENCE);
+	assert_int_equal(r.h.req_id, req_id);
+	assert_int_equal(r.is_error ? r.code : 0, code);
+	if (code)
+		assert_int_equal(r.command, failed_cmd);
+	wire_reply_free(&r);
+}
+
+/*
+ * FENCEs behind commands still in flight, from a client that does not wait
+ * for the reply before sending more (the library always waits): a FENCE
+ * answers once everything before it completed, with the failures before it
+ * and none after it, in issue order, also when a command follows it while
+ * it waits.
+ */
+static void test_fence_behind_work(void **state)
+{
+	pprpc_client *c = connect_ok(&g_a);
+	Pprpc__GraphRun run = PPRPC__GRAPH_RUN__INIT;
+	pprpc_timeline t, t2;
+	struct wire_reply r;
+	int fd = traw_connect(&g_a);
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(wire_hello(fd), 0);
+	assert_int_equal(pprpc_timeline_create(c, 0, 0, &t), 0);
+	assert_int_equal(pprpc_timeline_create(c, 0, 0, &t2), 0);
+
+	/* WAIT, FENCE, a failing command, FENCE: nothing answers while the
+	 * WAIT holds; then the first FENCE is clean and the second names the
+	 * failure. */
+	raw_wait(fd, 10, t, 1);
+	raw_fence(fd, 11);
+	run.graph = 0x4242;                       /* no such graph */
+	raw_queued(fd, MSG_GRAPH_RUN, 12, &run.base);
+	raw_fence(fd, 13);
+	assert_int_equal(wire_read_reply(fd, &r, 300), -ETIMEDOUT);
+	assert_int_equal(pprpc_signal(c, t, 1), 0);
+	expect_fence(fd, 11, 0, 0);
+	expect_fence(fd, 13, PPRPC_EHANDLE, 12);
+
+	/* WAIT, FENCE, released: the FENCE answers clean. */
+	raw_wait(fd, 20, t, 2);
+	raw_fence(fd, 21);
+	assert_int_equal(wire_read_reply(fd, &r, 200), -ETIMEDOUT);
+	assert_int_equal(pprpc_signal(c, t, 2), 0);
+	expect_fence(fd, 21, 0, 0);
+
+	/* WAIT, FENCE, and the WAIT fails (its timeline is destroyed): the
+	 * FENCE reports it, once. */
+	raw_wait(fd, 30, t2, 5);
+	raw_fence(fd, 31);
+	assert_int_equal(wire_read_reply(fd, &r, 200), -ETIMEDOUT);
+	assert_int_equal(pprpc_timeline_destroy(c, t2), 0);
+	expect_fence(fd, 31, PPRPC_ECANCELED, 30);
+	raw_fence(fd, 32);
+	expect_fence(fd, 32, 0, 0);
+
+	close(fd);
+	pprpc_close(c);
+}
+
 /* Device 0's async state, and how many WAITs it held on the GPU. */
 static int device_async(pprpc_client *c, uint64_t *ret_gpu_waits, uint64_t *ret_gpu_signals)
 {
@@ -375,12 +477,13 @@ static int device_async(pprpc_client *c, uint64_t *ret_gpu_waits, uint64_t *ret_
 	int on;
 
 	assert_int_equal(pprpc_stats_get(c, &st), 0);
-	assert_true(st->ndevices >= 1);
-	on = strcmp(st->devices[0].async_status, "on") == 0;
-	if (!on && st->devices[0].async_status[0])
-		fprintf(stderr, "note: %s: GPU-side timelines %s\n", st->devices[0].info.name, st->devices[0].async_status);
-	*ret_gpu_waits = st->devices[0].gpu_waits;
-	*ret_gpu_signals = st->devices[0].gpu_signals;
+	assert_true(pprpc_stats_count(st, "devices") >= 1);
+	on = strcmp(pprpc_stats_str(st, "devices", 0, "async_status"), "on") == 0;
+	if (!on && pprpc_stats_str(st, "devices", 0, "async_status")[0])
+		fprintf(stderr, "note: %s: GPU-side timelines %s\n", pprpc_stats_str(st, "devices", 0, "info.name"),
+			pprpc_stats_str(st, "devices", 0, "async_status"));
+	*ret_gpu_waits = pprpc_stats_u64(st, "devices", 0, "gpu_waits");
+	*ret_gpu_signals = pprpc_stats_u64(st, "devices", 0, "gpu_signals");
 	pprpc_stats_free(st);
 	return on;
 }
@@ -592,6 +695,7 @@ int main(void)
 		cmocka_unit_test(test_cross_rank_wait),
 		cmocka_unit_test(test_host_wait_timeout),
 		cmocka_unit_test(test_sticky_errors),
+		cmocka_unit_test(test_fence_behind_work),
 		cmocka_unit_test(test_wait_holds_device_work),
 		cmocka_unit_test(test_row_id_out_of_range),
 		cmocka_unit_test(test_many_held_waits),

@@ -36,6 +36,7 @@
 #include "proto/auth.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/wire.h"
+#include "util/version.h"
 
 /* wire.h helpers this file does not use */
 static void unused_wire(void) __attribute__((unused));
@@ -426,7 +427,7 @@ static void *fake_daemon(void *arg)
 
 		auth_random(junk, sizeof(junk));
 		rep.proto_version = PPRPC_PROTO_VERSION;
-		rep.daemon_version = "0.1.0";
+		rep.daemon_version = PPRPC_VERSION;
 		rep.auth_proof.data = junk;
 		rep.auth_proof.len = sizeof(junk);
 		send_reply(fd, &h, 0, &rep.base);

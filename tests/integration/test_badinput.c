@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "pprpc.h"
+#include "pprpc_graph.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/wire.h"
 
@@ -154,7 +155,7 @@ static pprpc_client *client_open(struct tdaemon *d)
 static void assert_serves(struct tdaemon *d)
 {
 	uint8_t out[4096], in[4096];
-	pprpc_buffer b = 0;
+	pprpc_buffer b = { 0 };
 	pprpc_client *c;
 
 	assert_true(tdaemon_alive(d));
@@ -188,16 +189,16 @@ static void snap_get(pprpc_client *c, struct snap *s)
 
 	assert_int_equal(pprpc_stats_get(c, &st), 0);
 	assert_non_null(st);
-	assert_true(st->ndevices >= 1);
+	assert_true(pprpc_stats_count(st, "devices") >= 1);
 	memset(s, 0, sizeof(*s));
-	s->nconn = st->nconnections;
-	for (uint32_t i = 0; i < st->ndevices; i++) {
-		s->buffers += st->devices[i].buffers;
-		s->allocated += st->devices[i].allocated_bytes;
+	s->nconn = (uint64_t)pprpc_stats_count(st, "connections");
+	for (int i = 0; i < pprpc_stats_count(st, "devices"); i++) {
+		s->buffers += pprpc_stats_u64(st, "devices", i, "buffers");
+		s->allocated += pprpc_stats_u64(st, "devices", i, "allocated_bytes");
 	}
-	s->protocol_errors = st->protocol_errors;
-	s->request_errors = st->request_errors;
-	s->connections_total = st->connections_total;
+	s->protocol_errors = pprpc_stats_u64(st, NULL, 0, "protocol_errors");
+	s->request_errors = pprpc_stats_u64(st, NULL, 0, "request_errors");
+	s->connections_total = pprpc_stats_u64(st, NULL, 0, "connections_total");
 	pprpc_stats_free(st);
 }
 
@@ -732,8 +733,8 @@ static void test_bad_handles(void **state)
 {
 	struct tdaemon *d = *state;
 	pprpc_client *c = client_open(d), *c2;
-	pprpc_buffer ok = 0, stale = 0, fresh = 0, other = 0, gsrc = 0, gdst = 0;
-	pprpc_graph g = 0;
+	pprpc_buffer ok = { 0 }, stale = { 0 }, fresh = { 0 }, other = { 0 }, gsrc = { 0 }, gdst = { 0 };
+	pprpc_graph g = { 0 };
 	struct snap base, now;
 	uint8_t back[64];
 
@@ -745,14 +746,14 @@ static void test_bad_handles(void **state)
 	/* random and structurally odd handles */
 	{
 		const pprpc_buffer bad[] = {
-			0,
-			0x0123456789abcdefull,
-			UINT64_MAX,
-			ok ^ (1ull << 32),                                 /* wrong generation */
-			(ok & ~0xffffffffull) | 0xffffffffull,            /* slot far past the table */
-			(ok & 0x00ffffffffffffffull) | (2ull << 56),      /* right slot, graph kind */
-			(ok & 0x00ffffffffffffffull) | (0xffull << 56),   /* unknown kind */
-			ok & 0xffffffffull,                               /* no kind, no generation */
+			{ 0 },
+			{ 0x0123456789abcdefull },
+			{ UINT64_MAX },
+			{ ok.id ^ (1ull << 32) },                               /* wrong generation */
+			{ (ok.id & ~0xffffffffull) | 0xffffffffull },          /* slot far past the table */
+			{ (ok.id & 0x00ffffffffffffffull) | (2ull << 56) },    /* right slot, graph kind */
+			{ (ok.id & 0x00ffffffffffffffull) | (0xffull << 56) }, /* unknown kind */
+			{ ok.id & 0xffffffffull },                             /* no kind, no generation */
 		};
 
 		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -764,7 +765,7 @@ static void test_bad_handles(void **state)
 	assert_int_equal(pprpc_buffer_free(c, stale), 0);
 	assert_bad_buffer_handle(c, stale, ok);
 	assert_int_equal(pprpc_buffer_alloc(c, 0, 4096, &fresh), 0);
-	assert_true(fresh != stale);
+	assert_true(fresh.id != stale.id);
 	assert_bad_buffer_handle(c, stale, ok);
 	assert_int_equal(pprpc_tensor_get(c, fresh, 0, back, sizeof(back)), 0); /* zeroed, usable */
 	for (size_t i = 0; i < sizeof(back); i++)
@@ -772,14 +773,16 @@ static void test_bad_handles(void **state)
 	assert_int_equal(pprpc_buffer_free(c, fresh), 0);
 	assert_int_equal(pprpc_buffer_free(c, fresh), PPRPC_EHANDLE); /* double free */
 
-	/* a graph handle used as a buffer, a buffer handle used as a graph */
+	/* a graph handle used as a buffer, a buffer handle used as a graph
+	 * (the types keep a caller from doing this by mistake; the daemon
+	 * must still refuse it) */
 	assert_int_equal(pprpc_buffer_alloc(c, 0, 256, &gsrc), 0);
 	assert_int_equal(pprpc_buffer_alloc(c, 0, 256, &gdst), 0);
 	assert_int_equal(make_scale_graph(c, gsrc, gdst, 64, &g), 0);
-	assert_bad_buffer_handle(c, g, ok);
-	assert_int_equal(pprpc_graph_run(c, ok), PPRPC_EHANDLE);
-	assert_int_equal(pprpc_graph_free(c, ok), PPRPC_EHANDLE);
-	assert_int_equal(pprpc_graph_run(c, 0x0123456789abcdefull), PPRPC_EHANDLE);
+	assert_bad_buffer_handle(c, (pprpc_buffer){ g.id }, ok);
+	assert_int_equal(pprpc_graph_run(c, (pprpc_graph){ ok.id }), PPRPC_EHANDLE);
+	assert_int_equal(pprpc_graph_free(c, (pprpc_graph){ ok.id }), PPRPC_EHANDLE);
+	assert_int_equal(pprpc_graph_run(c, (pprpc_graph){ 0x0123456789abcdefull }), PPRPC_EHANDLE);
 	assert_int_equal(pprpc_graph_run(c, g), 0);
 	assert_int_equal(pprpc_graph_free(c, g), 0);
 	assert_int_equal(pprpc_graph_run(c, g), PPRPC_EHANDLE);  /* stale graph */
@@ -790,7 +793,7 @@ static void test_bad_handles(void **state)
 	fill_pattern(c2, other, 4096);
 	assert_bad_buffer_handle(c, other, ok);
 	{
-		pprpc_graph g2 = 0;
+		pprpc_graph g2 = { 0 };
 
 		assert_int_equal(make_scale_graph(c, other, gdst, 64, &g2), PPRPC_EHANDLE);
 		assert_int_equal(make_scale_graph(c, gsrc, other, 64, &g2), PPRPC_EHANDLE);
@@ -814,7 +817,7 @@ static void test_bad_regions(void **state)
 {
 	struct tdaemon *d = *state;
 	pprpc_client *c = client_open(d);
-	pprpc_buffer b = 0, b2 = 0;
+	pprpc_buffer b = { 0 }, b2 = { 0 };
 	const uint64_t n = 4096;
 	uint8_t tmp[256];
 	const struct {
@@ -888,7 +891,7 @@ static void test_bad_regions(void **state)
 	}
 	/* a GET larger than the bulk limit in a buffer that holds it */
 	{
-		pprpc_buffer big = 0;
+		pprpc_buffer big = { 0 };
 
 		assert_int_equal(pprpc_buffer_alloc(c, 0, (MAX_BULK_MIB + 1) * MIB, &big), 0);
 		{
@@ -1591,9 +1594,9 @@ static void test_graphs_client(void **state)
 {
 	struct tdaemon *d = *state;
 	pprpc_client *c = client_open(d);
-	pprpc_buffer A = 0, B = 0, I = 0, dead = 0;
+	pprpc_buffer A = { 0 }, B = { 0 }, I = { 0 }, dead = { 0 };
 	pprpc_graph_builder *gb = NULL;
-	pprpc_graph gh = 0;
+	pprpc_graph gh = { 0 };
 	pprpc_tensor ta, tb, ti;
 	int a, b, i, s;
 	float in[32], out[32];
@@ -1949,7 +1952,7 @@ static void test_bad_values(void **state)
 {
 	struct tdaemon *d = *state;
 	pprpc_client *c = client_open(d);
-	pprpc_buffer b = 0;
+	pprpc_buffer b = { 0 };
 	struct snap base, now;
 
 	snap_get(c, &base);
@@ -1958,7 +1961,7 @@ static void test_bad_values(void **state)
 	assert_int_equal(pprpc_buffer_alloc(c, 0, 1ull << 60, &b), PPRPC_EFLOOR);
 	assert_int_equal(pprpc_buffer_alloc(c, 5, 4096, &b), PPRPC_EINVAL);
 	assert_int_equal(pprpc_buffer_alloc(c, UINT32_MAX, 4096, &b), PPRPC_EINVAL);
-	assert_int_equal(b, 0);  /* out-parameters are written only on success */
+	assert_int_equal(b.id, 0);  /* out-parameters are written only on success */
 	assert_int_equal(pprpc_fence(c, 9), PPRPC_EINVAL);
 	assert_int_equal(pprpc_fence(c, 0), 0);
 	{
@@ -2223,8 +2226,8 @@ static void test_graph_limit(void **state)
 	wait_baseline(c, &base, &now);
 	/* the slots are free again */
 	{
-		pprpc_buffer a = 0, b = 0;
-		pprpc_graph gh = 0;
+		pprpc_buffer a = { 0 }, b = { 0 };
+		pprpc_graph gh = { 0 };
 
 		assert_int_equal(pprpc_buffer_alloc(c, 0, 256, &a), 0);
 		assert_int_equal(pprpc_buffer_alloc(c, 0, 256, &b), 0);

@@ -3,8 +3,10 @@
  * attention layers, q8_0 and f16 weights) over spawned daemons.  Checks the
  * exit status, that seq and pp produced the same greedy tokens (equal
  * hashes in the JSON), that the split does not change the tokens (1 rank vs
- * 3 ranks), the trace and SVG outputs, a --ubatch-sweep candidate skipped
- * for the memory floor, logical batches (--batch), and bad usage (exit 2).
+ * 3 ranks), the ragged last ubatch, the ideal ratio and the warm-up in the
+ * JSON, the trace (valid JSON, every stage of every ubatch in both modes)
+ * and SVG outputs, a --ubatch-sweep candidate skipped for the memory floor,
+ * logical batches (--batch), and bad usage (exit 2).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -107,7 +109,10 @@ static void test_two_ranks(void **state)
 	j = slurp(json);
 	assert_non_null(strstr(j, "\"ok\":true"));
 	assert_non_null(strstr(j, "\"hash_match\":true"));
-	assert_non_null(strstr(j, "\"ubatch\":16,\"ubatches\":3"));
+	assert_non_null(strstr(j, "\"ubatch\":16,\"ubatches\":3,\"warmup_pairs\":1"));
+	/* 40 tokens in ubatches of 16 (16 + 16 + 8) on 2 ranks: the ideal is
+	 * 2 * 40 / (40 + 16) */
+	assert_non_null(strstr(j, "\"pairs\":2,\"ideal\":1.42857"));
 	/* The absurd candidate was refused before anything was allocated. */
 	assert_non_null(strstr(j, "\"skipped\":[{\"ubatch\":1000000000,\"reason\":\"rank 0 needs"));
 	assert_non_null(strstr(j, "\"boundaries\":[{\"from\":0,\"to\":1,"));
@@ -120,6 +125,17 @@ static void test_two_ranks(void **state)
 	}
 	t = slurp(trace);
 	assert_non_null(strstr(t, "\"traceEvents\""));
+	{
+		char cmd[256];
+
+		/* valid JSON, with a slice for every stage of every ubatch in both
+		 * modes (on p2p too: the traced pair polls the stages) */
+		snprintf(cmd, sizeof(cmd),
+			 "python3 -c 'import json, sys; e = json.load(open(sys.argv[1]))[\"traceEvents\"]; "
+			 "n = [x for x in e if x[\"ph\"] == \"X\" and x[\"name\"].startswith(\"ubatch\")]; "
+			 "sys.exit(len(n) != 2 * 2 * 3)' %s", trace);
+		assert_int_equal(system(cmd), 0);
+	}
 	assert_non_null(strstr(t, "\"name\":\"ubatch 2\",\"ph\":\"X\",\"pid\":2,\"tid\":2"));  /* pp, rank 1 */
 	assert_non_null(strstr(t, "\"name\":\"ubatch 0\",\"ph\":\"X\",\"pid\":1,\"tid\":1"));  /* seq, rank 0 */
 	free(t);
@@ -134,8 +150,8 @@ static void test_two_ranks(void **state)
 	unlink(trace);
 	unlink(svg);
 
-	/* f16 weights, default even split. */
-	bench_ok("--spawn 2 " TINY " --wtype f16", hash);
+	/* f16 weights, default even split, no warm-up. */
+	bench_ok("--spawn 2 " TINY " --wtype f16 --warmup 0", hash);
 }
 
 /* The split changes where layers run, not what they compute. */
@@ -162,6 +178,7 @@ static void test_usage(void **state)
 	assert_int_equal(run_bench("--spawn 2 " TINY " --batch -1", NULL), 2);
 	assert_int_equal(run_bench("--spawn 2 " TINY " --batch 32x", NULL), 2);
 	assert_int_equal(run_bench("--spawn two " TINY, NULL), 2);
+	assert_int_equal(run_bench("--spawn 2 " TINY " --warmup -1", NULL), 2);
 }
 
 int main(void)

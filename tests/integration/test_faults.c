@@ -20,6 +20,9 @@
 #include <cmocka.h>
 
 #include "pprpc.h"
+#include "pprpc_graph.h"
+#include "pprpc_pipeline.h"
+#include "tests/integration/fake_rank.h"
 #include "tests/integration/harness.h"
 
 #define MIB (1024ull * 1024ull)
@@ -103,9 +106,10 @@ static void test_source_killed_mid_transfer(void **state)
 		assert_int_equal(rc, PPRPC_ECONN);
 		assert_non_null(strstr(pprpc_last_error(cb), "lost"));
 		assert_int_equal(pprpc_stats_get(cb, &s), 0);
-		for (uint32_t i = 0; i < s->nboundaries; i++)
-			if (!strcmp(s->boundaries[i].direction, "recv"))
-				assert_true(s->boundaries[i].errors >= 1 && s->boundaries[i].transfers == 0);
+		for (int i = 0; i < pprpc_stats_count(s, "boundaries"); i++)
+			if (!strcmp(pprpc_stats_str(s, "boundaries", i, "direction"), "recv"))
+				assert_true(pprpc_stats_u64(s, "boundaries", i, "errors") >= 1 &&
+					    pprpc_stats_u64(s, "boundaries", i, "transfers") == 0);
 		pprpc_stats_free(s);
 	}
 	assert_int_equal(pprpc_synchronize(cb, 0), 0);
@@ -243,8 +247,8 @@ static void test_client_vanishes(void **state)
 	pprpc_close(c);
 	while (now_s() - t0 < 60 && (alloc || depth)) {
 		assert_int_equal(pprpc_stats_get(obs, &s), 0);
-		alloc = s->devices[0].allocated_bytes;
-		depth = s->devices[0].queue_depth;
+		alloc = pprpc_stats_u64(s, "devices", 0, "allocated_bytes");
+		depth = pprpc_stats_u64(s, "devices", 0, "queue_depth");
 		pprpc_stats_free(s);
 		usleep(10000);
 	}
@@ -309,6 +313,240 @@ static void test_reconnect_after_restart(void **state)
 	assert_int_equal(tdaemon_stop(&d), 0);
 }
 
+/* One command towards rank on B, then B's synchronize: its result, the
+ * message and how long it took (the client gives up after 8 s). */
+static int towards(struct tdaemon *b, const char *rank, int wait, char *why, size_t len, double *secs)
+{
+	pprpc_connect_opts o = { 0 };
+	pprpc_client *c = NULL;
+	pprpc_buffer bb;
+	double t0;
+	int rc;
+
+	o.io_timeout_ms = 8000;
+	assert_int_equal(pprpc_connect(b->addr, &o, &c), 0);
+	assert_int_equal(pprpc_buffer_alloc(c, 0, 4096, &bb), 0);
+	t0 = now_s();
+	if (wait)
+		assert_int_equal(pprpc_wait(c, 0, rank, (pprpc_timeline){ 1 }, 1), 0);
+	else
+		assert_int_equal(pprpc_recv_async(c, bb, 0, 4096, 77, rank), 0);
+	rc = pprpc_synchronize(c, 0);
+	*secs = now_s() - t0;
+	snprintf(why, len, "%s", pprpc_last_error(c));
+	pprpc_close(c);
+	return rc;
+}
+
+/* Issue 19.7: a rank that accepts TCP but never answers HELLO — a plain
+ * listener, or a stopped daemon (its kernel still accepts) — fails a RECV
+ * and a WAIT towards it within the link-setup bound (0.5 s here), naming
+ * the rank and what timed out; before, they hung for ever (keepalives
+ * skip links that are not up). */
+static void test_rank_never_answers_hello(void **state)
+{
+	static const char *const args[] = { "--peer-timeout-ms", "1000", "--peer-connect-timeout-ms", "500", NULL };
+	struct tdaemon b, s;
+	struct fake_rank f;
+	char why[512];
+	double secs;
+	int rc;
+
+	(void)state;
+	assert_int_equal(tdaemon_start(&b, args), 0);
+	assert_int_equal(tdaemon_start(&s, NULL), 0);
+	assert_int_equal(fake_rank_listen(&f), 0);   /* listens, never accepts */
+	for (int wait = 0; wait <= 1; wait++) {
+		rc = towards(&b, f.addr, wait, why, sizeof(why), &secs);
+		print_message("%s towards a plain listener: %d (%s) after %.2f s\n", wait ? "WAIT" : "RECV", rc, why, secs);
+		assert_int_equal(rc, PPRPC_ETIMEDOUT);
+		assert_non_null(strstr(why, f.addr));
+		assert_non_null(strstr(why, "no answer to HELLO"));
+		assert_true(secs < 4.0);
+	}
+	kill(s.pid, SIGSTOP);
+	rc = towards(&b, s.addr, 0, why, sizeof(why), &secs);
+	kill(s.pid, SIGCONT);
+	print_message("RECV towards a stopped daemon: %d (%s) after %.2f s\n", rc, why, secs);
+	assert_int_equal(rc, PPRPC_ETIMEDOUT);
+	assert_non_null(strstr(why, s.addr));
+	assert_true(secs < 4.0);
+	fake_rank_close(&f);
+	assert_int_equal(tdaemon_stop(&s), 0);
+	assert_int_equal(tdaemon_stop(&b), 0);
+}
+
+static pprpc_client *connect_io(const struct tdaemon *d, int io_timeout_ms)
+{
+	pprpc_connect_opts o = { 0 };
+	pprpc_client *c = NULL;
+
+	o.io_timeout_ms = io_timeout_ms;
+	assert_int_equal(pprpc_connect(d->addr, &o, &c), 0);
+	return c;
+}
+
+static void small_transfer(pprpc_client *ca, pprpc_client *cb, const struct tdaemon *a, const struct tdaemon *b,
+			   pprpc_buffer ba, pprpc_buffer bb, uint64_t id)
+{
+	assert_int_equal(pprpc_recv_async(cb, bb, 0, 4096, id, a->addr), 0);
+	assert_int_equal(pprpc_send_async(ca, ba, 0, 4096, id, b->addr), 0);
+	assert_int_equal(pprpc_synchronize(cb, 0), 0);
+	assert_int_equal(pprpc_synchronize(ca, 0), 0);
+}
+
+/* Issue 19.8: the destination is stopped while a SEND streams to it in
+ * place, and a command is queued behind the SEND (so the rest is captured,
+ * and the staging ring fills with chunks the destination never reads).  No
+ * remote peer may block a device worker: another client's work on that
+ * device goes on at once; the SEND fails within the peer timeout (1 s
+ * here) naming the destination, so its FENCE answers; the staging slots
+ * come back.  Before: the worker blocked in the staging allocator without
+ * a bound — the other client waited (here: until its 8 s io timeout). */
+static void test_destination_stopped_mid_transfer(void **state)
+{
+	static const char *const args[] = { "--staging-mib", "8", "--peer-timeout-ms", "1000", NULL };
+	const uint64_t n = 64 * MIB;
+	struct tdaemon a, b;
+	pprpc_client *ca, *cb, *c2;
+	pprpc_buffer ba, bb;
+	pprpc_timeline tl;
+	uint8_t junk[4096];
+	pprpc_stats *s;
+	uint64_t used = 1;
+	double t0, t;
+	int rc;
+
+	(void)state;
+	memset(junk, 0x5A, sizeof(junk));
+	assert_int_equal(tdaemon_start(&a, args), 0);
+	assert_int_equal(tdaemon_start(&b, args), 0);
+	ca = connect_io(&a, 8000);
+	cb = connect_io(&b, 8000);
+	c2 = connect_io(&a, 8000);
+	assert_int_equal(pprpc_buffer_alloc(ca, 0, n, &ba), 0);
+	assert_int_equal(pprpc_buffer_alloc(cb, 0, n, &bb), 0);
+	assert_int_equal(pprpc_timeline_create(c2, 0, 0, &tl), 0);
+	/* B's link to A is up and known as B's. */
+	small_transfer(ca, cb, &a, &b, ba, bb, 1);
+	/* B asks for the big one (its PULL is at A once the probe returns) ... */
+	assert_int_equal(pprpc_recv_async(cb, bb, 0, n, 2, a.addr), 0);
+	assert_int_equal(pprpc_probe_rank(cb, a.addr, 2000), 0);
+	/* ... and stops.  The SEND streams in place until B's socket is full,
+	 * then a later command makes it capture the rest into the ring. */
+	kill(b.pid, SIGSTOP);
+	assert_int_equal(pprpc_send_async(ca, ba, 0, n, 2, b.addr), 0);
+	usleep(300 * 1000);
+	assert_int_equal(pprpc_tensor_set_async(ca, ba, 0, junk, sizeof(junk)), 0);
+	usleep(200 * 1000);
+	/* (a SIGNAL and its FENCE: both run on the device worker) */
+	t0 = now_s();
+	assert_int_equal(pprpc_signal(c2, tl, 1), 0);
+	rc = pprpc_synchronize(c2, 0);
+	t = now_s() - t0;
+	print_message("another client's work on the device: %d after %.2f s\n", rc, t);
+	assert_int_equal(rc, 0);
+	assert_true(t < 1.0);
+	t0 = now_s();
+	rc = pprpc_synchronize(ca, 0);
+	t = now_s() - t0;
+	print_message("the SEND's FENCE: %d (%s) after %.2f s\n", rc, pprpc_last_error(ca), t);
+	assert_int_equal(rc, PPRPC_ETIMEDOUT);
+	assert_non_null(strstr(pprpc_last_error(ca), b.addr));
+	assert_non_null(strstr(pprpc_last_error(ca), "took nothing"));
+	assert_true(t < 5.0);
+	for (int i = 0; i < 50 && used; i++) {
+		assert_int_equal(pprpc_stats_get(ca, &s), 0);
+		used = pprpc_stats_u64(s, NULL, 0, "staging_used");
+		pprpc_stats_free(s);
+		if (used)
+			usleep(100 * 1000);
+	}
+	assert_int_equal(used, 0);
+	/* B runs again: its RECV fails (A dropped the link); both serve on. */
+	kill(b.pid, SIGCONT);
+	rc = pprpc_synchronize(cb, 0);
+	assert_true(rc == PPRPC_ECONN || rc == PPRPC_ECLOSED);
+	small_transfer(ca, cb, &a, &b, ba, bb, 3);
+	pprpc_close(c2);
+	pprpc_close(ca);
+	pprpc_close(cb);
+	assert_int_equal(tdaemon_stop(&a), 0);
+	assert_int_equal(tdaemon_stop(&b), 0);
+}
+
+/* The same over the IPC protocol (cpu-ipc: cross-memory attach): B stops
+ * with announced pool slots it has not copied.  The SEND waits for pool
+ * slots without its worker and fails within the bound; the slots B was
+ * told of never go back (B may still read them when it runs again), and
+ * later SENDs on that device go by the staging path. */
+static void test_destination_stopped_mid_ipc(void **state)
+{
+	static const char *const args[] = { "--staging-mib", "8", "--peer-timeout-ms", "1000", "--cpu-ipc", "1",
+					    "--ipc-pool-mib", "4", NULL };
+	const uint64_t n = 16 * MIB;
+	struct tdaemon a, b;
+	pprpc_client *ca, *cb;
+	pprpc_buffer ba, bb;
+	pprpc_stats *s;
+	char path[32] = "";
+	double t0, t;
+	int rc;
+
+	(void)state;
+	assert_int_equal(tdaemon_start(&a, args), 0);
+	assert_int_equal(tdaemon_start(&b, args), 0);
+	ca = connect_io(&a, 8000);
+	cb = connect_io(&b, 8000);
+	assert_int_equal(pprpc_buffer_alloc(ca, 0, n, &ba), 0);
+	assert_int_equal(pprpc_buffer_alloc(cb, 0, n, &bb), 0);
+	/* 1 MiB by IPC: the link is up and known, the pool exists */
+	assert_int_equal(pprpc_recv_async(cb, bb, 0, MIB, 1, a.addr), 0);
+	assert_int_equal(pprpc_probe_rank(cb, a.addr, 2000), 0);
+	assert_int_equal(pprpc_send_async(ca, ba, 0, MIB, 1, b.addr), 0);
+	rc = pprpc_synchronize(cb, 0);
+	if (rc != 0 && strstr(pprpc_last_error(cb), "process_vm_readv")) {
+		print_message("SKIP: cross-memory attach is refused here: %s\n", pprpc_last_error(cb));
+		goto out;
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(pprpc_synchronize(ca, 0), 0);
+	assert_int_equal(pprpc_stats_get(ca, &s), 0);
+	assert_string_equal(pprpc_stats_str(s, "devices", 0, "ipc_status"), "ready");
+	pprpc_stats_free(s);
+	/* 16 MiB through a 4 MiB pool, B stopped before copying any */
+	assert_int_equal(pprpc_recv_async(cb, bb, 0, n, 2, a.addr), 0);
+	assert_int_equal(pprpc_probe_rank(cb, a.addr, 2000), 0);
+	kill(b.pid, SIGSTOP);
+	t0 = now_s();
+	assert_int_equal(pprpc_send_async(ca, ba, 0, n, 2, b.addr), 0);
+	rc = pprpc_synchronize(ca, 0);
+	t = now_s() - t0;
+	print_message("the IPC SEND's FENCE: %d (%s) after %.2f s\n", rc, pprpc_last_error(ca), t);
+	assert_int_equal(rc, PPRPC_ETIMEDOUT);
+	assert_non_null(strstr(pprpc_last_error(ca), "took nothing"));
+	assert_true(t < 5.0);
+	kill(b.pid, SIGCONT);
+	rc = pprpc_synchronize(cb, 0);
+	assert_true(rc == PPRPC_ECONN || rc == PPRPC_ECLOSED);
+	/* Later transfers work, and no longer by IPC (the pool kept B's slots). */
+	assert_int_equal(pprpc_recv_async(cb, bb, 0, MIB, 3, a.addr), 0);
+	assert_int_equal(pprpc_send_async(ca, ba, 0, MIB, 3, b.addr), 0);
+	assert_int_equal(pprpc_synchronize(cb, 0), 0);
+	assert_int_equal(pprpc_synchronize(ca, 0), 0);
+	assert_int_equal(pprpc_stats_get(cb, &s), 0);
+	for (int i = 0; i < pprpc_stats_count(s, "boundaries"); i++)
+		if (!strcmp(pprpc_stats_str(s, "boundaries", i, "direction"), "recv"))
+			snprintf(path, sizeof(path), "%s", pprpc_stats_str(s, "boundaries", i, "path"));
+	pprpc_stats_free(s);
+	assert_string_equal(path, "p2p-tcp");
+out:
+	pprpc_close(ca);
+	pprpc_close(cb);
+	assert_int_equal(tdaemon_stop(&a), 0);
+	assert_int_equal(tdaemon_stop(&b), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -317,6 +555,9 @@ int main(void)
 		cmocka_unit_test(test_rank_killed_mid_pipeline),
 		cmocka_unit_test(test_client_vanishes),
 		cmocka_unit_test(test_reconnect_after_restart),
+		cmocka_unit_test(test_rank_never_answers_hello),
+		cmocka_unit_test(test_destination_stopped_mid_transfer),
+		cmocka_unit_test(test_destination_stopped_mid_ipc),
 	};
 
 	return cmocka_run_group_tests_name("integration_faults", tests, NULL, NULL);

@@ -22,6 +22,7 @@
 
 #include "kernels/ops.h"
 #include "pprpc.h"
+#include "pprpc_graph.h"
 #include "tests/integration/harness.h"
 
 static struct tdaemon g_d;

@@ -29,6 +29,8 @@
 #include "kernels/quant.h"
 #include "kernels/tensor.h"
 #include "pprpc.h"
+#include "pprpc_graph.h"
+#include "pprpc_blocks.h"
 #include "tests/integration/harness.h"
 
 /* Model and run sizes.  KDA: h_k 2 q/k heads of 32, h_v 4 value heads of 16,

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "pprpc.h"
+#include "pprpc_graph.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/wire.h"
 

@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "pprpc.h"
+#include "pprpc_graph.h"
 #include "tests/integration/harness.h"
 
 static double now_s(void)

@@ -18,7 +18,9 @@
 #include <cmocka.h>
 
 #include "pprpc.h"
+#include "tests/integration/fake_rank.h"
 #include "tests/integration/harness.h"
+#include "tools/common/stats.h"
 #include "tests/integration/wire.h"
 
 #define MIB (1024ull * 1024ull)
@@ -191,32 +193,50 @@ static void test_in_place_overwrite(void **state)
  * last in-place chunks sit unwritten (the kernel buffers hold a few MiB)
  * when an overwrite is queued behind it.  The rest of the transfer is
  * captured into free staging slots, and the overwrite must still wait until
- * the in-place chunks are written: every byte pulled is the old one. */
+ * the in-place chunks are written: every byte pulled is the old one.  The
+ * test is also the rank the SEND names (a transfer belongs to it): it
+ * answers the source's PULL_CHECK for its PULL's nonce. */
 static void test_in_place_slow_puller(void **state)
 {
 	struct pair *p = *state;
 	/* 24 chunks of the 512 KiB slots: more than the kernel buffers take,
 	 * while what is left after them fits the 16-slot ring. */
 	size_t n = 12 * MIB, got = 0;
-	uint8_t *src = malloc(n), *junk = malloc(n), *dst = calloc(1, n);
+	uint8_t *src = malloc(n), *junk = malloc(n), *dst = calloc(1, n), nonce[16];
 	Pprpc__Pull pull = PPRPC__PULL__INIT;
 	int fd = traw_connect(&p->a), small = 32 * 1024, more = 1;
+	ProtobufCMessage *cm = NULL;
+	struct fake_rank fr;
+	struct frame_hdr fh;
 	pprpc_buffer ba;
 
 	assert_non_null(src);
 	assert_non_null(junk);
 	assert_non_null(dst);
 	assert_true(fd >= 0);
+	assert_int_equal(fake_rank_listen(&fr), 0);
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
 	assert_int_equal(wire_hello(fd), 0);
 	fill(src, n, 3003);
+	fill(nonce, sizeof(nonce), 3030);
 	memset(junk, 0xA5, n);
 	assert_int_equal(pprpc_buffer_alloc(p->ca, 0, n, &ba), 0);
 	assert_int_equal(pprpc_tensor_set(p->ca, ba, 0, src, n), 0);
 	pull.transfer_id = 3003;
 	pull.size = n;
+	pull.nonce.data = nonce;
+	pull.nonce.len = sizeof(nonce);
 	assert_int_equal(wire_send_msg(fd, MSG_PULL, 1, &pull.base, NULL, 0), 0);
-	assert_int_equal(pprpc_send_async(p->ca, ba, 0, n, 3003, "127.0.0.1:9"), 0);
+	assert_int_equal(pprpc_send_async(p->ca, ba, 0, n, 3003, fr.addr), 0);
+	/* The source asks the rank its SEND names: the PULL is ours. */
+	assert_int_equal(fake_rank_accept(&fr, WIRE_TIMEOUT_MS), 0);
+	assert_int_equal(fake_expect(&fr, MSG_PULL_CHECK, &pprpc__pull_check__descriptor, &fh, &cm, WIRE_TIMEOUT_MS),
+			 0);
+	assert_int_equal(((Pprpc__PullCheck *)cm)->transfer_id, 3003);
+	assert_int_equal(((Pprpc__PullCheck *)cm)->nonce.len, sizeof(nonce));
+	assert_memory_equal(((Pprpc__PullCheck *)cm)->nonce.data, nonce, sizeof(nonce));
+	meta_free(cm);
+	assert_int_equal(fake_reply(fr.fd, MSG_PULL_CHECK, fh.req_id, 0, NULL, NULL, 0), 0);
 	usleep(300 * 1000);
 	assert_int_equal(pprpc_tensor_set_async(p->ca, ba, 0, junk, n), 0);
 	usleep(200 * 1000);
@@ -241,9 +261,78 @@ static void test_in_place_slow_puller(void **state)
 	assert_memory_equal(src, dst, n);
 	assert_int_equal(pprpc_synchronize(p->ca, 0), 0);
 	close(fd);
+	fake_rank_close(&fr);
 	assert_int_equal(pprpc_buffer_free(p->ca, ba), 0);
 	free(src);
 	free(junk);
+	free(dst);
+}
+
+/* Issue 19.2: a transfer belongs to the rank its SEND names.  Any other
+ * connection's PULL — here a client speaking the wire protocol, with a
+ * nonce of its own, after the SEND and before it — gets no byte but
+ * PPRPC_EAUTH; the rank's own RECV then gets every byte and the SEND
+ * succeeds.  (Before: the attacker got the bytes, the SEND reported
+ * success and the real RECV failed with "no SEND arrived".) */
+static void test_pull_hijack(void **state)
+{
+	struct pair *p = *state;
+	size_t n = 3 * MIB + 5;
+	uint8_t *src = malloc(n), *dst = malloc(n), nonce[16];
+	Pprpc__Pull pull = PPRPC__PULL__INIT;
+	int fd = traw_connect(&p->a);
+	pprpc_buffer ba, bb;
+	struct wire_reply r;
+
+	assert_non_null(src);
+	assert_non_null(dst);
+	assert_true(fd >= 0);
+	assert_int_equal(wire_hello(fd), 0);
+	fill(nonce, sizeof(nonce), 4004);
+	assert_int_equal(pprpc_buffer_alloc(p->ca, 0, n, &ba), 0);
+	assert_int_equal(pprpc_buffer_alloc(p->cb, 0, n, &bb), 0);
+	for (uint64_t id = 4004; id <= 4005; id++) {
+		int pull_first = id == 4005;
+
+		fill(src, n, (uint32_t)id);
+		memset(dst, 0, n);
+		assert_int_equal(pprpc_tensor_set(p->ca, ba, 0, src, n), 0);
+		pull.transfer_id = id;
+		pull.size = n;
+		pull.nonce.data = nonce;
+		pull.nonce.len = sizeof(nonce);
+		if (!pull_first)
+			assert_int_equal(pprpc_send_async(p->ca, ba, 0, n, id, p->b.addr), 0);
+		assert_int_equal(wire_send_msg(fd, MSG_PULL, id, &pull.base, NULL, 0), 0);
+		if (pull_first) {
+			/* the attacker's PULL waits for the SEND, then is checked */
+			assert_int_equal(pprpc_probe_rank(p->ca, p->a.addr, 2000), 0);
+			assert_int_equal(pprpc_send_async(p->ca, ba, 0, n, id, p->b.addr), 0);
+		}
+		assert_int_equal(wire_read_reply(fd, &r, WIRE_TIMEOUT_MS), 0);
+		assert_true(r.is_error);            /* not a chunk of the bytes */
+		assert_int_equal(r.h.req_id, id);
+		assert_int_equal(r.code, PPRPC_EAUTH);
+		assert_non_null(strstr(r.msg, "not its own"));
+		wire_reply_free(&r);
+		/* The rank's own RECV gets it. */
+		assert_int_equal(pprpc_recv_async(p->cb, bb, 0, n, id, p->a.addr), 0);
+		assert_int_equal(pprpc_synchronize(p->cb, 0), 0);
+		assert_int_equal(pprpc_synchronize(p->ca, 0), 0);
+		assert_int_equal(pprpc_tensor_get(p->cb, bb, 0, dst, n), 0);
+		assert_memory_equal(src, dst, n);
+	}
+	/* A PULL without a nonce (nothing to check) is refused at once. */
+	pull.transfer_id = 4006;
+	pull.nonce.len = 0;
+	assert_int_equal(wire_call(fd, MSG_PULL, 4006, &pull.base, NULL, 0, &r), 0);
+	assert_true(r.is_error);
+	assert_int_equal(r.code, PPRPC_EAUTH);
+	wire_reply_free(&r);
+	close(fd);
+	assert_int_equal(pprpc_buffer_free(p->ca, ba), 0);
+	assert_int_equal(pprpc_buffer_free(p->cb, bb), 0);
+	free(src);
 	free(dst);
 }
 
@@ -346,28 +435,28 @@ static void test_stats_and_probe(void **state)
 {
 	struct pair *p = *state;
 	pprpc_stats *s;
-	int found = 0;
+	int found = 0, i;
 
 	transfer(p, 1 * MIB, 6000, 1, 0);
 	assert_int_equal(pprpc_stats_get(p->cb, &s), 0);
-	for (uint32_t i = 0; i < s->nboundaries; i++)
-		if (!strcmp(s->boundaries[i].peer, p->a.addr) && !strcmp(s->boundaries[i].direction, "recv")) {
-			found = 1;
-			assert_true(s->boundaries[i].transfers >= 1);
-			assert_true(s->boundaries[i].bytes >= MIB);
-			assert_string_equal(s->boundaries[i].path, "p2p-tcp");
-		}
+	if ((i = stats_item(s, "boundaries", "peer", p->a.addr, "direction", "recv")) >= 0) {
+		found = 1;
+		assert_true(pprpc_stats_u64(s, "boundaries", i, "transfers") >= 1);
+		assert_true(pprpc_stats_u64(s, "boundaries", i, "bytes") >= MIB);
+		assert_string_equal(pprpc_stats_str(s, "boundaries", i, "path"), "p2p-tcp");
+	}
 	assert_true(found);
-	assert_true(s->staging_bytes == 8 * MIB);
+	assert_true(pprpc_stats_u64(s, NULL, 0, "staging_bytes") == 8 * MIB);
 	pprpc_stats_free(s);
 	assert_int_equal(pprpc_stats_get(p->ca, &s), 0);
 	found = 0;
-	for (uint32_t i = 0; i < s->nboundaries; i++)
-		if (!strcmp(s->boundaries[i].direction, "send") && s->boundaries[i].transfers >= 1)
+	for (i = 0; i < pprpc_stats_count(s, "boundaries"); i++)
+		if (!strcmp(pprpc_stats_str(s, "boundaries", i, "direction"), "send") &&
+		    pprpc_stats_u64(s, "boundaries", i, "transfers") >= 1)
 			found = 1;
 	assert_true(found);
 	/* Every transfer finished: no staging slot is held. */
-	assert_int_equal(s->staging_used, 0);
+	assert_int_equal(pprpc_stats_u64(s, NULL, 0, "staging_used"), 0);
 	pprpc_stats_free(s);
 	assert_int_equal(pprpc_probe_rank(p->cb, p->a.addr, 2000), 0);
 	assert_int_equal(pprpc_probe_rank(p->cb, "127.0.0.1:1", 2000), PPRPC_ECONN);
@@ -407,14 +496,14 @@ static void test_unmatched(void **state)
 		uint64_t used;
 
 		assert_int_equal(pprpc_stats_get(p->ca, &s), 0);
-		used = s->staging_used;
+		used = pprpc_stats_u64(s, NULL, 0, "staging_used");
 		pprpc_stats_free(s);
 		if (used == 0)
 			break;
 		usleep(100000);
 	}
 	assert_int_equal(pprpc_stats_get(p->ca, &s), 0);
-	assert_int_equal(s->staging_used, 0);
+	assert_int_equal(pprpc_stats_u64(s, NULL, 0, "staging_used"), 0);
 	pprpc_stats_free(s);
 	pprpc_buffer_free(p->ca, ba);
 	pprpc_buffer_free(p->cb, bb);
@@ -513,14 +602,14 @@ static void test_source_dies(void **state)
 static void recv_bstat(struct pair *p, char *path, size_t len, uint64_t *bytes, uint64_t *copy_us)
 {
 	pprpc_stats *s;
+	int i;
 
 	assert_int_equal(pprpc_stats_get(p->cb, &s), 0);
-	for (uint32_t i = 0; i < s->nboundaries; i++)
-		if (!strcmp(s->boundaries[i].peer, p->a.addr) && !strcmp(s->boundaries[i].direction, "recv")) {
-			snprintf(path, len, "%s", s->boundaries[i].path);
-			*bytes = s->boundaries[i].bytes;
-			*copy_us = s->boundaries[i].copy_us;
-		}
+	if ((i = stats_item(s, "boundaries", "peer", p->a.addr, "direction", "recv")) >= 0) {
+		snprintf(path, len, "%s", pprpc_stats_str(s, "boundaries", i, "path"));
+		*bytes = pprpc_stats_u64(s, "boundaries", i, "bytes");
+		*copy_us = pprpc_stats_u64(s, "boundaries", i, "copy_us");
+	}
 	pprpc_stats_free(s);
 }
 
@@ -554,12 +643,116 @@ static void test_ipc_sizes(void **state)
 		pprpc_stats *s;
 
 		assert_int_equal(pprpc_stats_get(p->ca, &s), 0);
-		assert_string_equal(s->devices[0].ipc_status, "ready");
-		assert_int_equal(s->devices[0].ipc_pool_bytes, 4 * MIB);
+		assert_string_equal(pprpc_stats_str(s, "devices", 0, "ipc_status"), "ready");
+		assert_int_equal(pprpc_stats_u64(s, "devices", 0, "ipc_pool_bytes"), 4 * MIB);
 		pprpc_stats_free(s);
 	}
 	assert_true(b1 - b0 >= 3 * 64 * MIB);
 	assert_true(c1 > c0);
+}
+
+/* The pool handle of the CPU backend's cross-memory attach as it goes on
+ * the wire (daemon/backend/cpu/dev_cpu.c). */
+struct cma_wire {
+	char magic[8];
+	uint64_t pid, addr, bytes;
+};
+
+/* Where pid's executable is mapped from its first byte (its ELF header). */
+static uint64_t elf_base(pid_t pid)
+{
+	char path[64], line[512];
+	unsigned long long lo = 0, off;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx-%*x %*s %llx", &lo, &off) == 2 && off == 0 && strstr(line, "pprpcd"))
+			break;
+		else
+			lo = 0;
+	fclose(f);
+	assert_true(lo != 0);
+	return lo;
+}
+
+/* B pulls transfer id from fake rank f, which answers with one IPC chunk
+ * naming pool h.  Returns B's synchronize result (its message in why); dst
+ * gets the region. */
+static int pull_from_fake(struct pair *p, struct fake_rank *f, uint64_t id, const struct cma_wire *h, uint8_t *dst,
+			  size_t n, char *why, size_t whylen)
+{
+	Pprpc__PullChunk pc = PPRPC__PULL_CHUNK__INIT;
+	uint8_t handle[64] = { 0 };
+	ProtobufCMessage *m = NULL;
+	struct frame_hdr fh;
+	pprpc_buffer bb;
+	int rc;
+
+	memcpy(handle, h, sizeof(*h));
+	assert_int_equal(pprpc_buffer_alloc(p->cb, 0, n, &bb), 0);
+	assert_int_equal(pprpc_recv_async(p->cb, bb, 0, n, id, f->addr), 0);
+	assert_int_equal(fake_rank_accept(f, WIRE_TIMEOUT_MS), 0);
+	assert_int_equal(fake_expect(f, MSG_PULL, &pprpc__pull__descriptor, &fh, &m, WIRE_TIMEOUT_MS), 0);
+	/* B is on this host and asked for IPC */
+	assert_true(((Pprpc__Pull *)m)->ipc_host && *((Pprpc__Pull *)m)->ipc_host);
+	meta_free(m);
+	pc.offset = 0;
+	pc.size = n;
+	pc.ipc_handle.data = handle;
+	pc.ipc_handle.len = sizeof(handle);
+	pc.ipc_offset = 0;
+	pc.ipc_pool_bytes = h->bytes;
+	assert_int_equal(fake_reply(f->fd, MSG_PULL, fh.req_id, FRAME_F_MORE, &pc.base, NULL, 0), 0);
+	rc = pprpc_synchronize(p->cb, 0);
+	snprintf(why, whylen, "%s", pprpc_last_error(p->cb));
+	if (rc == 0)
+		assert_int_equal(pprpc_tensor_get(p->cb, bb, 0, dst, n), 0);
+	assert_int_equal(pprpc_buffer_free(p->cb, bb), 0);
+	return rc;
+}
+
+/* Issue 19.1: a PULL answer names the process and address the destination
+ * reads with process_vm_readv.  A rank may only make it read its own pool:
+ * the pid must be the process at the other end of the link (the one
+ * listening at the rank's address).  Here the test is the rank: naming
+ * its own memory works (the control), naming the destination daemon's own
+ * memory (its ELF header) is refused, and the RECV fails saying why. */
+static void test_cma_pool_of_the_link_only(void **state)
+{
+	struct pair *p = *state;
+	struct fake_rank good, evil;
+	static uint8_t pool[8192];
+	uint8_t dst[4096];
+	struct cma_wire h;
+	char why[256];
+	int rc;
+
+	skip_without_ipc(p);
+	fill(pool, sizeof(pool), 1919);
+	assert_int_equal(fake_rank_listen(&good), 0);
+	assert_int_equal(fake_rank_listen(&evil), 0);
+	memcpy(h.magic, "pprpcCMA", 8);
+	h.pid = (uint64_t)getpid();
+	h.addr = (uint64_t)(uintptr_t)pool;
+	h.bytes = sizeof(pool);
+	assert_int_equal(pull_from_fake(p, &good, 1901, &h, dst, sizeof(dst), why, sizeof(why)), 0);
+	assert_memory_equal(dst, pool, sizeof(dst));
+
+	h.pid = (uint64_t)p->b.pid;
+	h.addr = elf_base(p->b.pid);
+	h.bytes = sizeof(dst);
+	memset(dst, 0, sizeof(dst));
+	rc = pull_from_fake(p, &evil, 1902, &h, dst, sizeof(dst), why, sizeof(why));
+	assert_false(rc == 0 && !memcmp(dst, "\x7f" "ELF", 4)); /* the disclosure */
+	assert_int_equal(rc, PPRPC_EAUTH);
+	assert_non_null(strstr(why, "not the process listening"));
+	/* B serves on, and its real IPC transfers still work (test_ipc_sizes). */
+	assert_int_equal(pprpc_synchronize(p->cb, 0), 0);
+	fake_rank_close(&good);
+	fake_rank_close(&evil);
 }
 
 static void test_ipc_ring_full(void **state)
@@ -574,6 +767,7 @@ int main(void)
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_in_place_overwrite),
 		cmocka_unit_test(test_in_place_slow_puller),
+		cmocka_unit_test(test_pull_hijack),
 		cmocka_unit_test(test_sync_before_recv),
 		cmocka_unit_test(test_ring_full),
 		cmocka_unit_test(test_errors),
@@ -587,6 +781,7 @@ int main(void)
 	const struct CMUnitTest ipc_tests[] = {
 		cmocka_unit_test(test_ipc_sizes),
 		cmocka_unit_test(test_ipc_ring_full),
+		cmocka_unit_test(test_cma_pool_of_the_link_only),
 	};
 	int failed = cmocka_run_group_tests_name("integration_p2p", tests, setup, teardown);
 

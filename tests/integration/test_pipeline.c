@@ -1,6 +1,7 @@
 /*
- * Integration: the pipeline helper (pprpc_pipeline_*) on real daemons, and
- * the pp-fence-test tool (2 and 3 spawned ranks, and its negative control).
+ * Integration: the pipeline helper (pprpc_pipeline_*) on real daemons
+ * (plans for a ragged last micro-batch included), and the pp-fence-test
+ * tool (2 and 3 spawned ranks, ragged ubatches, its negative control).
  *
  * Stage s computes y = x * 2 + (s + 1) on N floats: exact in f32 for the
  * small integers used, so every boundary has one right answer.
@@ -19,6 +20,9 @@
 #include <cmocka.h>
 
 #include "pprpc.h"
+#include "pprpc_graph.h"
+#include "pprpc_pipeline.h"
+#include "libclient/pipeline_hooks.h"
 #include "tests/integration/harness.h"
 
 enum { N = 4096, MAXM = 9, MAXS = 3 };
@@ -194,6 +198,126 @@ static void test_two_ranks(void **state)
 	two_ranks(PPRPC_TRANSFER_CLIENT);
 }
 
+/* ---- plans: ragged micro-batches ------------------------------------------------------- */
+
+enum { R = N / 4 + 3 };   /* floats in the ragged last micro-batch */
+
+/* The tail graphs of a stage: the same op on the first R floats of each
+ * slot's buffers. */
+static void make_tail(pprpc_client *c, int s, const pprpc_stage *st, pprpc_graph tail[2])
+{
+	for (int k = 0; k < 2; k++) {
+		pprpc_graph_builder *gb;
+		pprpc_tensor ti = pprpc_tensor_make(st->in_buf[k], 0, PPRPC_F32, R, 1, 1, 1);
+		pprpc_tensor to = pprpc_tensor_make(st->out_buf[k], 0, PPRPC_F32, R, 1, 1, 1);
+		int ii, io;
+
+		assert_int_equal(pprpc_graph_builder_new(&gb), 0);
+		ii = pprpc_gb_tensor(gb, &ti);
+		io = pprpc_gb_tensor(gb, &to);
+		assert_true(pprpc_gb_scale(gb, ii, 2.0f, stage_bias(s), io) >= 0);
+		assert_int_equal(pprpc_graph_create(c, 0, gb, &tail[k]), 0);
+		pprpc_graph_builder_free(gb);
+	}
+}
+
+struct ragged {
+	int M, mode;              /* mode 0: the last micro-batch ragged; 1: too big; 2: not chained */
+	pprpc_graph tail[MAXS][2];
+	int calls, events[MAXS][MAXM], polled;
+	uint64_t bytes[MAXS][MAXM];
+};
+
+static int plan_ragged(void *arg, int stage, int micro, int slot, pprpc_micro_plan *pl)
+{
+	struct ragged *g = arg;
+
+	g->calls++;
+	assert_int_equal(pl->in_bytes, N * 4);   /* the defaults come first */
+	assert_true(pl->graph.id != 0);
+	if (micro != g->M - 1)
+		return 0;
+	pl->graph = g->tail[stage][slot];
+	pl->in_bytes = pl->out_bytes = R * 4;
+	if (g->mode == 1 && stage == 1)
+		pl->out_bytes = N * 4 + 4;
+	if (g->mode == 2 && stage == 1)
+		pl->in_bytes = R * 4 + 4;
+	return 0;
+}
+
+static void observe_ragged(void *arg, const pprpc_pipeline_event *ev)
+{
+	struct ragged *g = arg;
+
+	g->events[ev->stage][ev->micro]++;
+	g->bytes[ev->stage][ev->micro] = ev->bytes;
+	g->polled += !ev->data;
+	assert_true(ev->done_ns >= ev->issue_ns);
+}
+
+static void ragged(int transfer)
+{
+	pprpc_client *c[2] = { connect_ok(&g_d[0]), connect_ok(&g_d[1]) };
+	pprpc_stage st[2];
+	pprpc_pipeline *p = NULL;
+	struct ragged g;
+	pprpc_pipeline_opts o = { .transfer = transfer, .plan = plan_ragged, .plan_arg = &g,
+				  .observe = observe_ragged, .observe_arg = &g, .observe_poll_us = 200 };
+	const int M = 5;
+
+	memset(&g, 0, sizeof(g));
+	g.M = M;
+	for (int s = 0; s < 2; s++) {
+		make_stage(c[s], g_d[s].addr, s, &st[s]);
+		make_tail(c[s], s, &st[s], g.tail[s]);
+	}
+	assert_int_equal(pprpc_pipeline_create(st, 2, &o, &p), 0);
+	make_inputs(M, 11);
+	for (int i = R; i < N; i++)
+		g_out[M - 1][i] = -1.0f;
+	assert_int_equal(pprpc_pipeline_run(p, M, g_inp, g_outp), 0);
+	assert_int_equal(g.calls, 2 * M);
+	for (int m = 0; m < M; m++)
+		for (int i = 0; i < (m == M - 1 ? R : N); i++)
+			assert_true(g_out[m][i] == expect_after(2, g_in[m][i]));
+	/* only the ragged part came back */
+	for (int i = R; i < N; i++)
+		assert_true(g_out[M - 1][i] == -1.0f);
+	/* every stage reported every micro-batch with its size (on p2p, stage
+	 * 0 through the poll of its timeline) */
+	for (int s = 0; s < 2; s++)
+		for (int m = 0; m < M; m++) {
+			assert_int_equal(g.events[s][m], 1);
+			assert_int_equal(g.bytes[s][m], m == M - 1 ? R * 4 : N * 4);
+		}
+	assert_int_equal(g.polled, transfer == PPRPC_TRANSFER_P2P ? M : 0);
+
+	/* Plans that do not fit or do not chain refuse the run before anything
+	 * is queued; the pipeline runs again afterwards. */
+	for (g.mode = 1; g.mode <= 2; g.mode++) {
+		assert_int_equal(pprpc_pipeline_run(p, M, g_inp, g_outp), PPRPC_EINVAL);
+		fprintf(stderr, "(expected) %s\n", pprpc_pipeline_error(p));
+		assert_non_null(strstr(pprpc_pipeline_error(p), g.mode == 1 ? "outside" : "!="));
+	}
+	g.mode = 0;
+	make_inputs(M, 12);
+	assert_int_equal(pprpc_pipeline_run(p, M, g_inp, g_outp), 0);
+	assert_true(g_out[M - 1][R - 1] == expect_after(2, g_in[M - 1][R - 1]));
+	assert_int_equal(pprpc_synchronize(c[0], 0), 0);
+	assert_int_equal(pprpc_synchronize(c[1], 0), 0);
+	pprpc_pipeline_free(p);
+	pprpc_close(c[0]);
+	pprpc_close(c[1]);
+}
+
+static void test_ragged_plan(void **state)
+{
+	(void)state;
+	ragged(PPRPC_TRANSFER_P2P);
+	ragged(PPRPC_TRANSFER_CLIENT);
+}
+
 /* PPRPC_P2P=0, and daemons that cannot reach each other, fall back to the
  * client path and say why. */
 static void test_fallback(void **state)
@@ -254,13 +378,13 @@ static void test_unsafe_hook_corrupts(void **state)
 	pprpc_client *c[2] = { connect_ok(&g_d[0]), connect_ok(&g_d[1]) };
 	pprpc_stage st[2];
 	pprpc_pipeline *p = NULL;
-	pprpc_pipeline_opts o = { .unsafe_skip_war_wait = 1 };
 	int wrong = 0;
 
 	(void)state;
 	for (int s = 0; s < 2; s++)
 		make_stage(c[s], g_d[s].addr, s, &st[s]);
-	assert_int_equal(pprpc_pipeline_create(st, 2, &o, &p), 0);
+	assert_int_equal(pprpc_pipeline_create(st, 2, NULL, &p), 0);
+	pipeline_hook_skip_war_wait(p, 1);
 	make_inputs(6, 3);
 	assert_int_equal(pprpc_pipeline_run(p, 6, g_inp, g_outp), 0);
 	for (int m = 0; m < 6; m++)
@@ -465,15 +589,51 @@ static void test_tool_negative_control(void **state)
 	assert_non_null(strstr(j, "\"rpc_errors\": 0"));
 	free(j);
 	unlink(json);
-	/* Usage errors are not test failures. */
-	assert_int_equal(run_tool("--spawn 2 --tokens 63 --ubatches 4", json), 2);
+	/* Usage errors are not test failures: 9 tokens in ubatches of
+	 * ceil(9/4) = 3 make 3 ubatches, not 4. */
+	assert_int_equal(run_tool("--spawn 2 --tokens 9 --ubatches 4", json), 2);
+	assert_int_equal(run_tool("--spawn 2 --tokens 0 --ubatches 4", json), 2);
 	unlink(json);
+}
+
+/* A prompt that does not divide into its ubatches: the last one ragged
+ * (1024 = 4 x 205 + 204), on 2 and 3 ranks, both boundary paths; parity
+ * (bit for bit against seq, every boundary on the client path) and the
+ * sentinels must hold. */
+static void test_tool_ragged(void **state)
+{
+	static const char *const args[] = {
+		"--spawn 2 --tokens 1024 --ubatches 5 --width 64 --repeat 1",
+		"--spawn 3 --tokens 1024 --ubatches 5 --width 64 --repeat 1",
+		"--spawn 3 --tokens 1024,50 --ubatches 5 --width 64 --repeat 1 --transfer client",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(args) / sizeof(args[0]); i++) {
+		char json[] = "/tmp/pp-fence-test-XXXXXX";
+		int fd = mkstemp(json);
+		char *j;
+
+		assert_true(fd >= 0);
+		close(fd);
+		assert_int_equal(run_tool(args[i], json), 0);
+		j = slurp(json);
+		assert_non_null(strstr(j, "\"parity\": true"));
+		assert_non_null(strstr(j, "\"sentinel_failures\": 0"));
+		assert_non_null(strstr(j, "\"rpc_errors\": 0"));
+		assert_non_null(strstr(j, "\"tokens\": 1024, \"ubatch\": 205, \"last_ubatch\": 204"));
+		if (strstr(args[i], ",50"))
+			assert_non_null(strstr(j, "\"tokens\": 50, \"ubatch\": 10, \"last_ubatch\": 10"));
+		free(j);
+		unlink(json);
+	}
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_two_ranks),
+		cmocka_unit_test(test_ragged_plan),
 		cmocka_unit_test(test_fallback),
 		cmocka_unit_test(test_three_stages_shared_rank),
 		cmocka_unit_test(test_unsafe_hook_corrupts),
@@ -481,6 +641,7 @@ int main(void)
 		cmocka_unit_test(test_tool_two_ranks),
 		cmocka_unit_test(test_tool_three_ranks),
 		cmocka_unit_test(test_tool_negative_control),
+		cmocka_unit_test(test_tool_ragged),
 	};
 
 	/* libpprpc writes with writev: a daemon that went away would kill us

@@ -22,6 +22,8 @@
 #include <cmocka.h>
 
 #include "pprpc.h"
+#include "pprpc_graph.h"
+#include "pprpc_pipeline.h"
 #include "tests/integration/harness.h"
 
 #if defined(__SANITIZE_ADDRESS__)

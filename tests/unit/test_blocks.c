@@ -17,6 +17,8 @@
 
 #include "libclient/graph_builder.h"
 #include "pprpc.h"
+#include "pprpc_graph.h"
+#include "pprpc_blocks.h"
 
 enum { E = 64, F = 96, T = 5, KH = 1, KVH = 2, DK = 32, DV = 16, KC = 4,
        CQ = KH * DK, CV = KVH * DV, CCH = 2 * CQ + CV,
@@ -27,7 +29,7 @@ enum { E = 64, F = 96, T = 5, KH = 1, KVH = 2, DK = 32, DV = 16, KC = 4,
 static int tensor(pprpc_graph_builder *gb, int dtype, int64_t ne0, int64_t ne1, int64_t ne2)
 {
 	static uint64_t off = 0;
-	pprpc_tensor t = pprpc_tensor_make(1, off, dtype, ne0, ne1, ne2, 1);
+	pprpc_tensor t = pprpc_tensor_make((pprpc_buffer){ 1 }, off, dtype, ne0, ne1, ne2, 1);
 	int i = pprpc_gb_tensor(gb, &t);
 
 	off += 1 << 20;

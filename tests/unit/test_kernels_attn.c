@@ -17,6 +17,7 @@
 
 #include "kernels/ops.h"
 #include "pprpc.h"
+#include "pprpc_graph.h"
 #include "tests/unit/ref.h"
 
 /* Each output o = sum_t p_t v_t / sum_t p_t (p_t = exp(s_t - max s)) is
@@ -435,8 +436,8 @@ static void test_attn_rules(void **state)
 static void test_attn_builder(void **state)
 {
 	pprpc_graph_builder *gb;
-	pprpc_tensor tq = pprpc_tensor_make(1, 0, PPRPC_F32, 64, 8, 4, 1);
-	pprpc_tensor tc = pprpc_tensor_make(2, 0, PPRPC_F16, 64, 2, 512, 1), out;
+	pprpc_tensor tq = pprpc_tensor_make((pprpc_buffer){ 1 }, 0, PPRPC_F32, 64, 8, 4, 1);
+	pprpc_tensor tc = pprpc_tensor_make((pprpc_buffer){ 2 }, 0, PPRPC_F16, 64, 2, 512, 1), out;
 	const int64_t ne[4] = { 64, 2, 36, 1 };
 	int q, cache, kv, bad, y;
 

@@ -15,6 +15,7 @@
 
 #include "kernels/ops.h"
 #include "pprpc.h"
+#include "pprpc_graph.h"
 #include "tests/unit/ref_gdn.h"
 
 /* Tolerance.  The kernel keeps the state in f32 and evaluates each step as
@@ -814,8 +815,8 @@ static void test_gdn_builder(void **state)
 	const int64_t dk = 16, dv = 8, hk = 2, hv = 4, T = 3, B = 2, W = 104;
 	const int64_t n_o = dv * hv * T * B, n_s = dk * dv * hv * B;
 	pprpc_graph_builder *gb;
-	pprpc_tensor proj = pprpc_tensor_make(7, 256, PPRPC_F32, W, T, B, 1);
-	pprpc_tensor st = pprpc_tensor_make(7, 1 << 20, PPRPC_F32, dk, dv, hv, B), got;
+	pprpc_tensor proj = pprpc_tensor_make((pprpc_buffer){ 7 }, 256, PPRPC_F32, W, T, B, 1);
+	pprpc_tensor st = pprpc_tensor_make((pprpc_buffer){ 7 }, 1 << 20, PPRPC_F32, dk, dv, hv, B), got;
 	int ip, is, q, k, v, g, beta, packed, oi = -1, si = -1, nodes;
 	int64_t ne[4];
 	uint64_t nb[4];

@@ -20,6 +20,7 @@
 #include "kernels/quant.h"
 #include "libclient/graph_builder.h"
 #include "pprpc.h"
+#include "pprpc_graph.h"
 #include "tests/unit/ref.h"
 
 /* ---- tolerances ------------------------------------------------------------
@@ -1289,11 +1290,11 @@ static void test_builder(void **state)
 
 	(void)state;
 	assert_int_equal(pprpc_graph_builder_new(&gb), 0);
-	t = pprpc_tensor_make(1, 0, PPRPC_F32, 64, 4, 1, 1);
+	t = pprpc_tensor_make((pprpc_buffer){ 1 }, 0, PPRPC_F32, 64, 4, 1, 1);
 	x = pprpc_gb_tensor(gb, &t);
-	t = pprpc_tensor_make(1, 4096, PPRPC_F16, 64, 100, 1, 1);
+	t = pprpc_tensor_make((pprpc_buffer){ 1 }, 4096, PPRPC_F16, 64, 100, 1, 1);
 	cache = pprpc_gb_tensor(gb, &t);
-	t = pprpc_tensor_make(2, 0, PPRPC_I32, 4, 1, 1, 1);
+	t = pprpc_tensor_make((pprpc_buffer){ 2 }, 0, PPRPC_I32, 4, 1, 1, 1);
 	ids = pprpc_gb_tensor(gb, &t);
 	assert_true(x >= 0 && cache >= 0 && ids >= 0);
 

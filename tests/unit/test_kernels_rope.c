@@ -14,6 +14,7 @@
 
 #include "kernels/ops.h"
 #include "pprpc.h"
+#include "pprpc_graph.h"
 #include "tests/unit/ref.h"
 
 /* A rotated output is a*cos - b*sin (or a*sin + b*cos).  The kernel forms
@@ -391,9 +392,9 @@ static void test_rope_rules(void **state)
 static void test_rope_builder(void **state)
 {
 	pprpc_graph_builder *gb;
-	pprpc_tensor tx = pprpc_tensor_make(1, 0, PPRPC_F32, 64, 4, 3, 1);
-	pprpc_tensor tp = pprpc_tensor_make(2, 0, PPRPC_I32, 3, 1, 1, 1);
-	pprpc_tensor tbad = pprpc_tensor_make(2, 0, PPRPC_I32, 4, 1, 1, 1), out;
+	pprpc_tensor tx = pprpc_tensor_make((pprpc_buffer){ 1 }, 0, PPRPC_F32, 64, 4, 3, 1);
+	pprpc_tensor tp = pprpc_tensor_make((pprpc_buffer){ 2 }, 0, PPRPC_I32, 3, 1, 1, 1);
+	pprpc_tensor tbad = pprpc_tensor_make((pprpc_buffer){ 2 }, 0, PPRPC_I32, 4, 1, 1, 1), out;
 	int x, pos, bad, y;
 
 	(void)state;

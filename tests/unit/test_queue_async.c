@@ -10,7 +10,9 @@
  * exec returned is not lost; sticky errors and FENCE see failures in issue
  * order; the queue is not torn down under pending work; and every held WAIT
  * is released when its value is reached, its timeline fails, its stream is
- * cancelled or the daemon stops — each alone.
+ * cancelled or the daemon stops — each alone.  A command the loop runs
+ * inline (queue_run_inline) takes the same steps, only while the device is
+ * idle.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -304,6 +306,192 @@ static void test_destroy_waits(void **state)
 	assert_int_equal(uv_loop_close(&r.loop), 0);
 }
 
+/* ---- commands run inline on the loop (queue_run_inline) --------------------------- */
+
+struct gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int open, entered;
+};
+
+static struct gate g_gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+
+/* Holds the worker inside exec until the gate opens. */
+static int exec_gated(struct qcmd *q)
+{
+	struct tcmd *c = (struct tcmd *)q;
+
+	c->ran = 1;
+	pthread_mutex_lock(&g_gate.lock);
+	g_gate.entered = 1;
+	pthread_cond_broadcast(&g_gate.cond);
+	while (!g_gate.open)
+		pthread_cond_wait(&g_gate.cond, &g_gate.lock);
+	pthread_mutex_unlock(&g_gate.lock);
+	return 0;
+}
+
+static int not_ready(struct qcmd *q)
+{
+	(void)q;
+	return 0;
+}
+
+static int exec_fail(struct qcmd *q)
+{
+	((struct tcmd *)q)->ran = 1;
+	snprintf(q->err, sizeof(q->err), "kernel says no");
+	return PPRPC_ERANGE;
+}
+
+/* The device idle: the command runs on the caller's thread and its done()
+ * has run when the call returns (also when the device completes it inside
+ * exec, as the CPU does); a failure is sticky; a failed stream's command is
+ * skipped there too. */
+static void test_run_inline(void **state)
+{
+	struct rig r;
+	struct stream s = { 0 };
+	struct tcmd *c;
+
+	(void)state;
+	rig_start(&r);
+	c = cmd(&r, &s, 0, 0);                    /* 0: host-side, ok */
+	assert_int_equal(queue_run_inline(r.q, &c->q), 1);
+	assert_int_equal(r.nlog, 1);
+	assert_true(c->ran);
+	c = cmd(&r, &s, 1, 0);                    /* 1: device work, completed in exec */
+	c->early = 1;
+	assert_int_equal(queue_run_inline(r.q, &c->q), 1);
+	assert_int_equal(r.nlog, 2);
+	assert_int_equal(c->q.status, 0);
+	assert_int_equal(queue_stream_pending(&s), 0);
+	c = cmd(&r, &s, 0, 0);                    /* 2: fails */
+	c->q.exec = exec_fail;
+	assert_int_equal(queue_run_inline(r.q, &c->q), 1);
+	assert_int_equal(r.nlog, 3);
+	assert_int_equal(c->q.status, PPRPC_ERANGE);
+	assert_int_equal(s.err, PPRPC_ERANGE);
+	c = cmd(&r, &s, 0, 0);                    /* 3: skipped, not run */
+	assert_int_equal(queue_run_inline(r.q, &c->q), 1);
+	assert_int_equal(r.nlog, 4);
+	assert_false(c->ran);
+	assert_int_equal(c->q.status, PPRPC_EQUEUE);
+	assert_non_null(strstr(c->q.err, "kernel says no"));
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(r.log[i], i);
+	assert_int_equal(queue_depth(r.q), 0);
+	rig_stop(&r);
+}
+
+/* The device not idle: a command waiting in the queue, one running on the
+ * worker, or one pending on the device — the caller must push. */
+static void test_run_inline_refused(void **state)
+{
+	struct rig r;
+	struct stream a = { 0 }, b = { 0 };
+	struct tcmd *w, *c;
+
+	(void)state;
+	rig_start(&r);
+	/* waiting: a WAIT-like command that is not ready */
+	w = cmd(&r, &a, 0, 0);
+	w->q.ready = not_ready;
+	queue_push(r.q, &w->q);
+	usleep(10000);
+	c = cmd(&r, &b, 0, 0);
+	assert_int_equal(queue_run_inline(r.q, &c->q), 0);
+	assert_false(c->ran);
+	w->q.ready = NULL;
+	queue_kick(r.q);
+	run_until(&r, 1);
+
+	/* running on the worker */
+	g_gate.open = g_gate.entered = 0;
+	w = cmd(&r, &a, 0, 0);
+	w->q.exec = exec_gated;
+	queue_push(r.q, &w->q);
+	pthread_mutex_lock(&g_gate.lock);
+	while (!g_gate.entered)
+		pthread_cond_wait(&g_gate.cond, &g_gate.lock);
+	pthread_mutex_unlock(&g_gate.lock);
+	c = cmd(&r, &b, 0, 0);
+	assert_int_equal(queue_run_inline(r.q, &c->q), 0);
+	assert_false(c->ran);
+	pthread_mutex_lock(&g_gate.lock);
+	g_gate.open = 1;
+	pthread_cond_broadcast(&g_gate.cond);
+	pthread_mutex_unlock(&g_gate.lock);
+	run_until(&r, 2);
+
+	/* pending on the device */
+	fdev_hold(&r.f, 1);
+	queue_push(r.q, &cmd(&r, &a, 1, 0)->q);
+	while (queue_stream_pending(&a) == 0)
+		usleep(1000);
+	c = cmd(&r, &b, 0, 0);
+	assert_int_equal(queue_run_inline(r.q, &c->q), 0);
+	assert_false(c->ran);
+	fdev_hold(&r.f, 0);
+	run_until(&r, 3);
+	/* and idle again: taken */
+	assert_int_equal(queue_run_inline(r.q, &c->q), 1);
+	assert_int_equal(r.nlog, 4);
+	rig_stop(&r);
+}
+
+/* queue_stream_quiet: a stream is quiet when nothing of it waits in the
+ * queue or runs on the worker — what is pending on the device, or another
+ * stream's work, does not count. */
+static void test_stream_quiet(void **state)
+{
+	struct rig r;
+	struct stream a = { 0 }, b = { 0 };
+	struct tcmd *w;
+
+	(void)state;
+	rig_start(&r);
+	assert_true(queue_stream_quiet(r.q, &a));
+	/* waiting (not ready): a is not quiet, b is */
+	w = cmd(&r, &a, 0, 0);
+	w->q.ready = not_ready;
+	queue_push(r.q, &w->q);
+	usleep(10000);
+	assert_false(queue_stream_quiet(r.q, &a));
+	assert_true(queue_stream_quiet(r.q, &b));
+	w->q.ready = NULL;
+	queue_kick(r.q);
+	run_until(&r, 1);
+	assert_true(queue_stream_quiet(r.q, &a));
+
+	/* running on the worker */
+	g_gate.open = g_gate.entered = 0;
+	w = cmd(&r, &a, 0, 0);
+	w->q.exec = exec_gated;
+	queue_push(r.q, &w->q);
+	pthread_mutex_lock(&g_gate.lock);
+	while (!g_gate.entered)
+		pthread_cond_wait(&g_gate.cond, &g_gate.lock);
+	pthread_mutex_unlock(&g_gate.lock);
+	assert_false(queue_stream_quiet(r.q, &a));
+	assert_true(queue_stream_quiet(r.q, &b));
+	pthread_mutex_lock(&g_gate.lock);
+	g_gate.open = 1;
+	pthread_cond_broadcast(&g_gate.cond);
+	pthread_mutex_unlock(&g_gate.lock);
+	run_until(&r, 2);
+
+	/* pending on the device only: quiet */
+	fdev_hold(&r.f, 1);
+	queue_push(r.q, &cmd(&r, &a, 1, 0)->q);
+	while (queue_stream_pending(&a) == 0)
+		usleep(1000);
+	assert_true(queue_stream_quiet(r.q, &a));
+	fdev_hold(&r.f, 0);
+	run_until(&r, 3);
+	rig_stop(&r);
+}
+
 /* ---- WAITs held on a device: the release rules (timeline.c) ---------------------- */
 
 static struct pprpcd *tl_daemon(void)
@@ -442,6 +630,9 @@ int main(void)
 		cmocka_unit_test(test_early_completion),
 		cmocka_unit_test(test_sticky_order),
 		cmocka_unit_test(test_destroy_waits),
+		cmocka_unit_test(test_run_inline),
+		cmocka_unit_test(test_run_inline_refused),
+		cmocka_unit_test(test_stream_quiet),
 		cmocka_unit_test(test_gpu_wait_release),
 		cmocka_unit_test(test_gpu_wait_decided_and_stop),
 		cmocka_unit_test(test_signal_two_step),

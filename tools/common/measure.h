@@ -9,10 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/hash.h"  /* splitmix64 for the patterns */
+
 /* CLOCK_MONOTONIC in seconds. */
 double now_s(void);
 
-uint64_t splitmix64(uint64_t x);
 /* Word i of the pattern depends on the seed and on i, so bytes landing at
  * the wrong offset are caught, not only wrong bytes. */
 void fill_pattern(void *buf, size_t len, uint64_t seed);

@@ -1,18 +1,20 @@
 /*
- * daemon/backend/ggml/dev_ggml.c — the device interface over the ggml engine.
+ * daemon/backend/ggml/dev_ggml.c — the ggml engine as a device backend
+ * (backend_impl.h: device, buffers, streams; registry.c: "ggml:NAME").
  *
  * A buffer of a ggml device is a ggml backend buffer of the device's buffer
  * type; the daemon knows it by its base address (struct dbuf's ptr), which
- * is what the device interface passes around.  This file maps addresses
- * back to ggml buffers (sorted by base, under a lock: the loop thread
- * allocates and frees, the worker copies) for device memory, where every
- * byte moves through ggml's buffer interface.  Host buffers (ggml-cpu) are
+ * is what the buffer interface passes around.  This file maps addresses
+ * back to ggml buffers (sorted by base, under a lock: the loop allocates and
+ * frees, the worker copies) for device memory, where every byte moves
+ * through ggml's buffer interface.  Host buffers (ggml-cpu) are
  * host-visible: bulk lands in them directly and the byte operations are
  * plain memory operations, as ggml-cpu's own are.
  *
- * Execution is synchronous: GRAPH_RUN computes on the worker thread, so
- * queues, fences, sticky errors, timelines and SEND/RECV work as on the
- * native cpu device.
+ * Streams complete inline, as the CPU device's do: a GRAPH_RUN computes
+ * inside its submit, on the device's worker (never on the loop: a ggml
+ * graph reports no small work, graph.c), so queues, fences, sticky errors,
+ * timelines and SEND/RECV work as on the native cpu device.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -20,7 +22,7 @@
 #include <string.h>
 
 #include "daemon/backend/ggml/dev_ggml.h"
-#include "daemon/device/device_impl.h"
+#include "daemon/device/backend_impl.h"
 #include "daemon/objects/graph.h"
 #include "pprpc/types.h"
 
@@ -31,21 +33,16 @@ struct bmap {
 };
 
 struct ggml_device {
-	struct device d;   /* first: the daemon frees through it */
 	struct gge_dev *g;
+	bool staged;       /* host memory served as device memory (PPRPC_GGML_STAGED) */
 	pthread_mutex_t lock;
 	struct bmap *map;  /* sorted by base */
 	size_t n, cap;
 };
 
-static struct ggml_device *gd_of(struct device *d)
-{
-	return (struct ggml_device *)d;
-}
-
 struct gge_dev *dev_ggml_engine(struct device *d)
 {
-	return gd_of(d)->g;
+	return d->ggml->g;
 }
 
 /* Index of the last entry with base <= p, or -1; under the lock. */
@@ -87,7 +84,7 @@ static ggml_backend_buffer_t lookup(struct ggml_device *gd, const void *p, uint6
 
 ggml_backend_buffer_t dev_ggml_buffer(struct device *d, const void *base)
 {
-	struct ggml_device *gd = gd_of(d);
+	struct ggml_device *gd = d->ggml;
 	ggml_backend_buffer_t b = NULL;
 	long i;
 
@@ -99,14 +96,76 @@ ggml_backend_buffer_t dev_ggml_buffer(struct device *d, const void *base)
 	return b;
 }
 
-static int ggml_mem_info(struct device *d, uint64_t *ret_free, uint64_t *ret_total)
+/* ---- device ------------------------------------------------------------------- */
+
+static void gdev_get_props(void *ctx, struct device_props *ret)
 {
-	return gge_dev_memory(gd_of(d)->g, ret_free, ret_total);
+	struct ggml_device *gd = ctx;
+
+	snprintf(ret->name, sizeof(ret->name), "ggml:%.26s", gd->g->name);
+	snprintf(ret->desc, sizeof(ret->desc), "%.110s%s", gd->g->desc, gd->staged ? " (staged)" : "");
+	ret->kind = "ggml";
+	ret->host_visible = gd->g->host && !gd->staged;
+	/* The worker computes every stream's graphs: a WAIT is held by the
+	 * queue until its value is reached, as on the CPU device. */
+	ret->holds_waits = false;
+	ret->completes_inline = true;
+	ret->waits_why[0] = '\0';
 }
 
-static int ggml_alloc(struct device *d, uint64_t size, void **ret_ptr)
+static int gdev_mem_info(void *ctx, uint64_t *ret_free, uint64_t *ret_total)
 {
-	struct ggml_device *gd = gd_of(d);
+	return gge_dev_memory(((struct ggml_device *)ctx)->g, ret_free, ret_total);
+}
+
+/* Every stream runs on the worker with the device's one ggml backend. */
+static int gdev_stream_open(void *ctx, void **ret_sctx, char *err, size_t errlen)
+{
+	(void)err, (void)errlen;
+	*ret_sctx = ctx;
+	return 0;
+}
+
+static void gdev_stream_close(void *ctx, void *sctx)
+{
+	(void)ctx, (void)sctx;
+}
+
+static void gdev_graph_release(void *ctx, struct graph *g)
+{
+	(void)ctx;
+	if (g->kind == GRAPH_GGML)
+		gge_graph_free(g->dev_priv);
+	g->dev_priv = NULL;
+}
+
+static void gdev_destroy(void *ctx)
+{
+	struct ggml_device *gd = ctx;
+
+	/* Buffers and graphs were released before (device_close runs last). */
+	for (size_t i = 0; i < gd->n; i++)
+		gge_buf_free(gd->map[i].buf);
+	free(gd->map);
+	gge_dev_close(gd->g);
+	pthread_mutex_destroy(&gd->lock);
+	free(gd);
+}
+
+static const struct device_i gdev_device_i = {
+	.get_props = gdev_get_props,
+	.mem_info = gdev_mem_info,
+	.stream_open = gdev_stream_open,
+	.stream_close = gdev_stream_close,
+	.graph_release = gdev_graph_release,
+	.destroy = gdev_destroy,
+};
+
+/* ---- buffers ------------------------------------------------------------------ */
+
+static int gdev_alloc(void *ctx, uint64_t size, void **ret_ptr)
+{
+	struct ggml_device *gd = ctx;
 	ggml_backend_buffer_t b;
 	char why[160];
 	uintptr_t base;
@@ -138,9 +197,9 @@ static int ggml_alloc(struct device *d, uint64_t size, void **ret_ptr)
 	return 0;
 }
 
-static void ggml_free_buf(struct device *d, void *ptr, uint64_t size)
+static void gdev_free(void *ctx, void *ptr, uint64_t size)
 {
-	struct ggml_device *gd = gd_of(d);
+	struct ggml_device *gd = ctx;
 	ggml_backend_buffer_t b = NULL;
 	long i;
 
@@ -156,145 +215,162 @@ static void ggml_free_buf(struct device *d, void *ptr, uint64_t size)
 	gge_buf_free(b);
 }
 
-/* ---- host buffers: plain memory --------------------------------------------- */
+/* host buffers: plain memory */
 
-static int host_fill(struct device *d, void *dst, int value, uint64_t n)
+static int host_fill(void *ctx, void *dst, int value, uint64_t n)
 {
-	(void)d;
+	(void)ctx;
 	memset(dst, value, (size_t)n);
 	return 0;
 }
 
-static int host_copy(struct device *d, void *dst, const void *src, uint64_t n)
+static int host_copy(void *ctx, void *dst, const void *src, uint64_t n)
 {
-	(void)d;
+	(void)ctx;
 	memmove(dst, src, (size_t)n);
 	return 0;
 }
 
-static int host_xfer(struct device *d, void *dst, const void *src, uint64_t n)
+static int host_xfer(void *ctx, void *dst, const void *src, uint64_t n)
 {
-	(void)d;
+	(void)ctx;
 	memcpy(dst, src, (size_t)n);
 	return 0;
 }
 
-/* ---- device buffers: through ggml ------------------------------------------- */
+/* device buffers: through ggml */
 
-static int dev_fill(struct device *d, void *dst, int value, uint64_t n)
+static int dev_fill(void *ctx, void *dst, int value, uint64_t n)
 {
 	uint64_t off;
-	ggml_backend_buffer_t b = lookup(gd_of(d), dst, n, &off);
+	ggml_backend_buffer_t b = lookup(ctx, dst, n, &off);
 
 	return b ? gge_buf_fill(b, off, value, n) : PPRPC_EINTERNAL;
 }
 
-static int dev_copy(struct device *d, void *dst, const void *src, uint64_t n)
+static int dev_copy(void *ctx, void *dst, const void *src, uint64_t n)
 {
 	uint64_t doff, soff;
-	ggml_backend_buffer_t bd = lookup(gd_of(d), dst, n, &doff);
-	ggml_backend_buffer_t bs = lookup(gd_of(d), src, n, &soff);
+	ggml_backend_buffer_t bd = lookup(ctx, dst, n, &doff);
+	ggml_backend_buffer_t bs = lookup(ctx, src, n, &soff);
 
 	return bd && bs ? gge_buf_copy(bd, doff, bs, soff, n) : PPRPC_EINTERNAL;
 }
 
-static int dev_upload(struct device *d, void *dst_dev, const void *src_host, uint64_t n)
+static int dev_upload(void *ctx, void *dst_dev, const void *src_host, uint64_t n)
 {
 	uint64_t off;
-	ggml_backend_buffer_t b = lookup(gd_of(d), dst_dev, n, &off);
+	ggml_backend_buffer_t b = lookup(ctx, dst_dev, n, &off);
 
 	return b ? gge_buf_write(b, off, src_host, n) : PPRPC_EINTERNAL;
 }
 
-static int dev_download(struct device *d, void *dst_host, const void *src_dev, uint64_t n)
+static int dev_download(void *ctx, void *dst_host, const void *src_dev, uint64_t n)
 {
 	uint64_t off;
-	ggml_backend_buffer_t b = lookup(gd_of(d), src_dev, n, &off);
+	ggml_backend_buffer_t b = lookup(ctx, src_dev, n, &off);
 
 	return b ? gge_buf_read(b, off, dst_host, n) : PPRPC_EINTERNAL;
 }
 
-/* ---- graphs ------------------------------------------------------------------ */
-
-static int ggml_graph_run(struct device *d, struct graph *g, char *err, size_t errlen)
-{
-	if (g->kind != GRAPH_GGML || !g->dev_priv) {
-		snprintf(err, errlen, "%s runs ggml graphs only", d->name);
-		return PPRPC_EINTERNAL;
-	}
-	return gge_graph_compute(gd_of(d)->g, g->dev_priv, err, errlen);
-}
-
-static void ggml_graph_release(struct device *d, struct graph *g)
-{
-	(void)d;
-	if (g->kind == GRAPH_GGML)
-		gge_graph_free(g->dev_priv);
-	g->dev_priv = NULL;
-}
-
-static void ggml_destroy(struct device *d)
-{
-	struct ggml_device *gd = gd_of(d);
-
-	/* Buffers and graphs were released before (device_close runs last). */
-	for (size_t i = 0; i < gd->n; i++)
-		gge_buf_free(gd->map[i].buf);
-	free(gd->map);
-	gge_dev_close(gd->g);
-	pthread_mutex_destroy(&gd->lock);
-	free(gd);
-}
-
-static const struct device_ops ggml_host_ops = {
-	.kind = "ggml",
-	.host_visible = true,
-	.mem_info = ggml_mem_info,
-	.alloc = ggml_alloc,
-	.free = ggml_free_buf,
+static const struct buffer_i gdev_host_buffer_i = {
+	.alloc = gdev_alloc,
+	.free = gdev_free,
 	.fill = host_fill,
 	.copy = host_copy,
 	.upload = host_xfer,
 	.download = host_xfer,
-	.graph_run = ggml_graph_run,
-	.graph_release = ggml_graph_release,
-	.destroy = ggml_destroy,
 };
 
-static const struct device_ops ggml_dev_ops = {
-	.kind = "ggml",
-	.host_visible = false,
-	.mem_info = ggml_mem_info,
-	.alloc = ggml_alloc,
-	.free = ggml_free_buf,
+static const struct buffer_i gdev_dev_buffer_i = {
+	.alloc = gdev_alloc,
+	.free = gdev_free,
 	.fill = dev_fill,
 	.copy = dev_copy,
 	.upload = dev_upload,
 	.download = dev_download,
-	.graph_run = ggml_graph_run,
-	.graph_release = ggml_graph_release,
-	.destroy = ggml_destroy,
 };
 
-int ggml_device_create(struct device **ret_dev, const char *name, int threads, char *err, size_t errlen)
+/* ---- streams ------------------------------------------------------------------ */
+
+static int gdev_graph_submit(void *sctx, struct graph *g, device_done_fn done, void *arg, char *err, size_t errlen)
 {
-	struct ggml_device *gd = calloc(1, sizeof(*gd));
+	struct ggml_device *gd = sctx;
+	char why[512];
 	int rc;
 
-	if (!gd)
+	if (g->kind != GRAPH_GGML || !g->dev_priv) {
+		snprintf(err, errlen, "a ggml device runs ggml graphs only");
+		return PPRPC_EINTERNAL;
+	}
+	rc = gge_graph_compute(gd->g, g->dev_priv, why, sizeof(why));
+	done(arg, rc, rc < 0 ? why : NULL);
+	return 0;
+}
+
+/* The queue runs a WAIT only once it is decided (holds_waits is off). */
+static int gdev_wait_submit(void *sctx, volatile uint64_t *slot, device_done_fn done, void *arg, char *err,
+			    size_t errlen)
+{
+	(void)sctx;
+	if (slot) {
+		snprintf(err, errlen, "a ggml device does not hold waits");
+		return PPRPC_EUNSUPP;
+	}
+	done(arg, 0, NULL);
+	return 0;
+}
+
+static int gdev_write_submit(void *sctx, volatile uint64_t *slot, uint64_t value, device_done_fn done, void *arg,
+			     char *err, size_t errlen)
+{
+	(void)sctx, (void)err, (void)errlen;
+	__atomic_store_n(slot, value, __ATOMIC_RELEASE);
+	done(arg, 0, NULL);
+	return 0;
+}
+
+static const struct stream_i gdev_stream_i = {
+	.graph_submit = gdev_graph_submit,
+	.wait_submit = gdev_wait_submit,
+	.write_submit = gdev_write_submit,
+};
+
+/* registry.c: "ggml:NAME", arg = NAME (ggml_backend_dev_name). */
+int ggml_backend_open(struct device *d, const char *arg, const struct device_conf *conf, struct backend_dev *ret,
+		      char *err, size_t errlen)
+{
+	struct ggml_device *gd;
+	const char *st = getenv("PPRPC_GGML_STAGED");
+	int rc;
+
+	if (!arg[0]) {
+		snprintf(err, errlen, "ggml: needs a ggml device name (ggml:CPU, ggml:CUDA0, ...)");
+		return PPRPC_EINVAL;
+	}
+	gd = calloc(1, sizeof(*gd));
+	if (!gd) {
+		snprintf(err, errlen, "out of memory");
 		return PPRPC_ENOMEM;
-	rc = gge_dev_open(name, threads, &gd->g, err, errlen);
+	}
+	rc = gge_dev_open(arg, conf->threads, &gd->g, err, errlen);
 	if (rc < 0) {
 		free(gd);
 		return rc;
 	}
 	pthread_mutex_init(&gd->lock, NULL);
-	gd->d.ops = gd->g->host ? &ggml_host_ops : &ggml_dev_ops;
-	snprintf(gd->d.name, sizeof(gd->d.name), "ggml:%.26s", gd->g->name);
-	snprintf(gd->d.desc, sizeof(gd->d.desc), "%.127s", gd->g->desc);
-	gd->d.ggml_alignment = gd->g->alignment;
-	gd->d.ggml_max_size = gd->g->max_size;
-	gd->d.ggml_dev_type = (uint32_t)gd->g->type;
-	*ret_dev = &gd->d;
+	/* PPRPC_GGML_STAGED=1 serves host memory as device memory is served
+	 * (bulk staged, bytes through ggml's buffer interface): the ggml-cuda
+	 * path, testable on ggml-cpu (make integration runs test_ggml so). */
+	gd->staged = st && !strcmp(st, "1");
+	d->ggml = gd;
+	d->ggml_alignment = gd->g->alignment;
+	d->ggml_max_size = gd->g->max_size;
+	d->ggml_dev_type = (uint32_t)gd->g->type;
+	ret->dev = &gdev_device_i;
+	ret->dev_ctx = gd;
+	ret->buf = gd->g->host && !gd->staged ? &gdev_host_buffer_i : &gdev_dev_buffer_i;
+	ret->buf_ctx = gd;
+	ret->stream = &gdev_stream_i;
 	return 0;
 }

@@ -1,6 +1,6 @@
 /*
  * daemon/backend/ggml/dev_ggml.h — the ggml engine as a daemon device
- * (dev_ggml.c adapts it to the device interface).
+ * (dev_ggml.c: the backend_impl.h interfaces, registry.c's "ggml:" row).
  */
 #ifndef PPRPC_DAEMON_DEV_GGML_H
 #define PPRPC_DAEMON_DEV_GGML_H

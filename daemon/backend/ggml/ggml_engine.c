@@ -4,8 +4,10 @@
  *
  * The byte operations go through the buffer's own interface (ggml's
  * set/get/memset/cpy_tensor on a one-dimensional I8 stand-in tensor over the
- * range), so device memory (ggml-cuda) works as host memory does; for host
- * buffers they are plain memory operations, which is all ggml-cpu does.
+ * range), so device memory (ggml-cuda) works as host memory does.  Host
+ * buffers need none of it: the device layer moves their bytes itself
+ * (dev_ggml.c), except when told to stage them (PPRPC_GGML_STAGED, a test
+ * of this path on ggml-cpu).
  */
 #include "daemon/backend/ggml/ggml_engine.h"
 
@@ -38,35 +40,44 @@ static void list_devices(char *buf, size_t len)
 	}
 }
 
-/* The backend's threads: --threads, or every core.  ggml-cpu also gets a
- * persistent thread pool, so each GRAPH_RUN (and each segment of one, see
- * ggml_run.c) wakes threads instead of creating them. */
-static int setup_threads(struct gge_dev *g, int threads, char *err, size_t errlen)
+/* The backend's threads: --threads, or every core. */
+static void setup_threads(struct gge_dev *g, int threads)
 {
 	ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(g->dev);
 	set_n_threads_fn set_n = reg ? (set_n_threads_fn)ggml_backend_reg_get_proc_address(reg, "ggml_backend_set_n_threads") : NULL;
-	tp_new_fn tp_new = reg ? (tp_new_fn)ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_new") : NULL;
-	tp_free_fn tp_free = reg ? (tp_free_fn)ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_free") : NULL;
-	set_tp_fn set_tp = reg ? (set_tp_fn)ggml_backend_reg_get_proc_address(reg, "ggml_backend_cpu_set_threadpool") : NULL;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	int n = threads > 0 ? threads : (int)(ncpu > 0 ? ncpu : 1);
 
 	if (!set_n)
-		return 0;
+		return;
 	set_n(g->backend, n);
 	g->threads = n;
-	if (tp_new && tp_free && set_tp) {
-		struct ggml_threadpool_params p = ggml_threadpool_params_default(n);
+}
 
-		g->tp = tp_new(&p);
-		if (!g->tp) {
-			snprintf(err, errlen, "ggml:%s: cannot start %d compute threads", g->name, n);
-			return PPRPC_EDEVICE;
-		}
-		g->tp_free = tp_free;
-		set_tp(g->backend, g->tp);
-	}
-	return 0;
+/* ggml-cpu's persistent thread pool, made by the worker at its first run:
+ * a run then wakes threads instead of creating them, and they start from
+ * the worker, so they get the CPU set --cpu-affinity gave it (so do
+ * OpenMP's, in an OpenMP build of ggml).  Without one ggml makes a pool per
+ * run, which is slower, not wrong. */
+void gge_dev_worker_init(struct gge_dev *g)
+{
+	ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(g->dev);
+	tp_new_fn tp_new = reg ? (tp_new_fn)ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_new") : NULL;
+	tp_free_fn tp_free = reg ? (tp_free_fn)ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_free") : NULL;
+	set_tp_fn set_tp = reg ? (set_tp_fn)ggml_backend_reg_get_proc_address(reg, "ggml_backend_cpu_set_threadpool") : NULL;
+	struct ggml_threadpool_params p;
+
+	if (g->worker_ready)
+		return;
+	g->worker_ready = true;
+	if (!g->threads || !tp_new || !tp_free || !set_tp)
+		return;
+	p = ggml_threadpool_params_default(g->threads);
+	g->tp = tp_new(&p);
+	if (!g->tp)
+		return;
+	g->tp_free = tp_free;
+	set_tp(g->backend, g->tp);
 }
 
 int gge_dev_open(const char *name, int threads, struct gge_dev **ret_g, char *err, size_t errlen)
@@ -97,9 +108,7 @@ int gge_dev_open(const char *name, int threads, struct gge_dev **ret_g, char *er
 	g->alignment = ggml_backend_buft_get_alignment(g->buft);
 	g->max_size = ggml_backend_buft_get_max_size(g->buft);
 	g->type = ggml_backend_dev_type(dev);
-	rc = setup_threads(g, threads, err, errlen);
-	if (rc < 0)
-		goto fail;
+	setup_threads(g, threads);
 	if (g->threads)
 		snprintf(g->desc, sizeof(g->desc), "ggml %s: %.60s, %d threads", g->name,
 			 ggml_backend_dev_description(dev), g->threads);
@@ -196,10 +205,6 @@ int gge_buf_write(ggml_backend_buffer_t b, uint64_t off, const void *src, uint64
 
 	if (n == 0)
 		return 0;
-	if (ggml_backend_buffer_is_host(b)) {
-		memcpy((uint8_t *)ggml_backend_buffer_get_base(b) + off, src, (size_t)n);
-		return 0;
-	}
 	range_tensor(&t, b, off, n);
 	ggml_backend_tensor_set(&t, src, 0, (size_t)n);
 	return 0;
@@ -211,10 +216,6 @@ int gge_buf_read(ggml_backend_buffer_t b, uint64_t off, void *dst, uint64_t n)
 
 	if (n == 0)
 		return 0;
-	if (ggml_backend_buffer_is_host(b)) {
-		memcpy(dst, (const uint8_t *)ggml_backend_buffer_get_base(b) + off, (size_t)n);
-		return 0;
-	}
 	range_tensor(&t, b, off, n);
 	ggml_backend_tensor_get(&t, dst, 0, (size_t)n);
 	return 0;
@@ -226,10 +227,6 @@ int gge_buf_fill(ggml_backend_buffer_t b, uint64_t off, int value, uint64_t n)
 
 	if (n == 0)
 		return 0;
-	if (ggml_backend_buffer_is_host(b)) {
-		memset((uint8_t *)ggml_backend_buffer_get_base(b) + off, value, (size_t)n);
-		return 0;
-	}
 	if (off == 0 && n == ggml_backend_buffer_get_size(b)) {
 		ggml_backend_buffer_clear(b, (uint8_t)value);
 		return 0;
@@ -250,12 +247,7 @@ int gge_buf_copy(ggml_backend_buffer_t dst, uint64_t doff, ggml_backend_buffer_t
 
 	if (n == 0)
 		return 0;
-	if (ggml_backend_buffer_is_host(dst) && ggml_backend_buffer_is_host(src)) {
-		memmove((uint8_t *)ggml_backend_buffer_get_base(dst) + doff,
-			(const uint8_t *)ggml_backend_buffer_get_base(src) + soff, (size_t)n);
-		return 0;
-	}
-	/* Device copies do not promise memmove semantics: overlapping ranges
+	/* Buffer copies do not promise memmove semantics: overlapping ranges
 	 * of one buffer go through host memory. */
 	overlap = dst == src && doff < soff + n && soff < doff + n;
 	if (!overlap) {

@@ -43,6 +43,7 @@ struct gge_dev {
 	ggml_backend_buffer_type_t buft;
 	struct ggml_threadpool *tp;      /* ggml-cpu: persistent compute threads */
 	void (*tp_free)(struct ggml_threadpool *tp);
+	bool worker_ready;               /* gge_dev_worker_init ran */
 	bool host;                       /* buffers are host memory */
 	size_t alignment, max_size;
 	enum ggml_backend_dev_type type;
@@ -57,6 +58,8 @@ struct gge_dev {
  * backend cannot start. */
 int gge_dev_open(const char *name, int threads, struct gge_dev **ret_g, char *err, size_t errlen);
 void gge_dev_close(struct gge_dev *g);
+/* On the thread that runs the device's graphs, before its first run. */
+void gge_dev_worker_init(struct gge_dev *g);
 /* Free and total memory behind the device's buffers (see dev_ggml.c for
  * host memory, where ggml-cpu reports everything as free). */
 int gge_dev_memory(const struct gge_dev *g, uint64_t *ret_free, uint64_t *ret_total);
@@ -98,6 +101,7 @@ struct gge_wt {
 	uint64_t offset;     /* the base's first byte in wb */
 	uint64_t extent;     /* bytes from the first to one past the last element */
 	uint64_t dense;      /* ggml_row_size(ne0) * ne1 * ne2 * ne3 */
+	uint64_t reach;      /* the furthest byte a kernel may touch (ggml_wire.c: reach) */
 	int node;            /* position in the node order, -1 for a leaf */
 };
 
@@ -125,6 +129,7 @@ struct gge_graph {
 	bool inited;                 /* buffer init_tensor done (first run) */
 	void *scratch;               /* host copy of indices on device buffers */
 	size_t scratch_size;
+	uint64_t host_bytes;         /* what the graph holds in host memory */
 };
 
 /* Validate and materialize a whole graph (steps 1-3). */
@@ -151,6 +156,8 @@ int gge_guards_plan(struct gge_graph *gg, const Pprpc__GgmlTensor *const *w, cha
 /* Check the guards of class `when` (GGE_GUARD_*) for node positions in
  * [from, to). */
 int gge_guards_check(struct gge_graph *gg, int from, int to, int when, char *err, size_t errlen);
+/* How many guards a graph has of class when. */
+int gge_guards_count(const struct gge_graph *gg, int when);
 /* First node position >= from with a run-time split guard, nnodes if none. */
 int gge_guards_next_split(const struct gge_graph *gg, int from);
 

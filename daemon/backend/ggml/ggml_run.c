@@ -57,6 +57,7 @@ int gge_graph_compute(struct gge_dev *g, struct gge_graph *gg, char *err, size_t
 {
 	int rc;
 
+	gge_dev_worker_init(g);
 	if (!gg->inited) {
 		rc = init_tensors(gg, err, errlen);
 		if (rc < 0)

@@ -20,7 +20,7 @@
  *     loads fault on GPUs;
  *   - extent: ggml_nbytes' formula, computed overflow-safe; a non-view lies
  *     inside its buffer (so does its dense size, which bounds its element
- *     count even with strides of 0);
+ *     count even with strides of 0, and its reach: see reach());
  *   - views: the source precedes; chains collapse to the base as ggml does;
  *     ggml's own rule dense + offset <= nbytes(base) holds, and so does
  *     extent + offset <= nbytes(base) (memory);
@@ -141,6 +141,55 @@ too_big:
 	return PPRPC_ETOOBIG;
 }
 
+/* ggml_is_contiguous (ggml.c), on the wire fields of a checked shape. */
+static bool contiguous(const Pprpc__GgmlTensor *t)
+{
+	enum ggml_type type = (enum ggml_type)t->type;
+	uint64_t next = ggml_type_size(type), blck = (uint64_t)ggml_blck_size(type);
+
+	if ((uint64_t)t->ne[0] != blck && t->nb[0] != next)
+		return false;
+	next *= (uint64_t)t->ne[0] / blck;
+	for (int k = 1; k < GGML_MAX_DIMS; k++)
+		if (t->ne[k] != 1) {
+			if (t->nb[k] != next)
+				return false;
+			next *= (uint64_t)t->ne[k];
+		}
+	return true;
+}
+
+/*
+ * The furthest byte a kernel may touch.  For most tensors, the extent.  But
+ * a kernel that asserts ggml_is_contiguous may walk the rows as one run,
+ * row i at i * nb[k] for all the dimensions from k on (ggml-cpu's SCALE
+ * does, with nb[1]), and ggml's contiguity ignores nb[k] where ne[k] is 1:
+ * that stride can be anything, and the walk lands wherever it points.  So
+ * for a contiguous tensor the furthest such walk counts too, and must stay
+ * inside the buffer like the extent.
+ */
+static int reach(const Pprpc__GgmlTensor *t, struct gge_wt *p)
+{
+	enum ggml_type type = (enum ggml_type)t->type;
+	uint64_t lower, rows, far;
+
+	p->reach = p->extent;
+	if (!p->extent || !contiguous(t))
+		return 0;
+	lower = (uint64_t)t->ne[0] / (uint64_t)ggml_blck_size(type) * ggml_type_size(type);
+	for (int k = 1; k < GGML_MAX_DIMS; k++) {
+		rows = 1;
+		for (int j = k; j < GGML_MAX_DIMS; j++)
+			rows *= (uint64_t)t->ne[j];   /* <= the element count: no overflow */
+		if (!mul_ok(rows - 1, t->nb[k], &far) || !add_ok(far, lower, &far))
+			return PPRPC_ETOOBIG;
+		if (far > p->reach)
+			p->reach = far;
+		lower *= (uint64_t)t->ne[k];
+	}
+	return 0;
+}
+
 static int check_fields(const Pprpc__GgmlTensor *t, size_t i, const char *who, char *err, size_t errlen)
 {
 	if (!type_ok(t->type)) {
@@ -211,14 +260,14 @@ static int check_view(const Pprpc__GgmlTensor *t, const char *who, struct gge_wt
 		goto outside;
 	if (p->dense && (!add_ok(p->dense, p->offs, &end) || end > b->extent))
 		goto outside;
-	if (p->extent && (!add_ok(p->extent, p->offs, &end) || end > b->extent))
+	if (p->extent && (!add_ok(p->reach, p->offs, &end) || end > b->extent))
 		goto outside;
 	p->wb = b->wb;
 	p->offset = b->offset;
 	return b->wb.buf ? check_align(t, who, b->offset + p->offs, err, errlen) : 0;
 outside:
 	snprintf(err, errlen, "tensor %s: view [%" PRIu64 ", +%" PRIu64 ") is outside its source #%d of %" PRIu64
-		 " bytes", who, t->view_offs, p->extent > p->dense ? p->extent : p->dense, p->base, b->extent);
+		 " bytes", who, t->view_offs, p->reach > p->dense ? p->reach : p->dense, p->base, b->extent);
 	return PPRPC_ERANGE;
 }
 
@@ -245,9 +294,9 @@ static int check_memory(const Pprpc__GgmlTensor *t, const char *who, enum gge_mo
 	rc = resolve(arg, t->buffer, &p->wb, err, errlen);
 	if (rc < 0)
 		return rc;
-	if (t->offset > p->wb.size || p->extent > p->wb.size - t->offset || p->dense > p->wb.size - t->offset) {
+	if (t->offset > p->wb.size || p->reach > p->wb.size - t->offset || p->dense > p->wb.size - t->offset) {
 		snprintf(err, errlen, "tensor %s: [%" PRIu64 ", +%" PRIu64 ") is outside its buffer of %" PRIu64
-			 " bytes", who, t->offset, p->extent > p->dense ? p->extent : p->dense, p->wb.size);
+			 " bytes", who, t->offset, p->reach > p->dense ? p->reach : p->dense, p->wb.size);
 		return PPRPC_ERANGE;
 	}
 	p->offset = t->offset;
@@ -276,6 +325,10 @@ int gge_wire_check(const Pprpc__GgmlTensor *const *t, size_t n, const int32_t *n
 		rc = check_fields(t[i], i, who, err, errlen);
 		if (rc == 0)
 			rc = check_shape(t[i], who, p, err, errlen);
+		if (rc == 0 && reach(t[i], p) < 0) {
+			snprintf(err, errlen, "tensor %s: its rows' strides overflow", who);
+			rc = PPRPC_ETOOBIG;
+		}
 		if (rc == 0 && t[i]->view_src >= 0) {
 			rc = check_view(t[i], who, plan, i, err, errlen);
 			/* A view's buffer fields may repeat its base's, nothing else. */

@@ -1,0 +1,172 @@
+/*
+ * daemon/device/backend_impl.h — what a device backend implements.
+ *
+ * The split of ggml-backend-impl.h: a device (properties, memory, streams,
+ * events), its buffers (memory of the device and the copies in and out of
+ * it) and streams (ordered device work that completes through a callback).
+ * Each interface is a table filled with designated initializers and each
+ * op receives its own context: the device's, the buffer type's, or one
+ * stream's.  Only backends and daemon/device/ include this header; the
+ * daemon calls device.h.
+ *
+ * Optional ops are marked.  A backend leaves an absent one out of its
+ * table; device_open() copies the tables and puts a stub in its place
+ * (stubs.c: PPRPC_EUNSUPP, or nothing for a release), so no caller ever
+ * tests for NULL.  A missing mandatory op fails the open.
+ *
+ * One execution model for every backend: the daemon's queue hands GRAPH_RUN,
+ * WAIT and SIGNAL to the command's stream through stream_i and completes the
+ * command when the stream calls done.  Where that happens is the backend's
+ * business: the CPU runs the work inside the submit call and calls done
+ * before returning; CUDA queues it on a CUDA stream and calls done from
+ * CUDA's callback thread.  The queue handles both (queue.h: QCMD_PENDING).
+ *
+ * Adding a backend: a folder daemon/backend/<kind>/ with an open function
+ * (backend_open_fn) and one line in registry.c.
+ */
+#ifndef PPRPC_DAEMON_BACKEND_IMPL_H
+#define PPRPC_DAEMON_BACKEND_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/device/device.h"
+
+struct graph;
+
+/* What the daemon asks of a device (device_props below says what it got). */
+struct device_props {
+	char name[32];           /* "cpu", "cuda:0": unique in the daemon */
+	char desc[128];          /* for humans: model, threads, memory */
+	const char *kind;        /* the backend: "cpu", "cuda" (static string) */
+	/* buffer type: buffer memory is host-addressable (bulk can be received
+	 * straight into it, a SEND can stream from it in place) */
+	bool host_visible;
+	/* streams: wait_submit with a slot holds the stream on the device until
+	 * the slot is set, without a thread blocking.  Without it the queue
+	 * runs a WAIT only once its value is reached (qcmd.ready). */
+	bool holds_waits;
+	/* streams: every submit calls done before it returns, on the calling
+	 * thread (nothing is ever pending on the device afterwards) */
+	bool completes_inline;
+	/* why holds_waits is off where the backend could hold waits ("" when
+	 * on, or when the backend never does): STATS shows it */
+	char waits_why[160];
+};
+
+/* ---- device --------------------------------------------------------------------------- */
+
+struct device_i {
+	void (*get_props)(void *ctx, struct device_props *ret);
+	int (*mem_info)(void *ctx, uint64_t *ret_free, uint64_t *ret_total);
+	/* A stream context for one pprpc stream (a connection on this device),
+	 * opened on the worker at its first submission, closed on the loop when
+	 * the connection is freed (nothing of it in flight; the backend may keep
+	 * it for reuse). */
+	int (*stream_open)(void *ctx, void **ret_sctx, char *err, size_t errlen);
+	void (*stream_close)(void *ctx, void *sctx);
+	/* optional: events — 64-bit slots of host memory the device reads and
+	 * writes (wait_submit, write_submit), cleared at allocation; any
+	 * thread.  Absent: SIGNAL is published by its completion alone. */
+	int (*slot_alloc)(void *ctx, volatile uint64_t **ret_slot);
+	void (*slot_free)(void *ctx, volatile uint64_t *slot);
+	/* optional: drop the backend's per-graph state (g->dev_priv), loop
+	 * thread, when nothing runs the graph any more */
+	void (*graph_release)(void *ctx, struct graph *g);
+	/* after the queue stopped: free everything, ctx included */
+	void (*destroy)(void *ctx);
+};
+
+/* ---- buffers --------------------------------------------------------------------------------- */
+
+/* Device memory, addressed by pointer (buffer objects and graph arenas hold
+ * the pointers).  alloc and free run on the loop; the copies on the worker,
+ * each complete when it returns. */
+struct buffer_i {
+	/* size bytes reading as zeros (no client sees another's data) */
+	int (*alloc)(void *ctx, uint64_t size, void **ret_ptr);
+	void (*free)(void *ctx, void *ptr, uint64_t size);
+	int (*fill)(void *ctx, void *dst, int value, uint64_t n);
+	int (*copy)(void *ctx, void *dst, const void *src, uint64_t n);
+	/* host memory <-> device memory */
+	int (*upload)(void *ctx, void *dst_dev, const void *src_host, uint64_t n);
+	int (*download)(void *ctx, void *dst_host, const void *src_dev, uint64_t n);
+	/*
+	 * optional (all three or none): memory other processes of this host can
+	 * read, for stage-boundary transfers.  ipc_export allocates bytes and
+	 * exports them (handle: DEVICE_IPC_HANDLE bytes; freed with free);
+	 * ipc_copy starts copying n bytes at off of another process's export
+	 * into dst; ipc_wait waits for the copies started.
+	 */
+	int (*ipc_export)(void *ctx, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err, size_t errlen);
+	int (*ipc_copy)(void *ctx, void *dst, const uint8_t *handle, uint64_t off, uint64_t n, char *err,
+			size_t errlen);
+	int (*ipc_wait)(void *ctx, char *err, size_t errlen);
+	/* optional: page-lock host memory for fast copies with every device of
+	 * this kind (on = 0 undoes it) */
+	int (*pin_host)(void *ctx, void *ptr, uint64_t bytes, int on);
+};
+
+/* ---- streams and events ------------------------------------------------------------------------ */
+
+/*
+ * Every submit queues work on the stream behind what it holds and returns:
+ * 0, and done(arg, status, why) runs exactly once when the device finished
+ * (status < 0 when it failed there; on any thread, in submission order per
+ * stream); or a negative code with err, and done never runs.  Worker thread.
+ */
+struct stream_i {
+	int (*graph_submit)(void *sctx, struct graph *g, device_done_fn done, void *arg, char *err, size_t errlen);
+	/* Hold the stream until *slot != 0 (device_props.holds_waits); slot
+	 * NULL: nothing to wait for, done runs behind the stream's work. */
+	int (*wait_submit)(void *sctx, volatile uint64_t *slot, device_done_fn done, void *arg, char *err,
+			   size_t errlen);
+	/* Store value in *slot (a slot_alloc slot) once the stream gets there. */
+	int (*write_submit)(void *sctx, volatile uint64_t *slot, uint64_t value, device_done_fn done, void *arg,
+			    char *err, size_t errlen);
+};
+
+/* ---- what a backend's open returns ---------------------------------------------------------------- */
+
+struct backend_dev {
+	const struct device_i *dev;
+	void *dev_ctx;
+	const struct buffer_i *buf;
+	void *buf_ctx;              /* the buffer type's context */
+	const struct stream_i *stream;  /* contexts: one per stream, from stream_open */
+};
+
+/*
+ * Open the device named by arg (the spec after the registry prefix: "" for
+ * "cpu", "0" for "cuda:0").  d is the daemon's device (index and floor are
+ * set, the queue is not made yet): a backend may keep the pointer to count
+ * into its statistics.  Returns 0 with *ret filled, or a negative code with
+ * the reason in err; PPRPC_EUNSUPP or PPRPC_EDEVICE when the device cannot
+ * run on this host or in this build.
+ */
+typedef int (*backend_open_fn)(struct device *d, const char *arg, const struct device_conf *conf,
+			       struct backend_dev *ret, char *err, size_t errlen);
+
+/* The table's rows (registry.c). */
+struct backend_reg {
+	/* The longest prefix of a spec that a row names picks the row; what
+	 * follows is the open function's arg ("cpu" -> "", "cuda:0" -> "0"). */
+	const char *prefix;
+	/* A device of this kind that cannot run here is skipped with a warning
+	 * (the daemon serves the others) instead of failing the start. */
+	bool may_be_absent;
+	backend_open_fn open;
+};
+
+/* The row whose prefix matches spec (*ret_arg: what follows it), or NULL. */
+const struct backend_reg *backend_find(const char *spec, const char **ret_arg);
+/* How specs are spelt, for messages: "cpu, cuda:N". */
+const char *backend_names(void);
+
+/* Copy a backend's tables into filled ones (stubs.c): absent optional ops
+ * become stubs; PPRPC_EINTERNAL (err names the op) when a mandatory one is
+ * missing. */
+int backend_fill(const struct backend_dev *be, struct device_i *dev, struct buffer_i *buf, struct stream_i *stream,
+		 char *err, size_t errlen);
+#endif

@@ -1,0 +1,108 @@
+/*
+ * daemon/device/stubs.c — the stand-ins for absent optional backend ops, and
+ * the copy of a backend's tables that puts them in (rdma-core's dummy_ops.c
+ * and verbs_set_ops(), in small).
+ */
+#include <stdio.h>
+
+#include "daemon/device/backend_impl.h"
+#include "pprpc/types.h"
+
+static int slot_alloc_unsupp(void *ctx, volatile uint64_t **ret_slot)
+{
+	(void)ctx, (void)ret_slot;
+	return PPRPC_EUNSUPP;
+}
+
+static void slot_free_none(void *ctx, volatile uint64_t *slot)
+{
+	(void)ctx, (void)slot;
+}
+
+static void graph_release_none(void *ctx, struct graph *g)
+{
+	(void)ctx, (void)g;
+}
+
+static int ipc_export_unsupp(void *ctx, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err, size_t errlen)
+{
+	(void)ctx, (void)bytes, (void)ret_ptr, (void)handle;
+	snprintf(err, errlen, "the device has no IPC");
+	return PPRPC_EUNSUPP;
+}
+
+static int ipc_copy_unsupp(void *ctx, void *dst, const uint8_t *handle, uint64_t off, uint64_t n, char *err,
+			   size_t errlen)
+{
+	(void)ctx, (void)dst, (void)handle, (void)off, (void)n;
+	snprintf(err, errlen, "the device has no IPC");
+	return PPRPC_EUNSUPP;
+}
+
+static int ipc_wait_unsupp(void *ctx, char *err, size_t errlen)
+{
+	(void)ctx;
+	snprintf(err, errlen, "the device has no IPC");
+	return PPRPC_EUNSUPP;
+}
+
+static int pin_host_unsupp(void *ctx, void *ptr, uint64_t bytes, int on)
+{
+	(void)ctx, (void)ptr, (void)bytes, (void)on;
+	return PPRPC_EUNSUPP;
+}
+
+#define NEED(table, op)                                                             \
+	do {                                                                        \
+		if (!(table)->op) {                                                 \
+			snprintf(err, errlen, "backend bug: no " #table "." #op); \
+			return PPRPC_EINTERNAL;                                     \
+		}                                                                   \
+	} while (0)
+#define STUB(table, op, stub)               \
+	do {                                \
+		if (!(table)->op)           \
+			(table)->op = stub; \
+	} while (0)
+
+int backend_fill(const struct backend_dev *be, struct device_i *dev, struct buffer_i *buf, struct stream_i *stream,
+		 char *err, size_t errlen)
+{
+	int nipc;
+
+	*dev = *be->dev;
+	*buf = *be->buf;
+	*stream = *be->stream;
+	NEED(dev, get_props);
+	NEED(dev, mem_info);
+	NEED(dev, stream_open);
+	NEED(dev, stream_close);
+	NEED(dev, destroy);
+	NEED(buf, alloc);
+	NEED(buf, free);
+	NEED(buf, fill);
+	NEED(buf, copy);
+	NEED(buf, upload);
+	NEED(buf, download);
+	NEED(stream, graph_submit);
+	NEED(stream, wait_submit);
+	NEED(stream, write_submit);
+	/* Events come as a pair, IPC as a triple: half of either is a bug. */
+	if (!dev->slot_alloc != !dev->slot_free) {
+		snprintf(err, errlen, "backend bug: slot_alloc and slot_free go together");
+		return PPRPC_EINTERNAL;
+	}
+	nipc = !!buf->ipc_export + !!buf->ipc_copy + !!buf->ipc_wait;
+	if (nipc != 0 && nipc != 3) {
+		snprintf(err, errlen, "backend bug: ipc_export, ipc_copy and ipc_wait go together");
+		return PPRPC_EINTERNAL;
+	}
+	STUB(dev, slot_alloc, slot_alloc_unsupp);
+	STUB(dev, slot_free, slot_free_none);
+	STUB(dev, graph_release, graph_release_none);
+	STUB(buf, ipc_export, ipc_export_unsupp);
+	STUB(buf, ipc_copy, ipc_copy_unsupp);
+	STUB(buf, ipc_wait, ipc_wait_unsupp);
+	STUB(buf, pin_host, pin_host_unsupp);
+	return 0;
+}
