@@ -278,7 +278,7 @@ PLUGIN_SRCS := $(wildcard ggml-pprpc/*.c)
 PLUGIN_OBJS := $(call obj,$(PLUGIN_SRCS))
 ifeq ($(GGML_ON),1)
 PLUGIN := $(L)/libggml-pprpc.so
-$(PLUGIN_OBJS): CPPFLAGS += $(GGML_INC)
+$(PLUGIN_OBJS): CPPFLAGS += $(GGML_INC) $(CLIENT_INC)
 $(PLUGIN): $(PLUGIN_OBJS) $(LIBPPRPC_OBJS) ggml-pprpc/exports.map
 	@mkdir -p $(L)
 	$(CC) -shared $(LDFLAGS) -Wl,--version-script=ggml-pprpc/exports.map -Wl,-z,defs -o $@ \

@@ -116,7 +116,7 @@ static enum ggml_status backend_graph_compute(ggml_backend_t backend, struct ggm
 	pg_lock(r);
 	pg_check_alive(r, d->name, "graph_compute");
 	rc = pg_graph_get(d, g, &h, err, sizeof(err));
-	if (rc == 0 && h) {
+	if (rc == 0 && h.id) {
 		rc = pprpc_graph_run_async(r->c, h);
 		d->submitted++;
 		if (rc < 0) {

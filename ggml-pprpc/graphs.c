@@ -67,7 +67,7 @@ static int uses_buffer(void *arg, const struct pg_cache_entry *e)
 	pprpc_buffer b = *(const pprpc_buffer *)arg;
 
 	for (size_t i = 0; i < e->nbufs; i++)
-		if (e->bufs[i] == b)
+		if (e->bufs[i] == b.id)
 			return 1;
 	return 0;
 }
@@ -94,7 +94,7 @@ static int create(struct pg_device *d, const struct pg_wire *w, pprpc_graph *ret
 			 d->rank->dead ? d->rank->dead_why : pprpc_last_error(d->rank->c));
 		return rc;
 	}
-	*ret = ((Pprpc__GraphCreateReply *)rep)->graph;
+	ret->id = ((Pprpc__GraphCreateReply *)rep)->graph;
 	meta_free(rep);
 	d->st.graph_creates++;
 	return 0;
@@ -135,12 +135,12 @@ int pg_graph_get(struct pg_device *d, const struct ggml_cgraph *g, pprpc_graph *
 		goto out;
 	}
 	if (w.nnodes == 0) {
-		*ret = 0; /* nothing but no-op nodes: nothing to run */
+		ret->id = 0; /* nothing but no-op nodes: nothing to run */
 		goto out;
 	}
 	e = pg_cache_find(d->graphs, key, klen);
 	if (e) {
-		*ret = e->value;
+		ret->id = e->value;
 		goto out;
 	}
 	if (w.nbufs && !(bufs = malloc(w.nbufs * sizeof(*bufs)))) {
@@ -151,9 +151,9 @@ int pg_graph_get(struct pg_device *d, const struct ggml_cgraph *g, pprpc_graph *
 	rc = create(d, &w, &h, err, errlen);
 	if (rc < 0)
 		goto out;
-	e = pg_cache_insert(d->graphs, key, klen, h);
+	e = pg_cache_insert(d->graphs, key, klen, h.id);
 	if (!e) {
-		struct pg_cache_entry tmp = { .value = h };
+		struct pg_cache_entry tmp = { .value = h.id };
 
 		/* uncached, the graph could outlive its buffers: free it */
 		graph_evict(d, &tmp);

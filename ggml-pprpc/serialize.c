@@ -226,9 +226,9 @@ static int32_t emit(struct pg_wire *w, const struct ggml_tensor *t, int is_node,
 				 b->dev->name, w->dev->name);
 			return -1;
 		}
-		m->buffer = b->handle;
+		m->buffer = b->handle.id;
 		m->offset = off;
-		if (note_buffer(w, b->handle) < 0)
+		if (note_buffer(w, b->handle.id) < 0)
 			goto nomem;
 	}
 	if (map_put(w, t, idx) < 0)
