@@ -211,6 +211,7 @@ struct pg_wire {
 	Pprpc__GgmlTensor *t;
 	Pprpc__GgmlTensor **tp;
 	int32_t *src;            /* GGML_MAX_SRC per tensor */
+	uint64_t *nb;            /* GGML_MAX_DIMS per tensor: strides as sent */
 	size_t n, cap;
 	int32_t *nodes;
 	size_t nnodes;

@@ -114,6 +114,7 @@ static int grow_tensors(struct pg_wire *w)
 	size_t ncap = w->cap ? w->cap * 2 : 256;
 	Pprpc__GgmlTensor *nt = realloc(w->t, ncap * sizeof(*nt));
 	int32_t *ns;
+	uint64_t *nnb;
 
 	if (!nt)
 		return -1;
@@ -122,6 +123,10 @@ static int grow_tensors(struct pg_wire *w)
 	if (!ns)
 		return -1;
 	w->src = ns;
+	nnb = realloc(w->nb, ncap * GGML_MAX_DIMS * sizeof(*nnb));
+	if (!nnb)
+		return -1;
+	w->nb = nnb;
 	w->cap = ncap;
 	return 0;
 }
@@ -155,6 +160,27 @@ static size_t used_params(const struct ggml_tensor *t)
 }
 
 static int32_t visit(struct pg_wire *w, const struct ggml_tensor *t, int depth);
+
+/* The strides a tensor travels with.  A node's are its own: the rank checks
+ * them against what ggml's constructor makes.  A tensor that is only read
+ * (a leaf, a view) gets, in each dimension of size 1, the stride a fresh
+ * tensor would have there: such a stride never takes part in addressing
+ * (the index is always 0), but ggml's views leave whatever their source had
+ * (a permuted Q of one token keeps its head stride in the token dimension),
+ * and the rank bounds how far a contiguous tensor's rows may reach by its
+ * strides.  The bytes described, and so every result, stay the same. */
+static void strides(const struct ggml_tensor *t, int is_node, uint64_t *nb)
+{
+	for (int k = 0; k < GGML_MAX_DIMS; k++)
+		nb[k] = (uint64_t)t->nb[k];
+	if (is_node)
+		return;
+	if (t->ne[0] == 1 && ggml_blck_size(t->type) == 1)
+		nb[0] = (uint64_t)ggml_type_size(t->type);
+	for (int k = 1; k < GGML_MAX_DIMS; k++)
+		if (t->ne[k] == 1)
+			nb[k] = k == 1 ? nb[0] * (uint64_t)(t->ne[0] / ggml_blck_size(t->type)) : nb[k - 1] * (uint64_t)t->ne[k - 1];
+}
 
 /* Nodes that compute nothing in any backend (ggml-cpu and ggml-cuda skip
  * them): NONE (test-backend-ops adds sentinels so), the views, nodes with
@@ -193,7 +219,8 @@ static int32_t emit(struct pg_wire *w, const struct ggml_tensor *t, int is_node,
 	m->n_ne = GGML_MAX_DIMS;
 	m->ne = (int64_t *)t->ne;
 	m->n_nb = GGML_MAX_DIMS;
-	m->nb = (uint64_t *)t->nb;
+	m->nb = w->nb + (size_t)idx * GGML_MAX_DIMS;
+	strides(t, is_node, m->nb);
 	m->op = is_node ? (uint32_t)t->op : (uint32_t)GGML_OP_NONE;
 	/* flags say how a graph uses a tensor; an op query is about the op */
 	m->flags = w->with_buffers ? t->flags : 0;
@@ -280,8 +307,9 @@ static int finish(struct pg_wire *w)
 	}
 	for (size_t i = 0; i < w->n; i++) {
 		w->tp[i] = &w->t[i];
-		/* the src arrays moved with every realloc of w->src */
+		/* the src and nb arrays moved with every realloc */
 		w->t[i].src = w->src + i * GGML_MAX_SRC;
+		w->t[i].nb = w->nb + i * GGML_MAX_DIMS;
 	}
 	return 0;
 }
@@ -347,6 +375,7 @@ void pg_wire_free(struct pg_wire *w)
 	free(w->t);
 	free(w->tp);
 	free(w->src);
+	free(w->nb);
 	free(w->nodes);
 	free(w->bufs);
 	free(w->keys);

@@ -51,6 +51,18 @@ echo "pprpc: $(head -c 200 "$TMP_ROOT/pprpc.txt")"
 cmp -s "$TMP_ROOT/cpu.txt" "$TMP_ROOT/pprpc.txt" || fail "tokens differ from the CPU run"
 
 grep -q "pipeline parallelism enabled" "$TMP_ROOT/pprpc.log" || fail "llama.cpp did not enable pipeline parallelism"
+# every offloaded op runs on the ranks, at every batch size: llama.cpp says
+# so when a fused op (Flash Attention, ...) lands elsewhere, and gives a
+# second split count when a single-token graph splits otherwise (the KV
+# cache would then go through this process to the CPU every token)
+if grep -q "usually due to missing support" "$TMP_ROOT/pprpc.log"; then
+	grep "usually due to missing support" "$TMP_ROOT/pprpc.log" | head -n 3 >&2
+	fail "llama.cpp fell back to the CPU for an op of an offloaded layer"
+fi
+if grep -q "graph splits = .*(with bs=1)" "$TMP_ROOT/pprpc.log"; then
+	grep "graph splits" "$TMP_ROOT/pprpc.log" | head -n 2 >&2
+	fail "single-token graphs split differently: an op of an offloaded layer runs on the CPU"
+fi
 for dev in PPRPC0 PPRPC1; do
 	grep -Eq "$dev model buffer size" "$TMP_ROOT/pprpc.log" ||
 		fail "$dev got no part of the model"
