@@ -146,7 +146,9 @@ static int check_overlap(const struct ggml_tensor *x, uint64_t ex, size_t i, cha
 		uintptr_t a = (uintptr_t)x->data, b;
 		size_t es;
 
-		if (!src || !src->data)
+		/* ggml_cast's CPY names itself as src[1]: its destination, which
+		 * it writes, not a source it reads */
+		if (!src || !src->data || src == x)
 			continue;
 		b = (uintptr_t)src->data;
 		es = ggml_nbytes(src);
