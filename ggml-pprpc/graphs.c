@@ -186,6 +186,19 @@ int pg_supports_op(struct pg_device *d, const struct ggml_tensor *op)
 	int32_t node;
 	int rc, ok;
 
+	/* The view ops and NONE compute nothing: every ggml backend takes them
+	 * (ggml-cpu's and ggml-cuda's supports_op say yes), and the plugin never
+	 * sends them as work (serialize.c), so there is nothing to ask. */
+	switch (op->op) {
+	case GGML_OP_NONE:
+	case GGML_OP_VIEW:
+	case GGML_OP_RESHAPE:
+	case GGML_OP_PERMUTE:
+	case GGML_OP_TRANSPOSE:
+		return 1;
+	default:
+		break;
+	}
 	rc = pg_wire_op(&w, d, op, &node);
 	if (rc == 0)
 		rc = pg_wire_pack_op(&w, node, &key, &klen);

@@ -161,25 +161,29 @@ static size_t used_params(const struct ggml_tensor *t)
 
 static int32_t visit(struct pg_wire *w, const struct ggml_tensor *t, int depth);
 
-/* The strides a tensor travels with.  A node's are its own: the rank checks
- * them against what ggml's constructor makes.  A tensor that is only read
- * (a leaf, a view) gets, in each dimension of size 1, the stride a fresh
- * tensor would have there: such a stride never takes part in addressing
- * (the index is always 0), but ggml's views leave whatever their source had
- * (a permuted Q of one token keeps its head stride in the token dimension),
- * and the rank bounds how far a contiguous tensor's rows may reach by its
- * strides.  The bytes described, and so every result, stay the same. */
-static void strides(const struct ggml_tensor *t, int is_node, uint64_t *nb)
+/* The strides a tensor travels with.  A contiguous tensor (ggml's
+ * ggml_is_contiguous, which skips dimensions of size 1) gets exactly a fresh
+ * tensor's strides: in a dimension of size 1 the stride never takes part in
+ * addressing (the index is always 0), but ggml's permutes leave whatever the
+ * source had there (a permuted Q of one token keeps its head stride in the
+ * token dimension), and the rank bounds how far a contiguous tensor's rows
+ * may reach by its strides.  The bytes described, and so every result, stay
+ * the same.  Other tensors keep their strides (the rank's "rows may be
+ * padded" checks read them).  A view made by ggml_view_tensor (CPY,
+ * SET_ROWS, in-place ops) has its source's shape and strides, so it gets
+ * the same treatment as its source, and the rank's checks that a node is
+ * what ggml's constructor makes still hold; only the view ops themselves
+ * (permute, reshape, ...) would not, and they never travel as nodes. */
+static void strides(const struct ggml_tensor *t, uint64_t *nb)
 {
 	for (int k = 0; k < GGML_MAX_DIMS; k++)
 		nb[k] = (uint64_t)t->nb[k];
-	if (is_node)
+	if (!ggml_is_contiguous(t))
 		return;
-	if (t->ne[0] == 1 && ggml_blck_size(t->type) == 1)
-		nb[0] = (uint64_t)ggml_type_size(t->type);
-	for (int k = 1; k < GGML_MAX_DIMS; k++)
-		if (t->ne[k] == 1)
-			nb[k] = k == 1 ? nb[0] * (uint64_t)(t->ne[0] / ggml_blck_size(t->type)) : nb[k - 1] * (uint64_t)t->ne[k - 1];
+	nb[0] = (uint64_t)ggml_type_size(t->type);
+	nb[1] = nb[0] * (uint64_t)(t->ne[0] / ggml_blck_size(t->type));
+	for (int k = 2; k < GGML_MAX_DIMS; k++)
+		nb[k] = nb[k - 1] * (uint64_t)t->ne[k - 1];
 }
 
 /* Nodes that compute nothing in any backend (ggml-cpu and ggml-cuda skip
@@ -220,7 +224,7 @@ static int32_t emit(struct pg_wire *w, const struct ggml_tensor *t, int is_node,
 	m->ne = (int64_t *)t->ne;
 	m->n_nb = GGML_MAX_DIMS;
 	m->nb = w->nb + (size_t)idx * GGML_MAX_DIMS;
-	strides(t, is_node, m->nb);
+	strides(t, m->nb);
 	m->op = is_node ? (uint32_t)t->op : (uint32_t)GGML_OP_NONE;
 	/* flags say how a graph uses a tensor; an op query is about the op */
 	m->flags = w->with_buffers ? t->flags : 0;

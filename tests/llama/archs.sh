@@ -31,7 +31,8 @@ if [ -n "${PPRPC_ARCHS:-}" ]; then
 elif [ $mode = subset ]; then
 	# dense + MoE where the architecture has both; qwen3moe/qwen35moe are
 	# the MoE-only counterparts of qwen3/qwen35
-	archs="llama qwen3 qwen3moe qwen35 qwen35moe qwen3next kimi-linear kimi-k3 deepseek2 gemma3 mamba2 granitehybrid"
+	# dream and t5: casts (a CPY that names itself); t5: encoder + decoder
+	archs="llama qwen3 qwen3moe qwen35 qwen35moe qwen3next kimi-linear kimi-k3 deepseek2 gemma3 mamba2 granitehybrid dream t5"
 else
 	# every architecture: the table of a CPU-only run names them
 	"$TLA" -s "$SEED" >"$TMP_ROOT/cpu-only.txt" 2>&1

@@ -30,6 +30,9 @@ require_llama() {
 	fi
 	for f in "$@" "$PLUGIN" "$PPRPCD"; do
 		if [ ! -e "$f" ]; then
+			# from make (GGML_ON=1) the llama.cpp build is there: a missing
+			# piece is a broken build, not a reason to skip
+			[ "${GGML_ON:-}" = 1 ] && fail "$f is missing"
 			echo "$what: skipped: $f is missing (run \`make llama\` then \`make\`)"
 			exit 0
 		fi
