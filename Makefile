@@ -203,7 +203,7 @@ FUZZ_SRCS := $(filter-out $(GGML_SKIP),$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(T)/replay_%,$(FUZZ_SRCS))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 
-.PHONY: all test unit integration fuzz-replay fuzz clean info run test-install soak soak-asan test-rdma run-fence
+.PHONY: all test unit integration fuzz-replay fuzz clean info run test-install soak soak-asan test-hostile test-rdma run-fence
 # Keep intermediate objects (test and tool objects) between runs.
 .SECONDARY:
 all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES)
@@ -390,7 +390,13 @@ unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 	@$(if $(filter 1,$(GGML_ON)),:,echo "== test_ggml_rules: skipped, ggml engine: $(GGML_INFO)")
 
-integration: $(INTEG_TESTS) $(B)/pprpcd $(TOOLS)
+# test_hostile's stand-in for a DNS that does not answer (LD_PRELOAD into
+# the daemon): never sanitized, it must load into any build of pprpcd.
+$(T)/slow_resolver.so: tests/integration/slow_resolver.c
+	@mkdir -p $(T)
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -fPIC -shared -o $@ $< -ldl
+
+integration: $(INTEG_TESTS) $(T)/slow_resolver.so $(B)/pprpcd $(TOOLS)
 	@set -e; for t in $(INTEG_TESTS); do echo "== $$t"; PPRPCD=$(B)/pprpcd BINDIR=$(B) $$t; done
 ifeq ($(GGML_ON),1)
 	@echo "== $(T)/test_ggml, ggml:CPU staged as a GPU device is (PPRPC_GGML_STAGED=1)"
@@ -416,6 +422,16 @@ soak-asan:
 	@echo "== soak and faults under ASan+UBSan"
 	@SOAK_ITERS=$${SOAK_ITERS:-100} PPRPCD=$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_soak
 	@PPRPCD=$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_faults
+
+# The hostile-input tests (issue 19: test_hostile, also part of `make
+# integration`) again with daemon and test under ASan+UBSan: the refusal
+# paths, the floor accounting, the exit deadline.  .ci/run runs it after
+# `make test`.
+test-hostile:
+	@$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) SANITIZE=address,undefined CUDA=0 \
+		$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_hostile $(ASAN_BUILD)/tests/slow_resolver.so >/dev/null
+	@echo "== hostile input under ASan+UBSan"
+	@PPRPCD=$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_hostile
 
 test: all
 	@$(MAKE) --no-print-directory unit

@@ -92,28 +92,35 @@ int rules_dup_or_inplace(struct rule_ctx *c, const struct ggml_tensor *a)
 	return rules_view_tensor(c, a);
 }
 
+/*
+ * ggml's is_contiguous* ignore the stride of a dimension of size 1, dim 0
+ * included, but the kernels behind them assert nb[0] == the element size
+ * literally (ggml-cpu unary-ops: nb00 == sizeof(src0_t)): a transposed
+ * [n,1] tensor is "contiguous" to ggml and still aborts the kernel.  So
+ * every contiguity requirement here also pins nb[0].
+ */
 int rules_contiguous(struct rule_ctx *c, const struct ggml_tensor *t, const char *name)
 {
 	REQ(c, ggml_is_contiguous(t), "%s must be contiguous", name);
-	return 0;
+	return rules_nb0(c, t, name);
 }
 
 int rules_contiguous_1(struct rule_ctx *c, const struct ggml_tensor *t, const char *name)
 {
 	REQ(c, ggml_is_contiguous_1(t), "%s must be contiguous (rows may be padded)", name);
-	return 0;
+	return rules_nb0(c, t, name);
 }
 
 int rules_contiguous_2(struct rule_ctx *c, const struct ggml_tensor *t, const char *name)
 {
 	REQ(c, ggml_is_contiguous_2(t), "%s must be contiguous in dims 0, 2 and 3", name);
-	return 0;
+	return rules_nb0(c, t, name);
 }
 
 int rules_contiguous_rows(struct rule_ctx *c, const struct ggml_tensor *t, const char *name)
 {
 	REQ(c, ggml_is_contiguous_rows(t), "%s must have contiguous rows", name);
-	return 0;
+	return rules_nb0(c, t, name);
 }
 
 int rules_nb0(struct rule_ctx *c, const struct ggml_tensor *t, const char *name)
