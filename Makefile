@@ -204,7 +204,7 @@ FUZZ_SRCS := $(filter-out $(GGML_SKIP),$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(T)/replay_%,$(FUZZ_SRCS))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 
-.PHONY: all test unit integration fuzz-replay fuzz clean info run test-install soak soak-asan test-rdma run-fence
+.PHONY: all test unit integration fuzz-replay fuzz clean info run test-install soak soak-asan test-hostile test-rdma run-fence
 # Keep intermediate objects (test and tool objects) between runs.
 .SECONDARY:
 all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES)
@@ -269,6 +269,51 @@ $(B)/bench-kda_cpu: $(O)/bench/kda_cpu.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(UTI
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $^ $(BLAS_LIBS) -lm
 
+# ---- the ggml backend plugin (ggml-pprpc/, doc/ggml.md) -------------------
+# libggml-pprpc.so: loaded by unmodified llama.cpp tools with
+# GGML_BACKEND_PATH.  libpprpc's objects go in (PIC already), so the plugin
+# needs only protobuf-c, libcrypto and the ggml-base the tool already has
+# (no rpath: the tool's own copy is the one to use); the version script
+# exports ggml_backend_init alone.
+PLUGIN_SRCS := $(wildcard ggml-pprpc/*.c)
+PLUGIN_OBJS := $(call obj,$(PLUGIN_SRCS))
+ifeq ($(GGML_ON),1)
+PLUGIN := $(L)/libggml-pprpc.so
+$(PLUGIN_OBJS): CPPFLAGS += $(GGML_INC) $(CLIENT_INC)
+$(PLUGIN): $(PLUGIN_OBJS) $(LIBPPRPC_OBJS) ggml-pprpc/exports.map
+	@mkdir -p $(L)
+	$(CC) -shared $(LDFLAGS) -Wl,--version-script=ggml-pprpc/exports.map -Wl,-z,defs -o $@ \
+		$(PLUGIN_OBJS) $(LIBPPRPC_OBJS) -L$(GGML_LIB_DIR) -lggml-base $(shell $(PKG_CONFIG) --libs libprotobuf-c libcrypto) -lm
+all: $(PLUGIN)
+else
+PLUGIN :=
+endif
+
+# llama.cpp's own suites through the plugin (tests/llama/): `make test`
+# runs the subset, `make test-llama-full` every case and architecture.
+# Without the pinned llama.cpp build the drivers print why they skip.
+.PHONY: test-llama test-llama-full
+ifeq ($(GGML_ON),1)
+LLAMA_TEST_DEPS := $(PLUGIN) $(B)/pprpcd $(B)/pprpcctl $(T)/gguf-add-vocab
+$(O)/tests/llama/%.o: CPPFLAGS += $(GGML_INC)
+$(T)/gguf-add-vocab: $(O)/tests/llama/gguf-add-vocab.o
+	@mkdir -p $(T)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(GGML_LIB_DIR) -Wl,-rpath,$(abspath $(GGML_LIB_DIR)) -lggml-base
+else
+LLAMA_TEST_DEPS :=
+endif
+ifneq ($(SANITIZE),)
+# A sanitized plugin cannot load into llama.cpp's unsanitized tools (the
+# sanitizer runtime must come first in the process).
+test-llama test-llama-full:
+	@echo "test-llama: skipped in a SANITIZE build (the llama.cpp tools are not sanitized); run it in the plain build"
+else
+test-llama: $(LLAMA_TEST_DEPS)
+	@GGML_ON=$(GGML_ON) BUILD=$(BUILD) LLAMA_BIN=$(GGML_LIB_DIR) tests/llama/run.sh
+test-llama-full: $(LLAMA_TEST_DEPS)
+	@GGML_ON=$(GGML_ON) BUILD=$(BUILD) LLAMA_BIN=$(GGML_LIB_DIR) tests/llama/run.sh --full
+endif
+
 # ---- tests ---------------------------------------------------------------
 # Unit tests link everything except daemon/main.o, so they can test daemon
 # internals as well as the library.
@@ -288,6 +333,11 @@ $(T)/test_ggml $(T)/test_ggml_gdn: $(T)/%: $(O)/tests/integration/%.o $(O)/tests
 		$(O)/tests/integration/harness.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(GGML_LIBS) -lm
+
+# The plugin's cache test builds ggml-pprpc/cache.c in (no ggml needed).
+$(T)/test_pg_cache: $(O)/tests/unit/test_pg_cache.o
+	@mkdir -p $(T)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS)
 
 # Integration tests may compute local references with the CPU kernels.
 $(T)/test_%: $(O)/tests/integration/test_%.o $(O)/tests/integration/harness.o $(TOOL_COMMON_OBJS) $(KERNEL_CPU_OBJS) $(L)/libpprpc.a
@@ -341,7 +391,13 @@ unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 	@$(if $(filter 1,$(GGML_ON)),:,echo "== test_ggml_rules: skipped, ggml engine: $(GGML_INFO)")
 
-integration: $(INTEG_TESTS) $(B)/pprpcd $(TOOLS)
+# test_hostile's stand-in for a DNS that does not answer (LD_PRELOAD into
+# the daemon): never sanitized, it must load into any build of pprpcd.
+$(T)/slow_resolver.so: tests/integration/slow_resolver.c
+	@mkdir -p $(T)
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -fPIC -shared -o $@ $< -ldl
+
+integration: $(INTEG_TESTS) $(T)/slow_resolver.so $(B)/pprpcd $(TOOLS)
 	@set -e; for t in $(INTEG_TESTS); do echo "== $$t"; PPRPCD=$(B)/pprpcd BINDIR=$(B) $$t; done
 ifeq ($(GGML_ON),1)
 	@echo "== $(T)/test_ggml, ggml:CPU staged as a GPU device is (PPRPC_GGML_STAGED=1)"
@@ -370,12 +426,23 @@ soak-asan:
 	@SOAK_ITERS=$${SOAK_ITERS:-100} PPRPCD=$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_soak
 	@PPRPCD=$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_faults
 
+# The hostile-input tests (issue 19: test_hostile, also part of `make
+# integration`) again with daemon and test under ASan+UBSan: the refusal
+# paths, the floor accounting, the exit deadline.  .ci/run runs it after
+# `make test`.
+test-hostile:
+	@$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) SANITIZE=address,undefined CUDA=0 \
+		$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_hostile $(ASAN_BUILD)/tests/slow_resolver.so >/dev/null
+	@echo "== hostile input under ASan+UBSan"
+	@PPRPCD=$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_hostile
+
 test: all
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory fuzz-replay
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory soak-asan
 	@$(MAKE) --no-print-directory test-install
+	@$(MAKE) --no-print-directory test-llama
 	@echo "make test: all suites passed"
 
 # Real RDMA: a QEMU guest with Soft-RoCE (tests/vm/run.sh).  Not part of
@@ -459,6 +526,7 @@ install: all
 	ln -sf $(LIB_FILE) $(DESTDIR)$(PREFIX)/lib/libpprpc.so.$(LIB_SOVERSION)
 	ln -sf libpprpc.so.$(LIB_SOVERSION) $(DESTDIR)$(PREFIX)/lib/libpprpc.so
 	install -m 644 $(L)/libpprpc.a $(DESTDIR)$(PREFIX)/lib/
+	$(if $(PLUGIN),install -m 755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/)
 	install -d $(DESTDIR)$(PREFIX)/include/pprpc
 	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(PREFIX)/include/
 	install -m 644 include/pprpc/types.h $(DESTDIR)$(PREFIX)/include/pprpc/

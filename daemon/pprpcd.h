@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "daemon/objects/handles.h"
+#include "daemon/exec/hostmem.h"
 #include "daemon/exec/staging.h"
 #include "daemon/server/log.h"
 #include "daemon/server/options.h"
@@ -22,11 +23,13 @@ struct device;
 struct conn;
 struct tcp_listener;
 struct peer;
-struct rtl;
+struct rtl_map;
 struct xfer;
 struct bstat;
 struct rdma_ctx;
 struct rdma_listener;
+struct mconn;
+struct deadline;
 
 enum { PPRPCD_TRANSPORT_AUTO, PPRPCD_TRANSPORT_TCP, PPRPCD_TRANSPORT_RDMA };
 
@@ -46,7 +49,11 @@ struct pprpcd_opts {
 	uint64_t max_conn_bytes;   /* device memory footprint, page-rounded */
 	uint32_t max_conn_graphs;
 	uint32_t max_conn_inflight; /* queued commands + unsent replies */
+	uint64_t max_conn_reply_bytes; /* TENSOR_GET copies held for one connection's replies */
 	uint32_t max_graph_nodes;  /* <= PPRPC_MAX_GRAPH_NODES */
+	int64_t max_graph_gflop;   /* work one graph run may demand: -1 auto (per device), 0 off */
+	uint32_t max_conns;        /* connections served at once (clients and peers) */
+	uint64_t hello_timeout_ms; /* HELLO (and a metrics request) must complete within this, 0 = never */
 	char auth_key_file[4096];  /* "" = no authentication */
 	int insecure_listen;       /* allow a non-loopback listen address without a key */
 	uint64_t staging_bytes;    /* SEND staging ring */
@@ -89,6 +96,7 @@ struct pprpcd {
 	uint16_t port;
 	struct device *dev[PPRPCD_MAX_DEVICES];
 	uint32_t ndev;
+	struct hostmem hostmem;    /* host memory of requests outside buffers (memory floor) */
 	struct handle_table buffers;
 	struct handle_table graphs;
 	struct handle_table timelines;
@@ -99,7 +107,7 @@ struct pprpcd {
 	atomic_int stopping_workers;
 	struct peer *peers;        /* outbound links to other ranks (peer.c) */
 	uint64_t peer_links;       /* links opened so far: each one's serial (peer.c) */
-	struct rtl *mirrors;       /* remote timelines waited on (peer.c) */
+	struct rtl_map *mirrors;   /* remote timelines waited on (peer/mirror.c) */
 	/* Stage-boundary transfers (daemon/xfer). */
 	struct xfer *xfer;             /* the part's context (xfer_impl.h) */
 	struct staging staging;
@@ -108,6 +116,8 @@ struct pprpcd {
 	char boot_id[40];              /* this host's, for IPC between daemons */
 	int xfer_ready;
 	struct conn *conns;        /* doubly linked list of live connections */
+	uint32_t nconns;           /* on that list */
+	uint64_t conns_refused;    /* accepted and closed at once: max-conns reached */
 	uint64_t next_conn_id;
 	struct pprpcd_stats stats;
 	uint64_t start_ms;
@@ -115,9 +125,12 @@ struct pprpcd {
 	uv_timer_t tick;           /* watchdog pings, STATUS lines, drain checks */
 	uint64_t watchdog_usec;
 	uint64_t drain_deadline;   /* loop time (ms) when draining ends, 0 = not draining */
+	struct deadline *deadline; /* the exit deadline's thread (deadline.c), once shutdown began */
 	uint64_t last_status_ms;
 	uv_tcp_t metrics;
 	int metrics_on;
+	struct mconn *mconns;      /* metrics requests being served (metrics.c) */
+	uint32_t nmconns;
 	char placement[512];       /* effective CPU placement */
 	char unavail[PPRPCD_MAX_DEVICES][256];  /* configured devices that cannot run, and why */
 	uint32_t nunavail;

@@ -247,5 +247,10 @@ struct kern_cpu_ctx {
  * (elementwise ops in place).  Returns 0 or a negative code. */
 int kern_cpu_run(const struct kern_cpu_ctx *ctx, int op, const struct pprpc_op_params *p,
 		 struct kern_tensor *const *src, int nsrc, struct kern_tensor *dst);
+/* Host memory kern_cpu_run may allocate for this op beyond its tensors, an
+ * upper bound (saturating) for validated descriptors (cpu_scratch.c): what
+ * the caller reserves under its memory floor before running it. */
+uint64_t kern_cpu_scratch(const struct kern_cpu_ctx *ctx, int op, const struct pprpc_op_params *p,
+			  struct kern_tensor *const *src, int nsrc, const struct kern_tensor *dst);
 
 #endif

@@ -44,7 +44,7 @@ struct pstage {
 	pprpc_stage st;
 	char *rank;              /* owned copy, may be NULL */
 	pprpc_timeline done;     /* done_s: m+1 (plus the run's base) after RUN of m */
-	int wait_local;          /* the next stage lives on the same daemon */
+	int wait_local;          /* the next stage is on this stage's connection */
 };
 
 struct pprpc_pipeline {
@@ -229,8 +229,10 @@ PPRPC_API int pprpc_pipeline_create(const pprpc_stage *stages, int nstages,
 	for (int s = 0; s + 1 < nstages; s++) {
 		const struct pstage *a = &p->s[s], *b = &p->s[s + 1];
 
-		p->s[s].wait_local = a->st.client == b->st.client ||
-				     (a->rank && b->rank && strcmp(a->rank, b->rank) == 0);
+		/* A timeline is waited on locally only by its own connection:
+		 * another client of the same daemon names the rank, and the
+		 * daemon subscribes over a link to itself. */
+		p->s[s].wait_local = a->st.client == b->st.client;
 	}
 	rc = timelines_create(p);
 	if (rc < 0)

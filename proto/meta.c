@@ -2,6 +2,7 @@
 #include "proto/meta.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "pprpc/types.h"
 
@@ -51,6 +52,81 @@ static void budget_free(void *data, void *p)
 	free(h);
 }
 
+/* Bytes of a varint at p (at most 10), 0 if it does not end within len. */
+static size_t varint(const uint8_t *p, size_t len, uint64_t *ret)
+{
+	uint64_t v = 0;
+
+	for (size_t i = 0; i < len && i < 10; i++) {
+		v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+		if (!(p[i] & 0x80)) {
+			*ret = v;
+			return i + 1;
+		}
+	}
+	return 0;
+}
+
+/* Nesting of sub-messages this walk follows (the schema's is far lower). */
+#define MAX_DEPTH 16
+
+/*
+ * protobuf-c hands string fields over as C strings: one holding a NUL byte
+ * would be read shorter than it was sent ("\0host:port" as "", a local
+ * rank), and the daemon would act on another value than the sender meant.
+ * Such a message is refused.  The walk follows the wire encoding the
+ * unpacker already accepted, field by field, into sub-messages.  Returns 0
+ * or PPRPC_EINVAL.
+ */
+static int strings_clean(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len, int depth)
+{
+	size_t i = 0, n;
+	uint64_t key, l;
+
+	while (i < len) {
+		n = varint(p + i, len - i, &key);
+		if (!n)
+			return PPRPC_EINVAL;
+		i += n;
+		switch (key & 7) {
+		case 0:
+			n = varint(p + i, len - i, &l);
+			if (!n)
+				return PPRPC_EINVAL;
+			i += n;
+			break;
+		case 1:
+		case 5: {
+			size_t w = (key & 7) == 1 ? 8 : 4;
+
+			if (len - i < w)
+				return PPRPC_EINVAL;
+			i += w;
+			break;
+		}
+		case 2: {
+			const ProtobufCFieldDescriptor *f;
+
+			n = varint(p + i, len - i, &l);
+			if (!n || l > len - i - n)
+				return PPRPC_EINVAL;
+			i += n;
+			f = key >> 3 <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)(key >> 3)) : NULL;
+			if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p + i, 0, (size_t)l))
+				return PPRPC_EINVAL;
+			if (f && f->type == PROTOBUF_C_TYPE_MESSAGE &&
+			    (depth >= MAX_DEPTH || strings_clean(f->descriptor, p + i, (size_t)l, depth + 1) < 0))
+				return PPRPC_EINVAL;
+			i += (size_t)l;
+			break;
+		}
+		default:
+			return PPRPC_EINVAL; /* groups: not in our schema */
+		}
+	}
+	return 0;
+}
+
 int meta_unpack(const ProtobufCMessageDescriptor *d, const uint8_t *buf, size_t len,
 		ProtobufCMessage **out)
 {
@@ -73,6 +149,10 @@ int meta_unpack(const ProtobufCMessageDescriptor *d, const uint8_t *buf, size_t 
 		return rc;
 	}
 	((struct chunk_head *)m - 1)->owner = b;
+	if (strings_clean(d, buf, len, 0) < 0) {
+		meta_free(m);
+		return PPRPC_EINVAL;
+	}
 	*out = m;
 	return 0;
 }

@@ -18,7 +18,9 @@
 #define META_DECODE_BUDGET (64u << 20)
 
 /* Decode len bytes as a message of type d.  Returns 0 and *out (free with
- * meta_free), or PPRPC_EPROTO (malformed) / PPRPC_ETOOBIG (over budget). */
+ * meta_free), or PPRPC_EPROTO (malformed) / PPRPC_ETOOBIG (over budget) /
+ * PPRPC_EINVAL (a string field holds a NUL byte: as a C string it would
+ * read shorter than it was sent). */
 int meta_unpack(const ProtobufCMessageDescriptor *d, const uint8_t *buf, size_t len,
 		ProtobufCMessage **out);
 void meta_free(ProtobufCMessage *m);

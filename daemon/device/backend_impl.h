@@ -53,6 +53,10 @@ struct device_props {
 	/* why holds_waits is off where the backend could hold waits ("" when
 	 * on, or when the backend never does): STATS shows it */
 	char waits_why[160];
+	/* the most work, in Gflop, one graph run may demand when max-graph-gflop
+	 * is auto: a few seconds of this device at most (0: the daemon's
+	 * fallback, DEVICE_GRAPH_GFLOP_FALLBACK) */
+	uint64_t graph_gflop_auto;
 };
 
 /* ---- device --------------------------------------------------------------------------- */
@@ -74,6 +78,11 @@ struct device_i {
 	/* optional: drop the backend's per-graph state (g->dev_priv), loop
 	 * thread, when nothing runs the graph any more */
 	void (*graph_release)(void *ctx, struct graph *g);
+	/* optional: host memory a run of g allocates beyond its tensors and
+	 * arena (an upper bound; 0 when absent).  Loop thread, at GRAPH_CREATE.
+	 * A backend that has some reserves it under the memory floor for each
+	 * run (device_conf.hostmem). */
+	uint64_t (*graph_scratch)(void *ctx, const struct graph *g);
 	/* after the queue stopped: free everything, ctx included */
 	void (*destroy)(void *ctx);
 };

@@ -138,6 +138,17 @@ bool device_host_visible(const struct device *d) { return d->be->props.host_visi
 bool device_holds_waits(const struct device *d) { return d->be->props.holds_waits; }
 bool device_completes_inline(const struct device *d) { return d->be->props.completes_inline; }
 
+uint64_t device_graph_flop_max(const struct device *d, int64_t setting)
+{
+	uint64_t g = setting > 0 ? (uint64_t)setting : d->be->props.graph_gflop_auto;
+
+	if (setting == 0)
+		return 0;
+	if (!g)
+		g = DEVICE_GRAPH_GFLOP_FALLBACK;
+	return g > UINT64_MAX / 1000000000ull ? UINT64_MAX : g * 1000000000ull;
+}
+
 void device_waits_status(const struct device *d, char *buf, size_t len)
 {
 	const struct device_props *p = &d->be->props;
@@ -298,4 +309,9 @@ void device_slot_free(struct device *d, volatile uint64_t *slot)
 void device_graph_release(struct device *d, struct graph *g)
 {
 	d->be->dev.graph_release(d->be->dev_ctx, g);
+}
+
+uint64_t device_graph_scratch(struct device *d, const struct graph *g)
+{
+	return d->be->dev.graph_scratch(d->be->dev_ctx, g);
 }

@@ -86,6 +86,11 @@ struct device_conf {
 	int cuda_graphs;          /* capture CUDA graphs on first run */
 	int cpu_ipc;              /* CPU boundaries by cross-memory attach */
 	int ggml_native_gdn;      /* DEVICE_GDN_NATIVE_* */
+	/* host memory of the daemon's requests (hostmem.h): a backend that
+	 * allocates host memory for a run reserves it here; a host-memory
+	 * device subtracts what is reserved from its free memory.  NULL: not
+	 * counted. */
+	struct hostmem *hostmem;
 };
 
 /* Completion of work handed to a device stream: status 0 or a negative
@@ -120,6 +125,11 @@ bool device_host_visible(const struct device *d);
 bool device_holds_waits(const struct device *d);
 /* Streams finish each submission before it returns, on the caller's thread. */
 bool device_completes_inline(const struct device *d);
+/* The most work (flop) one graph run may demand on this device:
+ * max-graph-gflop when set (setting > 0), the backend's own bound when auto
+ * (setting < 0), no bound (0) when off (setting 0). */
+#define DEVICE_GRAPH_GFLOP_FALLBACK 1024
+uint64_t device_graph_flop_max(const struct device *d, int64_t setting);
 /* For STATS: "" (the device never holds waits), "on", or "off: why". */
 void device_waits_status(const struct device *d, char *buf, size_t len);
 
@@ -169,5 +179,9 @@ int device_slot_alloc(struct device *d, volatile uint64_t **ret_slot);
 void device_slot_free(struct device *d, volatile uint64_t *slot);
 /* Drop the backend's per-graph state (loop, when the graph is destroyed). */
 void device_graph_release(struct device *d, struct graph *g);
+/* Host memory one run of g allocates beyond its tensors and arena (kernel
+ * workspaces), an upper bound; the backend reserves it under the memory
+ * floor for each run.  Loop, at GRAPH_CREATE. */
+uint64_t device_graph_scratch(struct device *d, const struct graph *g);
 
 #endif

@@ -24,6 +24,12 @@ static void graph_release_none(void *ctx, struct graph *g)
 	(void)ctx, (void)g;
 }
 
+static uint64_t graph_scratch_none(void *ctx, const struct graph *g)
+{
+	(void)ctx, (void)g;
+	return 0;
+}
+
 static int ipc_export_unsupp(void *ctx, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err, size_t errlen)
 {
 	(void)ctx, (void)bytes, (void)ret_ptr, (void)handle;
@@ -100,6 +106,7 @@ int backend_fill(const struct backend_dev *be, struct device_i *dev, struct buff
 	STUB(dev, slot_alloc, slot_alloc_unsupp);
 	STUB(dev, slot_free, slot_free_none);
 	STUB(dev, graph_release, graph_release_none);
+	STUB(dev, graph_scratch, graph_scratch_none);
 	STUB(buf, ipc_export, ipc_export_unsupp);
 	STUB(buf, ipc_copy, ipc_copy_unsupp);
 	STUB(buf, ipc_wait, ipc_wait_unsupp);

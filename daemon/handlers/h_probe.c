@@ -43,6 +43,7 @@ static void probe_answer(struct probe *p, int code, const char *msg)
 	if (p->answered)
 		return;
 	p->answered = 1;
+	conn_wait_end(p->c);
 	if (code < 0)
 		reply_error(p->c, MSG_PROBE, p->req_id, code, msg);
 	else
@@ -116,6 +117,8 @@ void h_probe(struct conn *c, struct request *r)
 	p->c = c;
 	p->req_id = r->hdr.req_id;
 	conn_ref(c);
+	/* In flight until answered: a flood of PROBEs meets max-conn-inflight. */
+	conn_wait_begin(c);
 	uv_timer_init(c->d->loop, &p->timer);
 	p->timer.data = p;
 	p->pending = 1;

@@ -12,6 +12,10 @@
  * and copied in when the queue reaches it, and a GET copies the bytes out at
  * its queue position (later commands may overwrite them) and replies from
  * that copy.  Staging bytes count towards the connection's back-pressure.
+ * Every staged byte is reserved under the memory floor (hostmem.h), and a
+ * GET makes its copy only when the connection's copies not yet written
+ * leave room under max-conn-reply-mib (conn.h: conn_copy_*); until then it
+ * waits in its queue, the worker serving other streams.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -53,12 +57,12 @@ int h_tensor_set_bulk(struct conn *c, struct request *r, void **ret_dst)
 		*ret_dst = b->ptr + m->offset;
 		return 0;
 	}
-	r->stage = malloc(m->size);
+	r->stage = hostmem_alloc(&c->d->hostmem, m->size, &rc, r->errmsg, sizeof(r->errmsg));
 	if (!r->stage) {
-		snprintf(r->errmsg, sizeof(r->errmsg), "TENSOR_SET: cannot stage %" PRIu64 " bytes", m->size);
-		r->err = PPRPC_ENOMEM;
+		r->err = rc;
 		return r->err;
 	}
+	r->stage_len = m->size;
 	*ret_dst = r->stage;
 	return 0;
 }
@@ -83,7 +87,7 @@ static void set_release(struct qreq *qr)
 {
 	struct set_cmd *sc = (struct set_cmd *)qr;
 
-	free(sc->stage);
+	hostmem_free(&qr->c->d->hostmem, sc->stage, sc->size);
 	buffer_unref(sc->b);
 }
 
@@ -127,15 +131,11 @@ void h_tensor_set(struct conn *c, struct request *r)
 	sc->qr.staged = sc->size;
 	sc->qr.release = set_release;
 	r->stage = NULL;
+	r->stage_len = 0;
 	r->bulk_buf = NULL; /* the command owns the reference now */
 	qreq_push(&sc->qr, c, r, b->dev, set_exec);
 }
 
-static void free_stage(void *arg, int status)
-{
-	(void)status;
-	free(arg);
-}
 
 static void get_sent(void *arg, int status)
 {
@@ -143,37 +143,91 @@ static void get_sent(void *arg, int status)
 	buffer_unref(arg);
 }
 
+/* A GET's copy: this header, then the bytes.  It outlives the command
+ * when it becomes the reply's bulk, until written (copy_sent). */
+struct get_copy {
+	struct conn *c;      /* referenced while the reply holds the copy */
+	uint64_t n;
+	uint8_t bytes[] __attribute__((aligned(16)));
+};
+
 struct get_cmd {
 	struct qreq qr;
 	struct dbuf *b;
 	uint64_t offset, size;
-	void *stage;
+	struct get_copy *copy;  /* made by get_exec */
 };
+
+static void copy_free(struct conn *c, struct get_copy *cp)
+{
+	struct pprpcd *d = c->d;
+
+	conn_copy_put(c, cp->n);
+	hostmem_free(&d->hostmem, cp, sizeof(*cp) + cp->n);
+}
+
+/* The copy was written to the client (or the connection is gone). */
+static void copy_sent(void *arg, int status)
+{
+	struct get_copy *cp = arg;
+	struct conn *c = cp->c;
+
+	(void)status;
+	copy_free(c, cp);
+	conn_unref(c);
+}
+
+/* Worker: the copy may be made once the connection's copies not yet
+ * written leave room for it. */
+static int get_ready(struct qcmd *q)
+{
+	struct get_cmd *gc = (struct get_cmd *)q;
+
+	return conn_copy_fits(gc->qr.c, gc->size);
+}
 
 static int get_exec(struct qcmd *q)
 {
 	struct get_cmd *gc = (struct get_cmd *)q;
+	struct conn *c = gc->qr.c;
+	int rc;
 
-	if (gc->size)
-		return device_download(gc->b->dev, gc->stage, gc->b->ptr + gc->offset, gc->size);
-	return 0;
+	if (!gc->size)
+		return 0;
+	if (!conn_copy_take(c, gc->size))
+		return QCMD_AGAIN;  /* another stream's copy took the room first */
+	gc->copy = hostmem_alloc(&c->d->hostmem, sizeof(*gc->copy) + gc->size, &rc, q->err, sizeof(q->err));
+	if (!gc->copy) {
+		conn_copy_put(c, gc->size);
+		return rc;
+	}
+	gc->copy->n = gc->size;
+	return device_download(gc->b->dev, gc->copy->bytes, gc->b->ptr + gc->offset, gc->size);
 }
 
 static void get_reply(struct qreq *qr)
 {
 	struct get_cmd *gc = (struct get_cmd *)qr;
 	Pprpc__Empty e = PPRPC__EMPTY__INIT;
+	struct get_copy *cp = gc->copy;
 
-	/* The staging copy now belongs to the reply; freed once written. */
-	reply_send(qr->c, qr->q.type, qr->q.req_id, &e.base, gc->stage, gc->size, free_stage, gc->stage);
-	gc->stage = NULL;
+	if (!cp) {
+		reply_send(qr->c, qr->q.type, qr->q.req_id, &e.base, NULL, 0, NULL, NULL);
+		return;
+	}
+	/* The copy now belongs to the reply; freed once written. */
+	gc->copy = NULL;
+	cp->c = qr->c;
+	conn_ref(cp->c);
+	reply_send(qr->c, qr->q.type, qr->q.req_id, &e.base, cp->bytes, cp->n, copy_sent, cp);
 }
 
 static void get_release(struct qreq *qr)
 {
 	struct get_cmd *gc = (struct get_cmd *)qr;
 
-	free(gc->stage);
+	if (gc->copy)
+		copy_free(qr->c, gc->copy);
 	buffer_unref(gc->b);
 }
 
@@ -204,13 +258,9 @@ void h_tensor_get(struct conn *c, struct request *r)
 		return;
 	}
 	gc = calloc(1, sizeof(*gc));
-	if (gc && m->size)
-		gc->stage = malloc(m->size);
-	if (!gc || (m->size && !gc->stage)) {
-		if (gc)
-			free(gc);
+	if (!gc) {
 		buffer_unref(b);
-		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ENOMEM, "cannot stage the reply");
+		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ENOMEM, "out of memory");
 		return;
 	}
 	gc->b = b;
@@ -220,6 +270,7 @@ void h_tensor_get(struct conn *c, struct request *r)
 	gc->qr.always_reply = 1;
 	gc->qr.reply = get_reply;
 	gc->qr.release = get_release;
+	gc->qr.q.ready = get_ready;
 	qreq_push(&gc->qr, c, r, b->dev, get_exec);
 }
 

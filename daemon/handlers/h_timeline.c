@@ -1,6 +1,15 @@
 /*
  * daemon/handlers/h_timeline.c — TIMELINE_CREATE / _DESTROY / _QUERY, SIGNAL, WAIT,
  * HOST_WAIT and SUBSCRIBE (a peer's wait).
+ *
+ * Who may use a timeline: its owner (the connection that created it), for
+ * everything; and a peer link (role peer), for SUBSCRIBE only — the way a
+ * cross-rank WAIT reaches the owner's daemon, naming the handle the owner
+ * handed out.  Another client's QUERY, HOST_WAIT or local WAIT on it is
+ * refused as an unknown handle, like a buffer or graph of someone else.
+ * Handles carry a random 32-bit tag (handles.h), so naming one needs having
+ * been given it; a client that must wait on another connection's timeline
+ * on the same daemon names the rank (the daemon subscribes to itself).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,12 +25,14 @@
 #include "daemon/objects/timeline.h"
 #include "pprpc/types.h"
 
-static struct timeline *lookup(struct conn *c, const struct request *r, uint64_t h, int need_owner)
+/* The timeline h, if c may use it (see the top): owner, or a peer link's
+ * SUBSCRIBE (peer_ok). */
+static struct timeline *lookup(struct conn *c, const struct request *r, uint64_t h, int peer_ok)
 {
 	struct timeline *t = timeline_get(c->d, h);
 	char err[96];
 
-	if (t && (!need_owner || t->owner == c))
+	if (t && (t->owner == c || (peer_ok && c->role == PPRPC__ROLE__ROLE_PEER)))
 		return t;
 	snprintf(err, sizeof(err), "unknown timeline handle 0x%016" PRIx64, h);
 	qreq_refuse(c, r, PPRPC_EHANDLE, err);
@@ -58,7 +69,7 @@ void h_timeline_create(struct conn *c, struct request *r)
 void h_timeline_destroy(struct conn *c, struct request *r)
 {
 	const Pprpc__TimelineDestroy *m = (const Pprpc__TimelineDestroy *)r->msg;
-	struct timeline *t = lookup(c, r, m->timeline, 1);
+	struct timeline *t = lookup(c, r, m->timeline, 0);
 
 	if (!t)
 		return;
@@ -137,7 +148,7 @@ static void signal_release(struct qreq *qr)
 void h_signal(struct conn *c, struct request *r)
 {
 	const Pprpc__Signal *m = (const Pprpc__Signal *)r->msg;
-	struct timeline *t = lookup(c, r, m->timeline, 1);
+	struct timeline *t = lookup(c, r, m->timeline, 0);
 	struct signal_cmd *sc;
 
 	if (!t)
@@ -305,7 +316,7 @@ static void lwait_unlink(struct lwait *lw)
 	for (struct lwait **pp = &lw->c->lwaits; *pp; pp = &(*pp)->next)
 		if (*pp == lw) {
 			*pp = lw->next;
-			lw->c->waits--;
+			conn_wait_end(lw->c);
 			return;
 		}
 }
@@ -380,7 +391,7 @@ static void add_lwait(struct conn *c, struct request *r, struct timeline *t, uin
 	}
 	lw->next = c->lwaits;
 	c->lwaits = lw;
-	c->waits++;  /* in flight until answered (conn.h limits) */
+	conn_wait_begin(c);  /* in flight until answered (conn.h limits) */
 	w = timeline_add_waiter(c->d, t, value, lwait_fired, lw);
 	/* NULL: it fired at once (already reached) and lw may be freed
 	 * already — touch it only while it still waits. */
@@ -403,7 +414,7 @@ void h_host_wait(struct conn *c, struct request *r)
 void h_subscribe(struct conn *c, struct request *r)
 {
 	const Pprpc__Subscribe *m = (const Pprpc__Subscribe *)r->msg;
-	struct timeline *t = lookup(c, r, m->timeline, 0);
+	struct timeline *t = lookup(c, r, m->timeline, 1);
 
 	if (t)
 		add_lwait(c, r, t, m->value, 0);

@@ -251,9 +251,14 @@ static void resolve_pointers(struct graph *g, const struct tplan *p)
 	}
 }
 
-/* A rough cost of one run in element operations: every tensor a node
- * touches, plus the inner dimension of the ops that loop over one
- * (saturating at UINT64_MAX / 2; shapes are validated, each below 2^34). */
+/* The work of one run in flop, roughly: every element a node reads or
+ * writes (one each), plus the products of the ops that loop over an inner
+ * dimension — MUL_MAT 2 K per output, ATTENTION 4 n_kv (Q K^T and P V),
+ * GATED_DELTA_NET about 8 d_k per output of its o part (the state update
+ * and read of each step).  Zero-stride (broadcast) sources make these
+ * unrelated to the bytes a graph holds, which is why it is bounded by
+ * max-graph-gflop, not by memory.  Saturates at UINT64_MAX / 2; shapes are
+ * validated, each tensor below 2^34 elements. */
 static uint64_t estimate_work(const struct graph *g)
 {
 	const uint64_t cap = UINT64_MAX / 2;
@@ -261,19 +266,21 @@ static uint64_t estimate_work(const struct graph *g)
 
 	for (int i = 0; i < g->nnodes; i++) {
 		const struct gnode *n = &g->nodes[i];
-		uint64_t out = (uint64_t)kern_tensor_nelements(&g->t[n->dst]), w = out, f = 0;
+		uint64_t out = (uint64_t)kern_tensor_nelements(&g->t[n->dst]), w = out, f = 0, inner = out;
 
 		for (int s = 0; s < n->nsrc; s++)
 			w += (uint64_t)kern_tensor_nelements(&g->t[n->src[s]]);
-		if (n->op == PPRPC_OP_MUL_MAT)
-			f = (uint64_t)g->t[n->src[0]].ne[0];            /* K per output */
-		else if (n->op == PPRPC_OP_ATTENTION)
-			f = 2 * (uint64_t)g->t[n->src[1]].ne[2];        /* n_kv per output */
-		else if (n->op == PPRPC_OP_GATED_DELTA_NET)
-			f = 4 * (uint64_t)g->t[n->src[0]].ne[2];        /* T steps over the state */
-		if (f && out > (cap - w) / f)
+		if (n->op == PPRPC_OP_MUL_MAT) {
+			f = 2 * (uint64_t)g->t[n->src[0]].ne[0];
+		} else if (n->op == PPRPC_OP_ATTENTION) {
+			f = 4 * (uint64_t)g->t[n->src[1]].ne[2];
+		} else if (n->op == PPRPC_OP_GATED_DELTA_NET) {
+			f = 8 * (uint64_t)g->t[n->src[0]].ne[0];
+			inner = (uint64_t)kern_tensor_nelements(&g->t[n->src[2]]);  /* o part: v's shape */
+		}
+		if (f && inner > (cap - w) / f)
 			return cap;
-		w += out * f;
+		w += inner * f;
 		if (w > cap - work)
 			return cap;
 		work += w;
@@ -345,6 +352,21 @@ int graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GraphCreate *m,
 	rc = check_nodes(m, g, p, err, errlen);
 	if (rc < 0)
 		goto fail;
+	/* A graph of a few hundred bytes can demand minutes of a device
+	 * (issue 19.9: zero-stride ATTENTION ran ~60 s, holding the device
+	 * from everyone): bounded before anything is allocated for it. */
+	g->work = estimate_work(g);
+	{
+		uint64_t max = device_graph_flop_max(g->dev, d->opts.max_graph_gflop);
+
+		if (max && g->work > max) {
+			snprintf(err, errlen, "graph work limit (max-graph-gflop %" PRIu64 " on %s) exceeded: one run "
+				 "demands about %" PRIu64 " Gflop", (uint64_t)(max / 1000000000u), g->dev->name,
+				 (uint64_t)(g->work / 1000000000u));
+			rc = PPRPC_ELIMIT;
+			goto fail;
+		}
+	}
 	if (g->arena_size) {
 		rc = conn_charge_check(c, g->arena_size, &g->footprint, err, errlen);
 		if (rc < 0)
@@ -354,7 +376,15 @@ int graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GraphCreate *m,
 			goto fail;
 	}
 	resolve_pointers(g, p);
-	g->work = estimate_work(g);
+	/* The kernels' workspaces are reserved under the floor for each run;
+	 * one that could not be reserved even now is refused at once. */
+	g->host_scratch = device_graph_scratch(g->dev, g);
+	if (g->host_scratch) {
+		rc = hostmem_reserve(&d->hostmem, g->host_scratch, err, errlen);
+		if (rc < 0)
+			goto fail;
+		hostmem_release(&d->hostmem, g->host_scratch);
+	}
 	g->owner = c;
 	g->refs = 1;
 	free(p);

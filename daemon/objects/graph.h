@@ -48,7 +48,8 @@ struct graph {
 	void *arena;
 	uint64_t arena_size;
 	void *dev_priv;           /* the backend's per-graph state (a CUDA graph) */
-	uint64_t work;            /* rough cost in element operations (saturates) */
+	uint64_t work;            /* rough cost of a run in flop (saturates; graph.c) */
+	uint64_t host_scratch;    /* host memory a run allocates (device_graph_scratch) */
 	uint64_t footprint;       /* arena, page-rounded: charged to the owner */
 	struct graph *next, *prev;  /* owner's list */
 };
@@ -66,7 +67,7 @@ int graph_new_backend(struct conn *c, struct device *dev, int kind, size_t max_b
 /* Keep b alive while g exists (once per buffer; at most max_bufs). */
 void graph_hold_buffer(struct graph *g, struct dbuf *b);
 
-/* Work up to which a GRAPH_RUN may run inline on the loop (h_graph.c):
+/* Work (flop) up to which a GRAPH_RUN may run inline on the loop (h_graph.c):
  * tens of microseconds of CPU at most, about what the two thread hand-offs
  * it saves cost.  (-DGRAPH_INLINE_WORK=0 turns it off, for measuring.) */
 #ifndef GRAPH_INLINE_WORK

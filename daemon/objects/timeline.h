@@ -54,8 +54,8 @@ void timeline_sys_fini(struct pprpcd *d);
 
 int timeline_create(struct pprpcd *d, struct conn *c, struct device *dev, uint64_t initial,
 		    struct timeline **ret_t);
-/* Any connection may wait on or query a timeline (peers name it by handle);
- * only its owner may signal or destroy it. */
+/* The timeline behind a live handle, whoever owns it: callers check who
+ * may use it (h_timeline.c: the owner; a peer link's SUBSCRIBE). */
 struct timeline *timeline_get(struct pprpcd *d, uint64_t handle);
 void timeline_retire(struct pprpcd *d, struct timeline *t);
 void timeline_ref(struct timeline *t);

@@ -1,7 +1,9 @@
 /* daemon/peer/peer.c — outbound peer links (see peer.h). */
 #include "daemon/peer/peer.h"
 
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,10 +33,13 @@ struct preq {
 	void *arg;
 };
 
-/* A link says HELLO (authenticating with the daemon's own key when it has
- * one, proto/auth.h) before any queued request leaves: requests pipelined
- * behind an unanswered challenge would be refused as "before HELLO". */
-enum peer_state { PEER_CONNECTING, PEER_HELLO, PEER_UP, PEER_DEAD };
+/* A rank named by a host name is resolved first, off the loop
+ * (uv_getaddrinfo: the threadpool), so a slow or unanswered DNS query
+ * stalls nobody.  A link says HELLO (authenticating with the daemon's own
+ * key when it has one, proto/auth.h) before any queued request leaves:
+ * requests pipelined behind an unanswered challenge would be refused as
+ * "before HELLO". */
+enum peer_state { PEER_CONNECTING, PEER_HELLO, PEER_UP, PEER_DEAD, PEER_RESOLVING };
 
 struct peer {
 	struct pprpcd *d;
@@ -46,8 +51,9 @@ struct peer {
 	struct preq *cur;            /* reply being received */
 	uint64_t last_rx_ms;         /* loop time of the last frame (or of link up) */
 	int ping_out;                /* a keepalive PING is outstanding */
-	char host[256];
+	char host[256];              /* numeric once resolved */
 	uint16_t port;
+	uv_getaddrinfo_t gai;        /* PEER_RESOLVING: the name's resolution */
 	uint64_t serial;             /* this connection's, unique in the daemon */
 	uint64_t born_ms;            /* loop time the link was started (setup bound) */
 	char fallback[200];          /* why the link is TCP although RDMA was tried */
@@ -408,6 +414,47 @@ static int link_connect(struct peer *p, char *err, size_t errlen)
 	return 0;
 }
 
+static int numeric_host(const char *host)
+{
+	unsigned char a[sizeof(struct in6_addr)];
+
+	return inet_pton(AF_INET, host, a) == 1 || inet_pton(AF_INET6, host, a) == 1;
+}
+
+/* The name of a rank resolved (threadpool): connect to its first address,
+ * or fail the link and what waits on it.  A link failed meanwhile (setup
+ * bound, shutdown) is only freed here: nothing else holds it. */
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+	struct peer *p = req->data;
+	char why[300];
+	void *a = NULL;
+
+	if (p->state == PEER_DEAD) {
+		uv_freeaddrinfo(res);
+		free(p);
+		return;
+	}
+	if (status == 0 && res && res->ai_family == AF_INET)
+		a = &((struct sockaddr_in *)(void *)res->ai_addr)->sin_addr;
+	else if (status == 0 && res && res->ai_family == AF_INET6)
+		a = &((struct sockaddr_in6 *)(void *)res->ai_addr)->sin6_addr;
+	if (!a || !inet_ntop(res->ai_family, a, p->host, sizeof(p->host))) {
+		snprintf(why, sizeof(why), "cannot resolve the host of rank %.80s: %s", p->rank,
+			 status < 0 ? uv_strerror(status) : "no usable address");
+		uv_freeaddrinfo(res);
+		peer_fail(p, PPRPC_ECONN, why);
+		free(p);
+		return;
+	}
+	uv_freeaddrinfo(res);
+	p->state = PEER_CONNECTING;
+	if (link_connect(p, why, sizeof(why)) < 0) {
+		peer_fail(p, PPRPC_ECONN, why);
+		free(p);
+	}
+}
+
 static struct peer *peer_get(struct pprpcd *d, const char *rank, char *err, size_t errlen)
 {
 	struct peer *p;
@@ -443,10 +490,27 @@ static struct peer *peer_get(struct pprpcd *d, const char *rank, char *err, size
 		goto oom;
 	}
 	p->reqs = q;  /* HELLO stays first on the link */
-	if (link_connect(p, err, errlen) < 0) {
-		preq_free(q);
-		free(p);
-		return NULL;
+	if (numeric_host(host)) {
+		p->state = PEER_CONNECTING;
+		if (link_connect(p, err, errlen) < 0) {
+			preq_free(q);
+			free(p);
+			return NULL;
+		}
+	} else {
+		struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+		int rc;
+
+		/* Requests queue on the link meanwhile, as while connecting. */
+		p->state = PEER_RESOLVING;
+		p->gai.data = p;
+		rc = uv_getaddrinfo(d->loop, &p->gai, on_resolved, p->host, NULL, &hints);
+		if (rc < 0) {
+			snprintf(err, errlen, "cannot resolve the host of rank %.80s: %s", rank, uv_strerror(rc));
+			preq_free(q);
+			free(p);
+			return NULL;
+		}
 	}
 	p->next = d->peers;
 	d->peers = p;
@@ -519,10 +583,14 @@ static void setup_bound(struct peer *p, uint64_t now_ms)
 	if (!limit || now_ms - p->born_ms < limit)
 		return;
 	snprintf(why, sizeof(why), "rank %s: %s within %llu ms (peer-connect-timeout-ms)", p->rank,
-		 p->state == PEER_CONNECTING ? "no connection" : "no answer to HELLO", (unsigned long long)limit);
+		 p->state == PEER_RESOLVING ? "its host name not resolved"
+		 : p->state == PEER_CONNECTING ? "no connection" : "no answer to HELLO", (unsigned long long)limit);
 	if (p->state == PEER_HELLO)
 		transport_close(p->t);
-	/* Still connecting: on_connect sees DEAD and cleans up. */
+	if (p->state == PEER_RESOLVING)
+		uv_cancel((uv_req_t *)&p->gai);
+	/* Still connecting or resolving: on_connect / on_resolved see DEAD
+	 * and clean up. */
 	peer_fail(p, PPRPC_ETIMEDOUT, why);
 }
 
@@ -542,7 +610,7 @@ void peer_keepalive(struct pprpcd *d, uint64_t now_ms)
 		int busy = 0;
 
 		next = p->next;
-		if (p->state == PEER_CONNECTING || p->state == PEER_HELLO) {
+		if (p->state == PEER_RESOLVING || p->state == PEER_CONNECTING || p->state == PEER_HELLO) {
 			setup_bound(p, now_ms);
 			continue;
 		}
@@ -626,155 +694,11 @@ void peer_close_all(struct pprpcd *d)
 
 		if (p->state == PEER_UP || p->state == PEER_HELLO)
 			transport_close(p->t);
-		/* Still connecting: on_connect sees DEAD and cleans up. */
+		if (p->state == PEER_RESOLVING)
+			uv_cancel((uv_req_t *)&p->gai);
+		/* Still connecting or resolving: on_connect / on_resolved see
+		 * DEAD and clean up. */
 		peer_fail(p, PPRPC_ECONN, "shutting down");
 	}
-	while (d->mirrors) {
-		struct rtl *m = d->mirrors;
-
-		d->mirrors = m->next;
-		m->next = NULL;
-		m->failed = 1;
-		timeline_cell_set(d, &m->cell, 0, PPRPC_ECANCELED);
-		peer_mirror_unref(d, m);
-	}
-}
-
-/* ---- remote timeline mirrors ------------------------------------------------- */
-
-struct sub {
-	struct pprpcd *d;
-	struct rtl *m;
-	uint64_t value;
-	int code;
-};
-
-static int sub_meta(void *arg, int code, const char *errmsg, const struct frame_hdr *h,
-		    const uint8_t *meta, size_t len, void **bulk_dst)
-{
-	struct sub *s = arg;
-	ProtobufCMessage *m = NULL;
-
-	(void)errmsg;
-	(void)h;
-	(void)bulk_dst;
-	s->code = code;
-	if (code < 0)
-		return 0;
-	if (meta_unpack(&pprpc__subscribe_reply__descriptor, meta, len, &m) < 0)
-		return PPRPC_EPROTO;
-	s->value = ((Pprpc__SubscribeReply *)m)->value;
-	meta_free(m);
-	return 0;
-}
-
-static void sub_finish(struct sub *s, int code, const char *why)
-{
-	if (code < 0) {
-		s->m->failed = 1;
-		timeline_cell_fail(s->d, &s->m->cell, code, why);
-	} else {
-		timeline_cell_set(s->d, &s->m->cell, s->value, 0);
-	}
-	peer_mirror_unref(s->d, s->m);
-	free(s);
-}
-
-static void sub_done(void *arg, const struct frame_hdr *h, int more)
-{
-	struct sub *s = arg;
-
-	(void)h;
-	(void)more;
-	sub_finish(s, s->code, NULL);
-}
-
-static void sub_fail(void *arg, int code, const char *why)
-{
-	char msg[160];
-
-	snprintf(msg, sizeof(msg), "link lost: %.140s", why);
-	sub_finish(arg, code, msg);
-}
-
-static const struct preq_ops sub_ops = { .meta = sub_meta, .done = sub_done, .fail = sub_fail };
-
-struct rtl *peer_mirror_get(struct pprpcd *d, const char *rank, uint64_t handle, uint64_t value,
-			    char *err, size_t errlen)
-{
-	struct rtl *m, **pp;
-
-	for (pp = &d->mirrors; (m = *pp); pp = &m->next) {
-		if (m->handle != handle || strcmp(m->rank, rank) != 0)
-			continue;
-		if (!m->failed)
-			break;
-		/* A failed mirror stays failed for the WAITs that saw it; a new
-		 * WAIT gets a fresh one (and, if needed, a new link). */
-		*pp = m->next;
-		m->next = NULL;
-		peer_mirror_unref(d, m);
-		m = NULL;
-		break;
-	}
-	if (!m) {
-		if (strlen(rank) >= sizeof(m->rank)) {
-			snprintf(err, errlen, "rank address too long");
-			return NULL;
-		}
-		m = calloc(1, sizeof(*m));
-		if (!m) {
-			snprintf(err, errlen, "out of memory");
-			return NULL;
-		}
-		snprintf(m->rank, sizeof(m->rank), "%s", rank);
-		m->handle = handle;
-		m->refs = 1; /* the table's */
-		m->next = d->mirrors;
-		d->mirrors = m;
-	}
-	if (value > m->requested) {
-		Pprpc__Subscribe req = PPRPC__SUBSCRIBE__INIT;
-		struct sub *s = calloc(1, sizeof(*s));
-
-		if (!s) {
-			snprintf(err, errlen, "out of memory");
-			return NULL;
-		}
-		s->d = d;
-		s->m = m;
-		req.timeline = handle;
-		req.value = value;
-		m->refs++;
-		if (peer_request(d, rank, MSG_SUBSCRIBE, &req.base, &sub_ops, s, err, errlen) < 0) {
-			m->refs--;
-			free(s);
-			return NULL;
-		}
-		m->requested = value;
-	}
-	m->refs++;
-	return m;
-}
-
-void peer_mirror_unref(struct pprpcd *d, struct rtl *m)
-{
-	/* Only the table still holds it (no WAIT, no subscription in flight):
-	 * drop it, or every timeline ever waited on would keep a mirror. */
-	if (m->refs == 2 && !m->failed) {
-		for (struct rtl **pp = &d->mirrors; *pp; pp = &(*pp)->next)
-			if (*pp == m) {
-				*pp = m->next;
-				m->refs--;
-				break;
-			}
-	}
-	if (--m->refs > 0)
-		return;
-	for (struct rtl **pp = &d->mirrors; *pp; pp = &(*pp)->next)
-		if (*pp == m) {
-			*pp = m->next;
-			break;
-		}
-	free(m);
+	peer_mirrors_close(d);
 }

@@ -12,10 +12,10 @@
  * request fails (nothing waits forever), and the next request connects
  * again.
  *
- * Remote timeline waits use a mirror (struct rtl): SUBSCRIBE(timeline,
- * value) is answered once the owner's timeline reaches value — a
- * notification, never polling — which raises the mirror and wakes the
- * waiting worker.
+ * Remote timeline waits use a mirror (struct rtl, mirror.c):
+ * SUBSCRIBE(timeline, value) is answered once the owner's timeline reaches
+ * value — a notification, never polling — which raises the mirror and
+ * wakes the waiting worker.
  */
 #ifndef PPRPC_DAEMON_PEER_H
 #define PPRPC_DAEMON_PEER_H
@@ -74,13 +74,21 @@ struct rtl {
 	uint64_t requested;      /* highest value subscribed so far */
 	int refs;                /* queued WAITs + outstanding subscriptions + the table */
 	int failed;
-	struct rtl *next;        /* d->mirrors */
+	int in_table;            /* live: found by later WAITs */
+	struct rtl *hnext;       /* the table's bucket chain */
 };
 
 /* A mirror of timeline handle at rank, subscribed up to at least value;
- * returns it referenced, or NULL with a reason in err. */
+ * returns it referenced, or NULL with a reason in err (nothing is kept
+ * then). */
 struct rtl *peer_mirror_get(struct pprpcd *d, const char *rank, uint64_t handle, uint64_t value,
 			    char *err, size_t errlen);
 void peer_mirror_unref(struct pprpcd *d, struct rtl *m);
+/* Mirrors in the table (metrics: nothing outlives its WAITs). */
+size_t peer_mirrors_live(const struct pprpcd *d);
+/* Shutdown: fail every mirror (its WAITs are released) and empty the
+ * table; fini frees the table itself. */
+void peer_mirrors_close(struct pprpcd *d);
+void peer_mirrors_fini(struct pprpcd *d);
 
 #endif

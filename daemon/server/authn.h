@@ -17,9 +17,6 @@ struct pprpcd;
 struct conn;
 struct request;
 
-/* Before authentication a keyed daemon decodes no HELLO larger than this
- * and reads no bulk. */
-#define AUTHN_MAX_HELLO_META 4096u
 /* Challenges one connection may ask for (a HELLO without proof each). */
 #define AUTHN_MAX_CHALLENGES 3
 

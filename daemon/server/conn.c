@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/server/authn.h"
 #include "daemon/objects/buffer.h"
 #include "daemon/server/dispatch.h"
 #include "daemon/objects/graph.h"
@@ -37,15 +36,18 @@ static void refuse(struct request *r, int code, const char *fmt, ...)
 	va_end(ap);
 }
 
-static void request_reset(struct request *r)
+static void request_reset(struct conn *c)
 {
+	struct request *r = &c->cur;
+
 	meta_free(r->msg);
 	r->msg = NULL;
 	if (r->bulk_buf)
 		buffer_unref(r->bulk_buf);
 	r->bulk_buf = NULL;
-	free(r->stage);
+	hostmem_free(&c->d->hostmem, r->stage, r->stage_len);
 	r->stage = NULL;
+	r->stage_len = 0;
 	r->err = 0;
 	r->errmsg[0] = '\0';
 	r->h = NULL;
@@ -56,7 +58,7 @@ static int on_header(void *ctx, const struct frame_hdr *h)
 	struct conn *c = ctx;
 	struct request *r = &c->cur;
 
-	request_reset(r);
+	request_reset(c);
 	r->hdr = *h;
 	/* Requests pipelined behind a fatal one (same read) are not executed. */
 	if (c->closing)
@@ -70,18 +72,18 @@ static int on_header(void *ctx, const struct frame_hdr *h)
 			 msg_type_name(h->type));
 		return PPRPC_EPROTO;
 	}
-	/* Before a keyed daemon knows who talks, it reads no bulk and decodes
-	 * no large metas. */
-	if (!c->hello_done && c->d->auth_key_len && (h->bulk_len || h->meta_len > AUTHN_MAX_HELLO_META)) {
+	/* Before the daemon knows who talks (keyed or not), it reads no bulk
+	 * and buffers no large metas. */
+	if (!c->hello_done && (h->bulk_len || h->meta_len > CONN_HELLO_MAX_META)) {
 		snprintf(r->errmsg, sizeof(r->errmsg),
-			 "before authentication a HELLO carries no bulk and at most %u bytes of meta",
-			 AUTHN_MAX_HELLO_META);
+			 "before HELLO is done a frame carries no bulk and at most %u bytes of meta",
+			 CONN_HELLO_MAX_META);
 		return PPRPC_EPROTO;
 	}
 	if (c->queued_cmds + c->waits + c->unsent_replies >= c->d->opts.max_conn_inflight) {
 		snprintf(r->errmsg, sizeof(r->errmsg),
 			 "connection in-flight limit (%u) reached: %" PRIu64 " commands queued, %" PRIu64
-			 " waits pending, %" PRIu64 " replies unsent; closing",
+			 " waits, probes and pulls pending, %" PRIu64 " replies unsent; closing",
 			 c->d->opts.max_conn_inflight, c->queued_cmds, c->waits, c->unsent_replies);
 		return PPRPC_ELIMIT;
 	}
@@ -106,7 +108,8 @@ static int on_meta(void *ctx, const struct frame_hdr *h, const uint8_t *meta, si
 		return 0;
 	rc = meta_unpack(r->h->desc, meta, len, &r->msg);
 	if (rc < 0) {
-		refuse(r, rc, "%s: malformed meta (%zu bytes)", msg_type_name(h->type), len);
+		refuse(r, rc, "%s: malformed meta (%zu bytes)%s", msg_type_name(h->type), len,
+		       rc == PPRPC_EINVAL ? ": a string field holds a NUL byte" : "");
 		return 0;
 	}
 	if (h->bulk_len) {
@@ -131,7 +134,7 @@ static int on_frame(void *ctx, const struct frame_hdr *h)
 		qreq_refuse(c, r, r->err, r->errmsg);
 	else
 		r->h->run(c, r);
-	request_reset(r);
+	request_reset(c);
 	conn_unref(c);
 	return 0;
 }
@@ -187,13 +190,14 @@ static void on_close(void *ctx, int status)
 		timeline_retire(d, c->timelines);
 	while (c->bufs)
 		buffer_retire(d, c->bufs);
-	request_reset(&c->cur);
+	request_reset(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
 		d->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	d->nconns--;
 	c->t = NULL;
 	conn_unref(c);
 	pprpcd_conn_gone(d);
@@ -216,6 +220,17 @@ void conn_accept(struct pprpcd *d, struct transport_conn *t)
 	struct frame_limits lim = { .max_meta = d->opts.max_meta, .max_bulk = d->opts.max_bulk };
 	struct conn *c;
 
+	if (d->nconns >= d->opts.max_conns && !d->stopping) {
+		/* Every connection costs memory and a descriptor before it has
+		 * said a word; the cap bounds that.  Logged at powers of two: a
+		 * flood must not flood the log too. */
+		d->conns_refused++;
+		if (!(d->conns_refused & (d->conns_refused - 1)))
+			LOG(d, LOG_NOTICE_, "connection from %s closed: max-conns (%u) reached (%" PRIu64 " refused so far)",
+			    transport_peer(t), d->opts.max_conns, d->conns_refused);
+		transport_close(t);
+		return;
+	}
 	if (d->stopping || !(c = calloc(1, sizeof(*c)))) {
 		transport_close(t);
 		return;
@@ -224,6 +239,8 @@ void conn_accept(struct pprpcd *d, struct transport_conn *t)
 	c->t = t;
 	c->refs = 1; /* the transport's */
 	c->id = ++d->next_conn_id;
+	c->born_ms = uv_now(d->loop);
+	d->nconns++;
 	snprintf(c->name, sizeof(c->name), "%s", transport_peer(t));
 	c->next = d->conns;
 	if (d->conns)
@@ -241,6 +258,23 @@ void conn_accept(struct pprpcd *d, struct transport_conn *t)
 	}
 	if (transport_start(t, &owner_ops, c, &lim) < 0)
 		transport_close(t);
+}
+
+void conn_expire_hello(struct pprpcd *d, uint64_t now_ms)
+{
+	uint64_t limit = d->opts.hello_timeout_ms;
+
+	if (!limit)
+		return;
+	/* A connection that says nothing (or half a HELLO, or never answers
+	 * its challenge) would hold its slot of max-conns for ever. */
+	for (struct conn *c = d->conns; c; c = c->next) {
+		if (c->hello_done || c->closing || now_ms - c->born_ms < limit)
+			continue;
+		LOG(d, LOG_NOTICE_, "conn %" PRIu64 " (%s): no HELLO within %" PRIu64 " ms (hello-timeout-ms); closing",
+		    c->id, c->name, limit);
+		conn_close(c);
+	}
 }
 
 #define HIGH_CMDS 4096
@@ -290,6 +324,53 @@ void conn_reply_sent(struct conn *c)
 {
 	c->unsent_replies--;
 	flow(c);
+}
+
+void conn_wait_begin(struct conn *c)
+{
+	c->waits++;
+	flow(c);
+}
+
+void conn_wait_end(struct conn *c)
+{
+	c->waits--;
+	flow(c);
+}
+
+static int copy_fits(struct conn *c, uint64_t cur, uint64_t n)
+{
+	uint64_t max = c->d->opts.max_conn_reply_bytes;
+
+	return cur == 0 || (n <= max && cur <= max - n);
+}
+
+int conn_copy_fits(struct conn *c, uint64_t n)
+{
+	if (copy_fits(c, atomic_load(&c->copy_bytes), n))
+		return 1;
+	/* Say so before looking again: a copy written out meanwhile either
+	 * shows in the second look or sees the flag and kicks the queues. */
+	atomic_store(&c->copy_waiting, 1);
+	return copy_fits(c, atomic_load(&c->copy_bytes), n);
+}
+
+int conn_copy_take(struct conn *c, uint64_t n)
+{
+	uint64_t cur = atomic_load(&c->copy_bytes);
+
+	do {
+		if (!copy_fits(c, cur, n))
+			return 0;
+	} while (!atomic_compare_exchange_weak(&c->copy_bytes, &cur, cur + n));
+	return 1;
+}
+
+void conn_copy_put(struct conn *c, uint64_t n)
+{
+	atomic_fetch_sub(&c->copy_bytes, n);
+	if (atomic_exchange(&c->copy_waiting, 0))
+		pprpcd_kick_queues(c->d);
 }
 
 int conn_charge_check(const struct conn *c, uint64_t size, uint64_t *ret_footprint, char *err,

@@ -15,6 +15,7 @@
 #define PPRPC_DAEMON_CONN_H
 
 #include <protobuf-c/protobuf-c.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "daemon/exec/stream.h"
@@ -22,6 +23,10 @@
 #include "transport/transport.h"
 
 #define PPRPCD_CONN_MAX_DEVICES 16
+/* Before its HELLO is done, a connection (keyed daemon or not) sends no
+ * bulk and no meta larger than this: whoever has not said who they are
+ * gets a few KiB of the daemon's memory, not max-meta-kib of it. */
+#define CONN_HELLO_MAX_META 4096u
 
 struct pprpcd;
 struct dbuf;
@@ -38,6 +43,7 @@ struct request {
 	char errmsg[256];
 	struct dbuf *bulk_buf;      /* receiving bulk (reference held) */
 	void *stage;                /* bulk staged for a queued write (owned until handed over) */
+	uint64_t stage_len;         /* its bytes, reserved in the daemon's hostmem */
 };
 
 struct conn {
@@ -48,6 +54,7 @@ struct conn {
 	int closed;                 /* transport gone: send nothing */
 	int closing;                /* close decided: execute nothing more */
 	int hello_done;
+	uint64_t born_ms;           /* loop time of the accept (hello-timeout-ms) */
 	int role;
 	char name[64];
 	struct request cur;
@@ -66,7 +73,11 @@ struct conn {
 	uint64_t queued_cmds;
 	uint64_t staged_bytes;
 	uint64_t unsent_replies;    /* replies queued on the transport (reply.c) */
-	uint64_t waits;             /* HOST_WAITs / SUBSCRIBEs not yet answered (h_timeline.c) */
+	uint64_t waits;             /* HOST_WAITs, SUBSCRIBEs, PROBEs, PULLs not yet answered (conn_wait_begin) */
+	/* TENSOR_GET copies made for this connection and not yet written to
+	 * it (conn_copy_*: the device worker makes them, the loop frees them) */
+	atomic_uint_least64_t copy_bytes;
+	atomic_int copy_waiting;    /* a GET waits for copy_bytes to go down */
 	int paused;
 	/* authentication (authn.c): the outstanding challenge of this connection */
 	uint8_t auth_nonce[32];
@@ -76,8 +87,12 @@ struct conn {
 	struct conn *next, *prev;
 };
 
-/* Take over an accepted transport connection. */
+/* Take over an accepted transport connection; beyond max-conns it is
+ * closed at once. */
 void conn_accept(struct pprpcd *d, struct transport_conn *t);
+/* Close connections whose HELLO did not complete within hello-timeout-ms
+ * (the periodic tick). */
+void conn_expire_hello(struct pprpcd *d, uint64_t now_ms);
 void conn_ref(struct conn *c);
 void conn_unref(struct conn *c);
 /* Close the connection (after queued replies are written). */
@@ -96,6 +111,24 @@ void conn_unqueue(struct conn *c, uint64_t staged);
  * but never reads its replies is paused too (reply.c calls these). */
 void conn_reply_queued(struct conn *c);
 void conn_reply_sent(struct conn *c);
+/* A request the loop answers later — HOST_WAIT, SUBSCRIBE, PROBE, PULL —
+ * counts as in flight (c->waits) from its arrival to its answer, against
+ * max-conn-inflight like a queued command. */
+void conn_wait_begin(struct conn *c);
+void conn_wait_end(struct conn *c);
+
+/* Replies are counted in bytes too (issue 19.13: back-pressure counted
+ * replies, and 48 queued 8 MiB GETs of a client that never reads grew the
+ * daemon by 400 MB): a queued TENSOR_GET makes its copy only when the
+ * connection's copies not yet written leave room for it under
+ * max-conn-reply-mib (any one copy may be made when none is held); until
+ * then it waits in its queue (ready()), and writing a copy out wakes it.
+ * Any thread. */
+int conn_copy_fits(struct conn *c, uint64_t n);
+/* Take n bytes of the connection's copy budget: 1, or 0 when they do not
+ * fit (then wait for conn_copy_fits). */
+int conn_copy_take(struct conn *c, uint64_t n);
+void conn_copy_put(struct conn *c, uint64_t n);
 
 /* Limits (daemon options max_conn_*).  The in-flight limit (queued commands,
  * pending host waits and subscriptions, unsent replies) is checked as each frame arrives; reading pauses at

@@ -33,16 +33,39 @@ int log_level_parse(const char *s)
 	return -1;
 }
 
+/* Control characters become \xNN: names and messages in a line may come
+ * from the network (a client name, a peer's error text), and a newline or
+ * a carriage return in them would forge a log line of its own.  Bytes from
+ * 0x80 up pass (UTF-8 names stay readable). */
+static void escape_ctl(const char *in, char *out, size_t outlen)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+
+	for (const unsigned char *s = (const unsigned char *)in; *s && o + 5 < outlen; s++) {
+		if (*s < 0x20 || *s == 0x7f) {
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[*s >> 4];
+			out[o++] = hex[*s & 15];
+		} else {
+			out[o++] = (char)*s;
+		}
+	}
+	out[o] = '\0';
+}
+
 void log_msg(const struct log_cfg *cfg, int level, const char *fmt, ...)
 {
-	char line[1024];
+	char raw[1024], line[4 * sizeof(raw)];
 	va_list ap;
 
 	if (level > cfg->level)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	escape_ctl(raw, line, sizeof(line));
 	if (cfg->journal) {
 		fprintf(stderr, "<%d>%s\n", level, line);
 	} else {

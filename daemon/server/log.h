@@ -18,6 +18,8 @@ struct log_cfg {
 void log_setup(struct log_cfg *cfg, int level);
 /* "err", "warning", "notice", "info", "debug" or a digit; -1 if unknown. */
 int log_level_parse(const char *s);
+/* One line; control characters of the formatted text are escaped (\\xNN), so
+ * a value from the network cannot start a line of its own. */
 void log_msg(const struct log_cfg *cfg, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

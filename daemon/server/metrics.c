@@ -7,10 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/server/authn.h"
 #include "daemon/server/conn.h"
 #include "daemon/device/device.h"
 #include "daemon/pprpcd.h"
 #include "daemon/exec/queue.h"
+#include "daemon/peer/peer.h"
 #include "daemon/exec/staging.h"
 #include "daemon/xfer/xfer.h"
 #include "pprpc/types.h"
@@ -79,6 +81,10 @@ char *metrics_render(struct pprpcd *d)
 	    d->stats.protocol_errors);
 	put(&b, "# TYPE pprpc_connections_total counter\npprpc_connections_total %" PRIu64 "\n",
 	    d->stats.connections_total);
+	put(&b, "# TYPE pprpc_connections gauge\npprpc_connections %u\n", d->nconns);
+	/* remote timelines that WAITs here are held on: one per (rank, handle)
+	 * waited on now, nothing after */
+	put(&b, "# TYPE pprpc_peer_mirrors gauge\npprpc_peer_mirrors %zu\n", peer_mirrors_live(d));
 	put(&b, "# TYPE pprpc_device_free_bytes gauge\n# TYPE pprpc_device_queue_depth gauge\n"
 		"# TYPE pprpc_device_commands_total counter\n# TYPE pprpc_device_errors_total counter\n"
 		"# TYPE pprpc_graph_creates_total counter\n# TYPE pprpc_graph_runs_total counter\n");
@@ -186,10 +192,18 @@ char *metrics_render(struct pprpcd *d)
 /* ---- the HTTP side: read a request head, answer, close ---------------------------- */
 
 #define REQ_MAX 8192
+/* Requests served at once: a scraper needs one; beyond, a connection is
+ * closed as soon as it is accepted. */
+#define METRICS_MAX_CONNS 16
 
+/* One request.  It lives until closed: answered, failed, or past
+ * hello-timeout-ms (metrics_expire), whichever comes first. */
 struct mconn {
 	uv_tcp_t h;
 	struct pprpcd *d;
+	struct mconn *next, *prev;  /* d->mconns */
+	uint64_t born_ms;
+	int closing;
 	char req[REQ_MAX];
 	size_t got;
 	uv_write_t w;
@@ -204,12 +218,29 @@ static void mconn_closed(uv_handle_t *h)
 	free(m);
 }
 
+/* Once per request, whoever comes first (a pending write's callback runs
+ * with UV_ECANCELED and lands here again). */
+static void mconn_close(struct mconn *m)
+{
+	struct pprpcd *d = m->d;
+
+	if (m->closing)
+		return;
+	m->closing = 1;
+	if (m->prev)
+		m->prev->next = m->next;
+	else
+		d->mconns = m->next;
+	if (m->next)
+		m->next->prev = m->prev;
+	d->nmconns--;
+	uv_close((uv_handle_t *)&m->h, mconn_closed);
+}
+
 static void written(uv_write_t *w, int status)
 {
-	struct mconn *m = w->data;
-
 	(void)status;
-	uv_close((uv_handle_t *)&m->h, mconn_closed);
+	mconn_close(w->data);
 }
 
 static void respond(struct mconn *m)
@@ -222,7 +253,7 @@ static void respond(struct mconn *m)
 	m->resp = malloc(cap);
 	if (!m->resp) {
 		free(body);
-		uv_close((uv_handle_t *)&m->h, mconn_closed);
+		mconn_close(m);
 		return;
 	}
 	buf.len = (size_t)snprintf(m->resp, cap,
@@ -232,7 +263,7 @@ static void respond(struct mconn *m)
 	free(body);
 	m->w.data = m;
 	if (uv_write(&m->w, (uv_stream_t *)&m->h, &buf, 1, written) < 0)
-		uv_close((uv_handle_t *)&m->h, mconn_closed);
+		mconn_close(m);
 }
 
 static void alloc_cb(uv_handle_t *h, size_t sz, uv_buf_t *buf)
@@ -250,7 +281,7 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 
 	(void)buf;
 	if (n < 0) {
-		uv_close((uv_handle_t *)&m->h, mconn_closed);
+		mconn_close(m);
 		return;
 	}
 	m->got += (size_t)n;
@@ -269,28 +300,84 @@ static void on_conn(uv_stream_t *server, int status)
 	if (status < 0 || !(m = calloc(1, sizeof(*m))))
 		return;
 	m->d = d;
+	m->born_ms = uv_now(d->loop);
 	uv_tcp_init(server->loop, &m->h);
 	m->h.data = m;
-	if (uv_accept(server, (uv_stream_t *)&m->h) < 0 ||
+	m->next = d->mconns;
+	if (d->mconns)
+		d->mconns->prev = m;
+	d->mconns = m;
+	d->nmconns++;
+	/* Accepted either way (an unaccepted one stalls the listener). */
+	if (uv_accept(server, (uv_stream_t *)&m->h) < 0 || d->nmconns > METRICS_MAX_CONNS ||
 	    uv_read_start((uv_stream_t *)&m->h, alloc_cb, read_cb) < 0)
-		uv_close((uv_handle_t *)&m->h, mconn_closed);
+		mconn_close(m);
+}
+
+void metrics_expire(struct pprpcd *d, uint64_t now_ms)
+{
+	uint64_t limit = d->opts.hello_timeout_ms;
+	struct mconn *m, *next;
+
+	if (!limit)
+		return;
+	/* A request half sent, or an answer never read, would otherwise hold
+	 * its connection (and a slot of METRICS_MAX_CONNS) for ever. */
+	for (m = d->mconns; m; m = next) {
+		next = m->next;
+		if (now_ms - m->born_ms >= limit)
+			mconn_close(m);
+	}
+}
+
+/* The metrics address, resolved, after the listen policy. */
+static int metrics_addr(struct pprpcd *d, struct sockaddr_storage *ss, int log, char *err, size_t errlen)
+{
+	socklen_t sl;
+	char host[256];
+	uint16_t port;
+
+	if (addr_split(d->opts.metrics_listen, host, sizeof(host), &port, 9464) < 0 ||
+	    addr_resolve(host, port, ss, &sl) < 0) {
+		snprintf(err, errlen, "--metrics-listen: cannot parse '%s'", d->opts.metrics_listen);
+		return PPRPC_EINVAL;
+	}
+	/* The listen policy of the daemon's own port, with one difference:
+	 * HTTP requests prove no key, so a key does not make a non-loopback
+	 * metrics address safe; only insecure-listen does (with a warning). */
+	switch (authn_listen_policy((const struct sockaddr *)ss, 0, d->opts.insecure_listen)) {
+	case AUTHN_LISTEN_OK:
+		return 0;
+	case AUTHN_LISTEN_WARN:
+		if (log)
+			LOG(d, LOG_WARN_, "metrics on non-loopback %s WITHOUT authentication (insecure-listen): "
+			    "anyone who can reach it reads this daemon's clients, peers and counters", host);
+		return 0;
+	default:
+		snprintf(err, errlen, "refusing to serve metrics on non-loopback address %s: metrics requests "
+			 "carry no authentication (auth-key-file does not cover them); set insecure-listen = 1 "
+			 "to serve them from the network anyway", host);
+		return PPRPC_EAUTH;
+	}
+}
+
+int metrics_check(struct pprpcd *d, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+
+	return d->opts.metrics_listen[0] ? metrics_addr(d, &ss, 0, err, errlen) : 0;
 }
 
 int metrics_start(struct pprpcd *d, char *err, size_t errlen)
 {
 	struct sockaddr_storage ss;
-	socklen_t sl;
-	char host[256];
-	uint16_t port;
 	int rc;
 
 	if (!d->opts.metrics_listen[0])
 		return 0;
-	if (addr_split(d->opts.metrics_listen, host, sizeof(host), &port, 9464) < 0 ||
-	    addr_resolve(host, port, &ss, &sl) < 0) {
-		snprintf(err, errlen, "--metrics-listen: cannot parse '%s'", d->opts.metrics_listen);
-		return PPRPC_EINVAL;
-	}
+	rc = metrics_addr(d, &ss, 1, err, errlen);
+	if (rc < 0)
+		return rc;
 	uv_tcp_init(d->loop, &d->metrics);
 	d->metrics.data = d;
 	d->metrics_on = 1;
@@ -319,4 +406,6 @@ void metrics_stop(struct pprpcd *d)
 		d->metrics_on = 0;
 		uv_close((uv_handle_t *)&d->metrics, NULL);
 	}
+	while (d->mconns)
+		mconn_close(d->mconns);
 }

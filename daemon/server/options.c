@@ -40,7 +40,11 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->max_conn_bytes = 0;
 	o->max_conn_graphs = 1024;
 	o->max_conn_inflight = 65536;
+	o->max_conn_reply_bytes = 256 * MIB;
 	o->max_graph_nodes = PPRPC_MAX_GRAPH_NODES;
+	o->max_graph_gflop = -1;
+	o->max_conns = 1024;
+	o->hello_timeout_ms = 10000;
 	o->staging_bytes = 256 * MIB;
 	o->drain_ms = 10000;
 	o->xfer_timeout_ms = 30000;
@@ -141,14 +145,15 @@ FLAG_SETTER(set_cpu_ipc, cpu_ipc)
 		snprintf(buf, len, "%u", o->field);                                        \
 	}
 
-/* The global tables hold at most 2^24 handles (handles.h generation bits). */
-U32_SETTER(set_max_buffers, max_buffers, 1, 1u << 24)
-U32_SETTER(set_max_graphs, max_graphs, 1, 1u << 24)
-U32_SETTER(set_max_timelines, max_timelines, 1, 1u << 24)
+/* The global tables hold at most 2^24 - 1 handles (handles.h index bits). */
+U32_SETTER(set_max_buffers, max_buffers, 1, HTAB_MAX_SLOTS)
+U32_SETTER(set_max_graphs, max_graphs, 1, HTAB_MAX_SLOTS)
+U32_SETTER(set_max_timelines, max_timelines, 1, HTAB_MAX_SLOTS)
 U32_SETTER(set_max_conn_buffers, max_conn_buffers, 1, 1u << 24)
 U32_SETTER(set_max_conn_graphs, max_conn_graphs, 1, 1u << 24)
 U32_SETTER(set_max_conn_inflight, max_conn_inflight, 2, 1u << 24)
 U32_SETTER(set_max_graph_nodes, max_graph_nodes, 1, PPRPC_MAX_GRAPH_NODES)
+U32_SETTER(set_max_conns, max_conns, 1, 1u << 20)
 
 static int set_max_meta(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
 {
@@ -199,6 +204,7 @@ MIB_SETTER(set_max_bulk, max_bulk, 1, 1ull << 20)
 MIB_SETTER(set_staging, staging_bytes, 1, 1ull << 20)
 MIB_SETTER(set_ipc_pool, ipc_pool_bytes, 0, 1ull << 20)
 MIB_SETTER(set_max_conn_mib, max_conn_bytes, 0, 1ull << 30)
+MIB_SETTER(set_max_conn_reply_mib, max_conn_reply_bytes, 1, 1ull << 20)
 
 static int set_drain(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
 {
@@ -243,6 +249,48 @@ static int set_peer_connect_timeout(struct pprpcd_opts *o, const char *v, char *
 static void set_peer_connect_timeout_show(const struct pprpcd_opts *o, char *buf, size_t len)
 {
 	snprintf(buf, len, "%llu", (unsigned long long)o->peer_connect_timeout_ms);
+}
+
+/* auto (the device's own bound), off, or a number of Gflop. */
+static int set_max_graph_gflop(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	uint64_t x;
+	int rc;
+
+	if (!strcmp(v, "auto")) {
+		o->max_graph_gflop = -1;
+		return 0;
+	}
+	if (!strcmp(v, "off")) {
+		o->max_graph_gflop = 0;
+		return 0;
+	}
+	rc = parse_u64(v, 1, 1ull << 40, &x, err, errlen);
+	if (rc < 0)
+		snprintf(err, errlen, "'%s' is not auto, off or a number of Gflop in 1..%llu", v, 1ull << 40);
+	else
+		o->max_graph_gflop = (int64_t)x;
+	return rc;
+}
+
+static void set_max_graph_gflop_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	if (o->max_graph_gflop < 0)
+		snprintf(buf, len, "auto");
+	else if (o->max_graph_gflop == 0)
+		snprintf(buf, len, "off");
+	else
+		snprintf(buf, len, "%lld", (long long)o->max_graph_gflop);
+}
+
+static int set_hello_timeout(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	return parse_u64(v, 0, 86400000, &o->hello_timeout_ms, err, errlen);
+}
+
+static void set_hello_timeout_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%llu", (unsigned long long)o->hello_timeout_ms);
 }
 
 static int set_log(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
@@ -447,7 +495,11 @@ static const struct optdef defs[] = {
 	{ "max-conn-mib", "N", "device memory one connection may hold, page-rounded (0 = only the floor)", set_max_conn_mib, set_max_conn_mib_show },
 	{ "max-conn-graphs", "N", "graphs one connection may hold", set_max_conn_graphs, set_max_conn_graphs_show },
 	{ "max-conn-inflight", "N", "queued commands + unsent replies of one connection (reading pauses at half)", set_max_conn_inflight, set_max_conn_inflight_show },
+	{ "max-conn-reply-mib", "N", "TENSOR_GET copies one connection may hold until written to it; a GET beyond waits in its queue (default 256)", set_max_conn_reply_mib, set_max_conn_reply_mib_show },
 	{ "max-graph-nodes", "N", "nodes in one graph (max 65536)", set_max_graph_nodes, set_max_graph_nodes_show },
+	{ "max-graph-gflop", "N|auto|off", "work one graph run may demand, estimated at GRAPH_CREATE (auto: 32 per CPU thread, 1048576 on a GPU)", set_max_graph_gflop, set_max_graph_gflop_show },
+	{ "max-conns", "N", "connections served at once, clients and peers (beyond: closed at once)", set_max_conns, set_max_conns_show },
+	{ "hello-timeout-ms", "N", "close a connection whose HELLO (authentication included) or metrics request is not complete within N ms (0 = never)", set_hello_timeout, set_hello_timeout_show },
 	{ "auth-key-file", "FILE", "shared key (>= 32 bytes, mode 600): clients and peers must prove it (HMAC)", set_auth_key_file, set_auth_key_file_show },
 	{ "insecure-listen", "0|1", "allow a non-loopback --listen without auth-key-file", set_insecure_listen, set_insecure_listen_show },
 	{ "staging-mib", "N", "SEND staging ring; a SEND stalls only when it is full", set_staging, set_staging_show },

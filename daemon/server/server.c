@@ -6,7 +6,8 @@
  * written and READY=1 sent — so either means "ready to serve".
  *
  * SIGTERM drains: no new connections, queued work may finish for up to
- * drain_ms, then everything is closed.  SIGHUP re-reads the configuration
+ * drain_ms, then everything is closed.  A periodic tick also closes
+ * connections (and metrics requests) that did not finish HELLO in time.  SIGHUP re-reads the configuration
  * file and applies its log level.  A periodic tick sends watchdog pings and
  * STATUS lines when systemd asked for them.
  */
@@ -20,6 +21,7 @@
 #include "daemon/server/affinity.h"
 #include "daemon/server/authn.h"
 #include "daemon/server/conn.h"
+#include "daemon/server/deadline.h"
 #include "daemon/device/device.h"
 #include "daemon/pprpcd.h"
 #include "daemon/server/metrics.h"
@@ -99,6 +101,7 @@ static int open_devices(struct pprpcd *d)
 		.cuda_graphs = d->opts.cuda_graphs,
 		.cpu_ipc = d->opts.cpu_ipc,
 		.ggml_native_gdn = d->opts.ggml_native_gdn,
+		.hostmem = &d->hostmem,
 	};
 	char list[sizeof(d->opts.devices)], *save = NULL, *tok;
 	char err[256];
@@ -182,6 +185,8 @@ static void on_tick(uv_timer_t *t)
 		notify_send("WATCHDOG=1");
 	xfer_expire(d, now);
 	peer_keepalive(d, now);
+	conn_expire_hello(d, now);
+	metrics_expire(d, now);
 	if (now - d->last_status_ms >= 2000) {
 		d->last_status_ms = now;
 		send_status(d);
@@ -211,6 +216,10 @@ static void begin_drain(struct pprpcd *d)
 	rdma_listener_close(d->rdma_listener);
 	d->rdma_listener = NULL;
 	d->drain_deadline = uv_now(d->loop) + d->opts.drain_ms;
+	/* drain-ms is a promise: the process is gone shortly after it, even
+	 * if a kernel still runs then (deadline.h). */
+	if (deadline_arm(d, d->opts.drain_ms) < 0)
+		LOG(d, LOG_WARN_, "no exit-deadline thread: shutdown will wait for running kernels");
 	/* Check often while draining. */
 	uv_timer_start(&d->tick, on_tick, 0, 20);
 }
@@ -235,6 +244,7 @@ static void on_signal(uv_signal_t *s, int signum)
 	}
 	if (d->drain_deadline) {
 		LOG(d, LOG_NOTICE_, "signal %d while draining: stopping now", signum);
+		deadline_arm(d, 0);
 		pprpcd_stop(d);
 		return;
 	}
@@ -268,7 +278,7 @@ static int place_threads(struct pprpcd *d)
 
 int pprpcd_start(struct pprpcd *d)
 {
-	char host[256], err[256];
+	char host[256], err[512];
 	uint16_t port;
 	int rc;
 
@@ -286,6 +296,7 @@ int pprpcd_start(struct pprpcd *d)
 	htab_init(&d->buffers, HK_BUFFER, d->opts.max_buffers);
 	htab_init(&d->graphs, HK_GRAPH, d->opts.max_graphs);
 	timeline_sys_init(d);
+	hostmem_init(&d->hostmem, d->opts.memory_floor);
 	if (addr_split(d->opts.listen, host, sizeof(host), &port, 50052) < 0) {
 		LOG(d, LOG_ERR_, "--listen: cannot parse '%s' (expected HOST:PORT)", d->opts.listen);
 		return PPRPC_EINVAL;
@@ -294,6 +305,11 @@ int pprpcd_start(struct pprpcd *d)
 	rc = authn_start(d, host, port);
 	if (rc < 0)
 		return rc;
+	rc = metrics_check(d, err, sizeof(err));
+	if (rc < 0) {
+		LOG(d, LOG_ERR_, "%s", err);
+		return rc;
+	}
 	rc = open_devices(d);
 	if (rc < 0)
 		return rc;
@@ -338,6 +354,8 @@ int pprpcd_start(struct pprpcd *d)
 			tick = d->opts.peer_connect_timeout_ms / 3;
 		if (d->opts.xfer_timeout_ms && d->opts.xfer_timeout_ms / 3 < tick)
 			tick = d->opts.xfer_timeout_ms / 3;
+		if (d->opts.hello_timeout_ms && d->opts.hello_timeout_ms / 3 < tick)
+			tick = d->opts.hello_timeout_ms / 3;
 		uv_timer_start(&d->tick, on_tick, 0, tick ? tick : 1);
 	}
 	return 0;
@@ -408,6 +426,7 @@ void pprpcd_fini(struct pprpcd *d)
 	release_devices(d);
 	htab_fini(&d->buffers);
 	htab_fini(&d->graphs);
+	peer_mirrors_fini(d);
 	timeline_sys_fini(d);
 	xfer_fini(d);
 	authn_fini(d);

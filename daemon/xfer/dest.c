@@ -127,7 +127,7 @@ static void xrecv_unref(struct xrecv *xr)
 	 * RECV command itself failed or was cancelled. */
 	xfer_table_del(&xr->xf->recvs, &xr->node);
 	buffer_unref(xr->b);
-	free(xr->stage);
+	hostmem_free(&xr->xf->d->hostmem, xr->stage, xr->sm.size);
 	recv_sm_fini(&xr->sm);
 	free(xr);
 }
@@ -409,15 +409,14 @@ void xdst_recv(struct conn *c, struct request *r, const Pprpc__Recv *m, struct d
 	struct xrecv *xr = calloc(1, sizeof(*xr));
 	bool ipc;
 	char err[256];
-	int code;
+	int code = PPRPC_ENOMEM;
 
+	/* The landing stage counts under the memory floor (issue 19.14). */
+	snprintf(err, sizeof(err), "out of memory");
 	if (rc && xr)
-		xr->stage = malloc(m->size);
-	if (!rc || !xr || !xr->stage) {
-		snprintf(err, sizeof(err), "cannot stage %" PRIu64 " bytes", m->size);
-		code = PPRPC_ENOMEM;
+		xr->stage = hostmem_alloc(&d->hostmem, m->size, &code, err, sizeof(err));
+	if (!rc || !xr || !xr->stage)
 		goto refuse;
-	}
 	/* GPU to GPU on one host: ask for IPC (the source decides). */
 	ipc = xdev_has_ipc(b->dev) && d->boot_id[0] && !ipc_blocked(xf, m->src_rank);
 	xr->xf = xf;
@@ -457,7 +456,7 @@ void xdst_recv(struct conn *c, struct request *r, const Pprpc__Recv *m, struct d
 	return;
 refuse:
 	if (xr) {
-		free(xr->stage);
+		hostmem_free(&d->hostmem, xr->stage, m->size);
 		recv_sm_fini(&xr->sm);
 		free(xr);
 	}

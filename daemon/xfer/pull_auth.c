@@ -88,8 +88,11 @@ static void cand_free(struct xcand *k)
 {
 	if (k->check)
 		k->check->cand = NULL;
-	if (k->c)
+	/* The PULL ends here unless it became the puller (source.c). */
+	if (k->c) {
+		conn_wait_end(k->c);
 		conn_unref(k->c);
+	}
 	free(k);
 }
 
@@ -116,8 +119,11 @@ static void check_end(struct xcheck *ck, int code, const char *why, bool link_fa
 {
 	struct xcand *k = ck->cand;
 	struct xsend *x;
-	char msg[400];
+	char msg[400], reason[200];
 
+	/* why may point into ck (check_done passes ck->why): keep it first. */
+	snprintf(reason, sizeof(reason), "%s", why ? why : "");
+	why = reason;
 	free(ck);
 	if (!k)
 		return;
@@ -222,6 +228,8 @@ void xauth_pull(struct xsend *x, struct conn *c, uint64_t req, const Pprpc__Pull
 	k->x = x;
 	k->c = c;
 	conn_ref(c);
+	/* In flight against max-conn-inflight until it ends (issue 19.11). */
+	conn_wait_begin(c);
 	k->req = req;
 	k->size = m->size;
 	k->ipc_req = m->ipc_host && d->boot_id[0] && !strcmp(m->ipc_host, d->boot_id);

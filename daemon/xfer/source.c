@@ -78,11 +78,20 @@ void xsrc_fail(struct xsend *x, int status)
 	pprpcd_kick_queues(x->xf->d);
 }
 
+/* A PULL counts against its connection's max-conn-inflight from its
+ * arrival (xauth_pull, pull_auth.c) to its end: refused, or its transfer let
+ * go of the puller (issue 19.11: a flood of PULLs was counted nowhere). */
+static void pull_end(struct conn *c)
+{
+	conn_wait_end(c);
+	conn_unref(c);
+}
+
 /* The puller is gone (its link closed, or it was answered with an error):
  * nothing more can be delivered. */
 static void xsend_drop_puller(struct xsend *x, int status)
 {
-	conn_unref(x->puller);
+	pull_end(x->puller);
 	x->puller = NULL;
 	pthread_mutex_lock(&x->xf->lock);
 	x->sm.pulling = false;
@@ -153,7 +162,7 @@ void xsrc_maybe_free(struct xsend *x)
 	release_src(x);
 	xfer_table_del(&xf->sends, &x->node);
 	if (x->puller)
-		conn_unref(x->puller);
+		pull_end(x->puller);
 	send_sm_fini(&x->sm);
 	free(x);
 }
@@ -185,7 +194,7 @@ void xsrc_attach(struct xsend *x, struct conn *c, uint64_t req, uint64_t size, b
 		else
 			snprintf(err, sizeof(err), "transfer %" PRIu64 ": already being pulled", x->sm.id);
 		reply_error(c, MSG_PULL, req, PPRPC_EINVAL, err);
-		conn_unref(c);
+		pull_end(c);
 		/* The rank expects another size: nobody can receive this SEND,
 		 * which must not hold staging slots. */
 		if (chk == XS_PULL_SIZE && !x->puller) {
@@ -752,7 +761,7 @@ void xsrc_fini(struct xfer *xf)
 		xfer_table_del(&xf->sends, &x->node);
 		xauth_drop_all(x);
 		if (x->puller)
-			conn_unref(x->puller);
+			pull_end(x->puller);
 		send_sm_fini(&x->sm);
 		free(x);
 	}

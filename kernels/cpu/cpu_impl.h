@@ -6,6 +6,9 @@
 #ifndef PPRPC_KERNELS_CPU_IMPL_H
 #define PPRPC_KERNELS_CPU_IMPL_H
 
+#include <limits.h>
+#include <stdbool.h>
+
 #include "kernels/ops.h"
 
 /* One op.  Descriptors were validated by kern_cpu_run (kern_op_check_dst),
@@ -87,6 +90,19 @@ kern_cpu_cvt_fn kern_cpu_cvt(int src_dtype, int dst_dtype);
  * from packed blocks (snb is the block stride, always 34) to dst (stride
  * dnb).  cpu_q8_0.c. */
 void kern_cpu_q8_0_to_f32(void *dst, uint64_t dnb, const void *src, uint64_t snb, int64_t n);
+/* A MUL_MAT operand sgemm reads in place: f32 rows of unit element stride
+ * with a leading dimension it takes; any other is packed into f32 first
+ * (cpu_mul_mat.c; its size: cpu_scratch.c). */
+static inline bool kern_cpu_mm_direct(const struct kern_tensor *t)
+{
+	int64_t k = t->ne[0];
+
+	if (t->dtype != PPRPC_F32 || t->nb[0] != sizeof(float))
+		return false;
+	return t->ne[1] == 1 || (t->nb[1] % sizeof(float) == 0 && t->nb[1] / sizeof(float) >= (uint64_t)k &&
+				 t->nb[1] / sizeof(float) <= INT_MAX);
+}
+
 /* Up to this many activation columns (src1.ne[1]) a Q8_0 MUL_MAT uses the
  * direct dot kernel; above it, dequantized weights go through sgemm.
  * Measured crossover on one core (4096x4096, SSE2 build): M ~ 30. */

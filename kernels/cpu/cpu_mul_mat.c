@@ -6,7 +6,8 @@
  * slice.  sgemm needs f32 rows with unit element stride and a leading
  * dimension >= K; an operand that is not already like that (f16/bf16
  * weights, transposed or broadcast views) is packed into a contiguous f32
- * temporary.  A weight slice is packed once and then used for every src1
+ * temporary (its size counts under the daemon's memory floor:
+ * cpu_scratch.c).  A weight slice is packed once and then used for every src1
  * slice it is broadcast to.
  *
  * Q8_0 weights are expanded to f32 by the same packing step, or, for few
@@ -57,17 +58,12 @@ static int operand_init(struct operand *op, const struct kern_tensor *t)
 							      : kern_cpu_cvt(t->dtype, PPRPC_F32) };
 	if (!op->cvt)
 		return PPRPC_ETYPE;
-	if (t->dtype == PPRPC_F32 && t->nb[0] == sizeof(float)) {
-		if (rows == 1) {
-			op->direct = true;
-		} else if (t->nb[1] % sizeof(float) == 0 && t->nb[1] / sizeof(float) >= (uint64_t)k &&
-			   t->nb[1] / sizeof(float) <= INT_MAX) {
-			op->direct = true;
+	if (kern_cpu_mm_direct(t)) {
+		op->direct = true;
+		if (rows > 1)
 			op->ld = (int64_t)(t->nb[1] / sizeof(float));
-		}
-	}
-	if (op->direct)
 		return 0;
+	}
 	if (__builtin_mul_overflow((size_t)k, (size_t)rows, &bytes) ||
 	    __builtin_mul_overflow(bytes, sizeof(float), &bytes))
 		return PPRPC_ETOOBIG;

@@ -201,9 +201,15 @@ static void test_local_wait(void **state)
 	assert_int_equal(pprpc_wait(c, 0, "", t, 1), 0);
 	assert_int_equal(pprpc_synchronize(c, 0), 0);
 
-	/* A WAIT no queued command will satisfy holds the queue. */
+	/* Another connection's timeline is not c's to name locally: refused
+	 * as an unknown handle (issue 19.3), sticky until the FENCE. */
 	assert_int_equal(pprpc_timeline_create(c2, 0, 0, &t2), 0);
 	assert_int_equal(pprpc_wait(c, 0, NULL, t2, 1), 0);
+	assert_int_equal(pprpc_synchronize(c, 0), PPRPC_EHANDLE);
+	assert_int_equal(pprpc_timeline_query(c, t2, &val), PPRPC_EHANDLE);
+	/* A WAIT no queued command will satisfy holds the queue (c2's
+	 * timeline, named by its rank). */
+	assert_int_equal(pprpc_wait(c, 0, g_a.addr, t2, 1), 0);
 	assert_int_equal(pprpc_tensor_set_async(c, b, 0, v, N * 4), 0);
 	assert_int_equal(pprpc_timeline_host_wait(c2, t2, 1, 100), PPRPC_ETIMEDOUT);
 	/* Destroying the timeline releases it with an error. */
@@ -306,8 +312,10 @@ static void test_host_wait_timeout(void **state)
 	assert_int_equal(pprpc_signal(c, t, 4), 0);
 	assert_int_equal(pprpc_synchronize(c, 0), 0);
 	t0 = now_ms();
-	assert_int_equal(pprpc_timeline_host_wait(c2, t, 4, 1000), 0);
+	assert_int_equal(pprpc_timeline_host_wait(c, t, 4, 1000), 0);
 	assert_true(now_ms() - t0 < 500);
+	/* Only its owner host-waits on a timeline (issue 19.3). */
+	assert_int_equal(pprpc_timeline_host_wait(c2, t, 4, 1000), PPRPC_EHANDLE);
 	/* Bad arguments. */
 	assert_int_equal(pprpc_timeline_host_wait(c, t, 5, -1), PPRPC_EINVAL);
 	assert_int_equal(pprpc_timeline_host_wait(c, (pprpc_timeline){ 0x1234 }, 1, 10), PPRPC_EHANDLE);
@@ -382,13 +390,15 @@ static void raw_queued(int fd, uint16_t type, uint64_t req_id, const ProtobufCMe
 	assert_int_equal(wire_send_parts(fd, hdr, meta, n, NULL, 0), 0);
 }
 
-static void raw_wait(int fd, uint64_t req_id, pprpc_timeline t, uint64_t value)
+/* A queued WAIT on t of rank (another connection's timeline: its rank). */
+static void raw_wait(int fd, uint64_t req_id, const char *rank, pprpc_timeline t, uint64_t value)
 {
 	Pprpc__Wait w = PPRPC__WAIT__INIT;
 
 	w.device = 0;
 	w.timeline = t.id;
 	w.value = value;
+	w.rank = (char *)rank;
 	raw_queued(fd, MSG_WAIT, req_id, &w.base);
 }
 
@@ -439,7 +449,7 @@ static void test_fence_behind_work(void **state)
 	/* WAIT, FENCE, a failing command, FENCE: nothing answers while the
 	 * WAIT holds; then the first FENCE is clean and the second names the
 	 * failure. */
-	raw_wait(fd, 10, t, 1);
+	raw_wait(fd, 10, g_a.addr, t, 1);
 	raw_fence(fd, 11);
 	run.graph = 0x4242;                       /* no such graph */
 	raw_queued(fd, MSG_GRAPH_RUN, 12, &run.base);
@@ -450,7 +460,7 @@ static void test_fence_behind_work(void **state)
 	expect_fence(fd, 13, PPRPC_EHANDLE, 12);
 
 	/* WAIT, FENCE, released: the FENCE answers clean. */
-	raw_wait(fd, 20, t, 2);
+	raw_wait(fd, 20, g_a.addr, t, 2);
 	raw_fence(fd, 21);
 	assert_int_equal(wire_read_reply(fd, &r, 200), -ETIMEDOUT);
 	assert_int_equal(pprpc_signal(c, t, 2), 0);
@@ -458,7 +468,7 @@ static void test_fence_behind_work(void **state)
 
 	/* WAIT, FENCE, and the WAIT fails (its timeline is destroyed): the
 	 * FENCE reports it, once. */
-	raw_wait(fd, 30, t2, 5);
+	raw_wait(fd, 30, g_a.addr, t2, 5);
 	raw_fence(fd, 31);
 	assert_int_equal(wire_read_reply(fd, &r, 200), -ETIMEDOUT);
 	assert_int_equal(pprpc_timeline_destroy(c, t2), 0);
@@ -490,7 +500,8 @@ static int device_async(pprpc_client *c, uint64_t *ret_gpu_waits, uint64_t *ret_
 
 /*
  * A WAIT with device work queued behind it, released by another connection
- * of the same device.  With GPU-side waits this is the case that deadlocks
+ * of the same device (through the rank: a timeline is used locally only by
+ * its own connection, issue 19.3).  With GPU-side waits this is the case that deadlocks
  * if streams share a device stream (the releasing SIGNAL would queue behind
  * the held WAIT): each pprpc stream has its own.  The graph behind the WAIT
  * must not run before the release, and its result must be there after.
@@ -517,16 +528,18 @@ static void test_wait_holds_device_work(void **state)
 	assert_int_equal(pprpc_timeline_create(c, 0, 0, &t), 0);
 	assert_int_equal(pprpc_timeline_create(c2, 0, 0, &t2), 0);
 
-	assert_int_equal(pprpc_wait(c, 0, NULL, t2, 1), 0);
+	assert_int_equal(pprpc_wait(c, 0, g_a.addr, t2, 1), 0);
 	assert_int_equal(pprpc_graph_run_async(c, g), 0);
 	assert_int_equal(pprpc_signal(c, t, 1), 0);
 	/* Held: neither the graph nor the SIGNAL ran. */
-	assert_int_equal(pprpc_timeline_host_wait(c2, t, 1, 200), PPRPC_ETIMEDOUT);
-	assert_int_equal(pprpc_timeline_query(c2, t, &val), 0);
+	assert_int_equal(pprpc_timeline_host_wait(c, t, 1, 200), PPRPC_ETIMEDOUT);
+	assert_int_equal(pprpc_timeline_query(c, t, &val), 0);
 	assert_int_equal(val, 0);
+	/* Another connection's timeline, named locally: unknown to c2. */
+	assert_int_equal(pprpc_timeline_query(c2, t, &val), PPRPC_EHANDLE);
 	/* The other connection, same device, is not held by it. */
 	assert_int_equal(pprpc_signal(c2, t2, 1), 0);
-	assert_int_equal(pprpc_timeline_host_wait(c2, t, 1, 5000), 0);
+	assert_int_equal(pprpc_timeline_host_wait(c, t, 1, 5000), 0);
 	assert_int_equal(pprpc_synchronize(c, 0), 0);
 	assert_int_equal(pprpc_tensor_get(c, y, 0, got, N * 4), 0);
 	for (int i = 0; i < N; i++)
@@ -545,7 +558,7 @@ static void test_wait_holds_device_work(void **state)
 		pprpc_timeline never;
 
 		assert_int_equal(pprpc_timeline_create(c2, 0, 10, &never), 0);
-		assert_int_equal(pprpc_wait(c3, 0, NULL, never, 11), 0);
+		assert_int_equal(pprpc_wait(c3, 0, g_a.addr, never, 11), 0);
 		assert_int_equal(pprpc_signal(c3, never, 12), 0); /* not its owner: refused, sticky */
 		pprpc_close(c3);
 		assert_int_equal(pprpc_signal(c2, t2, 2), 0);
@@ -554,14 +567,14 @@ static void test_wait_holds_device_work(void **state)
 		assert_int_equal(val, 10);
 		/* Still held by nobody: a WAIT on it from c is released by
 		 * the SIGNAL, as before. */
-		assert_int_equal(pprpc_wait(c, 0, NULL, never, 11), 0);
+		assert_int_equal(pprpc_wait(c, 0, g_a.addr, never, 11), 0);
 		assert_int_equal(pprpc_graph_run_async(c, g), 0);
 		assert_int_equal(pprpc_signal(c2, never, 11), 0);
 		assert_int_equal(pprpc_synchronize(c, 0), 0);
 		/* Left held while both connections close (the owner's first):
 		 * released by the timeline's end; the daemon must still stop
 		 * cleanly (teardown checks its exit status). */
-		assert_int_equal(pprpc_wait(c, 0, NULL, never, 1000), 0);
+		assert_int_equal(pprpc_wait(c, 0, g_a.addr, never, 1000), 0);
 		assert_int_equal(pprpc_graph_run_async(c, g), 0);
 	}
 	pprpc_close(c2);
@@ -665,7 +678,8 @@ static void test_many_held_waits(void **state)
 		assert_int_equal(pprpc_tensor_set(c[i], x[i], 0, v, N * 4), 0);
 		g[i] = scale_graph(c[i], x[i], y[i], (float)(i + 1), 0.0f);
 		assert_int_equal(pprpc_timeline_create(c[i], 0, 0, &done[i]), 0);
-		assert_int_equal(pprpc_wait(c[i], 0, NULL, t, 1), 0);
+		/* the owner's timeline, through its rank: K WAITs, one mirror */
+		assert_int_equal(pprpc_wait(c[i], 0, g_a.addr, t, 1), 0);
 		assert_int_equal(pprpc_graph_run_async(c[i], g[i]), 0);
 		assert_int_equal(pprpc_signal(c[i], done[i], 1), 0);
 	}

@@ -2071,8 +2071,8 @@ static void test_hello_odd_fields(void **state)
 {
 	struct tdaemon *d = *state;
 	Pprpc__Hello h = PPRPC__HELLO__INIT;
-	const size_t nlen = 200 * 1024;
-	char *name = malloc(nlen + 1);
+	const size_t nlen = 3000, plen = 600;
+	char *name = malloc(200 * 1024 + 1);
 	uint8_t *proof = malloc(100 * 1024);
 	struct wire_reply r;
 	pprpc_client *c;
@@ -2089,7 +2089,7 @@ static void test_hello_odd_fields(void **state)
 	h.role = (Pprpc__Role)7;
 	h.client_name = name;
 	h.auth_proof.data = proof;
-	h.auth_proof.len = 100 * 1024;
+	h.auth_proof.len = plen;
 	fd = raw_open(d);
 	assert_int_equal(wire_call(fd, MSG_HELLO, 1, &h.base, NULL, 0, &r), 0);
 	assert_int_equal(r.h.req_id, 1);
@@ -2098,6 +2098,18 @@ static void test_hello_odd_fields(void **state)
 	snap_get(c, &s);
 	assert_true(s.nconn >= 2);
 	client_close(c);
+	raw_close(fd);
+	/* Beyond 4 KiB, before HELLO is done: refused and closed, key or not
+	 * (the daemon buffers no large meta for whoever has not said HELLO). */
+	memset(name, 0xff, 200 * 1024);
+	name[200 * 1024] = '\0';
+	h.auth_proof.len = 100 * 1024;
+	fd = raw_open(d);
+	assert_int_equal(wire_call(fd, MSG_HELLO, 1, &h.base, NULL, 0, &r), 0);
+	assert_true(r.is_error);
+	assert_int_equal(r.code, PPRPC_EPROTO);
+	wire_reply_free(&r);
+	expect_closed(fd);
 	raw_close(fd);
 	free(name);
 	free(proof);

@@ -274,7 +274,7 @@ static void test_inflight(void **state)
 		assert_int_equal(wire_send_all(fd, frames, off, WIRE_TIMEOUT_MS), 0);
 		found = 0;
 		while (wire_read_reply(fd, &r, WIRE_TIMEOUT_MS) == 0) {
-			if (r.is_error && r.code == PPRPC_ELIMIT && strstr(r.msg, "64 waits pending"))
+			if (r.is_error && r.code == PPRPC_ELIMIT && strstr(r.msg, "64 waits, probes and pulls pending"))
 				found = 1;
 			wire_reply_free(&r);
 		}

@@ -529,7 +529,8 @@ static void test_send_queued_long(void **state)
 	assert_int_equal(pprpc_buffer_alloc(p->ca, 0, n, &ba), 0);
 	assert_int_equal(pprpc_buffer_alloc(p->cb, 0, n, &bb), 0);
 	assert_int_equal(pprpc_tensor_set(p->ca, ba, 0, src, n), 0);
-	assert_int_equal(pprpc_wait(p->ca, 0, NULL, tl, 1), 0);
+	/* c2's timeline: p->ca names its rank (issue 19.3). */
+	assert_int_equal(pprpc_wait(p->ca, 0, p->a.addr, tl, 1), 0);
 	assert_int_equal(pprpc_send_async(p->ca, ba, 0, n, 9009, p->b.addr), 0);
 	usleep(2000 * 1000);
 	assert_int_equal(pprpc_signal(c2, tl, 1), 0);
@@ -569,10 +570,11 @@ static void test_shared_device(void **state)
 	assert_int_equal(pprpc_synchronize(p->ca, 0), 0);
 	assert_int_equal(pprpc_tensor_get(c2, b2, 0, dst, sizeof(dst)), 0);
 	assert_memory_equal(src, dst, sizeof(src));
-	/* WAIT (connection 2) queued before the SIGNAL (connection 1). */
+	/* WAIT (connection 2) queued before the SIGNAL (connection 1); the
+	 * timeline is connection 1's, so connection 2 names the rank. */
 	assert_int_equal(pprpc_timeline_create(p->ca, 0, 0, &t), 0);
-	assert_int_equal(pprpc_wait(c2, 0, NULL, t, 1), 0);
-	assert_int_equal(pprpc_timeline_host_wait(c2, t, 0, 1000), 0);
+	assert_int_equal(pprpc_wait(c2, 0, p->a.addr, t, 1), 0);
+	assert_int_equal(pprpc_timeline_host_wait(p->ca, t, 0, 1000), 0);
 	assert_int_equal(pprpc_signal(p->ca, t, 1), 0);
 	assert_int_equal(pprpc_synchronize(c2, 0), 0);
 	pprpc_buffer_free(p->ca, b1);

@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_handles.c — the generation-checked handle table: what a
+ * tests/unit/test_handles.c — the tagged handle table: what a
  * handle encodes, and every way a handle from the wire can be wrong.
  */
 #include <stdarg.h>
@@ -57,7 +57,7 @@ static void test_stale_after_remove(void **state)
 	htab_remove(&t, h1);
 	/* the slot is reused for the next object ... */
 	assert_int_equal(htab_insert(&t, &objs[1], &h2), 0);
-	assert_int_equal((uint32_t)h2, (uint32_t)h1);
+	assert_int_equal((uint32_t)h2 & 0xffffff, (uint32_t)h1 & 0xffffff);
 	/* ... but with a new generation: the old handle does not reach it */
 	assert_true(h2 != h1);
 	assert_null(htab_get(&t, h1));
@@ -89,23 +89,45 @@ static void test_slot_reuse_many_generations(void **state)
 	htab_fini(&t);
 }
 
-/* After 2^24 - 1 reuses the generation wraps, but never to 0. */
-static void test_generation_wraps_not_zero(void **state)
+/* Handles are not predictable from each other (issue 19.3): each fill of
+ * a slot draws a random 32-bit tag, so neither the next slot's handle nor
+ * the same slot's next handle follows from one a client holds. */
+static void test_tags_unpredictable(void **state)
 {
+	enum { N = 64, R = 1000 };
 	struct handle_table t;
-	uint64_t h;
+	uint64_t h[N], prev, cur;
+	uint32_t tags[R];
+	int distinct = 0;
 
 	(void)state;
-	htab_init(&t, HK_TIMELINE, 1);
-	assert_int_equal(htab_insert(&t, &objs[0], &h), 0);
-	htab_remove(&t, h);
-	t.gen[0] = 0xffffff; /* fast-forward to the last generation */
-	assert_int_equal(htab_insert(&t, &objs[0], &h), 0);
-	assert_int_equal((h >> 32) & 0xffffff, 0xffffff);
-	htab_remove(&t, h);
-	assert_int_equal(htab_insert(&t, &objs[1], &h), 0);
-	assert_int_equal((h >> 32) & 0xffffff, 1);
-	assert_ptr_equal(htab_get(&t, h), &objs[1]);
+	htab_init(&t, HK_TIMELINE, N);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(htab_insert(&t, &objs[i], &h[i]), 0);
+	/* Neighbouring slots: all tags differ (2^-20 odds of a collision). */
+	for (int i = 0; i < N; i++)
+		for (int j = i + 1; j < N; j++)
+			assert_true((uint32_t)(h[i] >> 24) != (uint32_t)(h[j] >> 24));
+	/* One slot refilled R times: never its previous tag, and nearly all
+	 * different (a counter would make them consecutive). */
+	prev = h[0];
+	for (int r = 0; r < R; r++) {
+		htab_remove(&t, prev);
+		assert_int_equal(htab_insert(&t, &objs[0], &cur), 0);
+		assert_int_equal((uint32_t)cur & 0xffffff, (uint32_t)h[0] & 0xffffff);
+		assert_true((uint32_t)(cur >> 24) != (uint32_t)(prev >> 24));
+		assert_true((uint32_t)(cur >> 24) != (uint32_t)(prev >> 24) + 1);
+		tags[r] = (uint32_t)(cur >> 24);
+		prev = cur;
+	}
+	for (int r = 0; r < R; r++) {
+		int seen = 0;
+
+		for (int q = 0; q < r && !seen; q++)
+			seen = tags[q] == tags[r];
+		distinct += !seen;
+	}
+	assert_true(distinct >= R - 2);
 	htab_fini(&t);
 }
 
@@ -117,10 +139,12 @@ static void test_wrong_kind(void **state)
 	(void)state;
 	htab_init(&bufs, HK_BUFFER, 10);
 	htab_init(&graphs, HK_GRAPH, 10);
-	graphs.gen_seed = bufs.gen_seed;
 	assert_int_equal(htab_insert(&bufs, &objs[0], &hb), 0);
 	assert_int_equal(htab_insert(&graphs, &objs[1], &hg), 0);
-	/* same slot and generation, different kind */
+	/* the same slot and tag by hand: only the kind differs */
+	graphs.tag[((uint32_t)hg & 0xffffff) - 1] = (uint32_t)(hb >> 24);
+	hg = (hb & 0x00ffffffffffffffull) | ((uint64_t)HK_GRAPH << 56);
+	assert_ptr_equal(htab_get(&graphs, hg), &objs[1]);
 	assert_true((hb & 0x00ffffffffffffffull) == (hg & 0x00ffffffffffffffull));
 	assert_null(htab_get(&bufs, hg));
 	assert_null(htab_get(&graphs, hb));
@@ -145,9 +169,8 @@ static void test_restart_changes_generation(void **state)
 	htab_init(&b, HK_BUFFER, 10);
 	assert_int_equal(htab_insert(&a, &objs[0], &ha), 0);
 	assert_int_equal(htab_insert(&b, &objs[0], &hb), 0);
-	assert_true(ha != hb); /* 1 in 2^24 that the random seeds agree */
+	assert_true(ha != hb); /* 1 in 2^32 that the random tags agree */
 	assert_null(htab_get(&b, ha));
-	assert_int_not_equal((ha >> 32) & 0xffffff, 0);
 	htab_fini(&a);
 	htab_fini(&b);
 }
@@ -164,14 +187,14 @@ static void test_zero_and_out_of_range(void **state)
 	assert_null(htab_get(&t, ((uint64_t)HK_BUFFER << 56) | (1ull << 32) | 1));
 	assert_int_equal(htab_insert(&t, &objs[0], &h), 0);
 	assert_null(htab_get(&t, 0));
-	/* index 0 with the right kind and generation */
-	assert_null(htab_get(&t, h & ~0xffffffffull));
+	/* index 0 with the right kind and tag */
+	assert_null(htab_get(&t, h & ~0xffffffull));
 	/* index just past the capacity, and far past it */
-	assert_null(htab_get(&t, (h & ~0xffffffffull) | (t.cap + 1)));
-	assert_null(htab_get(&t, (h & ~0xffffffffull) | 0xffffffffull));
+	assert_null(htab_get(&t, (h & ~0xffffffull) | (t.cap + 1)));
+	assert_null(htab_get(&t, (h & ~0xffffffull) | 0xffffffull));
 	/* an index inside the capacity but never handed out */
-	assert_null(htab_get(&t, (h & ~0xffffffffull) | 2));
-	/* wrong generation on a live slot */
+	assert_null(htab_get(&t, (h & ~0xffffffull) | 2));
+	/* wrong tag on a live slot */
 	assert_null(htab_get(&t, h ^ (1ull << 32)));
 	assert_null(htab_get(&t, h | (0xffffffull << 32)));
 	assert_ptr_equal(htab_get(&t, h), &objs[0]);
@@ -256,7 +279,7 @@ int main(void)
 		cmocka_unit_test(test_insert_get_remove),
 		cmocka_unit_test(test_stale_after_remove),
 		cmocka_unit_test(test_slot_reuse_many_generations),
-		cmocka_unit_test(test_generation_wraps_not_zero),
+		cmocka_unit_test(test_tags_unpredictable),
 		cmocka_unit_test(test_wrong_kind),
 		cmocka_unit_test(test_restart_changes_generation),
 		cmocka_unit_test(test_zero_and_out_of_range),

@@ -372,6 +372,31 @@ static void test_unknown_fields(void **state)
 	meta_free(out);
 }
 
+/* A string field holding a NUL byte would read shorter as a C string
+ * ("\0127.0.0.1:9" as "", a local rank): refused, also inside a
+ * sub-message.  Bytes fields may hold anything. */
+static void test_string_with_nul(void **state)
+{
+	/* Wait: device 1 = 0, rank 4 = "\0127.0.0.1:9" */
+	static const uint8_t wait_nul[] = { 0x08, 0x00, 0x22, 0x0c, 0x00, '1', '2', '7', '.', '0', '.', '0', '.', '1', ':', '9' };
+	static const uint8_t wait_ok[] = { 0x08, 0x00, 0x22, 0x0b, '1', '2', '7', '.', '0', '.', '0', '.', '1', ':', '9' };
+	/* Hello: client_name 3 = "a\0b" */
+	static const uint8_t hello_nul[] = { 0x08, 0x01, 0x1a, 0x03, 'a', 0x00, 'b' };
+	/* Hello: auth_proof 4 (bytes) = 00 01 00 */
+	static const uint8_t hello_bytes[] = { 0x08, 0x01, 0x22, 0x03, 0x00, 0x01, 0x00 };
+	/* DeviceStats: info 1 (DeviceInfo) { name 2 = "c\0" } */
+	static const uint8_t nested_nul[] = { 0x0a, 0x04, 0x12, 0x02, 'c', 0x00 };
+	static const uint8_t nested_ok[] = { 0x0a, 0x04, 0x12, 0x02, 'c', 'x' };
+
+	(void)state;
+	expect_unpack(&pprpc__wait__descriptor, wait_nul, sizeof(wait_nul), PPRPC_EINVAL);
+	expect_unpack(&pprpc__wait__descriptor, wait_ok, sizeof(wait_ok), 0);
+	expect_unpack(&pprpc__hello__descriptor, hello_nul, sizeof(hello_nul), PPRPC_EINVAL);
+	expect_unpack(&pprpc__hello__descriptor, hello_bytes, sizeof(hello_bytes), 0);
+	expect_unpack(&pprpc__device_stats__descriptor, nested_nul, sizeof(nested_nul), PPRPC_EINVAL);
+	expect_unpack(&pprpc__device_stats__descriptor, nested_ok, sizeof(nested_ok), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -386,6 +411,7 @@ int main(void)
 		cmocka_unit_test(test_budget_then_good),
 		cmocka_unit_test(test_free_null),
 		cmocka_unit_test(test_unknown_fields),
+		cmocka_unit_test(test_string_with_nul),
 	};
 
 	return cmocka_run_group_tests_name("meta", tests, NULL, NULL);

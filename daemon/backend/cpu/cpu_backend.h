@@ -6,12 +6,14 @@
 #define PPRPC_DAEMON_CPU_BACKEND_H
 
 #include "daemon/device/backend_impl.h"
+#include "daemon/exec/hostmem.h"
 
 /* The device context; it is also the buffer type's and every stream's: the
  * CPU has one memory and one place to run, the device's worker thread. */
 struct cpu_dev {
 	struct device *dev;         /* the daemon's device: name, statistics */
 	struct kern_cpu_ctx kctx;   /* kernel threads; kctx.gdn_stats -> dev->gdn_stats */
+	struct hostmem *hostmem;    /* the daemon's host memory accounting, or NULL */
 };
 
 extern const struct buffer_i cpu_buffer_i;

@@ -16,6 +16,15 @@ static int cpu_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 	char why[256];
 
 	(void)err, (void)errlen;
+	/* The kernels' workspaces count under the memory floor, for the run. */
+	if (g->host_scratch && c->hostmem) {
+		int rc = hostmem_reserve(c->hostmem, g->host_scratch, why, sizeof(why));
+
+		if (rc < 0) {
+			done(arg, rc, why);
+			return 0;
+		}
+	}
 	for (int i = 0; i < g->nnodes; i++) {
 		const struct gnode *n = &g->nodes[i];
 		struct kern_tensor *src[PPRPC_MAX_SRC];
@@ -27,10 +36,14 @@ static int cpu_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 		if (rc < 0) {
 			snprintf(why, sizeof(why), "node %d (%s) failed: %s", i, kern_op_name(n->op),
 				 rc == PPRPC_ENOMEM ? "out of memory" : "kernel error");
+			if (g->host_scratch && c->hostmem)
+				hostmem_release(c->hostmem, g->host_scratch);
 			done(arg, rc, why);
 			return 0;
 		}
 	}
+	if (g->host_scratch && c->hostmem)
+		hostmem_release(c->hostmem, g->host_scratch);
 	done(arg, 0, NULL);
 	return 0;
 }

@@ -38,6 +38,9 @@ static void cuda_get_props(void *ctx, struct device_props *ret)
 	ret->holds_waits = c->memops;
 	ret->completes_inline = false;
 	snprintf(ret->waits_why, sizeof(ret->waits_why), "%s", c->memops ? "" : c->waits_why);
+	/* 1 Pflop: about a second of an H100/H200's dense tensor cores; a
+	 * 70B-parameter model's 512-token ubatch is ~72 Tflop. */
+	ret->graph_gflop_auto = 1ull << 20;
 }
 
 static int cuda_mem_info(void *ctx, uint64_t *ret_free, uint64_t *ret_total)

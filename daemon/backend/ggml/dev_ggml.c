@@ -23,6 +23,7 @@
 
 #include "daemon/backend/ggml/dev_ggml.h"
 #include "daemon/device/backend_impl.h"
+#include "daemon/exec/hostmem.h"
 #include "daemon/objects/graph.h"
 #include "pprpc/types.h"
 
@@ -35,6 +36,7 @@ struct bmap {
 struct ggml_device {
 	struct gge_dev *g;
 	bool staged;       /* host memory served as device memory (PPRPC_GGML_STAGED) */
+	struct hostmem *hostmem;  /* the daemon's host memory reservations, or NULL */
 	pthread_mutex_t lock;
 	struct bmap *map;  /* sorted by base */
 	size_t n, cap;
@@ -113,9 +115,19 @@ static void gdev_get_props(void *ctx, struct device_props *ret)
 	ret->waits_why[0] = '\0';
 }
 
+/* A host device sees what requests reserved of host memory too, as the
+ * native cpu device does (hostmem.h): both share one memory floor. */
 static int gdev_mem_info(void *ctx, uint64_t *ret_free, uint64_t *ret_total)
 {
-	return gge_dev_memory(((struct ggml_device *)ctx)->g, ret_free, ret_total);
+	struct ggml_device *gd = ctx;
+	uint64_t res;
+	int rc = gge_dev_memory(gd->g, ret_free, ret_total);
+
+	if (rc < 0 || !gd->g->host || !gd->hostmem)
+		return rc;
+	res = hostmem_reserved(gd->hostmem);
+	*ret_free = *ret_free > res ? *ret_free - res : 0;
+	return 0;
 }
 
 /* Every stream runs on the worker with the device's one ggml backend. */
@@ -364,6 +376,7 @@ int ggml_backend_open(struct device *d, const char *arg, const struct device_con
 		snprintf(err, errlen, "out of memory");
 		return PPRPC_ENOMEM;
 	}
+	gd->hostmem = conf->hostmem;
 	rc = gge_dev_open(arg, conf->threads, &gd->g, err, errlen);
 	if (rc < 0) {
 		free(gd);

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/device/hostmem.h"
+#include "daemon/exec/hostmem.h"
 #include "ggml-backend-impl.h"
 #include "pprpc/types.h"
 
@@ -143,7 +143,7 @@ int gge_dev_memory(const struct gge_dev *g, uint64_t *ret_free, uint64_t *ret_to
 	size_t fr = 0, total = 0;
 
 	if (g->host)
-		return hostmem_info(ret_free, ret_total);
+		return hostmem_meminfo(ret_free, ret_total);
 	ggml_backend_dev_memory(g->dev, &fr, &total);
 	if (!total)
 		return PPRPC_EDEVICE;
