@@ -152,7 +152,7 @@ GGML_INC :=
 GGML_LIBS :=
 GGML_SKIP := $(wildcard daemon/backend/ggml/*.c daemon/backend/ggml/*/*.c) tests/fuzz/fuzz_ggml_graph.c \
 	tests/integration/test_ggml.c tests/integration/ggml_wire.c tests/unit/test_ggml_engine.c \
-	tests/unit/test_ggml_gdn_engine.c tests/integration/test_ggml_gdn.c
+	tests/unit/test_ggml_gdn_engine.c tests/integration/test_ggml_gdn.c bench/ggml_gdn.c
 GGML_INFO := no ($(if $(filter 0,$(GGML)),GGML=0,run `make llama`)): no ggml devices
 endif
 
@@ -197,7 +197,7 @@ LIBPPRPC_OBJS := $(CLIENT_OBJS) $(PROTO_OBJS) $(UTIL_OBJS) $(KERNEL_OBJS)
 
 TOOL_COMMON_OBJS := $(call obj,$(wildcard tools/common/*.c))
 TOOLS := $(patsubst tools/%.c,$(B)/%,$(wildcard tools/*.c))
-BENCHES := $(patsubst bench/%.c,$(B)/bench-%,$(wildcard bench/*.c))
+BENCHES := $(patsubst bench/%.c,$(B)/bench-%,$(filter-out $(GGML_SKIP),$(wildcard bench/*.c)))
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(T)/%,$(filter-out $(GGML_SKIP),$(wildcard tests/unit/test_*.c)))
 INTEG_TESTS := $(patsubst tests/integration/%.c,$(T)/%,$(filter-out $(GGML_SKIP),$(wildcard tests/integration/test_*.c)))
 FUZZ_SRCS := $(filter-out $(GGML_SKIP),$(wildcard tests/fuzz/fuzz_*.c))
@@ -226,7 +226,8 @@ $(O)/gen/pprpc.pb-c.o: $(PROTO_C)
 # The ggml engine and the tests that build ggml graphs see ggml's headers.
 $(O)/daemon/backend/ggml/%.o: CPPFLAGS += $(GGML_INC)
 $(O)/tests/integration/test_ggml.o $(O)/tests/integration/ggml_wire.o $(O)/tests/unit/test_ggml_engine.o \
-	$(O)/tests/unit/test_ggml_gdn_engine.o $(O)/tests/integration/test_ggml_gdn.o: CPPFLAGS += $(GGML_INC)
+	$(O)/tests/unit/test_ggml_gdn_engine.o $(O)/tests/integration/test_ggml_gdn.o $(O)/bench/ggml_gdn.o: \
+	CPPFLAGS += $(GGML_INC)
 
 # Every object may include the generated header.
 $(O)/%.o: %.c | $(PROTO_H)
@@ -326,6 +327,13 @@ $(T)/test_%: $(O)/tests/unit/test_%.o $(TEST_LINK)
 $(T)/test_ggml_engine $(T)/test_ggml_gdn_engine: $(T)/%: $(O)/tests/unit/%.o $(O)/tests/integration/ggml_wire.o $(TEST_LINK)
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
+
+# The ggml engine's GATED_DELTA_NET, ggml's kernel against pprpc's, in
+# process on a ggml device (ggml:CUDA0 with a CUDA build of llama.cpp's
+# libraries on LD_LIBRARY_PATH): the engine and the kernels linked in.
+$(B)/bench-ggml_gdn: $(O)/bench/ggml_gdn.o $(O)/tests/integration/ggml_wire.o $(TEST_LINK)
+	@mkdir -p $(B)
+	$(CC) $(LDFLAGS) -o $@ $^ $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
 
 # test_ggml computes its references with ggml itself (ggml_wire.c turns a
 # local ggml graph into the wire form).

@@ -8,7 +8,9 @@
 # serial forms (prefill and decode cases), auto: chunked only, decode cases
 # counted as left to ggml ("auto"); in both, the cases pprpc does not
 # compute as ggml does (state snapshots K > 1 over several tokens) counted
-# as "shape", none as "off".  Prints the suite's count and the counters.
+# as "shape", none as "off".  Then test-llama-archs -a kimi-linear on a rank
+# with the setting on: PPRPC0's row OK against the CPU, pprpc's chunked form
+# counted.  Prints the suite's counts and the counters.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/llama/lib.sh
@@ -58,4 +60,25 @@ for mode in "${modes[@]}"; do
 	auto) [ "$serial" = 0 ] && [ "$autos" -gt 0 ] || fail "auto: decode cases must stay with ggml" ;;
 	esac
 done
+
+# A whole Kimi-Linear model (test-llama-archs' random-weight one: KDA layers
+# next to MLA ones, 128 tokens) on a rank with the setting on: its logits
+# against the CPU's (the suite's NMSE bound, 1e-4) and its KDA prefill on
+# pprpc's chunked form.
+TLA=$LLAMA_BIN/test-llama-archs
+if [ -x "$TLA" ]; then
+	stop_ranks
+	RANK_ADDRS=()
+	RANK_DIRS=()
+	rm -rf "$TMP_ROOT/rank0"
+	start_rank --ggml-native-gdn on || fail "cannot start a rank"
+	out=$TMP_ROOT/archs-kimi.out
+	with_plugin "$TLA" -a kimi-linear -s 42 >"$out" 2>"$TMP_ROOT/archs-kimi.log" || { cat "$out" >&2; fail "test-llama-archs -a kimi-linear failed"; }
+	"$PPRPCCTL" stats --json --rank "${RANK_ADDRS[0]}" >"$TMP_ROOT/stats.json" || fail "pprpcctl stats failed"
+	row=$(sed 's/\x1b\[[0-9;]*m//g' "$out" | awk -F'|' '$3 ~ /pprpc/ {gsub(/^ +| +$/, "", $5); print $5}')
+	chunked=$(counter gdn_chunked)
+	echo "test-llama-archs -a kimi-linear, ggml-native-gdn on: PPRPC0 ${row:-?} against the CPU; pprpc chunked $chunked"
+	case $row in OK*) ;; *) cat "$out" >&2; fail "kimi-linear on PPRPC0: ${row:-no row}" ;; esac
+	[ "$chunked" -gt 0 ] || fail "kimi-linear: pprpc's chunked form did not run"
+fi
 echo "test-backend-ops GATED_DELTA_NET (pprpc's kernels): passed"
