@@ -760,7 +760,9 @@ static void test_queue_sticky(void **state)
 }
 
 /* A queued WAIT on another connection's timeline holds the graph run behind
- * it; the SIGNAL releases it and the result is there. */
+ * it; the SIGNAL releases it and the result is there.  Timelines are their
+ * owner's: the WAIT names this daemon as the rank (it subscribes over a
+ * link to itself), and the SIGNAL behind the run is watched by its owner. */
 static void test_wait_holds_run(void **state)
 {
 	struct model m;
@@ -771,6 +773,7 @@ static void test_wait_holds_run(void **state)
 	Pprpc__GraphRun r = PPRPC__GRAPH_RUN__INIT;
 	Pprpc__TimelineCreate tc = PPRPC__TIMELINE_CREATE__INIT;
 	Pprpc__Signal sg = PPRPC__SIGNAL__INIT;
+	Pprpc__HostWait hw = PPRPC__HOST_WAIT__INIT;
 	ProtobufCMessage *rep = NULL;
 	uint64_t g = 0, t1;
 	ggml_fp16_t want[T * M], got[T * M], zero[T * M];
@@ -798,6 +801,7 @@ static void test_wait_holds_run(void **state)
 	w.device = DEV_GGML;
 	w.timeline = t2.id;
 	w.value = 1;
+	w.rank = g_d.addr;
 	r.graph = g;
 	sg.timeline = t1;
 	sg.value = 1;
@@ -805,10 +809,16 @@ static void test_wait_holds_run(void **state)
 	send_queued(&m, MSG_GRAPH_RUN, &r.base, NULL, 0);
 	send_queued(&m, MSG_SIGNAL, &sg.base, NULL, 0);
 	/* held: neither the run nor the SIGNAL behind it */
-	/* the raw connection's timeline, seen from libpprpc */
-	assert_int_equal(pprpc_timeline_host_wait(c2, (pprpc_timeline){ t1 }, 1, 300), PPRPC_ETIMEDOUT);
+	hw.timeline = t1;
+	hw.value = 1;
+	hw.timeout_ms = 300;
+	assert_int_equal(call(&m, MSG_HOST_WAIT, &hw.base, NULL, 0, &pprpc__host_wait_reply__descriptor, &rep, err,
+			      sizeof(err)), PPRPC_ETIMEDOUT);
 	assert_int_equal(pprpc_signal(c2, t2, 1), 0);
-	assert_int_equal(pprpc_timeline_host_wait(c2, (pprpc_timeline){ t1 }, 1, 5000), 0);
+	hw.timeout_ms = 5000;
+	assert_int_equal(call(&m, MSG_HOST_WAIT, &hw.base, NULL, 0, &pprpc__host_wait_reply__descriptor, &rep, err,
+			      sizeof(err)), 0);
+	meta_free(rep);
 	assert_int_equal(fence(&m, NULL, NULL, 0), 0);
 	get_remote(&m, m.rc, off, got, sizeof(got));
 	assert_int_equal(ggml_backend_graph_compute(g_cpu, m.gf), GGML_STATUS_SUCCESS);
