@@ -187,8 +187,10 @@ static int timed(struct gge_dev *g, struct net *n, int mode, int reps, double *r
 	char err[512] = "";
 	int rc;
 
-	if (!t || gw_serialize(n->gf, &map, 1, 0, &w) < 0)
+	if (!t || gw_serialize(n->gf, &map, 1, 0, &w) < 0) {
+		free(t);
 		return -1;
+	}
 	gge_dev_gdn_config(g, mode, native, ggml_why, 0);
 	rc = gge_graph_build(g, (const Pprpc__GgmlTensor *const *)w.msg.tensors, w.msg.n_tensors, w.msg.nodes,
 			     w.msg.n_nodes, resolve, n->buf, &gg, err, sizeof(err));
