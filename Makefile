@@ -151,7 +151,8 @@ else
 GGML_INC :=
 GGML_LIBS :=
 GGML_SKIP := $(wildcard daemon/backend/ggml/*.c daemon/backend/ggml/*/*.c) tests/fuzz/fuzz_ggml_graph.c \
-	tests/integration/test_ggml.c tests/integration/ggml_wire.c tests/unit/test_ggml_engine.c
+	tests/integration/test_ggml.c tests/integration/ggml_wire.c tests/unit/test_ggml_engine.c \
+	tests/unit/test_ggml_gdn_engine.c tests/integration/test_ggml_gdn.c bench/ggml_gdn.c
 GGML_INFO := no ($(if $(filter 0,$(GGML)),GGML=0,run `make llama`)): no ggml devices
 endif
 
@@ -196,7 +197,7 @@ LIBPPRPC_OBJS := $(CLIENT_OBJS) $(PROTO_OBJS) $(UTIL_OBJS) $(KERNEL_OBJS)
 
 TOOL_COMMON_OBJS := $(call obj,$(wildcard tools/common/*.c))
 TOOLS := $(patsubst tools/%.c,$(B)/%,$(wildcard tools/*.c))
-BENCHES := $(patsubst bench/%.c,$(B)/bench-%,$(wildcard bench/*.c))
+BENCHES := $(patsubst bench/%.c,$(B)/bench-%,$(filter-out $(GGML_SKIP),$(wildcard bench/*.c)))
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(T)/%,$(filter-out $(GGML_SKIP),$(wildcard tests/unit/test_*.c)))
 INTEG_TESTS := $(patsubst tests/integration/%.c,$(T)/%,$(filter-out $(GGML_SKIP),$(wildcard tests/integration/test_*.c)))
 FUZZ_SRCS := $(filter-out $(GGML_SKIP),$(wildcard tests/fuzz/fuzz_*.c))
@@ -224,7 +225,8 @@ $(O)/gen/pprpc.pb-c.o: $(PROTO_C)
 
 # The ggml engine and the tests that build ggml graphs see ggml's headers.
 $(O)/daemon/backend/ggml/%.o: CPPFLAGS += $(GGML_INC)
-$(O)/tests/integration/test_ggml.o $(O)/tests/integration/ggml_wire.o $(O)/tests/unit/test_ggml_engine.o: \
+$(O)/tests/integration/test_ggml.o $(O)/tests/integration/ggml_wire.o $(O)/tests/unit/test_ggml_engine.o \
+	$(O)/tests/unit/test_ggml_gdn_engine.o $(O)/tests/integration/test_ggml_gdn.o $(O)/bench/ggml_gdn.o: \
 	CPPFLAGS += $(GGML_INC)
 
 # Every object may include the generated header.
@@ -268,6 +270,51 @@ $(B)/bench-kda_cpu: $(O)/bench/kda_cpu.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(UTI
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $^ $(BLAS_LIBS) -lm
 
+# ---- the ggml backend plugin (ggml-pprpc/, doc/ggml.md) -------------------
+# libggml-pprpc.so: loaded by unmodified llama.cpp tools with
+# GGML_BACKEND_PATH.  libpprpc's objects go in (PIC already), so the plugin
+# needs only protobuf-c, libcrypto and the ggml-base the tool already has
+# (no rpath: the tool's own copy is the one to use); the version script
+# exports ggml_backend_init alone.
+PLUGIN_SRCS := $(wildcard ggml-pprpc/*.c)
+PLUGIN_OBJS := $(call obj,$(PLUGIN_SRCS))
+ifeq ($(GGML_ON),1)
+PLUGIN := $(L)/libggml-pprpc.so
+$(PLUGIN_OBJS): CPPFLAGS += $(GGML_INC) $(CLIENT_INC)
+$(PLUGIN): $(PLUGIN_OBJS) $(LIBPPRPC_OBJS) ggml-pprpc/exports.map
+	@mkdir -p $(L)
+	$(CC) -shared $(LDFLAGS) -Wl,--version-script=ggml-pprpc/exports.map -Wl,-z,defs -o $@ \
+		$(PLUGIN_OBJS) $(LIBPPRPC_OBJS) -L$(GGML_LIB_DIR) -lggml-base $(shell $(PKG_CONFIG) --libs libprotobuf-c libcrypto) -lm
+all: $(PLUGIN)
+else
+PLUGIN :=
+endif
+
+# llama.cpp's own suites through the plugin (tests/llama/): `make test`
+# runs the subset, `make test-llama-full` every case and architecture.
+# Without the pinned llama.cpp build the drivers print why they skip.
+.PHONY: test-llama test-llama-full
+ifeq ($(GGML_ON),1)
+LLAMA_TEST_DEPS := $(PLUGIN) $(B)/pprpcd $(B)/pprpcctl $(T)/gguf-add-vocab
+$(O)/tests/llama/%.o: CPPFLAGS += $(GGML_INC)
+$(T)/gguf-add-vocab: $(O)/tests/llama/gguf-add-vocab.o
+	@mkdir -p $(T)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(GGML_LIB_DIR) -Wl,-rpath,$(abspath $(GGML_LIB_DIR)) -lggml-base
+else
+LLAMA_TEST_DEPS :=
+endif
+ifneq ($(SANITIZE),)
+# A sanitized plugin cannot load into llama.cpp's unsanitized tools (the
+# sanitizer runtime must come first in the process).
+test-llama test-llama-full:
+	@echo "test-llama: skipped in a SANITIZE build (the llama.cpp tools are not sanitized); run it in the plain build"
+else
+test-llama: $(LLAMA_TEST_DEPS)
+	@GGML_ON=$(GGML_ON) BUILD=$(BUILD) LLAMA_BIN=$(GGML_LIB_DIR) tests/llama/run.sh
+test-llama-full: $(LLAMA_TEST_DEPS)
+	@GGML_ON=$(GGML_ON) BUILD=$(BUILD) LLAMA_BIN=$(GGML_LIB_DIR) tests/llama/run.sh --full
+endif
+
 # ---- tests ---------------------------------------------------------------
 # Unit tests link everything except daemon/main.o, so they can test daemon
 # internals as well as the library.
@@ -276,17 +323,29 @@ $(T)/test_%: $(O)/tests/unit/test_%.o $(TEST_LINK)
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
 
-# The engine's own test builds its graphs with ggml in process.
-$(T)/test_ggml_engine: $(O)/tests/unit/test_ggml_engine.o $(O)/tests/integration/ggml_wire.o $(TEST_LINK)
+# The engine's own tests build their graphs with ggml in process.
+$(T)/test_ggml_engine $(T)/test_ggml_gdn_engine: $(T)/%: $(O)/tests/unit/%.o $(O)/tests/integration/ggml_wire.o $(TEST_LINK)
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
 
+# The ggml engine's GATED_DELTA_NET, ggml's kernel against pprpc's, in
+# process on a ggml device (ggml:CUDA0 with a CUDA build of llama.cpp's
+# libraries on LD_LIBRARY_PATH): the engine and the kernels linked in.
+$(B)/bench-ggml_gdn: $(O)/bench/ggml_gdn.o $(O)/tests/integration/ggml_wire.o $(TEST_LINK)
+	@mkdir -p $(B)
+	$(CC) $(LDFLAGS) -o $@ $^ $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
+
 # test_ggml computes its references with ggml itself (ggml_wire.c turns a
 # local ggml graph into the wire form).
-$(T)/test_ggml: $(O)/tests/integration/test_ggml.o $(O)/tests/integration/ggml_wire.o $(O)/tests/integration/harness.o \
-		$(TOOL_COMMON_OBJS) $(L)/libpprpc.a
+$(T)/test_ggml $(T)/test_ggml_gdn: $(T)/%: $(O)/tests/integration/%.o $(O)/tests/integration/ggml_wire.o \
+		$(O)/tests/integration/harness.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(GGML_LIBS) -lm
+
+# The plugin's cache test builds ggml-pprpc/cache.c in (no ggml needed).
+$(T)/test_pg_cache: $(O)/tests/unit/test_pg_cache.o
+	@mkdir -p $(T)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS)
 
 # Integration tests may compute local references with the CPU kernels.
 $(T)/test_%: $(O)/tests/integration/test_%.o $(O)/tests/integration/harness.o $(TOOL_COMMON_OBJS) $(KERNEL_CPU_OBJS) $(L)/libpprpc.a
@@ -351,6 +410,8 @@ integration: $(INTEG_TESTS) $(T)/slow_resolver.so $(B)/pprpcd $(TOOLS)
 ifeq ($(GGML_ON),1)
 	@echo "== $(T)/test_ggml, ggml:CPU staged as a GPU device is (PPRPC_GGML_STAGED=1)"
 	@PPRPC_GGML_STAGED=1 PPRPCD=$(B)/pprpcd BINDIR=$(B) $(T)/test_ggml
+	@echo "== $(T)/test_ggml_gdn, staged (PPRPC_GGML_STAGED=1)"
+	@PPRPC_GGML_STAGED=1 PPRPCD=$(B)/pprpcd BINDIR=$(B) $(T)/test_ggml_gdn
 endif
 
 fuzz-replay: $(FUZZ_REPLAY)
@@ -389,6 +450,7 @@ test: all
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory soak-asan
 	@$(MAKE) --no-print-directory test-install
+	@$(MAKE) --no-print-directory test-llama
 	@echo "make test: all suites passed"
 
 # Real RDMA: a QEMU guest with Soft-RoCE (tests/vm/run.sh).  Not part of
@@ -416,8 +478,10 @@ $(O)/kernels/cuda/%.o: kernels/cuda/%.cu
 	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -MD -MP -MF $(@:.o=.d) -c $< -o $@
 
 $(O)/tests/cuda/%.o: CPPFLAGS += -I$(CUDA_HOME)/include
-# Every file of the CUDA backend folder sees the CUDA headers.
+# Every file of the CUDA backend folder sees the CUDA headers; so does the
+# ggml engine's runner of pprpc's CUDA GATED_DELTA_NET (ggml:CUDA devices).
 $(O)/daemon/backend/cuda/%.o: CPPFLAGS += -I$(CUDA_HOME)/include
+$(O)/daemon/backend/ggml/gdn_cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
 
 $(T)/test_cuda_ops: $(O)/tests/cuda/test_cuda_ops.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)
 	@mkdir -p $(T)
@@ -470,6 +534,7 @@ install: all
 	ln -sf $(LIB_FILE) $(DESTDIR)$(PREFIX)/lib/libpprpc.so.$(LIB_SOVERSION)
 	ln -sf libpprpc.so.$(LIB_SOVERSION) $(DESTDIR)$(PREFIX)/lib/libpprpc.so
 	install -m 644 $(L)/libpprpc.a $(DESTDIR)$(PREFIX)/lib/
+	$(if $(PLUGIN),install -m 755 $(PLUGIN) $(DESTDIR)$(PREFIX)/lib/)
 	install -d $(DESTDIR)$(PREFIX)/include/pprpc
 	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(PREFIX)/include/
 	install -m 644 include/pprpc/types.h $(DESTDIR)$(PREFIX)/include/pprpc/

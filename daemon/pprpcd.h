@@ -64,6 +64,7 @@ struct pprpcd_opts {
 	int cuda_graphs;           /* capture CUDA graphs on first run, replay after */
 	int send_in_place;         /* a SEND with nothing behind it streams from the tensor (xfer/send_sm.h) */
 	int cpu_ipc;               /* CPU boundaries between daemons of one host by cross-memory attach */
+	int ggml_native_gdn;       /* DEVICE_GDN_NATIVE_*: pprpc's GATED_DELTA_NET on ggml devices */
 	uint64_t ipc_pool_bytes;   /* IPC staging pool per device (0: 1 GiB GPU, staging size CPU) */
 	char metrics_listen[300];  /* Prometheus endpoint, "" = off */
 	int transport;             /* PPRPCD_TRANSPORT_*: peer links and the listener */

@@ -46,9 +46,12 @@
  *               src4 beta  [1,   H_v, T, B]
  *               src5 state [d_k, d_v, H_v, B]    S0, element (i, j) = S[i][j]
  *             T tokens of B independent sequences.  Value head h reads q/k
- *             head h / (H_v / H_k) (consecutive value heads share a q/k
- *             head, as MUL_MAT's broadcast).  Per (b, h), for t = 0..T-1:
- *               q, k  <- q/k[:, h / (H_v/H_k), t, b], L2-normalised if i[0]
+ *             head hk(h) = h / (H_v / H_k) (consecutive value heads share a
+ *             q/k head, as MUL_MAT's broadcast), or with i[3] = 1
+ *             hk(h) = h % H_k (the q/k heads repeat as a block: ggml's
+ *             ggml_gated_delta_net and ggml_repeat order).  Per (b, h), for
+ *             t = 0..T-1:
+ *               q, k  <- q/k[:, hk(h), t, b], L2-normalised if i[0]
  *               D     = diag(exp(min(g[:, h, t, b], 0)))  (G = 1: exp(g) * I)
  *               S'    = D S                     (S is d_k x d_v)
  *               u     = beta[0, h, t, b] * (v[:, h, t, b] - S'^T k)
@@ -65,6 +68,8 @@
  *             x / max(||x||_2, f[1]), with f[1] = eps finite and > 0
  *             (1e-6 for Qwen3-Next); i[0] = 0: q and k are used as given and
  *             f[1] must be 0.
+ *             i[3] = head broadcast: 0 = h / (H_v/H_k), 1 = h % H_k (above);
+ *             other values PPRPC_EINVAL.
  *             dst: ONE contiguous f32 tensor [N_o + N_s, 1, 1, 1] packing
  *               o     [d_v, H_v, T, B] contiguous at element 0
  *                     (N_o = d_v*H_v*T*B elements), then
@@ -80,7 +85,7 @@
  *             i[2] = 1 forces the serial form (A/B benchmarks, bit-exact
  *             splitting); 0 lets the backend choose; other values
  *             PPRPC_EINVAL; i[1] and i[2] both nonzero: PPRPC_EINVAL.
- *             Both are performance hints: the result is the
+ *             i[1] and i[2] are performance hints: the result is the
  *             recurrence above either way, within the stated tolerance
  *             (tests/unit/test_kernels_gdn.c: per element 1e-5 relative to
  *             |want| + the element's magnitude).

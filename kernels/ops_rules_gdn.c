@@ -75,6 +75,10 @@ static int check_params(const char *name, const struct pprpc_op_params *p, char 
 	if (p && p->i[2] != 0 && p->i[2] != 1)
 		return kern_errf(err, errlen, PPRPC_EINVAL,
 				 "%s: i[2] (force serial) = %d, must be 0 or 1", name, (int)p->i[2]);
+	if (p && p->i[3] != 0 && p->i[3] != 1)
+		return kern_errf(err, errlen, PPRPC_EINVAL,
+				 "%s: i[3] (head broadcast) = %d, must be 0 (h / (H_v/H_k)) or 1 "
+				 "(h %% H_k)", name, (int)p->i[3]);
 	if (p && p->i[1] != 0 && p->i[2] != 0)
 		return kern_errf(err, errlen, PPRPC_EINVAL,
 				 "%s: i[1] (chunk length) and i[2] (force serial) exclude each other",

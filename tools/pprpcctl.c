@@ -104,6 +104,26 @@ static void transport_text(const pprpc_stats *s, const char *list, int i)
 		printf("     transport=%s fallback=\"%s\"\n", S(list, i, "transport"), S(list, i, "fallback_reason"));
 }
 
+/* Which kernels ran GATED_DELTA_NET on device i (only once any did, or on
+ * a ggml device, where the setting is shown). */
+static void gdn_text(const pprpc_stats *s, int i)
+{
+	const char *d = "devices";
+	unsigned long long native = U(d, i, "gdn_serial") + U(d, i, "gdn_chunked") + U(d, i, "gdn_fallback");
+	unsigned long long ggml = U(d, i, "gdn_ggml_off") + U(d, i, "gdn_ggml_auto") + U(d, i, "gdn_ggml_shape") +
+				  U(d, i, "gdn_ggml_gate") + U(d, i, "gdn_ggml_nomem");
+
+	if (!native && !ggml && !S(d, i, "gdn_native")[0])
+		return;
+	printf("           GATED_DELTA_NET: pprpc chunked %llu, serial %llu, fallback %llu", U(d, i, "gdn_chunked"),
+	       U(d, i, "gdn_serial"), U(d, i, "gdn_fallback"));
+	if (S(d, i, "gdn_native")[0])
+		printf("; ggml %llu (off %llu, auto %llu, shape %llu, gate %llu, nomem %llu); native: %s", ggml,
+		       U(d, i, "gdn_ggml_off"), U(d, i, "gdn_ggml_auto"), U(d, i, "gdn_ggml_shape"),
+		       U(d, i, "gdn_ggml_gate"), U(d, i, "gdn_ggml_nomem"), S(d, i, "gdn_native"));
+	printf("\n");
+}
+
 static void stats_text(const pprpc_stats *s, const char *rank)
 {
 	printf("rank %s: pprpcd %s, up %.1f s\n", rank, S(NULL, 0, "daemon_version"), U(NULL, 0, "uptime_ms") / 1000.0);
@@ -125,6 +145,7 @@ static void stats_text(const pprpc_stats *s, const char *rank)
 		if (S(d, i, "async_status")[0])
 			printf("           GPU-side timelines: %s, waits held on the GPU %llu, signals written %llu\n",
 			       S(d, i, "async_status"), U(d, i, "gpu_waits"), U(d, i, "gpu_signals"));
+		gdn_text(s, i);
 	}
 	for (int i = 0; i < pprpc_stats_count(s, "connections"); i++) {
 		const char *k = "connections";

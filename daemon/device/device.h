@@ -26,6 +26,16 @@ struct stream;
 
 #define DEVICE_IPC_HANDLE 64   /* bytes of an IPC handle (a cudaIpcMemHandle_t) */
 
+/* ggml-native-gdn: which kernel runs ggml's GATED_DELTA_NET on a ggml device
+ * (daemon/backend/ggml/ggml_gdn.c). */
+enum { DEVICE_GDN_NATIVE_OFF = 0, DEVICE_GDN_NATIVE_AUTO = 1, DEVICE_GDN_NATIVE_ON = 2 };
+/* Why ggml's kernel ran a node: the setting is off (or the device has no
+ * pprpc kernel), auto left a decode-sized node to it, the node is not one
+ * pprpc computes the same way, the run's gates were outside the shared
+ * domain, no workspace. */
+enum { DEVICE_GDN_GGML_OFF, DEVICE_GDN_GGML_AUTO, DEVICE_GDN_GGML_SHAPE, DEVICE_GDN_GGML_GATE,
+       DEVICE_GDN_GGML_NOMEM, DEVICE_GDN_GGML_WHYS };
+
 struct device {
 	uint32_t index;
 	char name[32];            /* "cpu", "cuda:0" */
@@ -44,8 +54,14 @@ struct device {
 	uint64_t graph_replays;
 	uint64_t gpu_waits;       /* WAITs held on a device stream (worker, atomic) */
 	uint64_t gpu_signals;     /* SIGNALs written from a device stream */
-	/* which GATED_DELTA_NET form ran (kernels add atomically) */
+	/* which GATED_DELTA_NET form of pprpc's kernels ran (kernels add
+	 * atomically); on a ggml device, the nodes pprpc's kernels ran */
 	struct kern_gdn_stats gdn_stats;
+	/* ggml devices: GATED_DELTA_NET nodes ggml's own kernel ran, by reason
+	 * (DEVICE_GDN_GGML_*; the engine adds atomically), and the
+	 * ggml-native-gdn setting in words ("" on other devices) */
+	uint64_t gdn_ggml[DEVICE_GDN_GGML_WHYS];
+	char gdn_native[192];
 	/* Boundary transfers by IPC (xfer.c owns these; any device whose
 	 * buffers have the IPC ops): the staging pool, made by the worker on
 	 * first use; ipc_state: 0 not yet, 1 ready, -1 failed (ipc_why). */
@@ -69,6 +85,7 @@ struct device_conf {
 	int threads;              /* CPU kernel threads (0: all cores) */
 	int cuda_graphs;          /* capture CUDA graphs on first run */
 	int cpu_ipc;              /* CPU boundaries by cross-memory attach */
+	int ggml_native_gdn;      /* DEVICE_GDN_NATIVE_* */
 	/* host memory of the daemon's requests (hostmem.h): a backend that
 	 * allocates host memory for a run reserves it here; a host-memory
 	 * device subtracts what is reserved from its free memory.  NULL: not

@@ -61,6 +61,26 @@ static void ipc_status(const struct device *dev, char *buf, size_t len, uint64_t
 		snprintf(buf, len, "off: %.180s", dev->ipc_why);
 }
 
+/* Which kernels ran GATED_DELTA_NET (the kernels and the ggml engine add
+ * with relaxed atomics on the worker). */
+static void gdn_stats_fill(struct device *dev, Pprpc__DeviceStats *ds)
+{
+	struct kern_gdn_stats gs;
+
+	kern_gdn_stats_read(&dev->gdn_stats, &gs);
+	ds->gdn_serial = gs.serial;
+	for (int i = 0; i < KERN_GDN_NCHUNK; i++)
+		ds->gdn_chunked += gs.chunked[i];
+	for (int i = 0; i < KERN_GDN_FB_COUNT; i++)
+		ds->gdn_fallback += gs.fallback[i];
+	ds->gdn_ggml_off = __atomic_load_n(&dev->gdn_ggml[DEVICE_GDN_GGML_OFF], __ATOMIC_RELAXED);
+	ds->gdn_ggml_auto = __atomic_load_n(&dev->gdn_ggml[DEVICE_GDN_GGML_AUTO], __ATOMIC_RELAXED);
+	ds->gdn_ggml_shape = __atomic_load_n(&dev->gdn_ggml[DEVICE_GDN_GGML_SHAPE], __ATOMIC_RELAXED);
+	ds->gdn_ggml_gate = __atomic_load_n(&dev->gdn_ggml[DEVICE_GDN_GGML_GATE], __ATOMIC_RELAXED);
+	ds->gdn_ggml_nomem = __atomic_load_n(&dev->gdn_ggml[DEVICE_GDN_GGML_NOMEM], __ATOMIC_RELAXED);
+	ds->gdn_native = dev->gdn_native;
+}
+
 void h_stats(struct conn *c, struct request *r)
 {
 	struct pprpcd *d = c->d;
@@ -100,6 +120,7 @@ void h_stats(struct conn *c, struct request *r)
 		ds[k].gpu_signals = __atomic_load_n(&dev->gpu_signals, __ATOMIC_RELAXED);
 		device_waits_status(dev, async_text[k], sizeof(async_text[k]));
 		ds[k].async_status = async_text[k];
+		gdn_stats_fill(dev, &ds[k]);
 		ipc_status(dev, ipc_text[k], sizeof(ipc_text[k]), &ds[k].ipc_pool_bytes);
 		dsp[k] = &ds[k];
 	}

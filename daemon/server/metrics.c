@@ -131,6 +131,20 @@ char *metrics_render(struct pprpcd *d)
 			put(&b, "pprpc_gdn_runs_total{device=\"%s\",path=\"fallback\",reason=\"%s\"} %"
 			    PRIu64 "\n", e1, kern_gdn_fallback_name(r), gs.fallback[r]);
 	}
+	/* ggml devices: GATED_DELTA_NET nodes ggml's own kernel ran, and why
+	 * (pprpc's kernels' runs are in pprpc_gdn_runs_total above). */
+	put(&b, "# TYPE pprpc_gdn_ggml_total counter\n");
+	for (uint32_t i = 0; i < d->ndev; i++) {
+		static const char *const why[DEVICE_GDN_GGML_WHYS] = { "off", "auto", "shape", "gate", "nomem" };
+		struct device *dev = d->dev[i];
+
+		if (!dev || !dev->gdn_native[0])
+			continue;
+		esc(dev->name, e1, sizeof(e1));
+		for (int r = 0; r < DEVICE_GDN_GGML_WHYS; r++)
+			put(&b, "pprpc_gdn_ggml_total{device=\"%s\",reason=\"%s\"} %" PRIu64 "\n", e1, why[r],
+			    __atomic_load_n(&dev->gdn_ggml[r], __ATOMIC_RELAXED));
+	}
 	put(&b, "# TYPE pprpc_boundary_transfers_total counter\n# TYPE pprpc_boundary_bytes_total counter\n"
 		"# TYPE pprpc_boundary_seconds_total counter\n# TYPE pprpc_boundary_errors_total counter\n"
 		"# TYPE pprpc_boundary_copy_seconds_total counter\n");

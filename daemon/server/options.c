@@ -462,6 +462,24 @@ static void set_rdma_bulk_threshold_show(const struct pprpcd_opts *o, char *buf,
 	snprintf(buf, len, "%uK", o->rdma_bulk_threshold_set >> 10);
 }
 
+static const char *const gdn_native_names[] = { "off", "auto", "on" };
+
+static int set_ggml_native_gdn(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	for (int i = 0; i < 3; i++)
+		if (!strcmp(v, gdn_native_names[i])) {
+			o->ggml_native_gdn = i;
+			return 0;
+		}
+	snprintf(err, errlen, "unknown mode '%s' (off, auto, on)", v);
+	return PPRPC_EINVAL;
+}
+
+static void set_ggml_native_gdn_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", gdn_native_names[o->ggml_native_gdn]);
+}
+
 static const struct optdef defs[] = {
 	{ "listen", "HOST:PORT", "address to serve (port 0 = ephemeral; IPv6 as [::1]:PORT)", set_listen, set_listen_show },
 	{ "port-file", "FILE", "write the bound port to FILE once listening", set_port_file, set_port_file_show },
@@ -494,6 +512,7 @@ static const struct optdef defs[] = {
 	{ "peer-timeout-ms", "N", "drop a peer link silent for N ms while we wait on it (0 = never)", set_peer_timeout, set_peer_timeout_show },
 	{ "peer-connect-timeout-ms", "N", "a peer link not up (connected, HELLO answered) within N ms fails (0 = never)", set_peer_connect_timeout, set_peer_connect_timeout_show },
 	{ "cuda-graphs", "0|1", "capture each graph as a CUDA graph on its first run and replay it (default 1)", set_cuda_graphs, set_cuda_graphs_show },
+	{ "ggml-native-gdn", "MODE", "ggml devices: GATED_DELTA_NET on pprpc's chunked kernels: off, auto (prefill: where pprpc runs its chunked form), on (every node that fits) (default off)", set_ggml_native_gdn, set_ggml_native_gdn_show },
 	{ "transport", "MODE", "peer links and listener: auto (RDMA if it works, else TCP), tcp, rdma (required)", set_transport, set_transport_show },
 	{ "rdma-chunk", "BYTES", "RDMA ring slot size, k/m suffix allowed (env PPRPC_RDMA_CHUNK; 512K)", set_rdma_chunk, set_rdma_chunk_show },
 	{ "rdma-tx-depth", "N", "RDMA sends in flight per connection (env PPRPC_RDMA_TX_DEPTH; 8)", set_rdma_tx, set_rdma_tx_show },

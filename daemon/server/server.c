@@ -100,6 +100,7 @@ static int open_devices(struct pprpcd *d)
 		.threads = d->opts.threads,
 		.cuda_graphs = d->opts.cuda_graphs,
 		.cpu_ipc = d->opts.cpu_ipc,
+		.ggml_native_gdn = d->opts.ggml_native_gdn,
 		.hostmem = &d->hostmem,
 	};
 	char list[sizeof(d->opts.devices)], *save = NULL, *tok;

@@ -79,7 +79,7 @@ static void step_column(float *restrict col, const float *restrict q, const floa
 
 static void run_item(const struct gdn_args *j, int64_t item, float *q, float *k, float *decay)
 {
-	const int64_t h = item % j->h_v, b = item / j->h_v, hk = h / j->rep;
+	const int64_t h = item % j->h_v, b = item / j->h_v, hk = gdn_key_head(j, h);
 	const int64_t d_k = j->d_k, d_v = j->d_v;
 	float *S = j->s + item * d_k * d_v;
 
@@ -135,7 +135,7 @@ int gdn_args_init(struct gdn_args *a, const struct pprpc_op_params *p,
 		.q = q, .k = src[GDN_SRC_K], .v = v, .g = src[GDN_SRC_G],
 		.beta = src[GDN_SRC_BETA], .s0 = src[GDN_SRC_STATE],
 		.d_k = q->ne[0], .d_v = v->ne[0], .h_v = v->ne[1], .t = q->ne[2], .b = q->ne[3],
-		.rep = v->ne[1] / q->ne[1],
+		.rep = v->ne[1] / q->ne[1], .h_k = q->ne[1], .tiled = p->i[3] == 1,
 		/* d_k = 1: either width, the same scalar path. */
 		.kda = src[GDN_SRC_G]->ne[0] != 1,
 		/* The rules guarantee p (scale != 0 was checked). */

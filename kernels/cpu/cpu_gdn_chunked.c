@@ -97,7 +97,7 @@ struct chunk_job {
 static void load_chunk(const struct gdn_args *j, struct scratch *w, int64_t b, int64_t h,
 		       int64_t t0, int n)
 {
-	const int64_t hk = h / j->rep, d_k = j->d_k, d_v = j->d_v, G = j->kda ? d_k : 1;
+	const int64_t hk = gdn_key_head(j, h), d_k = j->d_k, d_v = j->d_v, G = j->kda ? d_k : 1;
 
 	for (int t = 0; t < n; t++) {
 		float *q = w->q + t * d_k, *k = w->k + t * d_k;

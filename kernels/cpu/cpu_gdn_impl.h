@@ -18,7 +18,9 @@ struct gdn_args {
 	float *o;       /* o part of dst: [d_v, H_v, T, B] contiguous */
 	float *s;       /* state part of dst: [d_k, d_v, H_v, B] contiguous */
 	int64_t d_k, d_v, h_v, t, b, rep;  /* rep = H_v / H_k */
+	int64_t h_k;
 	bool kda, l2;
+	bool tiled;     /* i[3] = 1: value head h reads q/k head h % H_k */
 	float scale, eps;
 	kern_cpu_cvt_fn copy;  /* f32 -> f32 strided run */
 };
@@ -35,6 +37,12 @@ int kern_cpu_gdn_serial(const struct kern_cpu_ctx *ctx, const struct gdn_args *a
  * the serial form instead) or PPRPC_ETOOBIG (a dimension sgemm cannot take;
  * checked before anything is written). */
 int kern_cpu_gdn_chunked(const struct kern_cpu_ctx *ctx, const struct gdn_args *a, int chunk);
+
+/* The q/k head value head h reads (ops.h, i[3]). */
+static inline int64_t gdn_key_head(const struct gdn_args *a, int64_t h)
+{
+	return a->tiled ? h % a->h_k : h / a->rep;
+}
 
 static inline const char *gdn_at(const struct kern_tensor *t, int64_t i1, int64_t i2, int64_t i3)
 {

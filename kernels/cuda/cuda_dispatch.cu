@@ -44,7 +44,8 @@ static_assert(PPRPC_OP_ADD == 1 && PPRPC_OP_MUL == 2 && PPRPC_OP_SCALE == 3 &&
 static const kcu_preload_fn preloads[] = {
 	kcu_binary_preload, kcu_copy_preload, kcu_unary_preload, kcu_norm_preload,
 	kcu_softmax_preload, kcu_argmax_preload, kcu_rows_preload, kcu_rope_preload,
-	kcu_attention_preload, kcu_gdn_preload, kcu_mul_mat_preload, kcu_q8_0_preload,
+	kcu_attention_preload, kcu_gdn_preload, kcu_gdn_gate_preload, kcu_mul_mat_preload,
+	kcu_q8_0_preload,
 };
 
 /* Workspace need of a node whose descriptors already passed check_dst. */

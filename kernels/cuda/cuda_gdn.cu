@@ -68,7 +68,7 @@ __global__ void k_gdn(gdn_args a)
 	if (c < 0)
 		return;  /* a whole warp: the column count is per warp */
 	const int64_t j = c % a.d_v, item = c / a.d_v, h = item % a.h_v, b = item / a.h_v;
-	const int64_t hk = h / a.rep, d_k = a.d_k;
+	const int64_t hk = gdn_key_head(a, h), d_k = a.d_k;
 	float S[NPL], q[NPL], k[NPL], dec[NPL];
 
 #pragma unroll
@@ -150,7 +150,7 @@ __global__ void k_gdn_big(gdn_args a)
 	if (c < 0)
 		return;
 	const int64_t j = c % a.d_v, item = c / a.d_v, h = item % a.h_v, b = item / a.h_v;
-	const int64_t hk = h / a.rep;
+	const int64_t hk = gdn_key_head(a, h);
 	float *q = sm + (threadIdx.x >> 5) * 2 * d_k, *k = q + d_k;
 	float *col = a.s + (item * a.d_v + j) * d_k;
 

@@ -204,16 +204,16 @@ static __device__ __forceinline__ float ex2(float x)
 static __device__ __forceinline__ void split_item(const gdn_args &a, int64_t item, int64_t *h,
 						  int64_t *b, int64_t *hk)
 {
-	if (((uint64_t)item | (uint64_t)a.h_v | (uint64_t)a.rep) >> 32 == 0) {
+	if (((uint64_t)item | (uint64_t)a.h_v | (uint64_t)a.rep | (uint64_t)a.h_k) >> 32 == 0) {
 		const unsigned it = (unsigned)item, hv = (unsigned)a.h_v, hh = it % hv;
 
 		*h = hh;
 		*b = it / hv;
-		*hk = hh / (unsigned)a.rep;
+		*hk = a.tiled ? hh % (unsigned)a.h_k : hh / (unsigned)a.rep;
 	} else {
 		*h = item % a.h_v;
 		*b = item / a.h_v;
-		*hk = *h / a.rep;
+		*hk = gdn_key_head(a, *h);
 	}
 }
 
@@ -999,11 +999,16 @@ size_t kcu_gdn_chunked_ws(int64_t d_k, int64_t d_v, int64_t h_v, int64_t t, int6
 	return item_bytes(d_k, d_v, t, chunk) * (size_t)(h_v * b) + WS_SLACK;
 }
 
+bool kcu_gdn_chunked_layout_ok(int64_t d_k, int64_t d_v)
+{
+	return (d_k == 64 || d_k == 128) && d_v % DVB == 0 && d_v <= DV_MAX;
+}
+
 int kcu_gdn_chunked_check(const struct kern_cuda_ctx *ctx, const gdn_args *a, int chunk)
 {
 	int major = 0, optin = 0;
 
-	if ((a->d_k != 64 && a->d_k != 128) || a->d_v % DVB != 0 || a->d_v > DV_MAX)
+	if (!kcu_gdn_chunked_layout_ok(a->d_k, a->d_v))
 		return KCU_GDN_LAYOUT;
 	if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx->device) !=
 		    cudaSuccess ||

@@ -14,9 +14,17 @@ struct gdn_args {
 	float *o;   /* o part of dst: [d_v, H_v, T, B] contiguous */
 	float *s;   /* state part of dst: [d_k, d_v, H_v, B] contiguous */
 	int64_t d_k, d_v, h_v, t, b, rep;  /* rep = H_v / H_k */
+	int64_t h_k;
 	bool kda, l2;
+	bool tiled;  /* i[3] = 1: value head h reads q/k head h % H_k */
 	float scale, eps;
 };
+
+/* The q/k head value head h reads (ops.h, i[3]). */
+static __host__ __device__ __forceinline__ int64_t gdn_key_head(const gdn_args &a, int64_t h)
+{
+	return a.tiled ? h % a.h_k : h / a.rep;
+}
 
 /* The serial recurrence (the reference form on the GPU). */
 int kcu_gdn_serial(const struct kern_cuda_ctx *ctx, const gdn_args *a, char *err, size_t errlen);
@@ -28,6 +36,9 @@ enum kcu_gdn_unsupp {
 	KCU_GDN_ARCH,     /* no bf16 tensor cores (compute capability < 8.0) */
 	KCU_GDN_NOMEM,    /* the workspace cannot hold the scratch of one (b, h) */
 };
+
+/* d_k and d_v the chunked kernels take (the KCU_GDN_LAYOUT test). */
+bool kcu_gdn_chunked_layout_ok(int64_t d_k, int64_t d_v);
 
 /* Can the chunked form with chunk length chunk run on ctx's device for a?
  * KCU_GDN_OK or the reason. */

@@ -26,8 +26,8 @@
  *  - T = 8 is the first length where the chunked form (C = 16, H = 32)
  *    beats the serial kernel (x1.34 GDN, x1.22 KDA; x0.84 / x0.86 at
  *    T = 4). */
-#define KCU_GDN_CHUNK_MIN_T 8
-#define KCU_GDN_DEFAULT_CHUNK 16
+#define KCU_GDN_CHUNK_MIN_T KERN_CUDA_GDN_CHUNK_MIN_T
+#define KCU_GDN_DEFAULT_CHUNK KERN_CUDA_GDN_CHUNK_DEFAULT
 
 static void count(uint64_t *c)
 {
@@ -67,6 +67,8 @@ KCU_DECL(gated_delta_net)
 	a.t = q->ne[2];
 	a.b = q->ne[3];
 	a.rep = v->ne[1] / q->ne[1];
+	a.h_k = q->ne[1];
+	a.tiled = p->i[3] == 1;
 	a.kda = src[3]->ne[0] != 1;
 	a.l2 = p->i[0] == 1;
 	a.scale = p->f[0];
@@ -96,6 +98,11 @@ KCU_DECL(gated_delta_net)
 	if (!rc && st)
 		count(&st->fallback[fallback_reason(why)]);
 	return rc;
+}
+
+extern "C" bool kern_cuda_gdn_chunked_fits(int64_t d_k, int64_t d_v, int64_t t)
+{
+	return t >= KCU_GDN_CHUNK_MIN_T && kcu_gdn_chunked_layout_ok(d_k, d_v);
 }
 
 extern "C" size_t kern_cuda_gdn_ws_bytes(int64_t d_k, int64_t d_v, int64_t h_v, int64_t t,

@@ -360,6 +360,7 @@ int kcu_rows_preload(char *err, size_t errlen);
 int kcu_rope_preload(char *err, size_t errlen);
 int kcu_attention_preload(char *err, size_t errlen);
 int kcu_gdn_preload(char *err, size_t errlen);
+int kcu_gdn_gate_preload(char *err, size_t errlen);
 int kcu_mul_mat_preload(char *err, size_t errlen);
 int kcu_q8_0_preload(char *err, size_t errlen);
 

@@ -14,6 +14,7 @@
 #ifndef PPRPC_KERNELS_CUDA_OPS_H
 #define PPRPC_KERNELS_CUDA_OPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -69,6 +70,26 @@ size_t kern_cuda_workspace_bytes(int op, const struct pprpc_op_params *p,
  * that can afford it sizes its workspace with this for long prefills. */
 size_t kern_cuda_gdn_ws_bytes(int64_t d_k, int64_t d_v, int64_t h_v, int64_t t, int64_t b,
 			      int chunk);
+
+/* GATED_DELTA_NET's automatic choice on CUDA (i[1] = i[2] = 0;
+ * cuda_gdn_select.cu, measured in doc/results/kda-cuda.md): the chunked
+ * form with this chunk length from this many tokens per sequence. */
+#define KERN_CUDA_GDN_CHUNK_DEFAULT 16
+#define KERN_CUDA_GDN_CHUNK_MIN_T 8
+
+/* Would the automatic choice take the chunked form for these dimensions:
+ * T >= KERN_CUDA_GDN_CHUNK_MIN_T, d_k 64 or 128, d_v a multiple of 32 up
+ * to 256?  (The device's capability and the workspace are checked when it
+ * runs; failing those, the serial form runs and is counted as a fallback.) */
+bool kern_cuda_gdn_chunked_fits(int64_t d_k, int64_t d_v, int64_t t);
+
+/* Enqueue on stream a scan of the n contiguous f32 gates at x (device
+ * memory) that stores 1 into *flag (device-visible) when any gate is not
+ * finite and <= 0: the domain where pprpc's GATED_DELTA_NET computes what
+ * ggml's op computes (cuda_gdn_gate.cu).  *flag is never cleared here.
+ * Returns 0 or PPRPC_EDEVICE with CUDA's text. */
+int kern_cuda_gdn_gate_scan(void *stream, const float *x, int64_t n, int32_t *flag, char *err,
+			    size_t errlen);
 
 /* cuBLAS is loaded at run time (dlopen), so pprpcd has no link-time
  * dependency on it.  Returns 0 and a handle bound to stream (an opaque

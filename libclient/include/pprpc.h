@@ -306,7 +306,10 @@ PPRPC_API int pprpc_synchronize(pprpc_client *c, uint32_t device);
  *                    allocated_bytes, queue_depth, commands, errors,
  *                    graph_creates, graph_runs, graph_captures,
  *                    graph_replays, gpu_waits, gpu_signals, async_status,
- *                    ipc_pool_bytes, ipc_status, ...
+ *                    ipc_pool_bytes, ipc_status, gdn_serial, gdn_chunked,
+ *                    gdn_fallback, gdn_ggml_off, gdn_ggml_auto,
+ *                    gdn_ggml_shape, gdn_ggml_gate, gdn_ggml_nomem,
+ *                    gdn_native, ...
  *     "connections", "links"   peer, transport, role, bytes_in, bytes_out,
  *                    frames_in, frames_out, errors, rdma_device, gid_index,
  *                    mtu, memlock_step, fallback_reason, rdma_bulk, ...

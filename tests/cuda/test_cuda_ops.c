@@ -1015,6 +1015,13 @@ out:
 	tc_free(&c);
 }
 
+/* Switch a built case to the tiled head order (ops.h, i[3] = 1). */
+static void gdn_tiled(struct tc *c)
+{
+	c->p.i[3] = 1;
+	snprintf(c->name + strlen(c->name), sizeof(c->name) - strlen(c->name), " tiled");
+}
+
 static void t_gdn(struct env *e)
 {
 	static const int64_t Ts[] = { 1, 2, 31, 32, 33, 128, 512, 2048, 8192 };
@@ -1082,6 +1089,34 @@ static void t_gdn(struct env *e)
 	c.tol = 5e-3;
 	go(e, &c);
 	gdn_graph_case(e);
+	/* ggml's head order (i[3] = 1: value head h reads q/k head h % H_k),
+	 * as the ggml engine runs ggml's op, without the in-op L2 norm:
+	 * serial, chunked, and chunked with the (b, h) in groups of one. */
+	for (int kda = 0; kda < 2; kda++) {
+		gdn_build(&c, 128, 128, 2, 6, 100, 2, kda, false, false, 0.3, seed++);
+		gdn_tiled(&c);
+		c.p.i[2] = 1;
+		c.gdn_path = GP_SERIAL;
+		c.metric = M_GDN;
+		c.tol = 1e-4;
+		go(e, &c);
+		gdn_build(&c, 128, 128, 2, 6, 300, 2, kda, false, false, 0.3, seed++);
+		gdn_tiled(&c);
+		c.cpu_serial = true;
+		c.gdn_path = chunk_path(16);
+		c.metric = M_GDN_RMSE;
+		c.tol = 5e-3;
+		go(e, &c);
+		gdn_build(&c, 64, 64, 3, 6, 90, 2, kda, false, false, 0.3, seed++);
+		gdn_tiled(&c);
+		snprintf(c.name + strlen(c.name), sizeof(c.name) - strlen(c.name), " groups of 1");
+		c.ws_limit = kern_cuda_gdn_ws_bytes(64, 64, 1, 90, 1, 16);
+		c.cpu_serial = true;
+		c.gdn_path = chunk_path(16);
+		c.metric = M_GDN_RMSE;
+		c.tol = 5e-3;
+		go(e, &c);
+	}
 }
 
 /* MUL_MAT: weights [K, N, B2, B3] of wt, activations [K, M, C2, C3]. */

@@ -3,7 +3,9 @@
  * decoder: a GgmlGraphCreate through gge_graph_build (structure, the
  * no_alloc materialization, the rules, supports_op, the index guards), the
  * GGML_SUPPORTS / GGML_ALLOC_SIZE probes on the same tensors, and, when a
- * graph is accepted, its run on ggml-cpu (one thread).
+ * graph is accepted, its run on ggml-cpu (one thread), with
+ * GATED_DELTA_NET nodes on pprpc's kernels where they fit
+ * (ggml-native-gdn on).
  *
  * ggml aborts on what it does not accept, so any input reaching a
  * GGML_ASSERT is a crash here: the finding this target exists for.  ggml's
@@ -17,6 +19,7 @@
  *   byte 0  bit 0: 0 = the rest is a packed GgmlGraphCreate (as received),
  *           1 = a recipe (below); bit 1: also run an accepted graph
  *   byte 1  tensor index the probes ask about; seed of the buffers' contents
+ *           (from 0x80: non-positive floats, fill_buffers)
  *   rest    as selected
  * A buffer handle 1..FZ_NBUF names static buffer (h - 1); others are
  * unknown.  A recipe builds a graph with ggml's own constructors (only with
@@ -68,6 +71,9 @@ static void fz_init(void)
 		fprintf(stderr, "fuzz: %s\n", err);
 		abort();
 	}
+	/* GATED_DELTA_NET on pprpc's kernels wherever they fit (ggml_gdn.c):
+	 * their descriptors come from the same hostile graphs. */
+	gge_dev_gdn_config(fz.g, GGE_GDN_ON, NULL, NULL, 0);
 	for (int i = 0; i < FZ_NBUF; i++) {
 		size_t n = (size_t)buf_pages[i] * ps;
 		uint8_t *m = mmap(NULL, n + 2 * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -128,7 +134,7 @@ static int64_t rd_dim(struct rd *r)
 enum step {
 	S_LEAF, S_ADD, S_MUL, S_MUL_MAT, S_SCALE, S_SOFT_MAX, S_GET_ROWS, S_CPY, S_CONT,
 	S_RESHAPE, S_VIEW, S_PERMUTE, S_TRANSPOSE, S_SIN, S_ARGSORT, S_TOP_K, S_MUL_MAT_ID,
-	S_SET_ROWS, S_COUNT
+	S_SET_ROWS, S_GDN, S_COUNT
 };
 
 #define MAX_T 64
@@ -254,6 +260,23 @@ static struct ggml_tensor *step(struct ggml_context *ctx, struct rd *r, struct g
 		return ggml_transpose(ctx, a);
 	case S_SIN:
 		return a->type == GGML_TYPE_F32 ? ggml_sin(ctx, a) : NULL;
+	case S_GDN: {
+		/* GATED_DELTA_NET as its constructor takes it (head size 16 or
+		 * 32, q/k heads dividing v's, scalar or per-channel gate, K
+		 * snapshots), small enough for the buffers; the device runs it
+		 * on pprpc's kernel where that fits (fz_init), else ggml's. */
+		const bool big = rd8(r) & 1, kda = rd8(r) & 1;
+		const int64_t S = big ? 32 : 16, hk = big ? 1 : 1 + rd8(r) % 2, hv = hk * (1 + rd8(r) % 2);
+		const int64_t T = 1 + rd8(r) % 8, B = big ? 1 : 1 + rd8(r) % 2;
+		const int64_t K = 1 + rd8(r) % 3;
+
+		return ggml_gated_delta_net(ctx, ggml_new_tensor_4d(ctx, GGML_TYPE_F32, S, hk, T, B),
+					    ggml_new_tensor_4d(ctx, GGML_TYPE_F32, S, hk, T, B),
+					    ggml_new_tensor_4d(ctx, GGML_TYPE_F32, S, hv, T, B),
+					    ggml_new_tensor_4d(ctx, GGML_TYPE_F32, kda ? S : 1, hv, T, B),
+					    ggml_new_tensor_4d(ctx, GGML_TYPE_F32, 1, hv, T, B),
+					    ggml_new_tensor_4d(ctx, GGML_TYPE_F32, S, S, hv, B), K);
+	}
 	default:
 		return NULL;
 	}
@@ -342,7 +365,17 @@ static void exercise(const Pprpc__GgmlGraphCreate *m, int probe, int compute)
 	if (rc == 0) {
 		check_extents(gg);
 		if (compute)
-			gge_graph_compute(fz.g, gg, err, sizeof(err));
+			rc = gge_graph_compute(fz.g, gg, err, sizeof(err));
+		if (getenv("FUZZ_GGML_VERBOSE") && compute) {
+			struct kern_gdn_stats st;
+
+			kern_gdn_stats_read(fz.g->gdn_native, &st);
+			fprintf(stderr, "run %d; GATED_DELTA_NET so far: pprpc serial %llu chunked %llu, ggml gate %llu "
+				"shape %llu\n", rc, (unsigned long long)st.serial,
+				(unsigned long long)(st.chunked[0] + st.chunked[1] + st.chunked[2]),
+				(unsigned long long)fz.g->gdn_ggml[GGE_GDN_WHY_GATE],
+				(unsigned long long)fz.g->gdn_ggml[GGE_GDN_WHY_SHAPE]);
+		}
 		gge_graph_free(gg);
 	}
 	if (m->n_tensors) {
@@ -417,14 +450,21 @@ static void from_recipe(const uint8_t *data, size_t size)
 }
 
 /* The buffers' contents for this input: small i32 values, -1 among them
- * (an index a guard must catch), so a run depends on the input alone. */
+ * (an index a guard must catch), so a run depends on the input alone.
+ * Seeds from 0x80: f32 values in [-1, 0] instead, so GATED_DELTA_NET's
+ * gates are in the domain pprpc's kernel takes (a run on its kernel). */
 static void fill_buffers(uint8_t seed)
 {
 	for (int b = 0; b < FZ_NBUF; b++) {
 		int32_t *p = ggml_backend_buffer_get_base(fz.buf[b]);
+		float *f = (float *)p;
 
-		for (uint64_t i = 0; i < fz.size[b] / sizeof(int32_t); i++)
-			p[i] = (int32_t)((i * (seed | 1u)) % 11) - 1;
+		for (uint64_t i = 0; i < fz.size[b] / sizeof(int32_t); i++) {
+			if (seed & 0x80)
+				f[i] = -(float)((i * (seed | 1u)) % 11) / 10.0f;
+			else
+				p[i] = (int32_t)((i * (seed | 1u)) % 11) - 1;
+		}
 	}
 }
 

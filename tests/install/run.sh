@@ -29,6 +29,17 @@ readelf -d "$p/lib/libpprpc.so.$soname.0.0" | grep -q "SONAME.*\[libpprpc.so.$so
 # Internal helpers and test hooks (pipeline_hook_*) stay hidden.
 extra=$(nm -D --defined-only "$p/lib/libpprpc.so" | awk '$2 ~ /^[TDBR]$/ && $3 !~ /^pprpc_/ {print $3}')
 [ -z "$extra" ] && ok "libpprpc.so exports only pprpc_* symbols" || bad "exported beyond pprpc_*: $(echo $extra)"
+# The ggml backend plugin, where the build had the pinned llama.cpp: it
+# exports ggml_backend_init and nothing else.
+if [ -e build/lib/libggml-pprpc.so ] || [ -e "${BUILD:-build}/lib/libggml-pprpc.so" ]; then
+	if [ -e "$p/lib/libggml-pprpc.so" ]; then
+		syms=$(nm -D --defined-only "$p/lib/libggml-pprpc.so" | awk '{print $3}' | tr '\n' ' ')
+		[ "$syms" = "ggml_backend_init " ] && ok "libggml-pprpc.so exports only ggml_backend_init" ||
+			bad "libggml-pprpc.so exports: $syms"
+	else
+		bad "missing lib/libggml-pprpc.so"
+	fi
+fi
 
 # A consumer built the documented way (with the library's sanitizers when
 # the tree was built with SANITIZE=...: the ASan runtime must come first).

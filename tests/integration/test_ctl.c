@@ -120,7 +120,8 @@ static int ctl_check(const char *args, const char *n_and_specs)
 #define TOP "\".:rank daemon_version uptime_ms requests request_errors protocol_errors connections_total " \
 	    "staging_bytes staging_used rdma_status devices connections links boundaries\""
 #define DEV "\"devices:info buffers allocated_bytes queue_depth commands errors graph_creates graph_runs " \
-	    "graph_captures graph_replays gpu_waits gpu_signals async_status ipc_status ipc_pool_bytes\""
+	    "graph_captures graph_replays gpu_waits gpu_signals async_status ipc_status ipc_pool_bytes " \
+	    "gdn_serial gdn_chunked gdn_fallback gdn_ggml_off gdn_ggml_gate\""
 #define CONN "\"connections:peer transport role bytes_in bytes_out frames_in frames_out errors\""
 
 static void test_stats_json(void **state)

@@ -7,7 +7,8 @@
  * {dk or 1, hv, T, B} (kda: per channel).  want and mag get the packed
  * layout of the op's output (o, then the final state); mag is what the
  * error is measured against: sum |S q| per output, the state's rms per
- * state entry.  Returns 0, or -1 when out of memory.
+ * state entry.  tiled: value head h reads q/k head h % hk (the op's i[3] = 1),
+ * else h / (hv / hk).  Returns 0, or -1 when out of memory.
  */
 #ifndef PPRPC_TESTS_REF_GDN_H
 #define PPRPC_TESTS_REF_GDN_H
@@ -16,8 +17,8 @@
 
 #include "tests/unit/ref.h"
 
-static inline int ref_gdn(const struct kern_tensor src[6], bool kda, bool l2, double scale, double *want,
-			  double *mag)
+static inline int ref_gdn_bcast(const struct kern_tensor src[6], bool kda, bool l2, bool tiled, double scale,
+				double *want, double *mag)
 {
 	const struct kern_tensor *q = &src[0], *k = &src[1], *v = &src[2];
 	const struct kern_tensor *g = &src[3], *be = &src[4], *s0 = &src[5];
@@ -32,7 +33,7 @@ static inline int ref_gdn(const struct kern_tensor src[6], bool kda, bool l2, do
 
 	for (int64_t b = 0; b < B && rc == 0; b++)
 		for (int64_t h = 0; h < hv; h++) {
-			const int64_t hk = h / rep;
+			const int64_t hk = tiled ? h % hkn : h / rep;
 			double *ws = want + n_o + (b * hv + h) * dk * dv;
 			double *ms = mag + n_o + (b * hv + h) * dk * dv, rms = 0;
 
@@ -94,6 +95,12 @@ static inline int ref_gdn(const struct kern_tensor src[6], bool kda, bool l2, do
 	free(a);
 	free(u);
 	return rc;
+}
+
+static inline int ref_gdn(const struct kern_tensor src[6], bool kda, bool l2, double scale, double *want,
+			  double *mag)
+{
+	return ref_gdn_bcast(src, kda, l2, false, scale, want, mag);
 }
 
 #endif

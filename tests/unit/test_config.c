@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "daemon/device/device.h"
 #include "daemon/server/options.h"
 #include "daemon/pprpcd.h"
 #include "pprpc/types.h"
@@ -169,6 +170,25 @@ static void test_print_roundtrip(void **state)
 	free(text);
 }
 
+/* ggml-native-gdn: off by default, the three words, nothing else. */
+static void test_ggml_native_gdn(void **state)
+{
+	struct pprpcd_opts o;
+	char err[256] = "";
+
+	(void)state;
+	assert_int_equal(parse(&o, "", err, sizeof(err)), 0);
+	assert_int_equal(o.ggml_native_gdn, DEVICE_GDN_NATIVE_OFF);
+	assert_int_equal(parse(&o, "ggml_native_gdn = auto\n", err, sizeof(err)), 0);
+	assert_int_equal(o.ggml_native_gdn, DEVICE_GDN_NATIVE_AUTO);
+	assert_int_equal(parse(&o, "ggml-native-gdn = on\n", err, sizeof(err)), 0);
+	assert_int_equal(o.ggml_native_gdn, DEVICE_GDN_NATIVE_ON);
+	assert_int_equal(parse(&o, "ggml_native_gdn = off\n", err, sizeof(err)), 0);
+	assert_int_equal(o.ggml_native_gdn, DEVICE_GDN_NATIVE_OFF);
+	assert_int_equal(parse(&o, "ggml_native_gdn = 1\n", err, sizeof(err)), PPRPC_EINVAL);
+	assert_non_null(strstr(err, "off, auto, on"));
+}
+
 /* Transport and RDMA ring settings: file, environment (over the file), ranges. */
 static void test_rdma_settings(void **state)
 {
@@ -254,6 +274,7 @@ int main(void)
 		cmocka_unit_test(test_affinity_roundtrip),
 		cmocka_unit_test(test_validate),
 		cmocka_unit_test(test_print_roundtrip),
+		cmocka_unit_test(test_ggml_native_gdn),
 		cmocka_unit_test(test_rdma_settings),
 		cmocka_unit_test(test_rdma_bulk_settings),
 	};

@@ -46,6 +46,7 @@ static const char *const layout_names[LAYOUT_COUNT] = { "contiguous", "fused-vie
 struct gdn_case {
 	int64_t dk, dv, hk, hv, T, B;
 	bool kda, l2;
+	bool tiled;      /* i[3] = 1: value head h reads q/k head h % hk */
 	enum layout layout;
 	float scale;
 	float gmin;      /* gates drawn in [gmin, 0] */
@@ -172,6 +173,7 @@ static struct pprpc_op_params gdn_params(const struct gdn_case *c)
 
 	memset(&p, 0, sizeof(p));
 	p.f[0] = c->scale;
+	p.i[3] = c->tiled;
 	if (c->l2) {
 		p.i[0] = 1;
 		p.f[1] = 1e-6f;
@@ -215,9 +217,9 @@ static bool verbose(void)
 
 static void case_name(const struct gdn_case *c, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s dk=%lld dv=%lld hk=%lld hv=%lld T=%lld B=%lld l2=%d %s thr=%d",
+	snprintf(buf, len, "%s dk=%lld dv=%lld hk=%lld hv=%lld%s T=%lld B=%lld l2=%d %s thr=%d",
 		 c->kda ? "KDA" : "GDN", (long long)c->dk, (long long)c->dv, (long long)c->hk,
-		 (long long)c->hv, (long long)c->T, (long long)c->B, c->l2,
+		 (long long)c->hv, c->tiled ? " tiled" : "", (long long)c->T, (long long)c->B, c->l2,
 		 layout_names[c->layout], c->nthreads);
 }
 
@@ -236,7 +238,7 @@ static double check_case(const struct gdn_case *c)
 	assert_non_null(mag);
 	case_name(c, name, sizeof(name));
 	make_inputs(c, &in);
-	assert_int_equal(ref_gdn(in.src, c->kda, c->l2, c->scale, want, mag), 0);
+	assert_int_equal(ref_gdn_bcast(in.src, c->kda, c->l2, c->tiled, c->scale, want, mag), 0);
 	assert_int_equal(run_gdn(c->nthreads, &p, in.src, &dst), 0);
 	for (int64_t l = 0; l < n; l++) {
 		double got = ((float *)dst.data)[l], bound = fabs(want[l]) + mag[l];
@@ -278,6 +280,8 @@ static void test_gdn_matrix(void **state)
 								.dk = dims[di][0], .dv = dims[di][1],
 								.hk = 2, .hv = 2 * rep, .T = Ts[ti],
 								.B = B, .kda = kda, .l2 = l2,
+								/* half the shared-head cases in ggml's order */
+								.tiled = rep == 2 && idx % 4 >= 2,
 								.layout = (enum layout)(idx % LAYOUT_COUNT),
 								.scale = idx % 5 == 0 ? 0.75f
 									: (float)(1.0 / sqrt((double)dims[di][0])),
@@ -779,6 +783,12 @@ static void test_gdn_rules_reject(void **state)
 	bad = prm(1.0f, 0, 0);
 	bad.i[1] = 1;
 	EXPECT_REJECT(s, &bad, PPRPC_EINVAL, "i[1]");
+	bad = prm(1.0f, 0, 0);
+	bad.i[3] = 2;
+	EXPECT_REJECT(s, &bad, PPRPC_EINVAL, "i[3]");
+	bad = prm(1.0f, 0, 0);
+	bad.i[4] = 1;
+	EXPECT_REJECT(s, &bad, PPRPC_EINVAL, "i[4]");
 }
 
 /* The kernel entry re-validates: a bad shape never reaches the loop. */

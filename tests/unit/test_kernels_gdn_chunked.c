@@ -30,6 +30,7 @@
 struct ccase {
 	int64_t dk, dv, hk, hv, T, B;
 	bool kda, l2, strided;
+	bool tiled;       /* i[3] = 1: value head h reads q/k head h % hk */
 	int chunk;        /* i[1]; 0 = automatic */
 	int serial;       /* i[2] */
 	float gmin;       /* gates in [gmin, 0] */
@@ -109,6 +110,7 @@ static struct pprpc_op_params params(const struct ccase *c)
 	}
 	p.i[1] = c->chunk;
 	p.i[2] = c->serial;
+	p.i[3] = c->tiled;
 	return p;
 }
 
@@ -147,10 +149,10 @@ static bool verbose(void)
 
 static void name_of(const struct ccase *c, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s dk=%lld dv=%lld hk=%lld hv=%lld T=%lld B=%lld C=%d l2=%d%s%s",
+	snprintf(buf, len, "%s dk=%lld dv=%lld hk=%lld hv=%lld T=%lld B=%lld C=%d l2=%d%s%s%s",
 		 c->kda ? "KDA" : "GDN", (long long)c->dk, (long long)c->dv, (long long)c->hk,
 		 (long long)c->hv, (long long)c->T, (long long)c->B, c->chunk, c->l2,
-		 c->strided ? " strided" : "", c->extreme ? " extreme-gates" : "");
+		 c->strided ? " strided" : "", c->extreme ? " extreme-gates" : "", c->tiled ? " tiled" : "");
 }
 
 /* got (packed) against the reference; returns the worst err / bound. */
@@ -195,7 +197,7 @@ static void check(const struct ccase *c)
 
 	assert_true(want && mag && se);
 	make_inputs(c, &in);
-	assert_int_equal(ref_gdn(in.src, c->kda, c->l2, case_scale(c), want, mag), 0);
+	assert_int_equal(ref_gdn_bcast(in.src, c->kda, c->l2, c->tiled, case_scale(c), want, mag), 0);
 	assert_int_equal(run(c, &p, &in, &d_ch, &st), 0);
 	assert_int_equal(st.chunked[ci], 1);
 	assert_int_equal(st.serial, 0);
@@ -239,6 +241,8 @@ static void test_parity_grid(void **state)
 					/* long runs with few heads keep make test fast */
 					.hk = T >= 512 ? 1 : 2, .hv = T >= 512 ? 2 : 4,
 					.B = T >= 512 ? 1 : 2, .l2 = idx % 2,
+					/* ggml's head order on every other short case */
+					.tiled = T < 512 && idx % 4 >= 2,
 					.chunk = KERN_GDN_CHUNK_DEFAULT,
 					.gmin = idx % 3 == 0 ? -0.02f : -1.0f,
 					.nthreads = 2, .seed = 7000 + 31 * (uint64_t)idx,
@@ -550,11 +554,20 @@ static void test_rules_chunk_params(void **state)
 		assert_int_equal(kern_op_infer(PPRPC_OP_GATED_DELTA_NET, &p, sp, 6, &out, err,
 					       sizeof(err)), PPRPC_EINVAL);
 		assert_non_null(strstr(err, "exclude"));
+		/* i[3] is the head order (0 or 1); i[4] on is unused. */
 		p = params(&c);
 		p.i[3] = 1;
 		assert_int_equal(kern_op_infer(PPRPC_OP_GATED_DELTA_NET, &p, sp, 6, &out, err,
+					       sizeof(err)), 0);
+		p.i[3] = 2;
+		assert_int_equal(kern_op_infer(PPRPC_OP_GATED_DELTA_NET, &p, sp, 6, &out, err,
 					       sizeof(err)), PPRPC_EINVAL);
 		assert_non_null(strstr(err, "i[3]"));
+		p = params(&c);
+		p.i[4] = 1;
+		assert_int_equal(kern_op_infer(PPRPC_OP_GATED_DELTA_NET, &p, sp, 6, &out, err,
+					       sizeof(err)), PPRPC_EINVAL);
+		assert_non_null(strstr(err, "i[4]"));
 	}
 	cin_free(&in);
 }

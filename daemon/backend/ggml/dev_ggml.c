@@ -348,6 +348,17 @@ static const struct stream_i gdev_stream_i = {
 	.write_submit = gdev_write_submit,
 };
 
+/* (ints: the two sides are different enums) */
+_Static_assert((int)DEVICE_GDN_NATIVE_OFF == (int)GGE_GDN_OFF && (int)DEVICE_GDN_NATIVE_AUTO == (int)GGE_GDN_AUTO &&
+		       (int)DEVICE_GDN_NATIVE_ON == (int)GGE_GDN_ON,
+	       "ggml-native-gdn values are the engine's modes");
+_Static_assert((int)DEVICE_GDN_GGML_OFF == (int)GGE_GDN_WHY_OFF && (int)DEVICE_GDN_GGML_AUTO == (int)GGE_GDN_WHY_AUTO &&
+		       (int)DEVICE_GDN_GGML_SHAPE == (int)GGE_GDN_WHY_SHAPE &&
+		       (int)DEVICE_GDN_GGML_GATE == (int)GGE_GDN_WHY_GATE &&
+		       (int)DEVICE_GDN_GGML_NOMEM == (int)GGE_GDN_WHY_NOMEM &&
+		       (int)DEVICE_GDN_GGML_WHYS == (int)GGE_GDN_WHY_COUNT,
+	       "the device counts the engine's reasons");
+
 /* registry.c: "ggml:NAME", arg = NAME (ggml_backend_dev_name). */
 int ggml_backend_open(struct device *d, const char *arg, const struct device_conf *conf, struct backend_dev *ret,
 		      char *err, size_t errlen)
@@ -380,6 +391,10 @@ int ggml_backend_open(struct device *d, const char *arg, const struct device_con
 	d->ggml_alignment = gd->g->alignment;
 	d->ggml_max_size = gd->g->max_size;
 	d->ggml_dev_type = (uint32_t)gd->g->type;
+	/* GATED_DELTA_NET on pprpc's kernels: counted where STATS and the
+	 * metrics read the native devices' counters. */
+	gge_dev_gdn_config(gd->g, conf->ggml_native_gdn, &d->gdn_stats, d->gdn_ggml, conf->floor);
+	gge_dev_gdn_status(gd->g, d->gdn_native, sizeof(d->gdn_native));
 	ret->dev = &gdev_device_i;
 	ret->dev_ctx = gd;
 	ret->buf = gd->g->host && !gd->staged ? &gdev_host_buffer_i : &gdev_dev_buffer_i;

@@ -100,7 +100,9 @@ static void make(struct ggml_context *ctx, const Pprpc__GgmlTensor *w, const str
 		if (w->op_params.len)
 			memcpy(x->op_params, w->op_params.data, w->op_params.len);
 		for (size_t k = 0; k < w->n_src; k++)
-			x->src[k] = w->src[k] >= 0 ? t[w->src[k]] : NULL;
+			/* a source index equal to the tensor's own is ggml_cast's
+			 * self-named destination (ggml_wire.c allows it for CPY) */
+			x->src[k] = w->src[k] < 0 ? NULL : (size_t)w->src[k] == i ? x : t[w->src[k]];
 	}
 	t[i] = x;
 }
@@ -144,7 +146,9 @@ static int check_overlap(const struct ggml_tensor *x, uint64_t ex, size_t i, cha
 		uintptr_t a = (uintptr_t)x->data, b;
 		size_t es;
 
-		if (!src || !src->data)
+		/* ggml_cast's CPY names itself as src[1]: its destination, which
+		 * it writes, not a source it reads */
+		if (!src || !src->data || src == x)
 			continue;
 		b = (uintptr_t)src->data;
 		es = ggml_nbytes(src);
@@ -271,8 +275,13 @@ int gge_graph_build(struct gge_dev *g, const Pprpc__GgmlTensor *const *w, size_t
 	rc = gge_guards_plan(gg, w, err, errlen);
 	if (rc < 0)
 		goto fail;
+	rc = gge_gdn_plan(g, gg);
+	if (rc < 0) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
 	gg->host_bytes = ctx_size(n, n) + n * (sizeof(*gg->plan) + sizeof(*gg->t)) + nnodes * sizeof(*gg->order) +
-			 (uint64_t)gg->nguards * 32;
+			 (uint64_t)gg->nguards * 32 + (uint64_t)gg->ngdn * sizeof(*gg->gdn);
 	*ret_gg = gg;
 	return 0;
 fail:
@@ -291,6 +300,7 @@ void gge_graph_free(struct gge_graph *gg)
 	free(gg->plan);
 	free(gg->order);
 	free(gg->guards);
+	free(gg->gdn);
 	free(gg->scratch);
 	free(gg);
 }

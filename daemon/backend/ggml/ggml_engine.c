@@ -109,6 +109,7 @@ int gge_dev_open(const char *name, int threads, struct gge_dev **ret_g, char *er
 	g->max_size = ggml_backend_buft_get_max_size(g->buft);
 	g->type = ggml_backend_dev_type(dev);
 	setup_threads(g, threads);
+	gge_gdn_dev_init(g);
 	if (g->threads)
 		snprintf(g->desc, sizeof(g->desc), "ggml %s: %.60s, %d threads", g->name,
 			 ggml_backend_dev_description(dev), g->threads);
@@ -125,6 +126,7 @@ void gge_dev_close(struct gge_dev *g)
 {
 	if (!g)
 		return;
+	gge_gdn_dev_fini(g);
 	/* The pool goes after the backend that points at it. */
 	if (g->backend)
 		ggml_backend_free(g->backend);

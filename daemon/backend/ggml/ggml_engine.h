@@ -28,6 +28,7 @@
 
 #include "ggml-backend.h"
 #include "ggml.h"
+#include "kernels/ops.h"
 #include "proto/pprpc.pb-c.h"
 
 /* Caps on one wire graph (the frame's meta limit usually binds first). */
@@ -36,6 +37,25 @@
 /* Largest element count, extent or dense size of one tensor: far above any
  * buffer, low enough that ggml's int64/size_t arithmetic cannot wrap. */
 #define GGE_MAX_BYTES (1ull << 56)
+
+/* GATED_DELTA_NET on pprpc's own kernels (ggml_gdn.c, doc/ggml.md): the
+ * setting, and why a node ran with ggml's kernel instead. */
+enum gge_gdn_mode {
+	GGE_GDN_OFF = 0,   /* ggml's kernel for every node */
+	GGE_GDN_AUTO = 1,  /* pprpc's where it would take its chunked form (prefill) */
+	GGE_GDN_ON = 2,    /* pprpc's wherever the node fits (decode too) */
+};
+enum gge_gdn_why {
+	GGE_GDN_WHY_OFF,    /* the setting is off, or the device has no such kernel */
+	GGE_GDN_WHY_AUTO,   /* auto, and pprpc would run its serial form */
+	GGE_GDN_WHY_SHAPE,  /* a node pprpc's kernel does not compute as ggml's does */
+	GGE_GDN_WHY_GATE,   /* this run's gates are outside the shared domain */
+	GGE_GDN_WHY_NOMEM,  /* no workspace or stream for pprpc's kernel */
+	GGE_GDN_WHY_COUNT
+};
+enum gge_gdn_kind { GGE_GDN_NONE = 0, GGE_GDN_CPU, GGE_GDN_CUDA };
+
+struct gge_gdn_cuda;
 
 struct gge_dev {
 	ggml_backend_dev_t dev;
@@ -50,6 +70,17 @@ struct gge_dev {
 	int threads;                     /* 0 where the backend has no thread count */
 	char name[64];                   /* ggml's device name ("CPU", "CUDA0") */
 	char desc[200];
+	/* GATED_DELTA_NET on pprpc's kernels (ggml_gdn.c) */
+	int gdn_mode;                    /* enum gge_gdn_mode */
+	int gdn_kind;                    /* enum gge_gdn_kind: which of pprpc's kernels */
+	int gdn_ordinal;                 /* GGE_GDN_CUDA: the CUDA device */
+	char gdn_why[160];               /* GGE_GDN_NONE: why not */
+	uint64_t gdn_floor;              /* device memory our workspace must leave free */
+	struct kern_gdn_stats *gdn_native;  /* forms pprpc's kernels ran (relaxed atomics) */
+	uint64_t *gdn_ggml;              /* [GGE_GDN_WHY_COUNT]: nodes ggml's kernel ran */
+	struct kern_gdn_stats gdn_native_own;
+	uint64_t gdn_ggml_own[GGE_GDN_WHY_COUNT];
+	struct gge_gdn_cuda *gdn_cuda;   /* made by the worker at the first native run */
 };
 
 /* Open the ggml device called name (ggml_backend_dev_name), its backend
@@ -58,6 +89,13 @@ struct gge_dev {
  * backend cannot start. */
 int gge_dev_open(const char *name, int threads, struct gge_dev **ret_g, char *err, size_t errlen);
 void gge_dev_close(struct gge_dev *g);
+/* How GATED_DELTA_NET nodes of graphs built from now on run (enum
+ * gge_gdn_mode), where they are counted (NULL: in the engine's own
+ * counters) and the device memory pprpc's workspace must leave free. */
+void gge_dev_gdn_config(struct gge_dev *g, int mode, struct kern_gdn_stats *native, uint64_t *ggml_why,
+			uint64_t floor);
+/* The setting in words for STATS: "off", "auto", "on", or "off (why)". */
+void gge_dev_gdn_status(const struct gge_dev *g, char *buf, size_t len);
 /* On the thread that runs the device's graphs, before its first run. */
 void gge_dev_worker_init(struct gge_dev *g);
 /* Free and total memory behind the device's buffers (see dev_ggml.c for
@@ -127,6 +165,8 @@ struct gge_graph {
 	struct gge_guard *guards;    /* ordered by node */
 	int nguards;
 	bool inited;                 /* buffer init_tensor done (first run) */
+	struct gge_gdn_node *gdn;    /* GATED_DELTA_NET nodes by position (ggml_gdn.c) */
+	int ngdn;
 	void *scratch;               /* host copy of indices on device buffers */
 	size_t scratch_size;
 	uint64_t host_bytes;         /* what the graph holds in host memory */
@@ -162,5 +202,29 @@ int gge_guards_count(const struct gge_graph *gg, int when);
 int gge_guards_next_split(const struct gge_graph *gg, int from);
 
 enum { GGE_GUARD_PROVEN = 0, GGE_GUARD_START = 1, GGE_GUARD_SPLIT = 2 };
+
+/* Run node positions [from, to) with ggml's backend (ggml_run.c). */
+int gge_run_segment(struct gge_dev *g, struct gge_graph *gg, int from, int to, char *err, size_t errlen);
+
+/* GATED_DELTA_NET (ggml_gdn.c).  A node, and which kernel runs it. */
+struct gge_gdn_node {
+	int pos;         /* position in the node order */
+	int why;         /* enum gge_gdn_why; -1: pprpc's kernel */
+	struct kern_tensor src[6], dst;  /* pprpc's descriptors of the node */
+	struct pprpc_op_params p;
+};
+/* Decide at create time, per node, which kernel runs it (gg->gdn); 0 or
+ * PPRPC_ENOMEM. */
+int gge_gdn_plan(struct gge_dev *g, struct gge_graph *gg);
+/* First node position >= from that pprpc's kernel runs, nnodes if none. */
+int gge_gdn_next_native(const struct gge_graph *gg, int from);
+/* Run position pos, one of those, with pprpc's kernel (or ggml's, when this
+ * run's gates say so).  0 or a negative code with the reason. */
+int gge_gdn_run(struct gge_dev *g, struct gge_graph *gg, int pos, char *err, size_t errlen);
+/* Count the nodes in [from, to) that ggml's backend just ran. */
+void gge_gdn_count_ggml(struct gge_dev *g, const struct gge_graph *gg, int from, int to);
+/* Decide which of pprpc's kernels the device could use (gge_dev_open). */
+void gge_gdn_dev_init(struct gge_dev *g);
+void gge_gdn_dev_fini(struct gge_dev *g);
 
 #endif

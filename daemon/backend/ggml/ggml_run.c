@@ -3,11 +3,12 @@
  * worker thread).
  *
  * A run is a sequence of segments of the node order, cut where an index
- * guard must see values computed earlier in the same run (ggml_guard.c);
- * most graphs are one segment.  The same cut is where a node could be
- * handed to something other than ggml (pprpc's own kernels, e.g. chunked
- * GATED_DELTA_NET on ggml-cuda devices): a segment boundary is a point where
- * everything before has completed on the device.
+ * guard must see values computed earlier in the same run (ggml_guard.c) and
+ * around each GATED_DELTA_NET node pprpc's own kernel runs (ggml_gdn.c);
+ * most graphs are one segment.  A segment boundary is a point where
+ * everything before has completed on the device (ggml_backend_graph_compute
+ * synchronizes), which is what lets a node go to a kernel that is not
+ * ggml's, on a stream that is not ggml's.
  *
  * The first run also gives each tensor's buffer its init_tensor (ggml-cuda
  * zeroes the padding of quantized rows there): done on the worker, so it is
@@ -35,7 +36,7 @@ static int init_tensors(struct gge_graph *gg, char *err, size_t errlen)
 	return 0;
 }
 
-static int segment(struct gge_dev *g, struct gge_graph *gg, int from, int to, char *err, size_t errlen)
+int gge_run_segment(struct gge_dev *g, struct gge_graph *gg, int from, int to, char *err, size_t errlen)
 {
 	struct ggml_cgraph view;
 	enum ggml_status st;
@@ -66,13 +67,23 @@ int gge_graph_compute(struct gge_dev *g, struct gge_graph *gg, char *err, size_t
 	}
 	rc = gge_guards_check(gg, 0, gg->nnodes, GGE_GUARD_START, err, errlen);
 	for (int from = 0; rc == 0 && from < gg->nnodes;) {
-		int to = gge_guards_next_split(gg, from + 1);
+		int to = gge_guards_next_split(gg, from + 1), native = gge_gdn_next_native(gg, from);
 
 		/* Everything before `from` has run: its split guards see the
 		 * values this run produced. */
 		rc = gge_guards_check(gg, from, from + 1, GGE_GUARD_SPLIT, err, errlen);
+		if (rc < 0)
+			break;
+		if (native == from) {
+			rc = gge_gdn_run(g, gg, from, err, errlen);
+			from++;
+			continue;
+		}
+		if (native < to)
+			to = native;
+		rc = gge_run_segment(g, gg, from, to, err, errlen);
 		if (rc == 0)
-			rc = segment(g, gg, from, to, err, errlen);
+			gge_gdn_count_ggml(g, gg, from, to);
 		from = to;
 	}
 	return rc;
