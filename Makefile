@@ -135,12 +135,19 @@ else
 GGML_ON := 0
 endif
 ifeq ($(GGML_ON),1)
-GGML_INC := -I$(LLAMA_DIR)/ggml/include -I$(LLAMA_DIR)/ggml/src
+# -isystem: ggml's internal headers (ggml-impl.h) define static helpers
+# that every includer would otherwise be warned about.
+GGML_INC := -isystem $(LLAMA_DIR)/ggml/include -isystem $(LLAMA_DIR)/ggml/src
 GGML_LIBS := -L$(GGML_LIB_DIR) -Wl,-rpath,$(abspath $(GGML_LIB_DIR)) -lggml -lggml-base
 GGML_INFO := $(GGML_LIB_DIR)
+CPPFLAGS += -DPPRPC_HAVE_GGML=1
+# The engine (daemon/backend/ggml/, rules/ included) replaces its stand-in.
+GGML_SKIP := daemon/backend/ggml_none.c
 else
 GGML_INC :=
 GGML_LIBS :=
+GGML_SKIP := $(wildcard daemon/backend/ggml/*.c daemon/backend/ggml/*/*.c) tests/fuzz/fuzz_ggml_graph.c \
+	tests/integration/test_ggml.c tests/integration/ggml_wire.c
 GGML_INFO := no ($(if $(filter 0,$(GGML)),GGML=0,run `make llama`)): no ggml devices
 endif
 
@@ -160,7 +167,8 @@ KERNEL_CPU_SRCS := $(wildcard kernels/cpu/*.c)
 CLIENT_SRCS    := $(wildcard libclient/*.c)
 UTIL_SRCS      := $(wildcard util/*.c)
 # The daemon in sub-folders by part (README: Layout); backends in daemon/backend/<kind>/.
-DAEMON_SRCS    := $(filter-out daemon/main.c,$(wildcard daemon/*.c daemon/*/*.c daemon/*/*/*.c))
+DAEMON_SRCS    := $(filter-out daemon/main.c $(GGML_SKIP),$(wildcard daemon/*.c daemon/*/*.c daemon/*/*/*.c \
+	daemon/backend/ggml/rules/*.c))
 
 obj = $(patsubst %.c,$(O)/%.o,$(1))
 
@@ -180,8 +188,8 @@ TOOL_COMMON_OBJS := $(call obj,$(wildcard tools/common/*.c))
 TOOLS := $(patsubst tools/%.c,$(B)/%,$(wildcard tools/*.c))
 BENCHES := $(patsubst bench/%.c,$(B)/bench-%,$(wildcard bench/*.c))
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(T)/%,$(wildcard tests/unit/test_*.c))
-INTEG_TESTS := $(patsubst tests/integration/%.c,$(T)/%,$(wildcard tests/integration/test_*.c))
-FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+INTEG_TESTS := $(patsubst tests/integration/%.c,$(T)/%,$(filter-out $(GGML_SKIP),$(wildcard tests/integration/test_*.c)))
+FUZZ_SRCS := $(filter-out $(GGML_SKIP),$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(T)/replay_%,$(FUZZ_SRCS))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 
@@ -204,6 +212,10 @@ $(O)/gen/pprpc.pb-c.o: $(PROTO_C)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-shadow -c $< -o $@
 
+# The ggml engine and the tests that build ggml graphs see ggml's headers.
+$(O)/daemon/backend/ggml/%.o: CPPFLAGS += $(GGML_INC)
+$(O)/tests/integration/test_ggml.o $(O)/tests/integration/ggml_wire.o: CPPFLAGS += $(GGML_INC)
+
 # Every object may include the generated header.
 $(O)/%.o: %.c | $(PROTO_H)
 	@mkdir -p $(dir $@)
@@ -222,7 +234,7 @@ $(L)/libpprpc.so: $(LIBPPRPC_OBJS)
 
 $(B)/pprpcd: $(O)/daemon/main.o $(DAEMON_OBJS) $(PROTO_OBJS) $(UTIL_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)
 	@mkdir -p $(B)
-	$(CC) $(LDFLAGS) -o $@ $^ $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
 
 $(B)/%: $(O)/tools/%.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(B)
@@ -243,7 +255,14 @@ $(B)/bench-kda_cpu: $(O)/bench/kda_cpu.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS)
 TEST_LINK := $(DAEMON_OBJS) $(CLIENT_OBJS) $(PROTO_OBJS) $(UTIL_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)
 $(T)/test_%: $(O)/tests/unit/test_%.o $(TEST_LINK)
 	@mkdir -p $(T)
-	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
+
+# test_ggml computes its references with ggml itself (ggml_wire.c turns a
+# local ggml graph into the wire form).
+$(T)/test_ggml: $(O)/tests/integration/test_ggml.o $(O)/tests/integration/ggml_wire.o $(O)/tests/integration/harness.o \
+		$(TOOL_COMMON_OBJS) $(L)/libpprpc.a
+	@mkdir -p $(T)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(GGML_LIBS) -lm
 
 # Integration tests may compute local references with the CPU kernels.
 $(T)/test_%: $(O)/tests/integration/test_%.o $(O)/tests/integration/harness.o $(TOOL_COMMON_OBJS) $(KERNEL_CPU_OBJS) $(L)/libpprpc.a
@@ -252,16 +271,19 @@ $(T)/test_%: $(O)/tests/integration/test_%.o $(O)/tests/integration/harness.o $(
 
 # Fuzz targets: the same source is built twice — with a replay main (any
 # compiler; runs over the saved corpus in `make test`) and with libFuzzer.
-$(T)/replay_%: tests/fuzz/%.c tests/fuzz/replay_main.c $(TEST_LINK) | $(PROTO_H)
+# A target's extra sources: FUZZ_EXTRA_<target>.
+FUZZ_EXTRA_fuzz_ggml_graph := tests/integration/ggml_wire.c
+.SECONDEXPANSION:
+$(T)/replay_%: tests/fuzz/%.c tests/fuzz/replay_main.c $$(FUZZ_EXTRA_$$*) $(TEST_LINK) | $(PROTO_H)
 	@mkdir -p $(T)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ tests/fuzz/$*.c tests/fuzz/replay_main.c $(TEST_LINK) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) -lm
+	$(CC) $(CPPFLAGS) $(GGML_INC) $(CFLAGS) -o $@ tests/fuzz/$*.c tests/fuzz/replay_main.c $(FUZZ_EXTRA_$*) $(TEST_LINK) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
 
 FUZZ_CC ?= clang
 FUZZ_LINK_SRCS := $(DAEMON_SRCS) $(PROTO_SRCS) $(UTIL_SRCS) $(TRANSPORT_SRCS) $(KERNEL_SRCS) $(KERNEL_CPU_SRCS) $(PROTO_C)
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LINK_SRCS)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $$(FUZZ_EXTRA_$$*) $(FUZZ_LINK_SRCS)
 	@mkdir -p $(BUILD)/fuzz
-	$(FUZZ_CC) $(CPPFLAGS) -UPPRPC_HAVE_CUDA -std=gnu11 -g -O1 -pthread -fsanitize=fuzzer,address,undefined -o $@ $< \
-		$(FUZZ_LINK_SRCS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(RDMA_LIBS) -lm
+	$(FUZZ_CC) $(CPPFLAGS) $(GGML_INC) -UPPRPC_HAVE_CUDA -std=gnu11 -g -O1 -pthread -fsanitize=fuzzer,address,undefined -o $@ $< \
+		$(FUZZ_EXTRA_$*) $(FUZZ_LINK_SRCS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
 
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done

@@ -24,8 +24,10 @@ int device_open(uv_loop_t *loop, const char *spec, uint32_t index, uint64_t floo
 		rc = cpu_device_create(&d, threads, err, errlen);
 	} else if (strncmp(spec, "cuda:", 5) == 0 && spec[5] >= '0' && spec[5] <= '9') {
 		rc = cuda_device_create(&d, atoi(spec + 5), cuda_graphs, err, errlen);
+	} else if (strncmp(spec, "ggml:", 5) == 0 && spec[5]) {
+		rc = ggml_device_create(&d, spec + 5, threads, err, errlen);
 	} else {
-		snprintf(err, errlen, "unknown device '%s' (cpu, cuda:N)", spec);
+		snprintf(err, errlen, "unknown device '%s' (cpu, cuda:N, ggml:NAME)", spec);
 		return PPRPC_EINVAL;
 	}
 	if (rc < 0)
@@ -67,6 +69,7 @@ void device_close(struct device *d)
 }
 
 const char *device_kind(const struct device *d) { return d->ops->kind; }
+bool device_is_ggml(const struct device *d) { return strcmp(d->ops->kind, "ggml") == 0; }
 bool device_host_visible(const struct device *d) { return d->ops->host_visible; }
 
 int device_mem_info(struct device *d, uint64_t *ret_free, uint64_t *ret_total)

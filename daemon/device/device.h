@@ -50,14 +50,19 @@ struct device {
 	void *ipc_mem;
 	uint8_t ipc_handle[DEVICE_IPC_HANDLE];
 	char ipc_why[160];
+	/* ggml devices (kind "ggml"): what the served ggml buffer type and
+	 * device report, for HELLO's DeviceInfo */
+	uint64_t ggml_alignment;
+	uint64_t ggml_max_size;
+	uint32_t ggml_dev_type;
 };
 
 /* Completion of asynchronous device work (device_impl.h). */
 typedef void (*device_done_fn)(void *arg, int status, const char *why);
 struct stream;
 
-/* Create the device named by spec ("cpu").  Returns 0 or a negative code
- * with the reason in err. */
+/* Create the device named by spec ("cpu", "cuda:N", "ggml:NAME").  Returns
+ * 0 or a negative code with the reason in err. */
 int device_open(uv_loop_t *loop, const char *spec, uint32_t index, uint64_t floor, int threads,
 		int cuda_graphs, struct device **ret_dev, char *err, size_t errlen);
 /* Finish the queued work and join the worker (device_close does it too). */
@@ -65,6 +70,9 @@ void device_stop(struct device *d);
 void device_close(struct device *d);
 
 const char *device_kind(const struct device *d);
+/* Served by the ggml engine: runs ggml graphs (GGML_GRAPH_CREATE), not
+ * native ones. */
+bool device_is_ggml(const struct device *d);
 int device_mem_info(struct device *d, uint64_t *ret_free, uint64_t *ret_total);
 
 /* Reserve device memory, refusing when it would leave less than the floor

@@ -70,5 +70,10 @@ void cpu_device_enable_ipc(struct device *d);
 /* CUDA device `ordinal`; PPRPC_EUNSUPP in a build without CUDA, PPRPC_EDEVICE
  * (with the CUDA reason) when it cannot run here. */
 int cuda_device_create(struct device **ret_dev, int ordinal, int use_graphs, char *err, size_t errlen);
+/* The ggml device called name (ggml_backend_dev_name, e.g. "CPU", "CUDA0"),
+ * served by ggml's own backend with at most threads threads
+ * (daemon/backend/ggml/dev_ggml.c).  PPRPC_EUNSUPP in a build without ggml,
+ * PPRPC_EINVAL (listing the names there are) for an unknown name. */
+int ggml_device_create(struct device **ret_dev, const char *name, int threads, char *err, size_t errlen);
 
 #endif

@@ -20,6 +20,9 @@ void devinfo_fill(struct pprpcd *d, struct devinfo_set *set)
 		di->free_bytes = fr;
 		di->floor_bytes = dev->floor;
 		di->description = dev->desc;
+		di->ggml_alignment = dev->ggml_alignment;
+		di->ggml_max_size = dev->ggml_max_size;
+		di->ggml_dev_type = dev->ggml_dev_type;
 		set->ptrs[i] = di;
 	}
 }

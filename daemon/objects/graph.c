@@ -59,14 +59,13 @@ static int same_start(const struct tplan *p, int i, int j)
 	return abs_start(p, i, &bi) == abs_start(p, j, &bj) && bi == bj;
 }
 
-static int add_buf(struct graph *g, struct dbuf *b)
+void graph_hold_buffer(struct graph *g, struct dbuf *b)
 {
 	for (int i = 0; i < g->nbufs; i++)
 		if (g->bufs[i] == b)
-			return 0;
+			return;
 	g->bufs[g->nbufs++] = b;
 	buffer_ref(b);
-	return 0;
 }
 
 static int plan_tensors(struct pprpcd *d, struct conn *c, const Pprpc__GraphCreate *m,
@@ -123,7 +122,7 @@ static int plan_tensors(struct pprpcd *d, struct conn *c, const Pprpc__GraphCrea
 			p[i].offset = 0;
 			p[i].buf = b;
 			p[i].arena_off = mt->offset;
-			add_buf(g, b);
+			graph_hold_buffer(g, b);
 		} else {
 			p[i].base = i;
 			p[i].offset = 0;
@@ -302,6 +301,11 @@ int graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GraphCreate *m,
 		rc = PPRPC_EINVAL;
 		goto fail;
 	}
+	if (device_is_ggml(g->dev)) {
+		snprintf(err, errlen, "%s runs ggml graphs (GGML_GRAPH_CREATE), not native ones", g->dev->name);
+		rc = PPRPC_EUNSUPP;
+		goto fail;
+	}
 	rc = plan_tensors(d, c, m, g, p, err, errlen);
 	if (rc < 0)
 		goto fail;
@@ -329,6 +333,25 @@ fail:
 	free(p);
 	graph_destroy(g);
 	return rc;
+}
+
+int graph_new_backend(struct conn *c, struct device *dev, int kind, size_t max_bufs, struct graph **ret_g)
+{
+	struct graph *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		return PPRPC_ENOMEM;
+	g->bufs = calloc(max_bufs ? max_bufs : 1, sizeof(*g->bufs));
+	if (!g->bufs) {
+		free(g);
+		return PPRPC_ENOMEM;
+	}
+	g->kind = kind;
+	g->dev = dev;
+	g->owner = c;
+	g->refs = 1;
+	*ret_g = g;
+	return 0;
 }
 
 struct graph *graph_get(struct pprpcd *d, struct conn *c, uint64_t handle)

@@ -29,8 +29,13 @@ struct gnode {
 	struct pprpc_op_params p;
 };
 
+/* GRAPH_NATIVE: planned here (t, nodes, arena); GRAPH_GGML: a ggml graph,
+ * planned by the ggml engine, dev_priv its state (daemon/backend/ggml/). */
+enum graph_kind { GRAPH_NATIVE = 0, GRAPH_GGML = 1 };
+
 struct graph {
 	uint64_t handle;
+	int kind;                 /* enum graph_kind */
 	struct conn *owner;
 	struct device *dev;
 	int refs;                 /* the handle + queued runs */
@@ -52,6 +57,13 @@ struct graph {
  * applies). */
 int graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GraphCreate *m,
 		 struct graph **ret_g, char *err, size_t errlen);
+/* A graph planned by a backend of its own (GRAPH_GGML): owner c, device
+ * dev, refs = 1, room to hold max_bufs buffers (graph_hold_buffer); the
+ * caller sets dev_priv, released through device_graph_release with the
+ * graph.  Drop a half-built one with graph_unref. */
+int graph_new_backend(struct conn *c, struct device *dev, int kind, size_t max_bufs, struct graph **ret_g);
+/* Keep b alive while g exists (once per buffer; at most max_bufs). */
+void graph_hold_buffer(struct graph *g, struct dbuf *b);
 /* Retire the handle and drop its reference (GRAPH_FREE, disconnect). */
 void graph_retire(struct pprpcd *d, struct graph *g);
 struct graph *graph_get(struct pprpcd *d, struct conn *c, uint64_t handle);

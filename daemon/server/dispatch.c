@@ -30,6 +30,9 @@ static const struct handler table[MSG_TYPE_COUNT] = {
 	[MSG_PING] = { &pprpc__empty__descriptor, NULL, h_ping },
 	[MSG_PROBE] = { &pprpc__probe__descriptor, NULL, h_probe },
 	[MSG_PULL_RELEASE] = { &pprpc__pull_release__descriptor, NULL, h_pull_release },
+	[MSG_GGML_GRAPH_CREATE] = { &pprpc__ggml_graph_create__descriptor, NULL, h_ggml_graph_create },
+	[MSG_GGML_SUPPORTS] = { &pprpc__ggml_supports__descriptor, NULL, h_ggml_supports },
+	[MSG_GGML_ALLOC_SIZE] = { &pprpc__ggml_alloc_size__descriptor, NULL, h_ggml_alloc_size },
 };
 
 const struct handler *dispatch_lookup(unsigned type)

@@ -51,5 +51,8 @@ void h_pull(struct conn *c, struct request *r);
 void h_pull_release(struct conn *c, struct request *r);
 void h_ping(struct conn *c, struct request *r);
 void h_probe(struct conn *c, struct request *r);
+void h_ggml_graph_create(struct conn *c, struct request *r);
+void h_ggml_supports(struct conn *c, struct request *r);
+void h_ggml_alloc_size(struct conn *c, struct request *r);
 
 #endif

@@ -405,8 +405,8 @@ static void set_rdma_bulk_threshold_show(const struct pprpcd_opts *o, char *buf,
 static const struct optdef defs[] = {
 	{ "listen", "HOST:PORT", "address to serve (port 0 = ephemeral; IPv6 as [::1]:PORT)", set_listen, set_listen_show },
 	{ "port-file", "FILE", "write the bound port to FILE once listening", set_port_file, set_port_file_show },
-	{ "devices", "LIST", "devices to serve, comma-separated (cpu)", set_devices, set_devices_show },
-	{ "threads", "N", "CPU device threads (0 = all cores)", set_threads, set_threads_show },
+	{ "devices", "LIST", "devices to serve, comma-separated: cpu, cuda:N, ggml:NAME (ggml's device, e.g. ggml:CPU, ggml:CUDA0)", set_devices, set_devices_show },
+	{ "threads", "N", "threads of the CPU device and of each ggml device's backend (0 = all cores)", set_threads, set_threads_show },
 	{ "memory-floor-mib", "N", "refuse allocations leaving less than N MiB free", set_floor, set_floor_show },
 	{ "max-bulk-mib", "N", "largest tensor payload in one message", set_max_bulk, set_max_bulk_show },
 	{ "max-meta-kib", "N", "largest control message (meta) in one frame, KiB (max 1024)", set_max_meta, set_max_meta_show },
@@ -610,8 +610,9 @@ int pprpcd_opts_validate(const struct pprpcd_opts *o, char *err, size_t errlen)
 	}
 	memcpy(list, o->devices, sizeof(list));
 	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-		if (strcmp(tok, "cpu") != 0 && strncmp(tok, "cuda:", 5) != 0) {
-			snprintf(err, errlen, "devices: unknown device '%s' (cpu, cuda:N)", tok);
+		if (strcmp(tok, "cpu") != 0 && strncmp(tok, "cuda:", 5) != 0 &&
+		    (strncmp(tok, "ggml:", 5) != 0 || !tok[5])) {
+			snprintf(err, errlen, "devices: unknown device '%s' (cpu, cuda:N, ggml:NAME)", tok);
 			return PPRPC_EINVAL;
 		}
 	return 0;

@@ -108,8 +108,11 @@ static int open_devices(struct pprpcd *d)
 				 d->opts.cuda_graphs, &d->dev[d->ndev], err, sizeof(err));
 		/* A GPU that cannot run here (no device, no driver, a build
 		 * without CUDA) is reported and skipped; the other devices
-		 * are still served. */
-		if (rc < 0 && strncmp(tok, "cuda:", 5) == 0 && d->nunavail < PPRPCD_MAX_DEVICES) {
+		 * are still served.  So is a ggml device this build or the
+		 * ggml it loaded does not have (a ggml:CUDA0 on a host whose
+		 * ggml has no CUDA). */
+		if (rc < 0 && (strncmp(tok, "cuda:", 5) == 0 || strncmp(tok, "ggml:", 5) == 0) &&
+		    d->nunavail < PPRPCD_MAX_DEVICES) {
 			LOG(d, LOG_WARN_, "%s; not serving it", err);
 			snprintf(d->unavail[d->nunavail++], sizeof(d->unavail[0]), "%s", err);
 			continue;

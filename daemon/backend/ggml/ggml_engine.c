@@ -1,0 +1,281 @@
+/*
+ * daemon/backend/ggml/ggml_engine.c — a ggml device, its backend and its
+ * buffers (see ggml_engine.h).
+ *
+ * The byte operations go through the buffer's own interface (ggml's
+ * set/get/memset/cpy_tensor on a one-dimensional I8 stand-in tensor over the
+ * range), so device memory (ggml-cuda) works as host memory does; for host
+ * buffers they are plain memory operations, which is all ggml-cpu does.
+ */
+#include "daemon/backend/ggml/ggml_engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/device/hostmem.h"
+#include "ggml-backend-impl.h"
+#include "pprpc/types.h"
+
+typedef void (*set_n_threads_fn)(ggml_backend_t backend, int n_threads);
+typedef struct ggml_threadpool *(*tp_new_fn)(struct ggml_threadpool_params *params);
+typedef void (*tp_free_fn)(struct ggml_threadpool *tp);
+typedef void (*set_tp_fn)(ggml_backend_t backend, struct ggml_threadpool *tp);
+
+static void list_devices(char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < ggml_backend_dev_count() && used < len; i++) {
+		int k = snprintf(buf + used, len - used, "%sggml:%s", i ? ", " : "",
+				 ggml_backend_dev_name(ggml_backend_dev_get(i)));
+
+		if (k < 0)
+			break;
+		used += (size_t)k;
+	}
+}
+
+/* The backend's threads: --threads, or every core. */
+static void setup_threads(struct gge_dev *g, int threads)
+{
+	ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(g->dev);
+	set_n_threads_fn set_n = reg ? (set_n_threads_fn)ggml_backend_reg_get_proc_address(reg, "ggml_backend_set_n_threads") : NULL;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	int n = threads > 0 ? threads : (int)(ncpu > 0 ? ncpu : 1);
+
+	if (!set_n)
+		return;
+	set_n(g->backend, n);
+	g->threads = n;
+}
+
+/* ggml-cpu's persistent thread pool, made by the worker at its first run:
+ * a run then wakes threads instead of creating them, and they start from
+ * the worker, so they get the CPU set --cpu-affinity gave it (so do
+ * OpenMP's, in an OpenMP build of ggml).  Without one ggml makes a pool per
+ * run, which is slower, not wrong. */
+void gge_dev_worker_init(struct gge_dev *g)
+{
+	ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(g->dev);
+	tp_new_fn tp_new = reg ? (tp_new_fn)ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_new") : NULL;
+	tp_free_fn tp_free = reg ? (tp_free_fn)ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_free") : NULL;
+	set_tp_fn set_tp = reg ? (set_tp_fn)ggml_backend_reg_get_proc_address(reg, "ggml_backend_cpu_set_threadpool") : NULL;
+	struct ggml_threadpool_params p;
+
+	if (g->worker_ready)
+		return;
+	g->worker_ready = true;
+	if (!g->threads || !tp_new || !tp_free || !set_tp)
+		return;
+	p = ggml_threadpool_params_default(g->threads);
+	g->tp = tp_new(&p);
+	if (!g->tp)
+		return;
+	g->tp_free = tp_free;
+	set_tp(g->backend, g->tp);
+}
+
+int gge_dev_open(const char *name, int threads, struct gge_dev **ret_g, char *err, size_t errlen)
+{
+	ggml_backend_dev_t dev = ggml_backend_dev_by_name(name);
+	struct gge_dev *g;
+	char names[200];
+	int rc;
+
+	if (!dev) {
+		list_devices(names, sizeof(names));
+		snprintf(err, errlen, "unknown ggml device '%s' (this ggml has: %s)", name, names[0] ? names : "none");
+		return PPRPC_EINVAL;
+	}
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return PPRPC_ENOMEM;
+	g->dev = dev;
+	snprintf(g->name, sizeof(g->name), "%s", ggml_backend_dev_name(dev));
+	g->backend = ggml_backend_dev_init(dev, NULL);
+	if (!g->backend) {
+		snprintf(err, errlen, "ggml:%s: its backend does not start", g->name);
+		rc = PPRPC_EDEVICE;
+		goto fail;
+	}
+	g->buft = ggml_backend_dev_buffer_type(dev);
+	g->host = ggml_backend_buft_is_host(g->buft);
+	g->alignment = ggml_backend_buft_get_alignment(g->buft);
+	g->max_size = ggml_backend_buft_get_max_size(g->buft);
+	g->type = ggml_backend_dev_type(dev);
+	setup_threads(g, threads);
+	if (g->threads)
+		snprintf(g->desc, sizeof(g->desc), "ggml %s: %.60s, %d threads", g->name,
+			 ggml_backend_dev_description(dev), g->threads);
+	else
+		snprintf(g->desc, sizeof(g->desc), "ggml %s: %.90s", g->name, ggml_backend_dev_description(dev));
+	*ret_g = g;
+	return 0;
+fail:
+	gge_dev_close(g);
+	return rc;
+}
+
+void gge_dev_close(struct gge_dev *g)
+{
+	if (!g)
+		return;
+	/* The pool goes after the backend that points at it. */
+	if (g->backend)
+		ggml_backend_free(g->backend);
+	if (g->tp)
+		g->tp_free(g->tp);
+	free(g);
+}
+
+/* Host memory is read where the native cpu device reads it: ggml-cpu
+ * reports all of it as free, which would make the memory floor a no-op, and
+ * both devices must see each other's allocations. */
+int gge_dev_memory(const struct gge_dev *g, uint64_t *ret_free, uint64_t *ret_total)
+{
+	size_t fr = 0, total = 0;
+
+	if (g->host)
+		return hostmem_info(ret_free, ret_total);
+	ggml_backend_dev_memory(g->dev, &fr, &total);
+	if (!total)
+		return PPRPC_EDEVICE;
+	*ret_free = fr;
+	*ret_total = total;
+	return 0;
+}
+
+/* ---- buffers ------------------------------------------------------------------ */
+
+int gge_buf_alloc(struct gge_dev *g, uint64_t size, ggml_backend_buffer_t *ret_b, char *err, size_t errlen)
+{
+	ggml_backend_buffer_t b;
+
+	if (size == 0 || size > g->max_size || size > (uint64_t)SIZE_MAX / 2) {
+		snprintf(err, errlen, "ggml:%s: a buffer holds 1 to %zu bytes", g->name, g->max_size);
+		return PPRPC_ETOOBIG;
+	}
+	b = ggml_backend_buft_alloc_buffer(g->buft, (size_t)size);
+	if (!b) {
+		snprintf(err, errlen, "ggml:%s: allocation of %llu bytes failed", g->name, (unsigned long long)size);
+		return PPRPC_ENOMEM;
+	}
+	/* A size ggml rounded down would let extents pass that the memory
+	 * does not have. */
+	if (ggml_backend_buffer_get_size(b) < size) {
+		ggml_backend_buffer_free(b);
+		snprintf(err, errlen, "ggml:%s: the buffer came back smaller than asked", g->name);
+		return PPRPC_EDEVICE;
+	}
+	/* Zeros: no client sees another's data, and on host memory every page
+	 * is committed now, so the memory floor saw what this costs. */
+	ggml_backend_buffer_clear(b, 0);
+	*ret_b = b;
+	return 0;
+}
+
+void gge_buf_free(ggml_backend_buffer_t b)
+{
+	if (b)
+		ggml_backend_buffer_free(b);
+}
+
+/* A one-dimensional I8 tensor over [off, off + n) of b, for ggml's tensor
+ * calls (they take tensors, not ranges). */
+static void range_tensor(struct ggml_tensor *t, ggml_backend_buffer_t b, uint64_t off, uint64_t n)
+{
+	memset(t, 0, sizeof(*t));
+	t->type = GGML_TYPE_I8;
+	t->buffer = b;
+	t->ne[0] = (int64_t)n;
+	t->ne[1] = t->ne[2] = t->ne[3] = 1;
+	t->nb[0] = 1;
+	t->nb[1] = t->nb[2] = t->nb[3] = (size_t)n;
+	t->data = (uint8_t *)ggml_backend_buffer_get_base(b) + off;
+}
+
+int gge_buf_write(ggml_backend_buffer_t b, uint64_t off, const void *src, uint64_t n)
+{
+	struct ggml_tensor t;
+
+	if (n == 0)
+		return 0;
+	if (ggml_backend_buffer_is_host(b)) {
+		memcpy((uint8_t *)ggml_backend_buffer_get_base(b) + off, src, (size_t)n);
+		return 0;
+	}
+	range_tensor(&t, b, off, n);
+	ggml_backend_tensor_set(&t, src, 0, (size_t)n);
+	return 0;
+}
+
+int gge_buf_read(ggml_backend_buffer_t b, uint64_t off, void *dst, uint64_t n)
+{
+	struct ggml_tensor t;
+
+	if (n == 0)
+		return 0;
+	if (ggml_backend_buffer_is_host(b)) {
+		memcpy(dst, (const uint8_t *)ggml_backend_buffer_get_base(b) + off, (size_t)n);
+		return 0;
+	}
+	range_tensor(&t, b, off, n);
+	ggml_backend_tensor_get(&t, dst, 0, (size_t)n);
+	return 0;
+}
+
+int gge_buf_fill(ggml_backend_buffer_t b, uint64_t off, int value, uint64_t n)
+{
+	struct ggml_tensor t;
+
+	if (n == 0)
+		return 0;
+	if (ggml_backend_buffer_is_host(b)) {
+		memset((uint8_t *)ggml_backend_buffer_get_base(b) + off, value, (size_t)n);
+		return 0;
+	}
+	if (off == 0 && n == ggml_backend_buffer_get_size(b)) {
+		ggml_backend_buffer_clear(b, (uint8_t)value);
+		return 0;
+	}
+	/* ggml_backend_tensor_memset asserts the hook exists. */
+	if (!b->iface.memset_tensor)
+		return PPRPC_EUNSUPP;
+	range_tensor(&t, b, off, n);
+	ggml_backend_tensor_memset(&t, (uint8_t)value, 0, (size_t)n);
+	return 0;
+}
+
+int gge_buf_copy(ggml_backend_buffer_t dst, uint64_t doff, ggml_backend_buffer_t src, uint64_t soff, uint64_t n)
+{
+	struct ggml_tensor ts, td;
+	uint8_t *bounce;
+	bool overlap;
+
+	if (n == 0)
+		return 0;
+	if (ggml_backend_buffer_is_host(dst) && ggml_backend_buffer_is_host(src)) {
+		memmove((uint8_t *)ggml_backend_buffer_get_base(dst) + doff,
+			(const uint8_t *)ggml_backend_buffer_get_base(src) + soff, (size_t)n);
+		return 0;
+	}
+	/* Device copies do not promise memmove semantics: overlapping ranges
+	 * of one buffer go through host memory. */
+	overlap = dst == src && doff < soff + n && soff < doff + n;
+	if (!overlap) {
+		range_tensor(&ts, src, soff, n);
+		range_tensor(&td, dst, doff, n);
+		ggml_backend_tensor_copy(&ts, &td);
+		return 0;
+	}
+	bounce = malloc((size_t)n);
+	if (!bounce)
+		return PPRPC_ENOMEM;
+	gge_buf_read(src, soff, bounce, n);
+	gge_buf_write(dst, doff, bounce, n);
+	free(bounce);
+	return 0;
+}

@@ -1,0 +1,162 @@
+/*
+ * daemon/backend/ggml/ggml_engine.h — the ggml engine's core: one ggml device
+ * served by its own ggml backend, its buffers, and wire graphs turned into
+ * ggml graphs (doc/ggml.md).
+ *
+ * Nothing here knows the daemon (connections, handles, queues, the device
+ * vtable): dev_ggml.c adapts the engine to the device interface and
+ * ggml_serve.c to the requests, so the fuzz target drives the engine alone.
+ *
+ * ggml aborts the process on invalid input (GGML_ASSERT), and some kernels
+ * write through indices read from tensor data without any check.  So a
+ * wire graph reaches ggml only through gge_graph_build, in this order:
+ *   1. gge_wire_check (ggml_wire.c): structure — types, ne/nb, extents inside
+ *      buffers and views inside their sources, sources before users, caps;
+ *   2. materialization (ggml_build.c) into a no_alloc ggml context, each
+ *      node checked by ggml_rules_check (rules/) as soon as its sources
+ *      exist, then by the backend's supports_op;
+ *   3. index guards (ggml_guard.c): every index a kernel will follow
+ *      (GET_ROWS, SET_ROWS, MUL_MAT_ID, ...) is proven in range at create
+ *      time or checked at run time before the node runs (ggml_run.c).
+ */
+#ifndef PPRPC_DAEMON_GGML_ENGINE_H
+#define PPRPC_DAEMON_GGML_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ggml-backend.h"
+#include "ggml.h"
+#include "proto/pprpc.pb-c.h"
+
+/* Caps on one wire graph (the frame's meta limit usually binds first). */
+#define GGE_MAX_TENSORS 131072
+#define GGE_MAX_NODES 65536
+/* Largest element count, extent or dense size of one tensor: far above any
+ * buffer, low enough that ggml's int64/size_t arithmetic cannot wrap. */
+#define GGE_MAX_BYTES (1ull << 56)
+
+struct gge_dev {
+	ggml_backend_dev_t dev;
+	ggml_backend_t backend;          /* used by the device's worker only */
+	ggml_backend_buffer_type_t buft;
+	struct ggml_threadpool *tp;      /* ggml-cpu: persistent compute threads */
+	void (*tp_free)(struct ggml_threadpool *tp);
+	bool worker_ready;               /* gge_dev_worker_init ran */
+	bool host;                       /* buffers are host memory */
+	size_t alignment, max_size;
+	enum ggml_backend_dev_type type;
+	int threads;                     /* 0 where the backend has no thread count */
+	char name[64];                   /* ggml's device name ("CPU", "CUDA0") */
+	char desc[200];
+};
+
+/* Open the ggml device called name (ggml_backend_dev_name), its backend
+ * bounded to threads (0 = the backend's default).  PPRPC_EINVAL with the
+ * names this ggml has when there is no such device, PPRPC_EDEVICE when its
+ * backend cannot start. */
+int gge_dev_open(const char *name, int threads, struct gge_dev **ret_g, char *err, size_t errlen);
+void gge_dev_close(struct gge_dev *g);
+/* On the thread that runs the device's graphs, before its first run. */
+void gge_dev_worker_init(struct gge_dev *g);
+/* Free and total memory behind the device's buffers (see dev_ggml.c for
+ * host memory, where ggml-cpu reports everything as free). */
+int gge_dev_memory(const struct gge_dev *g, uint64_t *ret_free, uint64_t *ret_total);
+
+/* ---- buffers ------------------------------------------------------------------
+ * Buffers of the device's buffer type, zero-filled on allocation (a client
+ * never sees another's freed data).  The byte operations take ranges the
+ * caller has checked against the buffer; 0 or a negative code. */
+int gge_buf_alloc(struct gge_dev *g, uint64_t size, ggml_backend_buffer_t *ret_b, char *err, size_t errlen);
+void gge_buf_free(ggml_backend_buffer_t b);
+int gge_buf_write(ggml_backend_buffer_t b, uint64_t off, const void *src, uint64_t n);
+int gge_buf_read(ggml_backend_buffer_t b, uint64_t off, void *dst, uint64_t n);
+int gge_buf_fill(ggml_backend_buffer_t b, uint64_t off, int value, uint64_t n);
+/* Ranges may overlap (memmove semantics). */
+int gge_buf_copy(ggml_backend_buffer_t dst, uint64_t doff, ggml_backend_buffer_t src, uint64_t soff, uint64_t n);
+
+/* ---- wire graphs ------------------------------------------------------------- */
+
+/* A buffer a wire tensor names, as the caller resolved its handle. */
+struct gge_wbuf {
+	ggml_backend_buffer_t buf;
+	uint64_t size;   /* bytes a tensor may use, from the buffer's base */
+};
+
+/* Resolve a buffer handle: 0 and *ret, or a negative code with the reason
+ * (unknown or foreign handle, a buffer of another device). */
+typedef int (*gge_resolve_fn)(void *arg, uint64_t handle, struct gge_wbuf *ret, char *err, size_t errlen);
+
+/* GGE_GRAPH: every tensor has memory (GGML_GRAPH_CREATE).  GGE_PROBE: a
+ * tensor without a buffer has none (GGML_SUPPORTS, GGML_ALLOC_SIZE: ggml
+ * asks before it allocates). */
+enum gge_mode { GGE_GRAPH = 0, GGE_PROBE = 1 };
+
+/* What step 1 established about one wire tensor. */
+struct gge_wt {
+	int base;            /* the tensor owning the bytes: itself, or the view's base */
+	uint64_t offs;       /* bytes from the base's first byte (views) */
+	struct gge_wbuf wb;  /* the base's buffer (wb.buf NULL: no memory) */
+	uint64_t offset;     /* the base's first byte in wb */
+	uint64_t extent;     /* bytes from the first to one past the last element */
+	uint64_t dense;      /* ggml_row_size(ne0) * ne1 * ne2 * ne3 */
+	int node;            /* position in the node order, -1 for a leaf */
+};
+
+/* Step 1 over tensors[0 .. n) and the node order.  plan has n entries.
+ * 0, or a negative code with the tensor named in err. */
+int gge_wire_check(const Pprpc__GgmlTensor *const *t, size_t n, const int32_t *nodes, size_t nnodes,
+		   enum gge_mode mode, gge_resolve_fn resolve, void *arg, struct gge_wt *plan, char *err,
+		   size_t errlen);
+/* Name of tensor i for messages ("#12 'ffn_up-3'"); buf holds it. */
+const char *gge_wire_name(const Pprpc__GgmlTensor *t, size_t i, char *buf, size_t len);
+
+struct gge_guard;
+
+/* A created graph: its ggml context, tensors and cgraph, ready to re-run. */
+struct gge_graph {
+	void *mem;                   /* the context's memory (ours, so OOM fails cleanly) */
+	struct ggml_context *ctx;
+	struct ggml_cgraph *cg;
+	struct ggml_tensor **t;      /* per wire tensor */
+	struct gge_wt *plan;
+	int *order;                  /* wire index of the node at each position */
+	int ntensors, nnodes;
+	struct gge_guard *guards;    /* ordered by node */
+	int nguards;
+	bool inited;                 /* buffer init_tensor done (first run) */
+	void *scratch;               /* host copy of indices on device buffers */
+	size_t scratch_size;
+};
+
+/* Validate and materialize a whole graph (steps 1-3). */
+int gge_graph_build(struct gge_dev *g, const Pprpc__GgmlTensor *const *t, size_t n, const int32_t *nodes,
+		    size_t nnodes, gge_resolve_fn resolve, void *arg, struct gge_graph **ret_gg, char *err,
+		    size_t errlen);
+/* Run it (the device's worker thread): PPRPC_ERANGE when an index is out of
+ * range (nothing after that node ran), PPRPC_EDEVICE when ggml fails. */
+int gge_graph_compute(struct gge_dev *g, struct gge_graph *gg, char *err, size_t errlen);
+void gge_graph_free(struct gge_graph *gg);
+
+/* GGML_SUPPORTS: would the device run tensors[node]?  A negative code for
+ * a malformed request; else 0 with *ret_ok and, when false, the reason. */
+int gge_probe_supports(struct gge_dev *g, const Pprpc__GgmlTensor *const *t, size_t n, int32_t node,
+		       gge_resolve_fn resolve, void *arg, bool *ret_ok, char *err, size_t errlen);
+/* GGML_ALLOC_SIZE: ggml_backend_buft_get_alloc_size of tensors[node]. */
+int gge_probe_alloc_size(struct gge_dev *g, const Pprpc__GgmlTensor *const *t, size_t n, int32_t node,
+			 gge_resolve_fn resolve, void *arg, uint64_t *ret_size, char *err, size_t errlen);
+
+/* ---- internal to the engine (ggml_build.c, ggml_guard.c, ggml_run.c) ---- */
+
+/* Create the guards of a materialized graph (gg->guards). */
+int gge_guards_plan(struct gge_graph *gg, const Pprpc__GgmlTensor *const *w, char *err, size_t errlen);
+/* Check the guards of class `when` (GGE_GUARD_*) for node positions in
+ * [from, to). */
+int gge_guards_check(struct gge_graph *gg, int from, int to, int when, char *err, size_t errlen);
+/* First node position >= from with a run-time split guard, nnodes if none. */
+int gge_guards_next_split(const struct gge_graph *gg, int from);
+
+enum { GGE_GUARD_PROVEN = 0, GGE_GUARD_START = 1, GGE_GUARD_SPLIT = 2 };
+
+#endif

@@ -1,0 +1,210 @@
+/*
+ * daemon/backend/ggml/ggml_guard.c — indices read from tensor data.
+ *
+ * Some kernels follow indices they read from a tensor's data: ggml-cpu
+ * GGML_ASSERTs them for GET_ROWS / SET_ROWS / ADD_ID (the process aborts),
+ * checks them only in debug builds for MUL_MAT_ID (an out-of-range expert id
+ * writes past its work buffer), and not at all for GET_ROWS_BACK and
+ * SSM_SCAN; ggml-cuda checks none.  Shapes cannot tell, so every such index
+ * is checked before its node runs, as the native engine does (a GRAPH_RUN
+ * with an id outside its table fails with PPRPC_ERANGE).
+ *
+ * When a guard's values are known is decided once, at create time, from the
+ * nodes that write the index tensor's bytes before its user runs:
+ *   - none: the values are the client's (inputs such as inp_out_ids or the
+ *     KV cache slots) and are checked when the run starts (GGE_GUARD_START);
+ *   - the last one is an ARGSORT or TOP_K covering the bytes, whose indices
+ *     are below its source's ne[0] <= the bound: proven, nothing to check
+ *     (GGE_GUARD_PROVEN; llama.cpp's MoE expert ids);
+ *   - anything else: the graph is computed up to that node, the values are
+ *     checked, the run goes on (GGE_GUARD_SPLIT, ggml_run.c).
+ * The search for writers is bounded (SCAN_BUDGET overlap tests per graph);
+ * past it a guard is classed SPLIT, which is always safe.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/backend/ggml/ggml_engine.h"
+#include "ggml-impl.h"
+#include "pprpc/types.h"
+
+#define SCAN_BUDGET (1u << 22)
+
+struct gge_guard {
+	int pos;          /* the user's position in the node order */
+	int idx;          /* the index tensor (wire index) */
+	int64_t bound;    /* values must be in [0, bound) */
+	int when;         /* GGE_GUARD_* */
+};
+
+/* Which source holds indices, and what they index: dimension dim of source
+ * `of` (-1: of the node itself).  Keep in step with the kernels, and with
+ * rules/ggml_rules.h: an op that follows indices needs a line here before a
+ * rule may accept it. */
+static const struct {
+	enum ggml_op op;
+	int idx_src, of, dim;
+} table[] = {
+	{ GGML_OP_GET_ROWS, 1, 0, 1 },       /* rows of a */
+	{ GGML_OP_GET_ROWS_BACK, 1, -1, 1 }, /* rows of the result */
+	{ GGML_OP_SET_ROWS, 1, -1, 1 },      /* rows of the destination (the node views it) */
+	{ GGML_OP_ADD_ID, 2, 1, 1 },         /* rows of b */
+	{ GGML_OP_MUL_MAT_ID, 2, 0, 2 },     /* experts of as */
+	{ GGML_OP_SSM_SCAN, 6, 0, 3 },       /* sequences of the state */
+};
+
+static uintptr_t lo(const struct ggml_tensor *t)
+{
+	return (uintptr_t)t->data;
+}
+
+/* Could position pos's index tensor idx hold values >= bound? */
+static int classify(const struct gge_graph *gg, int pos, int idx, int64_t bound, uint64_t *budget)
+{
+	const struct ggml_tensor *x = gg->t[idx];
+	uint64_t ex = gg->plan[idx].extent;
+
+	for (int k = pos - 1; k >= 0; k--) {
+		const struct ggml_tensor *w = gg->cg->nodes[k];
+		uint64_t ew = gg->plan[gg->order[k]].extent;
+
+		if (*budget == 0)
+			return GGE_GUARD_SPLIT;
+		(*budget)--;
+		/* A node writes nothing outside its own extent (the rules
+		 * hold its shape to what ggml makes). */
+		if (!ew || !ex || lo(w) >= lo(x) + ex || lo(x) >= lo(w) + ew)
+			continue;
+		if ((w->op == GGML_OP_ARGSORT || w->op == GGML_OP_TOP_K) && w->type == GGML_TYPE_I32 &&
+		    x->type == GGML_TYPE_I32 && ggml_is_contiguous(w) && w->src[0] && w->src[0]->ne[0] <= bound &&
+		    lo(x) >= lo(w) && lo(x) + ex <= lo(w) + ew && (lo(x) - lo(w)) % sizeof(int32_t) == 0)
+			return GGE_GUARD_PROVEN;
+		return GGE_GUARD_SPLIT;
+	}
+	return GGE_GUARD_START;
+}
+
+int gge_guards_plan(struct gge_graph *gg, const Pprpc__GgmlTensor *const *w, char *err, size_t errlen)
+{
+	uint64_t budget = SCAN_BUDGET;
+	int n = 0;
+
+	for (int k = 0; k < gg->nnodes; k++)
+		for (size_t e = 0; e < sizeof(table) / sizeof(table[0]); e++)
+			n += gg->cg->nodes[k]->op == table[e].op;
+	if (!n)
+		return 0;
+	gg->guards = calloc((size_t)n, sizeof(*gg->guards));
+	if (!gg->guards)
+		return PPRPC_ENOMEM;
+	for (int k = 0; k < gg->nnodes; k++) {
+		const struct ggml_tensor *node = gg->cg->nodes[k];
+
+		for (size_t e = 0; e < sizeof(table) / sizeof(table[0]); e++) {
+			const struct ggml_tensor *x = node->src[table[e].idx_src];
+			const struct ggml_tensor *of = table[e].of < 0 ? node : node->src[table[e].of];
+			struct gge_guard *gd = &gg->guards[gg->nguards];
+
+			if (node->op != table[e].op)
+				continue;
+			/* The rules require these; a rule set that lets one
+			 * through must not turn into a crash here. */
+			if (!x || !of || (x->type != GGML_TYPE_I32 && x->type != GGML_TYPE_I64)) {
+				snprintf(err, errlen, "node #%d (%s): its indices must be an i32/i64 source %d",
+					 gg->order[k], ggml_op_name(node->op), table[e].idx_src);
+				return PPRPC_EINVAL;
+			}
+			gd->pos = k;
+			gd->idx = w[gg->order[k]]->src[table[e].idx_src];
+			gd->bound = of->ne[table[e].dim];
+			gd->when = classify(gg, k, gd->idx, gd->bound, &budget);
+			gg->nguards++;
+		}
+	}
+	return 0;
+}
+
+int gge_guards_next_split(const struct gge_graph *gg, int from)
+{
+	for (int i = 0; i < gg->nguards; i++)
+		if (gg->guards[i].pos >= from && gg->guards[i].when == GGE_GUARD_SPLIT)
+			return gg->guards[i].pos;
+	return gg->nnodes;
+}
+
+/* Host-visible bytes of x: in place, or copied into gg->scratch. */
+static const uint8_t *host_bytes(struct gge_graph *gg, const struct ggml_tensor *x, uint64_t extent)
+{
+	void *s;
+
+	if (ggml_backend_buffer_is_host(x->buffer))
+		return x->data;
+	if (gg->scratch_size < extent) {
+		s = realloc(gg->scratch, (size_t)extent);
+		if (!s)
+			return NULL;
+		gg->scratch = s;
+		gg->scratch_size = (size_t)extent;
+	}
+	gge_buf_read(x->buffer, (uint64_t)((uint8_t *)x->data - (uint8_t *)ggml_backend_buffer_get_base(x->buffer)),
+		     gg->scratch, extent);
+	return gg->scratch;
+}
+
+static int check_one(struct gge_graph *gg, const struct gge_guard *gd, char *err, size_t errlen)
+{
+	const struct ggml_tensor *x = gg->t[gd->idx];
+	const struct ggml_tensor *node = gg->cg->nodes[gd->pos];
+	uint64_t extent = gg->plan[gd->idx].extent;
+	const uint8_t *p;
+
+	if (!extent)
+		return 0;
+	p = host_bytes(gg, x, extent);
+	if (!p) {
+		snprintf(err, errlen, "cannot stage %" PRIu64 " bytes of indices", extent);
+		return PPRPC_ENOMEM;
+	}
+	for (int64_t i3 = 0; i3 < x->ne[3]; i3++)
+		for (int64_t i2 = 0; i2 < x->ne[2]; i2++)
+			for (int64_t i1 = 0; i1 < x->ne[1]; i1++)
+				for (int64_t i0 = 0; i0 < x->ne[0]; i0++) {
+					const uint8_t *e = p + i0 * x->nb[0] + i1 * x->nb[1] + i2 * x->nb[2] + i3 * x->nb[3];
+					int64_t v;
+
+					if (x->type == GGML_TYPE_I32) {
+						int32_t v32;
+
+						memcpy(&v32, e, sizeof(v32));
+						v = v32;
+					} else {
+						memcpy(&v, e, sizeof(v));
+					}
+					if (v < 0 || v >= gd->bound) {
+						snprintf(err, errlen,
+							 "node #%d (%s): index %" PRId64 " at [%" PRId64 ",%" PRId64
+							 ",%" PRId64 ",%" PRId64 "] of tensor #%d is outside [0, %" PRId64
+							 ")", gg->order[gd->pos], ggml_op_name(node->op), v, i0, i1, i2,
+							 i3, gd->idx, gd->bound);
+						return PPRPC_ERANGE;
+					}
+				}
+	return 0;
+}
+
+int gge_guards_check(struct gge_graph *gg, int from, int to, int when, char *err, size_t errlen)
+{
+	for (int i = 0; i < gg->nguards; i++) {
+		const struct gge_guard *gd = &gg->guards[i];
+		int rc;
+
+		if (gd->pos < from || gd->pos >= to || gd->when != when)
+			continue;
+		rc = check_one(gg, gd, err, errlen);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}

@@ -1,0 +1,79 @@
+/*
+ * daemon/backend/ggml/ggml_run.c — running a created graph (the device's
+ * worker thread).
+ *
+ * A run is a sequence of segments of the node order, cut where an index
+ * guard must see values computed earlier in the same run (ggml_guard.c);
+ * most graphs are one segment.  The same cut is where a node could be
+ * handed to something other than ggml (pprpc's own kernels, e.g. chunked
+ * GATED_DELTA_NET on ggml-cuda devices): a segment boundary is a point where
+ * everything before has completed on the device.
+ *
+ * The first run also gives each tensor's buffer its init_tensor (ggml-cuda
+ * zeroes the padding of quantized rows there): done on the worker, so it is
+ * ordered with the commands before it on the queue.
+ */
+#include <stdio.h>
+
+#include "daemon/backend/ggml/ggml_engine.h"
+#include "ggml-backend-impl.h"
+#include "ggml-impl.h"
+#include "pprpc/types.h"
+
+static int init_tensors(struct gge_graph *gg, char *err, size_t errlen)
+{
+	for (int i = 0; i < gg->ntensors; i++) {
+		struct ggml_tensor *t = gg->t[i];
+
+		if (t->view_src || !t->buffer || !t->buffer->iface.init_tensor)
+			continue;
+		if (ggml_backend_buffer_init_tensor(t->buffer, t) != GGML_STATUS_SUCCESS) {
+			snprintf(err, errlen, "tensor #%d: its buffer's init_tensor failed", i);
+			return PPRPC_EDEVICE;
+		}
+	}
+	return 0;
+}
+
+static int segment(struct gge_dev *g, struct gge_graph *gg, int from, int to, char *err, size_t errlen)
+{
+	struct ggml_cgraph view;
+	enum ggml_status st;
+
+	if (from == 0 && to == gg->nnodes) {
+		st = ggml_backend_graph_compute(g->backend, gg->cg);
+	} else {
+		view = ggml_graph_view(gg->cg, from, to);
+		st = ggml_backend_graph_compute(g->backend, &view);
+	}
+	if (st == GGML_STATUS_SUCCESS)
+		return 0;
+	snprintf(err, errlen, "ggml:%s: graph compute failed (%s) in nodes %d..%d", g->name, ggml_status_to_string(st),
+		 from, to - 1);
+	return st == GGML_STATUS_ALLOC_FAILED ? PPRPC_ENOMEM : PPRPC_EDEVICE;
+}
+
+int gge_graph_compute(struct gge_dev *g, struct gge_graph *gg, char *err, size_t errlen)
+{
+	int rc;
+
+	gge_dev_worker_init(g);
+	if (!gg->inited) {
+		rc = init_tensors(gg, err, errlen);
+		if (rc < 0)
+			return rc;
+		gg->inited = true;
+	}
+	rc = gge_guards_check(gg, 0, gg->nnodes, GGE_GUARD_START, err, errlen);
+	for (int from = 0; rc == 0 && from < gg->nnodes;) {
+		int to = gge_guards_next_split(gg, from + 1);
+
+		/* Everything before `from` has run: its split guards see the
+		 * values this run produced. */
+		rc = gge_guards_check(gg, from, from + 1, GGE_GUARD_SPLIT, err, errlen);
+		if (rc == 0)
+			rc = segment(g, gg, from, to, err, errlen);
+		from = to;
+	}
+	return rc;
+}

@@ -1,0 +1,130 @@
+/*
+ * daemon/backend/ggml/ggml_serve.c — the ggml requests on the daemon's side
+ * (see ggml_serve.h).
+ *
+ * The engine sees buffers only through resolve(): a handle names a live
+ * buffer of this connection on this device, or the request fails with the
+ * handle named.  A graph holds a reference on every buffer it names, as a
+ * native graph does, so BUFFER_FREE while the graph lives retires the
+ * handle and keeps the memory until GRAPH_FREE.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "daemon/backend/ggml/dev_ggml.h"
+#include "daemon/backend/ggml/ggml_serve.h"
+#include "daemon/device/device.h"
+#include "daemon/objects/buffer.h"
+#include "daemon/objects/graph.h"
+#include "daemon/pprpcd.h"
+#include "pprpc/types.h"
+
+struct resolver {
+	struct pprpcd *d;
+	struct conn *c;
+	struct device *dev;
+	struct graph *g;   /* holds what it names; NULL for probes */
+};
+
+static int resolve(void *arg, uint64_t handle, struct gge_wbuf *ret, char *err, size_t errlen)
+{
+	struct resolver *r = arg;
+	struct dbuf *b = buffer_get(r->d, r->c, handle);
+
+	if (!b) {
+		snprintf(err, errlen, "unknown buffer handle 0x%016" PRIx64, handle);
+		return PPRPC_EHANDLE;
+	}
+	if (b->dev != r->dev) {
+		snprintf(err, errlen, "buffer 0x%016" PRIx64 " lives on %s, the graph is for %s", handle,
+			 b->dev->name, r->dev->name);
+		return PPRPC_EINVAL;
+	}
+	ret->buf = dev_ggml_buffer(r->dev, b->ptr);
+	if (!ret->buf) {
+		snprintf(err, errlen, "buffer 0x%016" PRIx64 " is not a ggml buffer", handle);
+		return PPRPC_EINTERNAL;
+	}
+	ret->size = b->size;
+	if (r->g)
+		graph_hold_buffer(r->g, b);
+	return 0;
+}
+
+/* The request's device, which must be a ggml one. */
+static struct device *ggml_dev(struct pprpcd *d, uint32_t index, int *ret_rc, char *err, size_t errlen)
+{
+	struct device *dev = pprpcd_device(d, index);
+
+	if (!dev) {
+		snprintf(err, errlen, "no device %u (this daemon has %u)", index, d->ndev);
+		*ret_rc = PPRPC_EINVAL;
+		return NULL;
+	}
+	if (!device_is_ggml(dev)) {
+		snprintf(err, errlen, "device %u (%s) is not a ggml device (serve one with --devices ggml:NAME)", index,
+			 dev->name);
+		*ret_rc = PPRPC_EUNSUPP;
+		return NULL;
+	}
+	return dev;
+}
+
+int ggml_serve_graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GgmlGraphCreate *m,
+			    struct graph **ret_g, char *err, size_t errlen)
+{
+	struct resolver r = { d, c, NULL, NULL };
+	struct gge_graph *gg = NULL;
+	int rc = 0;
+
+	r.dev = ggml_dev(d, m->device, &rc, err, errlen);
+	if (!r.dev)
+		return rc;
+	if (m->n_nodes > d->opts.max_graph_nodes) {
+		snprintf(err, errlen, "graph node limit (%u) exceeded: the graph has %zu nodes", d->opts.max_graph_nodes,
+			 m->n_nodes);
+		return PPRPC_ELIMIT;
+	}
+	if (m->n_tensors > GGE_MAX_TENSORS) {
+		snprintf(err, errlen, "a ggml graph has at most %d tensors (got %zu)", GGE_MAX_TENSORS, m->n_tensors);
+		return PPRPC_ETOOBIG;
+	}
+	rc = graph_new_backend(c, r.dev, GRAPH_GGML, m->n_tensors, &r.g);
+	if (rc < 0)
+		return rc;
+	rc = gge_graph_build(dev_ggml_engine(r.dev), (const Pprpc__GgmlTensor *const *)m->tensors, m->n_tensors,
+			     m->nodes, m->n_nodes, resolve, &r, &gg, err, errlen);
+	if (rc < 0) {
+		graph_unref(r.g);
+		return rc;
+	}
+	r.g->dev_priv = gg;
+	*ret_g = r.g;
+	return 0;
+}
+
+int ggml_serve_supports(struct pprpcd *d, struct conn *c, const Pprpc__GgmlSupports *m, bool *ret_ok, char *why,
+			size_t whylen)
+{
+	struct resolver r = { d, c, NULL, NULL };
+	int rc = 0;
+
+	r.dev = ggml_dev(d, m->device, &rc, why, whylen);
+	if (!r.dev)
+		return rc;
+	return gge_probe_supports(dev_ggml_engine(r.dev), (const Pprpc__GgmlTensor *const *)m->tensors, m->n_tensors,
+				  m->node, resolve, &r, ret_ok, why, whylen);
+}
+
+int ggml_serve_alloc_size(struct pprpcd *d, struct conn *c, const Pprpc__GgmlAllocSize *m, uint64_t *ret_size,
+			  char *err, size_t errlen)
+{
+	struct resolver r = { d, c, NULL, NULL };
+	int rc = 0;
+
+	r.dev = ggml_dev(d, m->device, &rc, err, errlen);
+	if (!r.dev)
+		return rc;
+	return gge_probe_alloc_size(dev_ggml_engine(r.dev), (const Pprpc__GgmlTensor *const *)m->tensors,
+				    m->n_tensors, m->node, resolve, &r, ret_size, err, errlen);
+}

@@ -1,0 +1,32 @@
+/*
+ * daemon/backend/ggml/ggml_serve.h — the ggml requests on the daemon's side
+ * (GGML_GRAPH_CREATE, GGML_SUPPORTS, GGML_ALLOC_SIZE; doc/ggml.md): the
+ * connection's buffers resolved for the engine, graphs made into daemon
+ * graph objects.  Free of ggml types, so the handlers (h_ggml.c) build with
+ * or without ggml; without it (ggml_none.c) each answers PPRPC_EUNSUPP.
+ */
+#ifndef PPRPC_DAEMON_GGML_SERVE_H
+#define PPRPC_DAEMON_GGML_SERVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/pprpc.pb-c.h"
+
+struct pprpcd;
+struct conn;
+struct graph;
+
+/* Validate and create m's graph for c (refs = 1, buffers held), or a
+ * negative code with the reason. */
+int ggml_serve_graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GgmlGraphCreate *m,
+			    struct graph **ret_g, char *err, size_t errlen);
+/* A negative code for a malformed request; else 0 with *ret_ok and, when
+ * false, the reason in why. */
+int ggml_serve_supports(struct pprpcd *d, struct conn *c, const Pprpc__GgmlSupports *m, bool *ret_ok, char *why,
+			size_t whylen);
+int ggml_serve_alloc_size(struct pprpcd *d, struct conn *c, const Pprpc__GgmlAllocSize *m, uint64_t *ret_size,
+			  char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,43 @@
+/*
+ * daemon/backend/ggml_none.c — a pprpcd built without ggml (GGML=0, or the
+ * pinned llama.cpp not built): no ggml devices, and the ggml requests say
+ * why.  Replaced by daemon/backend/ggml/ when the build finds ggml.
+ */
+#include <stdio.h>
+
+#include "daemon/backend/ggml/ggml_serve.h"
+#include "daemon/device/device_impl.h"
+#include "pprpc/types.h"
+
+#define WHY "this pprpcd was built without the ggml engine (build the pinned llama.cpp: make llama; then make)"
+
+int ggml_device_create(struct device **ret_dev, const char *name, int threads, char *err, size_t errlen)
+{
+	(void)ret_dev, (void)threads;
+	snprintf(err, errlen, "ggml:%s: %s", name, WHY);
+	return PPRPC_EUNSUPP;
+}
+
+int ggml_serve_graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GgmlGraphCreate *m,
+			    struct graph **ret_g, char *err, size_t errlen)
+{
+	(void)d, (void)c, (void)m, (void)ret_g;
+	snprintf(err, errlen, "%s", WHY);
+	return PPRPC_EUNSUPP;
+}
+
+int ggml_serve_supports(struct pprpcd *d, struct conn *c, const Pprpc__GgmlSupports *m, bool *ret_ok, char *why,
+			size_t whylen)
+{
+	(void)d, (void)c, (void)m, (void)ret_ok;
+	snprintf(why, whylen, "%s", WHY);
+	return PPRPC_EUNSUPP;
+}
+
+int ggml_serve_alloc_size(struct pprpcd *d, struct conn *c, const Pprpc__GgmlAllocSize *m, uint64_t *ret_size,
+			  char *err, size_t errlen)
+{
+	(void)d, (void)c, (void)m, (void)ret_size;
+	snprintf(err, errlen, "%s", WHY);
+	return PPRPC_EUNSUPP;
+}

@@ -1,0 +1,395 @@
+/*
+ * tests/fuzz/fuzz_ggml_graph.c — libFuzzer target for the ggml engine's
+ * decoder: a GgmlGraphCreate through gge_graph_build (structure, the
+ * no_alloc materialization, the rules, supports_op, the index guards), the
+ * GGML_SUPPORTS / GGML_ALLOC_SIZE probes on the same tensors, and, when a
+ * graph is accepted, its run on ggml-cpu (one thread).
+ *
+ * ggml aborts on what it does not accept, so any input reaching a
+ * GGML_ASSERT is a crash here: the finding this target exists for.  ggml's
+ * kernels are not instrumented, so the buffers are guard-paged instead: each
+ * is a whole number of pages (a CPU_Mapped ggml buffer over our own mapping)
+ * with an inaccessible page on either side, and a kernel reading or
+ * writing past what the validator allowed faults.  Independently, every
+ * tensor of an accepted graph must lie inside its buffer.
+ *
+ * Input:
+ *   byte 0  bit 0: 0 = the rest is a packed GgmlGraphCreate (as received),
+ *           1 = a recipe (below); bit 1: also run an accepted graph
+ *   byte 1  tensor index the probes ask about
+ *   rest    as selected
+ * A buffer handle 1..FZ_NBUF names static buffer (h - 1); others are
+ * unknown.  A recipe builds a graph with ggml's own constructors (only with
+ * arguments they accept: these are the graphs ggml makes), places its
+ * tensors in the buffers at input-chosen offsets, serializes it as a client
+ * would (tests/integration/ggml_wire.c), then breaks up to three fields, so
+ * validation is exercised right beside the accepted set.  The corpus is
+ * seeded from recipes (FUZZ_GGML_SEED_DIR=dir writes each input's packed
+ * message there).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "daemon/backend/ggml/ggml_engine.h"
+#include "proto/meta.h"
+#include "tests/integration/ggml_wire.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(c)                                                                       \
+	do {                                                                           \
+		if (!(c)) {                                                            \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
+			abort();                                                       \
+		}                                                                      \
+	} while (0)
+
+#define FZ_NBUF 3
+static const uint64_t buf_pages[FZ_NBUF] = { 1, 4, 16 };
+
+static struct {
+	struct gge_dev *g;
+	ggml_backend_buffer_t buf[FZ_NBUF];
+	uint64_t size[FZ_NBUF];
+} fz;
+
+static void fz_init(void)
+{
+	size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+	char err[256];
+
+	if (fz.g)
+		return;
+	if (gge_dev_open("CPU", 1, &fz.g, err, sizeof(err)) < 0) {
+		fprintf(stderr, "fuzz: %s\n", err);
+		abort();
+	}
+	for (int i = 0; i < FZ_NBUF; i++) {
+		size_t n = (size_t)buf_pages[i] * ps;
+		uint8_t *m = mmap(NULL, n + 2 * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		CHECK(m != MAP_FAILED);
+		CHECK(mprotect(m + ps, n, PROT_READ | PROT_WRITE) == 0);
+		fz.buf[i] = ggml_backend_cpu_buffer_from_ptr(m + ps, n);
+		fz.size[i] = n;
+	}
+}
+
+static int resolve(void *arg, uint64_t handle, struct gge_wbuf *ret, char *err, size_t errlen)
+{
+	(void)arg;
+	if (handle == 0 || handle > FZ_NBUF) {
+		snprintf(err, errlen, "unknown buffer handle %llu", (unsigned long long)handle);
+		return -5;
+	}
+	ret->buf = fz.buf[handle - 1];
+	ret->size = fz.size[handle - 1];
+	return 0;
+}
+
+/* ---- input reader ------------------------------------------------------------- */
+
+struct rd {
+	const uint8_t *p;
+	size_t n;
+};
+
+static uint8_t rd8(struct rd *r)
+{
+	if (!r->n)
+		return 0;
+	r->n--;
+	return *r->p++;
+}
+
+static uint32_t rd32(struct rd *r)
+{
+	uint32_t v = rd8(r);
+
+	v |= (uint32_t)rd8(r) << 8;
+	v |= (uint32_t)rd8(r) << 16;
+	return v | (uint32_t)rd8(r) << 24;
+}
+
+/* Small dimensions: 1..8 mostly, up to 64 sometimes. */
+static int64_t rd_dim(struct rd *r)
+{
+	uint8_t b = rd8(r);
+
+	return b < 224 ? 1 + b % 8 : 1 + b % 64;
+}
+
+/* ---- recipes -------------------------------------------------------------------- */
+
+enum step {
+	S_LEAF, S_ADD, S_MUL, S_MUL_MAT, S_SCALE, S_SOFT_MAX, S_GET_ROWS, S_CPY, S_CONT,
+	S_RESHAPE, S_VIEW, S_PERMUTE, S_TRANSPOSE, S_SIN, S_COUNT
+};
+
+#define MAX_T 48
+
+static struct ggml_tensor *leaf(struct ggml_context *ctx, struct rd *r, enum ggml_type type, int64_t n0, int64_t n1,
+				int64_t n2)
+{
+	struct ggml_tensor *t = ggml_new_tensor_4d(ctx, type, n0, n1, n2, 1);
+
+	(void)r;
+	return t;
+}
+
+static bool is_float(const struct ggml_tensor *t)
+{
+	return t->type == GGML_TYPE_F32 || t->type == GGML_TYPE_F16;
+}
+
+/* One step: a new tensor from ggml's constructors, or NULL when the operand
+ * drawn does not suit the op (no constructor is called then: it would
+ * assert). */
+static struct ggml_tensor *step(struct ggml_context *ctx, struct rd *r, struct ggml_tensor **t, int n)
+{
+	enum step s = (enum step)(rd8(r) % S_COUNT);
+	struct ggml_tensor *a = n ? t[rd8(r) % n] : NULL;
+
+	if (!a || s == S_LEAF) {
+		static const enum ggml_type types[] = { GGML_TYPE_F32, GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_I32 };
+
+		return leaf(ctx, r, types[rd8(r) % 4], rd_dim(r), rd_dim(r), 1 + rd8(r) % 2);
+	}
+	switch (s) {
+	case S_ADD:
+	case S_MUL: {
+		int64_t ne[4];
+		struct ggml_tensor *b;
+
+		if (!is_float(a))
+			return NULL;
+		for (int k = 0; k < 4; k++)
+			ne[k] = rd8(r) & 1 ? a->ne[k] : 1;
+		b = ggml_new_tensor(ctx, a->type, 4, ne);
+		return s == S_ADD ? ggml_add(ctx, a, b) : ggml_mul(ctx, a, b);
+	}
+	case S_MUL_MAT:
+		if (!is_float(a) || ggml_is_transposed(a) || a->ne[3] != 1)
+			return NULL;
+		return ggml_mul_mat(ctx, a, leaf(ctx, r, GGML_TYPE_F32, a->ne[0], rd_dim(r), a->ne[2]));
+	case S_SCALE:
+		/* ggml_scale asserts ggml_is_padded_1d (static in ggml.c) */
+		return a->type == GGML_TYPE_F32 && ggml_is_contiguous(a) && a->nb[0] == sizeof(float) && a->nb[2] == a->nb[1] * (size_t)a->ne[1] &&
+		       a->nb[3] == a->nb[2] * (size_t)a->ne[2] ? ggml_scale(ctx, a, 0.5f) : NULL;
+	case S_SOFT_MAX:
+		return a->type == GGML_TYPE_F32 && ggml_is_contiguous(a) ? ggml_soft_max(ctx, a) : NULL;
+	case S_GET_ROWS: {
+		struct ggml_tensor *ids;
+
+		if (a->ne[3] != 1 || a->type == GGML_TYPE_I32)
+			return NULL;
+		ids = leaf(ctx, r, GGML_TYPE_I32, rd_dim(r), a->ne[2], 1);
+		return ggml_get_rows(ctx, a, ids);
+	}
+	case S_CPY:
+		if (!is_float(a))
+			return NULL;
+		return ggml_cpy(ctx, a, ggml_new_tensor_1d(ctx, rd8(r) & 1 ? GGML_TYPE_F16 : GGML_TYPE_F32,
+							   ggml_nelements(a)));
+	case S_CONT:
+		return is_float(a) ? ggml_cont(ctx, a) : NULL;
+	case S_RESHAPE:
+		return ggml_is_contiguous(a) ? ggml_reshape_1d(ctx, a, ggml_nelements(a)) : NULL;
+	case S_VIEW: {
+		int64_t nel = ggml_nelements(a), k, off;
+
+		if (!ggml_is_contiguous(a) || nel < 1)
+			return NULL;
+		k = 1 + rd8(r) % nel;
+		off = rd8(r) % (nel - k + 1);
+		return ggml_view_1d(ctx, a, k, (size_t)off * ggml_type_size(a->type));
+	}
+	case S_PERMUTE:
+		return ggml_permute(ctx, a, 1, 2, 0, 3);
+	case S_TRANSPOSE:
+		return ggml_transpose(ctx, a);
+	case S_SIN:
+		return a->type == GGML_TYPE_F32 ? ggml_sin(ctx, a) : NULL;
+	default:
+		return NULL;
+	}
+}
+
+/* Put every tensor that owns bytes into a buffer: mostly packed one after
+ * the other (32-byte aligned), sometimes at an input-chosen offset. */
+static void place(struct ggml_context *ctx, struct rd *r)
+{
+	uint64_t next[FZ_NBUF] = { 0 };
+
+	for (struct ggml_tensor *t = ggml_get_first_tensor(ctx); t; t = ggml_get_next_tensor(ctx, t)) {
+		int b = rd8(r) % FZ_NBUF;
+		uint64_t off = (next[b] + 31) & ~(uint64_t)31;
+		uint8_t how = rd8(r);
+
+		if (t->view_src)
+			continue;
+		if (how >= 250)
+			off = rd32(r) % (fz.size[b] + 64);
+		t->buffer = fz.buf[b];
+		t->data = (uint8_t *)ggml_backend_buffer_get_base(fz.buf[b]) + off;
+		next[b] = off + ggml_nbytes(t);
+	}
+}
+
+/* Break one field of the wire graph. */
+static void mutate(struct gw_graph *w, struct rd *r)
+{
+	Pprpc__GgmlTensor *t;
+	uint8_t f = rd8(r) % 14;
+	uint32_t v = rd32(r);
+
+	if (!w->msg.n_tensors)
+		return;
+	t = &w->t[rd8(r) % w->msg.n_tensors];
+	switch (f) {
+	case 0: t->type = v % (GGML_TYPE_COUNT + 2); break;
+	case 1: t->ne[v % 4] = (int64_t)(int32_t)(v >> 2) % 70; break;
+	case 2: t->nb[v % 4] = (v >> 2) % 4096; break;
+	case 3: t->op = v % (GGML_OP_COUNT + 2); break;
+	case 4: if (t->n_src) t->src[v % t->n_src] = (int32_t)((v >> 4) % (w->msg.n_tensors + 2)) - 1; break;
+	case 5: t->view_src = (int32_t)(v % (w->msg.n_tensors + 1)) - 1; break;
+	case 6: t->view_offs = v % 8192; break;
+	case 7: t->buffer = v % (FZ_NBUF + 2); break;
+	case 8: t->offset = v % 70000; break;
+	case 9: if (t->op_params.len) ((uint8_t *)t->op_params.data)[v % t->op_params.len] = (uint8_t)(v >> 8); break;
+	case 10: t->flags = (int32_t)(v % 64); break;
+	case 11: if (w->msg.n_nodes) w->nodes[v % w->msg.n_nodes] = (int32_t)((v >> 8) % (w->msg.n_tensors + 1)); break;
+	case 12: t->ne[v % 4] = -(int64_t)(v >> 2); break;
+	case 13: t->nb[v % 4] = (uint64_t)v << 24; break;
+	}
+}
+
+/* ---- what is checked ---------------------------------------------------------- */
+
+/* Every tensor of an accepted graph lies inside its buffer. */
+static void check_extents(const struct gge_graph *gg)
+{
+	for (int i = 0; i < gg->ntensors; i++) {
+		const struct ggml_tensor *t = gg->t[i];
+		uint8_t *base;
+		size_t size;
+
+		CHECK(t->buffer && t->data);
+		base = ggml_backend_buffer_get_base(t->buffer);
+		size = ggml_backend_buffer_get_size(t->buffer);
+		CHECK((uint8_t *)t->data >= base);
+		CHECK(ggml_nbytes(t) <= size - (size_t)((uint8_t *)t->data - base));
+	}
+}
+
+static void exercise(const Pprpc__GgmlGraphCreate *m, int probe, int compute)
+{
+	const Pprpc__GgmlTensor *const *t = (const Pprpc__GgmlTensor *const *)m->tensors;
+	struct gge_graph *gg = NULL;
+	char err[512];
+	uint64_t asz;
+	bool ok;
+
+	int rc = gge_graph_build(fz.g, t, m->n_tensors, m->nodes, m->n_nodes, resolve, NULL, &gg, err, sizeof(err));
+
+	/* FUZZ_GGML_VERBOSE=1: what became of each input */
+	if (getenv("FUZZ_GGML_VERBOSE"))
+		fprintf(stderr, "build %d%s%s\n", rc, rc ? ": " : "", rc ? err : "");
+	if (rc == 0) {
+		check_extents(gg);
+		if (compute)
+			gge_graph_compute(fz.g, gg, err, sizeof(err));
+		gge_graph_free(gg);
+	}
+	if (m->n_tensors) {
+		gge_probe_supports(fz.g, t, m->n_tensors, probe % (int)m->n_tensors, resolve, NULL, &ok, err, sizeof(err));
+		gge_probe_alloc_size(fz.g, t, m->n_tensors, probe % (int)m->n_tensors, resolve, NULL, &asz, err,
+				     sizeof(err));
+	}
+}
+
+static void save_seed(const Pprpc__GgmlGraphCreate *m, const uint8_t *data, size_t size)
+{
+	const char *dir = getenv("FUZZ_GGML_SEED_DIR");
+	size_t n = meta_size(&m->base);
+	uint8_t *buf = malloc(n + 2);
+	char path[512];
+	uint32_t h = 2166136261u;
+	FILE *f;
+
+	if (!dir || !buf) {
+		free(buf);
+		return;
+	}
+	buf[0] = data[0] & ~1u;
+	buf[1] = data[1];
+	meta_pack(&m->base, buf + 2);
+	for (size_t i = 0; i < size; i++)
+		h = (h ^ data[i]) * 16777619u;
+	snprintf(path, sizeof(path), "%s/seed-%08x", dir, h);
+	f = fopen(path, "wb");
+	if (f) {
+		fwrite(buf, 1, n + 2, f);
+		fclose(f);
+	}
+	free(buf);
+}
+
+static void from_recipe(const uint8_t *data, size_t size)
+{
+	struct rd r = { data + 2, size - 2 };
+	struct ggml_init_params ip = { .mem_size = 2 * MAX_T * ggml_tensor_overhead() + ggml_graph_overhead(),
+				       .no_alloc = true };
+	struct ggml_context *ctx = ggml_init(ip);
+	struct ggml_tensor *t[MAX_T];
+	struct gw_map map[FZ_NBUF];
+	struct ggml_cgraph *gf;
+	struct gw_graph w;
+	int n = 0, steps = 1 + rd8(&r) % 12, nmut = rd8(&r) % 4;
+
+	CHECK(ctx);
+	for (int i = 0; i < steps && n < MAX_T / 3; i++) {
+		struct ggml_tensor *x = step(ctx, &r, t, n);
+
+		if (x)
+			t[n++] = x;
+	}
+	place(ctx, &r);
+	gf = ggml_new_graph(ctx);
+	for (int i = 0; i < n; i++)
+		if (t[i]->op != GGML_OP_NONE)
+			ggml_build_forward_expand(gf, t[i]);
+	for (int i = 0; i < FZ_NBUF; i++)
+		map[i] = (struct gw_map){ fz.buf[i], (uint64_t)i + 1 };
+	if (ggml_graph_n_nodes(gf) && gw_serialize(gf, map, FZ_NBUF, 0, &w) == 0) {
+		save_seed(&w.msg, data, size);
+		for (int i = 0; i < nmut; i++)
+			mutate(&w, &r);
+		exercise(&w.msg, data[1], data[0] & 2);
+	}
+	if (ggml_graph_n_nodes(gf))
+		gw_free(&w);
+	ggml_free(ctx);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	ProtobufCMessage *pm = NULL;
+
+	if (size < 2)
+		return 0;
+	fz_init();
+	if (data[0] & 1) {
+		from_recipe(data, size);
+		return 0;
+	}
+	if (meta_unpack(&pprpc__ggml_graph_create__descriptor, data + 2, size - 2, &pm) < 0)
+		return 0;
+	exercise((const Pprpc__GgmlGraphCreate *)pm, data[1], data[0] & 2);
+	meta_free(pm);
+	return 0;
+}

@@ -1,0 +1,979 @@
+/*
+ * Integration: the ggml engine (doc/ggml.md) against a real pprpcd serving
+ * ggml:CPU next to the native cpu device.
+ *
+ * A small llama-like graph (GET_ROWS, MUL_MAT with f16 weights, ADD with a
+ * broadcast bias, SCALE, SOFT_MAX, TRANSPOSE + CONT, CPY to f16) is built
+ * with ggml in this process, computed here by ggml-cpu, and sent in its wire
+ * form (ggml_wire.c) to the daemon: created once, run with new inputs each
+ * time, its output compared with the local one.  Then hostile variants of
+ * the same graph are refused with the codes doc/ggml.md names while the
+ * daemon keeps serving; index guards, queues, sticky errors, FENCE, WAIT on
+ * a timeline, the probes, HELLO's ggml fields, the statistics and the
+ * memory floor are checked on the ggml device.
+ *
+ * Everything ggml-specific goes over raw frames (tests/integration/wire.h);
+ * timelines of a second connection come from libpprpc.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <cmocka.h>
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml.h"
+#include "pprpc.h"
+#include "tests/integration/ggml_wire.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/wire.h"
+
+/* The model: E [K, V] f32 embeddings, W [K, M] f16 weights, b [M] f32 bias,
+ * ids [T] i32; out [T, M] f16 = cpy(cont(transpose(soft_max(scale(
+ * mul_mat(W, get_rows(E, ids)) + b, 1/8))))). */
+enum { K = 64, V = 50, M = 32, T = 8 };
+#define DEV_GGML 0u
+#define DEV_CPU 1u
+
+static struct tdaemon g_d;
+static ggml_backend_t g_cpu;
+
+struct model {
+	struct ggml_context *cw, *cc;
+	ggml_backend_buffer_t bw, bc;           /* weights; inputs and compute */
+	uint64_t rw, rc;                        /* their remote buffers */
+	struct ggml_cgraph *gf;
+	struct ggml_tensor *E, *W, *b, *ids, *mm, *out;
+	struct gw_graph wg;
+	int fd;
+	uint64_t req;
+};
+
+/* ---- raw requests ------------------------------------------------------------ */
+
+/* Send m and read its reply: 0, or the error code (reason in msg). */
+static int call(struct model *m, uint16_t type, const ProtobufCMessage *msg, const void *bulk, size_t bulk_len,
+		const ProtobufCMessageDescriptor *rd, ProtobufCMessage **rep, char *errmsg, size_t errlen)
+{
+	struct wire_reply r;
+	int rc = wire_call(m->fd, type, ++m->req, msg, bulk, bulk_len, &r);
+
+	assert_int_equal(rc, 0);
+	assert_int_equal(r.h.req_id, m->req);
+	if (r.is_error) {
+		if (errmsg)
+			snprintf(errmsg, errlen, "%s", r.msg);
+		rc = r.code;
+	} else if (rd) {
+		assert_int_equal(wire_reply_unpack(&r, rd, rep), 0);
+	}
+	wire_reply_free(&r);
+	return rc;
+}
+
+/* Send m queued: no reply unless it is refused at once (then the next
+ * FENCE reports it).  Returns the request id. */
+static uint64_t send_queued(struct model *m, uint16_t type, const ProtobufCMessage *msg, const void *bulk,
+			    size_t bulk_len)
+{
+	uint8_t hdr[FRAME_HDR_SIZE];
+	size_t mlen = meta_size(msg);
+	uint8_t *meta = malloc(mlen ? mlen : 1);
+
+	assert_non_null(meta);
+	meta_pack(msg, meta);
+	wire_hdr(hdr, PPRPC_PROTO_VERSION, type, FRAME_F_QUEUED | (bulk_len ? FRAME_F_BULK : 0), (uint32_t)mlen,
+		 bulk_len, ++m->req);
+	assert_int_equal(wire_send_parts(m->fd, hdr, meta, mlen, bulk, bulk_len), 0);
+	free(meta);
+	return m->req;
+}
+
+static uint64_t alloc_remote(struct model *m, uint32_t dev, uint64_t size, int *code, char *errmsg, size_t errlen)
+{
+	Pprpc__BufferAlloc a = PPRPC__BUFFER_ALLOC__INIT;
+	ProtobufCMessage *rep = NULL;
+	uint64_t h = 0;
+
+	a.device = dev;
+	a.size = size;
+	*code = call(m, MSG_BUFFER_ALLOC, &a.base, NULL, 0, &pprpc__buffer_alloc_reply__descriptor, &rep, errmsg,
+		     errlen);
+	if (*code == 0) {
+		h = ((Pprpc__BufferAllocReply *)rep)->buffer;
+		meta_free(rep);
+	}
+	return h;
+}
+
+static void set_remote(struct model *m, uint64_t buf, uint64_t off, const void *p, size_t n)
+{
+	Pprpc__TensorSet s = PPRPC__TENSOR_SET__INIT;
+
+	s.buffer = buf;
+	s.offset = off;
+	s.size = n;
+	assert_int_equal(call(m, MSG_TENSOR_SET, &s.base, p, n, NULL, NULL, NULL, 0), 0);
+}
+
+static void get_remote(struct model *m, uint64_t buf, uint64_t off, void *p, size_t n)
+{
+	Pprpc__TensorGet g = PPRPC__TENSOR_GET__INIT;
+	struct wire_reply r;
+
+	g.buffer = buf;
+	g.offset = off;
+	g.size = n;
+	assert_int_equal(wire_call(m->fd, MSG_TENSOR_GET, ++m->req, &g.base, NULL, 0, &r), 0);
+	assert_false(r.is_error);
+	assert_int_equal(r.h.bulk_len, n);
+	memcpy(p, r.bulk, n);
+	wire_reply_free(&r);
+}
+
+/* A local tensor's bytes, written to the same place of its remote buffer. */
+static void upload(struct model *m, const struct ggml_tensor *t)
+{
+	uint64_t remote = t->buffer == m->bw ? m->rw : m->rc;
+	uint64_t off = (uint64_t)((uint8_t *)t->data - (uint8_t *)ggml_backend_buffer_get_base(t->buffer));
+
+	set_remote(m, remote, off, t->data, ggml_nbytes(t));
+}
+
+static int create(struct model *m, uint64_t *graph, char *errmsg, size_t errlen)
+{
+	ProtobufCMessage *rep = NULL;
+	int rc = call(m, MSG_GGML_GRAPH_CREATE, &m->wg.msg.base, NULL, 0, &pprpc__graph_create_reply__descriptor,
+		      &rep, errmsg, errlen);
+
+	if (rc == 0) {
+		*graph = ((Pprpc__GraphCreateReply *)rep)->graph;
+		meta_free(rep);
+	}
+	return rc;
+}
+
+static int run(struct model *m, uint64_t graph, char *errmsg, size_t errlen)
+{
+	Pprpc__GraphRun r = PPRPC__GRAPH_RUN__INIT;
+
+	r.graph = graph;
+	return call(m, MSG_GRAPH_RUN, &r.base, NULL, 0, NULL, NULL, errmsg, errlen);
+}
+
+static void free_graph(struct model *m, uint64_t graph)
+{
+	Pprpc__GraphFree f = PPRPC__GRAPH_FREE__INIT;
+
+	f.graph = graph;
+	assert_int_equal(call(m, MSG_GRAPH_FREE, &f.base, NULL, 0, NULL, NULL, NULL, 0), 0);
+}
+
+static int fence(struct model *m, uint64_t *failed_cmd, char *errmsg, size_t errlen)
+{
+	Pprpc__Fence f = PPRPC__FENCE__INIT;
+	struct wire_reply r;
+	int rc;
+
+	f.device = DEV_GGML;
+	assert_int_equal(wire_call(m->fd, MSG_FENCE, ++m->req, &f.base, NULL, 0, &r), 0);
+	rc = r.is_error ? r.code : 0;
+	if (failed_cmd)
+		*failed_cmd = r.command;
+	if (errmsg)
+		snprintf(errmsg, errlen, "%s", r.msg);
+	wire_reply_free(&r);
+	return rc;
+}
+
+/* Device dev's graph creates and runs from STATS. */
+static void stats(struct model *m, uint32_t dev, uint64_t *creates, uint64_t *runs, uint64_t *allocated)
+{
+	Pprpc__Stats s = PPRPC__STATS__INIT;
+	ProtobufCMessage *rep = NULL;
+	const Pprpc__StatsReply *sr;
+
+	assert_int_equal(call(m, MSG_STATS, &s.base, NULL, 0, &pprpc__stats_reply__descriptor, &rep, NULL, 0), 0);
+	sr = (const Pprpc__StatsReply *)rep;
+	assert_true(dev < sr->n_devices);
+	*creates = sr->devices[dev]->graph_creates;
+	*runs = sr->devices[dev]->graph_runs;
+	*allocated = sr->devices[dev]->allocated_bytes;
+	meta_free(rep);
+}
+
+/* ---- the model, built and computed locally ------------------------------------ */
+
+static struct ggml_context *ctx_new(size_t ntensors)
+{
+	struct ggml_init_params p = {
+		.mem_size = ntensors * ggml_tensor_overhead() + ggml_graph_overhead(),
+		.mem_buffer = NULL,
+		.no_alloc = true,
+	};
+	struct ggml_context *c = ggml_init(p);
+
+	assert_non_null(c);
+	return c;
+}
+
+static float frand(uint32_t *s)
+{
+	*s = *s * 1664525u + 1013904223u;
+	return (float)((*s >> 8) & 0xffff) / 65536.0f - 0.5f;
+}
+
+/* New inputs (seed): embeddings and ids; the weights stay. */
+static void fill_inputs(struct model *m, uint32_t seed)
+{
+	float e[K * V];
+	int32_t ids[T];
+
+	for (int i = 0; i < K * V; i++)
+		e[i] = frand(&seed) * 4.0f;
+	for (int i = 0; i < T; i++) {
+		frand(&seed);
+		ids[i] = (int32_t)((seed >> 8) % V);
+	}
+	ggml_backend_tensor_set(m->E, e, 0, sizeof(e));
+	ggml_backend_tensor_set(m->ids, ids, 0, sizeof(ids));
+}
+
+static void model_build(struct model *m, int fd)
+{
+	struct ggml_tensor *x, *y, *z, *s, *p, *t, *o;
+	ggml_fp16_t w[K * M];
+	float b[M];
+	uint32_t seed = 7;
+
+	memset(m, 0, sizeof(*m));
+	m->fd = fd;
+	m->req = 100;
+	m->cw = ctx_new(8);
+	m->cc = ctx_new(32);
+	m->E = ggml_new_tensor_2d(m->cw, GGML_TYPE_F32, K, V);
+	m->W = ggml_new_tensor_2d(m->cw, GGML_TYPE_F16, K, M);
+	m->b = ggml_new_tensor_1d(m->cw, GGML_TYPE_F32, M);
+	ggml_set_name(m->E, "tok_embd");
+	ggml_set_name(m->W, "w");
+	ggml_set_name(m->b, "b");
+	m->ids = ggml_new_tensor_1d(m->cc, GGML_TYPE_I32, T);
+	ggml_set_name(m->ids, "ids");
+	x = ggml_get_rows(m->cc, m->E, m->ids);
+	y = m->mm = ggml_mul_mat(m->cc, m->W, x);
+	z = ggml_add(m->cc, y, m->b);
+	s = ggml_scale(m->cc, z, 0.125f);
+	p = ggml_soft_max(m->cc, s);
+	t = ggml_cont(m->cc, ggml_transpose(m->cc, p));
+	o = ggml_new_tensor_2d(m->cc, GGML_TYPE_F16, T, M);
+	ggml_set_name(o, "out");
+	m->out = ggml_cpy(m->cc, t, o);
+	m->gf = ggml_new_graph(m->cc);
+	ggml_build_forward_expand(m->gf, m->out);
+	m->bw = ggml_backend_alloc_ctx_tensors(m->cw, g_cpu);
+	m->bc = ggml_backend_alloc_ctx_tensors(m->cc, g_cpu);
+	assert_non_null(m->bw);
+	assert_non_null(m->bc);
+	for (int i = 0; i < K * M; i++)
+		w[i] = ggml_fp32_to_fp16(frand(&seed));
+	for (int i = 0; i < M; i++)
+		b[i] = frand(&seed);
+	ggml_backend_tensor_set(m->W, w, 0, sizeof(w));
+	ggml_backend_tensor_set(m->b, b, 0, sizeof(b));
+	fill_inputs(m, 1);
+}
+
+/* The remote side: buffers as large as the local ones, the weights in
+ * place, the graph in wire form. */
+static void model_remote(struct model *m)
+{
+	struct gw_map map[2];
+	int code;
+
+	m->rw = alloc_remote(m, DEV_GGML, ggml_backend_buffer_get_size(m->bw), &code, NULL, 0);
+	assert_int_equal(code, 0);
+	m->rc = alloc_remote(m, DEV_GGML, ggml_backend_buffer_get_size(m->bc), &code, NULL, 0);
+	assert_int_equal(code, 0);
+	upload(m, m->W);
+	upload(m, m->b);
+	map[0] = (struct gw_map){ m->bw, m->rw };
+	map[1] = (struct gw_map){ m->bc, m->rc };
+	assert_int_equal(gw_serialize(m->gf, map, 2, DEV_GGML, &m->wg), 0);
+}
+
+static void model_free(struct model *m)
+{
+	gw_free(&m->wg);
+	ggml_backend_buffer_free(m->bw);
+	ggml_backend_buffer_free(m->bc);
+	ggml_free(m->cw);
+	ggml_free(m->cc);
+}
+
+/* Compute locally, run remotely (inputs uploaded first), compare. */
+static void run_and_compare(struct model *m, uint64_t graph)
+{
+	ggml_fp16_t want[T * M], got[T * M];
+	uint64_t off = (uint64_t)((uint8_t *)m->out->data - (uint8_t *)ggml_backend_buffer_get_base(m->bc));
+	char err[256] = "";
+	double maxd = 0;
+
+	upload(m, m->E);
+	upload(m, m->ids);
+	assert_int_equal(ggml_backend_graph_compute(g_cpu, m->gf), GGML_STATUS_SUCCESS);
+	ggml_backend_tensor_get(m->out, want, 0, sizeof(want));
+	assert_int_equal(run(m, graph, err, sizeof(err)), 0);
+	get_remote(m, m->rc, off, got, sizeof(got));
+	for (int r = 0; r < T; r++) {
+		double sum = 0;
+
+		for (int c = 0; c < M; c++) {
+			double d = ggml_fp16_to_fp32(want[c * T + r]) - ggml_fp16_to_fp32(got[c * T + r]);
+
+			maxd = d > maxd ? d : -d > maxd ? -d : maxd;
+			sum += ggml_fp16_to_fp32(want[c * T + r]);
+		}
+		/* the local result is a softmax: each token's row sums to 1 */
+		assert_true(sum > 0.98 && sum < 1.02);
+	}
+	/* The same kernels on the same inputs: identical. */
+	assert_true(maxd == 0.0);
+}
+
+/* ---- daemon per file ------------------------------------------------------------ */
+
+static int setup(void **state)
+{
+	static const char *const extra[] = { "--devices", "ggml:CPU,cpu", "--threads", "2", NULL };
+
+	(void)state;
+	g_cpu = ggml_backend_init_by_type(GGML_BACKEND_DEVICE_TYPE_CPU, NULL);
+	if (!g_cpu)
+		return -1;
+	return tdaemon_start(&g_d, extra);
+}
+
+static int teardown(void **state)
+{
+	int st = tdaemon_stop(&g_d);
+
+	(void)state;
+	ggml_backend_free(g_cpu);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+static int open_model(struct model *m)
+{
+	int fd = traw_connect(&g_d);
+
+	assert_true(fd >= 0);
+	assert_int_equal(wire_hello(fd), 0);
+	model_build(m, fd);
+	model_remote(m);
+	return fd;
+}
+
+static void close_model(struct model *m)
+{
+	close(m->fd);
+	model_free(m);
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+/* HELLO describes the ggml device with its buffer type's facts. */
+static void test_hello(void **state)
+{
+	int fd = traw_connect(&g_d);
+	Pprpc__Hello h = PPRPC__HELLO__INIT;
+	ProtobufCMessage *rep = NULL;
+	const Pprpc__HelloReply *hr;
+	ggml_backend_buffer_type_t buft = ggml_backend_get_default_buffer_type(g_cpu);
+	struct wire_reply r;
+
+	(void)state;
+	h.proto_version = PPRPC_PROTO_VERSION;
+	h.client_name = "test_ggml";
+	assert_int_equal(wire_call(fd, MSG_HELLO, 1, &h.base, NULL, 0, &r), 0);
+	assert_false(r.is_error);
+	assert_int_equal(wire_reply_unpack(&r, &pprpc__hello_reply__descriptor, &rep), 0);
+	hr = (const Pprpc__HelloReply *)rep;
+	assert_int_equal(hr->n_devices, 2);
+	assert_string_equal(hr->devices[0]->kind, "ggml");
+	assert_string_equal(hr->devices[0]->name, "ggml:CPU");
+	assert_int_equal(hr->devices[0]->ggml_alignment, ggml_backend_buft_get_alignment(buft));
+	assert_int_equal(hr->devices[0]->ggml_max_size, ggml_backend_buft_get_max_size(buft));
+	assert_int_equal(hr->devices[0]->ggml_dev_type, GGML_BACKEND_DEVICE_TYPE_CPU);
+	assert_true(hr->devices[0]->total_bytes > 0 && hr->devices[0]->free_bytes <= hr->devices[0]->total_bytes);
+	/* host memory: the same accounting as the native cpu device */
+	assert_int_equal(hr->devices[0]->total_bytes, hr->devices[1]->total_bytes);
+	assert_string_equal(hr->devices[1]->kind, "cpu");
+	meta_free(rep);
+	wire_reply_free(&r);
+	close(fd);
+}
+
+/* PPRPC_GGML_SEED_DIR=dir: write the model's graph as a seed of the fuzz
+ * target tests/fuzz/fuzz_ggml_graph.c (weights in its buffer 3, the rest
+ * in its buffer 2; run when accepted). */
+static void save_seed(struct model *m)
+{
+	const char *dir = getenv("PPRPC_GGML_SEED_DIR");
+	uint64_t *saved = calloc(m->wg.msg.n_tensors + 1, sizeof(*saved));
+	uint8_t *buf;
+	size_t n;
+	char path[512];
+	FILE *f;
+
+	if (!dir || !saved) {
+		free(saved);
+		return;
+	}
+	for (size_t i = 0; i < m->wg.msg.n_tensors; i++) {
+		saved[i] = m->wg.t[i].buffer;
+		if (saved[i])
+			m->wg.t[i].buffer = saved[i] == m->rw ? 3 : 2;
+	}
+	n = meta_size(&m->wg.msg.base);
+	buf = malloc(n + 2);
+	assert_non_null(buf);
+	buf[0] = 2;
+	buf[1] = (uint8_t)gw_index(&m->wg, m->mm);
+	meta_pack(&m->wg.msg.base, buf + 2);
+	snprintf(path, sizeof(path), "%s/test_ggml-model", dir);
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(buf, 1, n + 2, f), n + 2);
+	fclose(f);
+	for (size_t i = 0; i < m->wg.msg.n_tensors; i++)
+		m->wg.t[i].buffer = saved[i];
+	free(buf);
+	free(saved);
+}
+
+/* Created once, run with new inputs several times: the local result each
+ * time; the device counts one create and every run. */
+static void test_graph_matches_local(void **state)
+{
+	struct model m;
+	uint64_t g = 0, c0, r0, a0, c1, r1, a1;
+	char err[256] = "";
+
+	(void)state;
+	open_model(&m);
+	save_seed(&m);
+	stats(&m, DEV_GGML, &c0, &r0, &a0);
+	assert_true(a0 >= ggml_backend_buffer_get_size(m.bw) + ggml_backend_buffer_get_size(m.bc));
+	assert_int_equal(create(&m, &g, err, sizeof(err)), 0);
+	for (uint32_t seed = 1; seed <= 4; seed++) {
+		fill_inputs(&m, seed);
+		run_and_compare(&m, g);
+	}
+	stats(&m, DEV_GGML, &c1, &r1, &a1);
+	assert_int_equal(c1 - c0, 1);
+	assert_int_equal(r1 - r0, 4);
+	/* the native device saw none of it */
+	stats(&m, DEV_CPU, &c0, &r0, &a0);
+	assert_int_equal(c0, 0);
+	free_graph(&m, g);
+	assert_int_equal(run(&m, g, err, sizeof(err)), PPRPC_EHANDLE);
+	close_model(&m);
+}
+
+/* One hostile variant: mutate, expect code (and a word of the reason),
+ * restore; the good graph still creates and runs. */
+#define HOSTILE(m, field, bad, code, word)                                                   \
+	do {                                                                                 \
+		__typeof__(field) saved_ = (field);                                          \
+		uint64_t g_ = 0;                                                             \
+		char e_[320] = "";                                                           \
+		(field) = (bad);                                                             \
+		assert_int_equal(create((m), &g_, e_, sizeof(e_)), (code));                  \
+		if (!strstr(e_, (word))) {                                                   \
+			fprintf(stderr, "reason '%s' lacks '%s'\n", e_, (word));             \
+			fail();                                                              \
+		}                                                                            \
+		(field) = saved_;                                                            \
+	} while (0)
+
+static void test_hostile_graphs(void **state)
+{
+	struct model m;
+	Pprpc__GgmlTensor *t;
+	int iw, iid, imm, iout, itr;
+	int64_t ne_saved;
+	int32_t src_saved;
+	uint64_t g = 0;
+	char err[320] = "";
+
+	(void)state;
+	open_model(&m);
+	iw = gw_index(&m.wg, m.W);
+	iid = gw_index(&m.wg, m.ids);
+	imm = gw_index(&m.wg, m.mm);
+	iout = gw_index(&m.wg, m.out);
+	itr = gw_index(&m.wg, m.out->src[0]->src[0]); /* the transpose view */
+	assert_true(iw >= 0 && iid >= 0 && imm >= 0 && iout >= 0 && itr >= 0);
+	assert_int_equal(m.wg.t[itr].op, GGML_OP_TRANSPOSE);
+	t = m.wg.t;
+
+	/* types */
+	HOSTILE(&m, t[iw].type, 4u, PPRPC_ETYPE, "removed ggml type");
+	HOSTILE(&m, t[iw].type, 9999u, PPRPC_ETYPE, "ggml type");
+	HOSTILE(&m, t[iid].type, (uint32_t)GGML_TYPE_Q4_0, PPRPC_ESHAPE, "block"); /* ne0 8 is not a block of 32 */
+	/* ne / nb */
+	HOSTILE(&m, t[iw].ne[1], -3, PPRPC_ESHAPE, "negative");
+	HOSTILE(&m, t[iw].n_ne, (size_t)3, PPRPC_ESHAPE, "4 entries");
+	HOSTILE(&m, t[iw].nb[1], (uint64_t)(K * 2 + 1), PPRPC_ESHAPE, "alignment");
+	HOSTILE(&m, t[iw].ne[2], INT64_C(1) << 50, PPRPC_ETOOBIG, "too large");
+	HOSTILE(&m, t[iw].nb[1], UINT64_C(1) << 62, PPRPC_ETOOBIG, "overflows");
+	/* extents */
+	HOSTILE(&m, t[iw].offset, (uint64_t)ggml_backend_buffer_get_size(m.bw) - 64, PPRPC_ERANGE, "outside its buffer");
+	HOSTILE(&m, t[iw].ne[1], (int64_t)M * 64, PPRPC_ERANGE, "outside its buffer");
+	HOSTILE(&m, t[itr].view_offs, (uint64_t)64, PPRPC_ERANGE, "outside its source");
+	HOSTILE(&m, t[iout].view_offs, (uint64_t)2, PPRPC_ERANGE, "outside its source");
+	/* topology */
+	src_saved = t[imm].src[1];
+	HOSTILE(&m, t[imm].src[1], (int32_t)imm, PPRPC_EGRAPH, "does not precede");
+	HOSTILE(&m, t[imm].src[1], (int32_t)(m.wg.msg.n_tensors - 1), PPRPC_EGRAPH, "does not precede");
+	HOSTILE(&m, t[itr].view_src, (int32_t)itr + 1, PPRPC_EGRAPH, "does not precede");
+	assert_int_equal(t[imm].src[1], src_saved);
+	HOSTILE(&m, m.wg.nodes[1], m.wg.nodes[0], PPRPC_EGRAPH, "not after");
+	HOSTILE(&m, m.wg.nodes[0], (int32_t)iw, PPRPC_EINVAL, "has no op");
+	/* ops and their rules */
+	HOSTILE(&m, t[imm].op, (uint32_t)GGML_OP_COUNT + 5, PPRPC_EUNSUPP, "unknown ggml op");
+	HOSTILE(&m, t[imm].op, (uint32_t)GGML_OP_CROSS_ENTROPY_LOSS, PPRPC_EUNSUPP, "CROSS_ENTROPY_LOSS");
+	HOSTILE(&m, t[imm].op, (uint32_t)GGML_OP_MAP_CUSTOM1, PPRPC_EUNSUPP, "MAP_CUSTOM1");
+	ne_saved = t[imm].ne[0];
+	HOSTILE(&m, t[imm].ne[0], ne_saved - 1, PPRPC_EINVAL, "MUL_MAT");
+	HOSTILE(&m, t[imm].flags, 0x40, PPRPC_EINVAL, "flags");
+	HOSTILE(&m, t[imm].op_params.len, (size_t)65, PPRPC_EINVAL, "op_params");
+	/* buffers */
+	HOSTILE(&m, t[iw].buffer, m.rw ^ 0x55, PPRPC_EHANDLE, "unknown buffer handle");
+	{
+		int code;
+		uint64_t native = alloc_remote(&m, DEV_CPU, ggml_backend_buffer_get_size(m.bw), &code, NULL, 0);
+
+		assert_int_equal(code, 0);
+		HOSTILE(&m, t[iw].buffer, native, PPRPC_EINVAL, "lives on cpu");
+	}
+	HOSTILE(&m, t[iw].buffer, (uint64_t)0, PPRPC_EINVAL, "no buffer");
+	/* devices */
+	HOSTILE(&m, m.wg.msg.device, DEV_CPU, PPRPC_EUNSUPP, "not a ggml device");
+	HOSTILE(&m, m.wg.msg.device, 7u, PPRPC_EINVAL, "no device");
+	{
+		/* a native graph for the ggml device */
+		Pprpc__GraphCreate gc = PPRPC__GRAPH_CREATE__INIT;
+		Pprpc__Node node = PPRPC__NODE__INIT, *np = &node;
+
+		gc.device = DEV_GGML;
+		gc.n_nodes = 1;
+		gc.nodes = &np;
+		assert_int_equal(call(&m, MSG_GRAPH_CREATE, &gc.base, NULL, 0, NULL, NULL, err, sizeof(err)),
+				 PPRPC_EUNSUPP);
+		assert_non_null(strstr(err, "runs ggml graphs"));
+	}
+
+	/* Still serving, and the good graph works. */
+	assert_int_equal(create(&m, &g, err, sizeof(err)), 0);
+	fill_inputs(&m, 11);
+	run_and_compare(&m, g);
+	assert_true(tdaemon_alive(&g_d));
+	close_model(&m);
+}
+
+/* An id outside the embedding table fails the run with PPRPC_ERANGE
+ * (ggml-cpu would abort in GET_ROWS); fixed ids run again. */
+static void test_index_guard(void **state)
+{
+	struct model m;
+	uint64_t g = 0;
+	int32_t ids[T];
+	char err[320] = "";
+
+	(void)state;
+	open_model(&m);
+	assert_int_equal(create(&m, &g, err, sizeof(err)), 0);
+	for (int i = 0; i < T; i++)
+		ids[i] = i;
+	ids[5] = V;
+	ggml_backend_tensor_set(m.ids, ids, 0, sizeof(ids));
+	upload(&m, m.ids);
+	assert_int_equal(run(&m, g, err, sizeof(err)), PPRPC_ERANGE);
+	assert_non_null(strstr(err, "GET_ROWS"));
+	assert_non_null(strstr(err, "outside [0, 50)"));
+	ids[5] = -1;
+	ggml_backend_tensor_set(m.ids, ids, 0, sizeof(ids));
+	upload(&m, m.ids);
+	assert_int_equal(run(&m, g, err, sizeof(err)), PPRPC_ERANGE);
+	fill_inputs(&m, 3);
+	run_and_compare(&m, g);
+	assert_true(tdaemon_alive(&g_d));
+	close_model(&m);
+}
+
+/* Ids computed inside the graph: rows of an i32 table picked by input ids,
+ * then used to pick embedding rows.  The first ids are checked before the
+ * run (an input); the second only exist once the first GET_ROWS ran, so the
+ * run is cut there and they are checked in between: a bad table entry fails
+ * the run after the first segment wrote its output, and nothing after. */
+static void test_split_guard(void **state)
+{
+	struct model m;
+	struct ggml_context *ctx = ctx_new(16);
+	struct ggml_tensor *table, *ids, *ids2, *emb, *rows, *out;
+	struct ggml_cgraph *gf;
+	ggml_backend_buffer_t lb;
+	struct gw_map map[1];
+	int32_t tab[20], in[T], got_ids[T];
+	float e[K * V], want[K * T], got[K * T];
+	uint64_t g = 0, rb, base;
+	uint32_t seed = 3;
+	char err[320] = "";
+	int code;
+
+	(void)state;
+	m.fd = traw_connect(&g_d);
+	m.req = 100;
+	assert_true(m.fd >= 0);
+	assert_int_equal(wire_hello(m.fd), 0);
+	table = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 1, 20);
+	ids = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, T);
+	emb = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, V);
+	rows = ggml_get_rows(ctx, table, ids);             /* [1, T] i32 */
+	ids2 = ggml_reshape_1d(ctx, rows, T);
+	out = ggml_scale(ctx, ggml_get_rows(ctx, emb, ids2), 2.0f);
+	gf = ggml_new_graph(ctx);
+	ggml_build_forward_expand(gf, out);
+	lb = ggml_backend_alloc_ctx_tensors(ctx, g_cpu);
+	assert_non_null(lb);
+	base = (uint64_t)(uintptr_t)ggml_backend_buffer_get_base(lb);
+	rb = alloc_remote(&m, DEV_GGML, ggml_backend_buffer_get_size(lb), &code, NULL, 0);
+	assert_int_equal(code, 0);
+	map[0] = (struct gw_map){ lb, rb };
+	assert_int_equal(gw_serialize(gf, map, 1, DEV_GGML, &m.wg), 0);
+	assert_int_equal(create(&m, &g, err, sizeof(err)), 0);
+
+	for (int i = 0; i < 20; i++)
+		tab[i] = (i * 7) % V;
+	for (int i = 0; i < T; i++)
+		in[i] = (i * 3) % 20;
+	for (int i = 0; i < K * V; i++)
+		e[i] = frand(&seed);
+	ggml_backend_tensor_set(table, tab, 0, sizeof(tab));
+	ggml_backend_tensor_set(ids, in, 0, sizeof(in));
+	ggml_backend_tensor_set(emb, e, 0, sizeof(e));
+	set_remote(&m, rb, 0, ggml_backend_buffer_get_base(lb), ggml_backend_buffer_get_size(lb));
+	assert_int_equal(ggml_backend_graph_compute(g_cpu, gf), GGML_STATUS_SUCCESS);
+	ggml_backend_tensor_get(out, want, 0, sizeof(want));
+	assert_int_equal(run(&m, g, err, sizeof(err)), 0);
+	get_remote(&m, rb, (uintptr_t)out->data - base, got, sizeof(got));
+	assert_memory_equal(got, want, sizeof(got));
+
+	/* a table entry past the embeddings: caught between the segments */
+	tab[(size_t)in[2]] = V + 7;
+	set_remote(&m, rb, (uintptr_t)table->data - base, tab, sizeof(tab));
+	memset(got, 0, sizeof(got));
+	set_remote(&m, rb, (uintptr_t)out->data - base, got, sizeof(got));
+	assert_int_equal(run(&m, g, err, sizeof(err)), PPRPC_ERANGE);
+	assert_non_null(strstr(err, "GET_ROWS"));
+	assert_non_null(strstr(err, "index 57"));
+	assert_non_null(strstr(err, "outside [0, 50)"));
+	get_remote(&m, rb, (uintptr_t)rows->data - base, got_ids, sizeof(got_ids));
+	assert_int_equal(got_ids[2], V + 7);   /* the first segment ran */
+	get_remote(&m, rb, (uintptr_t)out->data - base, got, sizeof(got));
+	for (int i = 0; i < K * T; i++)        /* the second did not */
+		assert_true(got[i] == 0.0f);
+
+	/* an input id past the table: caught before anything runs */
+	tab[(size_t)in[2]] = 1;
+	set_remote(&m, rb, (uintptr_t)table->data - base, tab, sizeof(tab));
+	in[0] = 20;
+	set_remote(&m, rb, (uintptr_t)ids->data - base, in, sizeof(in));
+	assert_int_equal(run(&m, g, err, sizeof(err)), PPRPC_ERANGE);
+	assert_non_null(strstr(err, "outside [0, 20)"));
+	get_remote(&m, rb, (uintptr_t)rows->data - base, got_ids, sizeof(got_ids));
+	assert_int_equal(got_ids[2], V + 7);   /* untouched */
+
+	close(m.fd);
+	gw_free(&m.wg);
+	ggml_backend_buffer_free(lb);
+	ggml_free(ctx);
+}
+
+/* Queued SET/RUN: a failing run is the stream's sticky error, what follows
+ * is skipped, FENCE reports the first failure and clears it. */
+static void test_queue_sticky(void **state)
+{
+	struct model m;
+	Pprpc__GraphRun r = PPRPC__GRAPH_RUN__INIT;
+	Pprpc__TensorSet s = PPRPC__TENSOR_SET__INIT;
+	uint64_t g = 0, bad, failed = 0, off_ids;
+	int32_t ids[T];
+	char err[320] = "";
+
+	(void)state;
+	open_model(&m);
+	assert_int_equal(create(&m, &g, err, sizeof(err)), 0);
+	off_ids = (uint64_t)((uint8_t *)m.ids->data - (uint8_t *)ggml_backend_buffer_get_base(m.bc));
+	for (int i = 0; i < T; i++)
+		ids[i] = V + i;
+	r.graph = g;
+	s.buffer = m.rc;
+	s.offset = off_ids;
+	s.size = sizeof(ids);
+	/* three good runs queued, then bad ids, a run, good ids, a run */
+	for (int i = 0; i < 3; i++)
+		send_queued(&m, MSG_GRAPH_RUN, &r.base, NULL, 0);
+	send_queued(&m, MSG_TENSOR_SET, &s.base, ids, sizeof(ids));
+	bad = send_queued(&m, MSG_GRAPH_RUN, &r.base, NULL, 0);
+	for (int i = 0; i < T; i++)
+		ids[i] = i;
+	send_queued(&m, MSG_TENSOR_SET, &s.base, ids, sizeof(ids));
+	send_queued(&m, MSG_GRAPH_RUN, &r.base, NULL, 0);
+	assert_int_equal(fence(&m, &failed, err, sizeof(err)), PPRPC_ERANGE);
+	assert_int_equal(failed, bad);
+	assert_non_null(strstr(err, "GET_ROWS"));
+	/* cleared; the ids the skipped SET would have written are not there */
+	assert_int_equal(fence(&m, NULL, NULL, 0), 0);
+	assert_int_equal(run(&m, g, err, sizeof(err)), PPRPC_ERANGE);
+	fill_inputs(&m, 5);
+	run_and_compare(&m, g);
+	close_model(&m);
+}
+
+/* A queued WAIT on another connection's timeline holds the graph run behind
+ * it; the SIGNAL releases it and the result is there. */
+static void test_wait_holds_run(void **state)
+{
+	struct model m;
+	pprpc_client *c2 = NULL;
+	pprpc_connect_opts o = { .client_name = "test_ggml" };
+	pprpc_timeline t2;
+	Pprpc__Wait w = PPRPC__WAIT__INIT;
+	Pprpc__GraphRun r = PPRPC__GRAPH_RUN__INIT;
+	Pprpc__TimelineCreate tc = PPRPC__TIMELINE_CREATE__INIT;
+	Pprpc__Signal sg = PPRPC__SIGNAL__INIT;
+	ProtobufCMessage *rep = NULL;
+	uint64_t g = 0, t1;
+	ggml_fp16_t want[T * M], got[T * M], zero[T * M];
+	uint64_t off = 0;
+	char err[320] = "";
+
+	(void)state;
+	open_model(&m);
+	off = (uint64_t)((uint8_t *)m.out->data - (uint8_t *)ggml_backend_buffer_get_base(m.bc));
+	assert_int_equal(pprpc_connect(g_d.addr, &o, &c2), 0);
+	assert_int_equal(pprpc_timeline_create(c2, DEV_GGML, 0, &t2), 0);
+	tc.device = DEV_GGML;
+	assert_int_equal(call(&m, MSG_TIMELINE_CREATE, &tc.base, NULL, 0, &pprpc__timeline_create_reply__descriptor,
+			      &rep, NULL, 0), 0);
+	t1 = ((Pprpc__TimelineCreateReply *)rep)->timeline;
+	meta_free(rep);
+	assert_int_equal(create(&m, &g, err, sizeof(err)), 0);
+	fill_inputs(&m, 9);
+	upload(&m, m.E);
+	upload(&m, m.ids);
+	memset(zero, 0, sizeof(zero));
+	set_remote(&m, m.rc, off, zero, sizeof(zero));
+
+	w.device = DEV_GGML;
+	w.timeline = t2;
+	w.value = 1;
+	r.graph = g;
+	sg.timeline = t1;
+	sg.value = 1;
+	send_queued(&m, MSG_WAIT, &w.base, NULL, 0);
+	send_queued(&m, MSG_GRAPH_RUN, &r.base, NULL, 0);
+	send_queued(&m, MSG_SIGNAL, &sg.base, NULL, 0);
+	/* held: neither the run nor the SIGNAL behind it */
+	assert_int_equal(pprpc_timeline_host_wait(c2, t1, 1, 300), PPRPC_ETIMEDOUT);
+	assert_int_equal(pprpc_signal(c2, t2, 1), 0);
+	assert_int_equal(pprpc_timeline_host_wait(c2, t1, 1, 5000), 0);
+	assert_int_equal(fence(&m, NULL, NULL, 0), 0);
+	get_remote(&m, m.rc, off, got, sizeof(got));
+	assert_int_equal(ggml_backend_graph_compute(g_cpu, m.gf), GGML_STATUS_SUCCESS);
+	ggml_backend_tensor_get(m.out, want, 0, sizeof(want));
+	assert_memory_equal(got, want, sizeof(got));
+	assert_memory_not_equal(got, zero, sizeof(got));
+	pprpc_close(c2);
+	close_model(&m);
+}
+
+/* GGML_SUPPORTS and GGML_ALLOC_SIZE on tensors that have no memory yet. */
+static void test_probes(void **state)
+{
+	struct model m;
+	Pprpc__GgmlSupports q = PPRPC__GGML_SUPPORTS__INIT;
+	Pprpc__GgmlAllocSize a = PPRPC__GGML_ALLOC_SIZE__INIT;
+	ProtobufCMessage *rep = NULL;
+	int imm;
+	char err[320] = "";
+
+	(void)state;
+	open_model(&m);
+	imm = gw_index(&m.wg, m.mm);
+	/* as ggml asks before allocating: no buffers */
+	for (size_t i = 0; i < m.wg.msg.n_tensors; i++) {
+		m.wg.t[i].buffer = 0;
+		m.wg.t[i].offset = 0;
+	}
+	q.device = DEV_GGML;
+	q.n_tensors = m.wg.msg.n_tensors;
+	q.tensors = m.wg.msg.tensors;
+	q.node = imm;
+	assert_int_equal(call(&m, MSG_GGML_SUPPORTS, &q.base, NULL, 0, &pprpc__ggml_supports_reply__descriptor, &rep,
+			      err, sizeof(err)), 0);
+	assert_true(((Pprpc__GgmlSupportsReply *)rep)->supported);
+	meta_free(rep);
+	/* an op without a rule (training, in every rule set): not supported,
+	 * and why */
+	m.wg.t[imm].op = GGML_OP_CROSS_ENTROPY_LOSS;
+	assert_int_equal(call(&m, MSG_GGML_SUPPORTS, &q.base, NULL, 0, &pprpc__ggml_supports_reply__descriptor, &rep,
+			      err, sizeof(err)), 0);
+	assert_false(((Pprpc__GgmlSupportsReply *)rep)->supported);
+	assert_non_null(strstr(((Pprpc__GgmlSupportsReply *)rep)->reason, "CROSS_ENTROPY_LOSS"));
+	meta_free(rep);
+	m.wg.t[imm].op = GGML_OP_MUL_MAT;
+	/* malformed requests are errors */
+	q.node = (int32_t)m.wg.msg.n_tensors;
+	assert_int_equal(call(&m, MSG_GGML_SUPPORTS, &q.base, NULL, 0, NULL, NULL, err, sizeof(err)), PPRPC_EINVAL);
+	q.node = imm;
+	m.wg.t[imm].ne[3] = -1;
+	assert_int_equal(call(&m, MSG_GGML_SUPPORTS, &q.base, NULL, 0, NULL, NULL, err, sizeof(err)), PPRPC_ESHAPE);
+	m.wg.t[imm].ne[3] = 1;
+
+	a.device = DEV_GGML;
+	a.n_tensors = m.wg.msg.n_tensors;
+	a.tensors = m.wg.msg.tensors;
+	a.node = imm;
+	assert_int_equal(call(&m, MSG_GGML_ALLOC_SIZE, &a.base, NULL, 0, &pprpc__ggml_alloc_size_reply__descriptor,
+			      &rep, err, sizeof(err)), 0);
+	assert_int_equal(((Pprpc__GgmlAllocSizeReply *)rep)->size,
+			 ggml_backend_buft_get_alloc_size(ggml_backend_get_default_buffer_type(g_cpu), m.mm));
+	meta_free(rep);
+	a.device = DEV_CPU;
+	assert_int_equal(call(&m, MSG_GGML_ALLOC_SIZE, &a.base, NULL, 0, NULL, NULL, err, sizeof(err)), PPRPC_EUNSUPP);
+	close_model(&m);
+}
+
+/* BUFFER_CLEAR and TENSOR_COPY on ggml buffers. */
+static void test_clear_copy(void **state)
+{
+	struct model m;
+	Pprpc__BufferClear bc = PPRPC__BUFFER_CLEAR__INIT;
+	Pprpc__TensorCopy cp = PPRPC__TENSOR_COPY__INIT;
+	uint8_t in[4096], out[4096], want[4096];
+	uint64_t b;
+	int code;
+
+	(void)state;
+	open_model(&m);
+	b = alloc_remote(&m, DEV_GGML, sizeof(in) * 2, &code, NULL, 0);
+	assert_int_equal(code, 0);
+	/* fresh buffers read as zeros */
+	get_remote(&m, b, 0, out, sizeof(out));
+	memset(want, 0, sizeof(want));
+	assert_memory_equal(out, want, sizeof(out));
+	for (size_t i = 0; i < sizeof(in); i++)
+		in[i] = (uint8_t)(i * 7 + 1);
+	set_remote(&m, b, 0, in, sizeof(in));
+	/* overlapping copy: memmove semantics */
+	cp.src_buffer = b;
+	cp.dst_buffer = b;
+	cp.src_offset = 0;
+	cp.dst_offset = 100;
+	cp.size = sizeof(in);
+	assert_int_equal(call(&m, MSG_TENSOR_COPY, &cp.base, NULL, 0, NULL, NULL, NULL, 0), 0);
+	get_remote(&m, b, 100, out, sizeof(out));
+	assert_memory_equal(out, in, sizeof(in));
+	bc.buffer = b;
+	bc.value = 0xa5;
+	assert_int_equal(call(&m, MSG_BUFFER_CLEAR, &bc.base, NULL, 0, NULL, NULL, NULL, 0), 0);
+	get_remote(&m, b, 4000, out, sizeof(out));
+	memset(want, 0xa5, sizeof(want));
+	assert_memory_equal(out, want, sizeof(out));
+	close_model(&m);
+}
+
+/* The memory floor refuses a ggml buffer as it refuses a native one. */
+static void test_memory_floor(void **state)
+{
+	static const char *const extra[] = { "--devices", "ggml:CPU", "--memory-floor-mib", "1048576", NULL };
+	struct tdaemon d;
+	struct model m = { 0 };
+	char err[320] = "";
+	int code;
+
+	(void)state;
+	assert_int_equal(tdaemon_start(&d, extra), 0);
+	m.fd = traw_connect(&d);
+	assert_true(m.fd >= 0);
+	assert_int_equal(wire_hello(m.fd), 0);
+	alloc_remote(&m, DEV_GGML, 1 << 20, &code, err, sizeof(err));
+	assert_int_equal(code, PPRPC_EFLOOR);
+	assert_non_null(strstr(err, "memory floor"));
+	assert_non_null(strstr(err, "ggml:CPU"));
+	close(m.fd);
+	assert_int_equal(tdaemon_stop(&d), 0);
+}
+
+/* An unknown ggml device is reported (HELLO's unavailable says why), the
+ * others are served; with none left the daemon does not start. */
+static void test_device_names(void **state)
+{
+	static const char *const bad[] = { "--devices", "ggml:NoSuchDevice", NULL };
+	static const char *const mixed[] = { "--devices", "cpu,ggml:NoSuchDevice", NULL };
+	Pprpc__Hello h = PPRPC__HELLO__INIT;
+	ProtobufCMessage *rep = NULL;
+	const Pprpc__HelloReply *hr;
+	struct wire_reply r;
+	struct tdaemon d;
+	int fd;
+
+	(void)state;
+	assert_true(tdaemon_start(&d, bad) < 0);
+	tdaemon_stop(&d);
+	assert_int_equal(tdaemon_start(&d, mixed), 0);
+	fd = traw_connect(&d);
+	assert_true(fd >= 0);
+	h.proto_version = PPRPC_PROTO_VERSION;
+	assert_int_equal(wire_call(fd, MSG_HELLO, 1, &h.base, NULL, 0, &r), 0);
+	assert_false(r.is_error);
+	assert_int_equal(wire_reply_unpack(&r, &pprpc__hello_reply__descriptor, &rep), 0);
+	hr = (const Pprpc__HelloReply *)rep;
+	assert_int_equal(hr->n_devices, 1);
+	assert_string_equal(hr->devices[0]->name, "cpu");
+	assert_int_equal(hr->n_unavailable, 1);
+	assert_non_null(strstr(hr->unavailable[0], "unknown ggml device 'NoSuchDevice'"));
+	assert_non_null(strstr(hr->unavailable[0], "ggml:CPU"));
+	meta_free(rep);
+	wire_reply_free(&r);
+	close(fd);
+	assert_int_equal(tdaemon_stop(&d), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hello),
+		cmocka_unit_test(test_graph_matches_local),
+		cmocka_unit_test(test_hostile_graphs),
+		cmocka_unit_test(test_index_guard),
+		cmocka_unit_test(test_split_guard),
+		cmocka_unit_test(test_queue_sticky),
+		cmocka_unit_test(test_wait_holds_run),
+		cmocka_unit_test(test_probes),
+		cmocka_unit_test(test_clear_copy),
+		cmocka_unit_test(test_memory_floor),
+		cmocka_unit_test(test_device_names),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
