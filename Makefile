@@ -196,7 +196,7 @@ FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 .PHONY: all test unit integration fuzz-replay fuzz clean info run test-install soak soak-asan test-rdma run-fence
 # Keep intermediate objects (test and tool objects) between runs.
 .SECONDARY:
-all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES)
+all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES) $(PLUGIN)
 
 info:
 	@echo "pprpc build: libuv $$($(PKG_CONFIG) --modversion libuv), protobuf-c $$($(PKG_CONFIG) --modversion libprotobuf-c), libcrypto $$($(PKG_CONFIG) --modversion libcrypto), rdma: $(RDMA_INFO), openblas: $(if $(BLAS_LIBS),yes,no), static deps: $(STATIC)$(if $(SANITIZE), sanitize=$(SANITIZE))"
@@ -249,6 +249,43 @@ $(B)/bench-kda_cpu: $(O)/bench/kda_cpu.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS)
 	@mkdir -p $(B)
 	$(CC) $(LDFLAGS) -o $@ $^ $(BLAS_LIBS) -lm
 
+# ---- the ggml backend plugin (ggml-pprpc/, doc/ggml.md) -------------------
+# libggml-pprpc.so: loaded by unmodified llama.cpp tools with
+# GGML_BACKEND_PATH.  libpprpc's objects go in (PIC already), so the plugin
+# needs only protobuf-c, libcrypto and the ggml-base the tool already has
+# (no rpath: the tool's own copy is the one to use); the version script
+# exports ggml_backend_init alone.
+PLUGIN_SRCS := $(wildcard ggml-pprpc/*.c)
+PLUGIN_OBJS := $(call obj,$(PLUGIN_SRCS))
+ifeq ($(GGML_ON),1)
+PLUGIN := $(L)/libggml-pprpc.so
+$(PLUGIN_OBJS): CPPFLAGS += $(GGML_INC)
+$(PLUGIN): $(PLUGIN_OBJS) $(LIBPPRPC_OBJS) ggml-pprpc/exports.map
+	@mkdir -p $(L)
+	$(CC) -shared $(LDFLAGS) -Wl,--version-script=ggml-pprpc/exports.map -Wl,-z,defs -o $@ \
+		$(PLUGIN_OBJS) $(LIBPPRPC_OBJS) -L$(GGML_LIB_DIR) -lggml-base $(shell $(PKG_CONFIG) --libs libprotobuf-c libcrypto) -lm
+else
+PLUGIN :=
+endif
+
+# llama.cpp's own suites through the plugin (tests/llama/): `make test`
+# runs the subset, `make test-llama-full` every case and architecture.
+# Without the pinned llama.cpp build the drivers print why they skip.
+.PHONY: test-llama test-llama-full
+ifeq ($(GGML_ON),1)
+LLAMA_TEST_DEPS := $(PLUGIN) $(B)/pprpcd $(B)/pprpcctl $(T)/gguf-add-vocab
+$(O)/tests/llama/%.o: CPPFLAGS += $(GGML_INC)
+$(T)/gguf-add-vocab: $(O)/tests/llama/gguf-add-vocab.o
+	@mkdir -p $(T)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(GGML_LIB_DIR) -Wl,-rpath,$(abspath $(GGML_LIB_DIR)) -lggml-base
+else
+LLAMA_TEST_DEPS :=
+endif
+test-llama: $(LLAMA_TEST_DEPS)
+	@GGML_ON=$(GGML_ON) BUILD=$(BUILD) LLAMA_BIN=$(GGML_LIB_DIR) tests/llama/run.sh
+test-llama-full: $(LLAMA_TEST_DEPS)
+	@GGML_ON=$(GGML_ON) BUILD=$(BUILD) LLAMA_BIN=$(GGML_LIB_DIR) tests/llama/run.sh --full
+
 # ---- tests ---------------------------------------------------------------
 # Unit tests link everything except daemon/main.o, so they can test daemon
 # internals as well as the library.
@@ -285,8 +322,36 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $$(FUZZ_EXTRA_$$*) $(FUZZ_LINK_SRCS)
 	$(FUZZ_CC) $(CPPFLAGS) $(GGML_INC) -UPPRPC_HAVE_CUDA -std=gnu11 -g -O1 -pthread -fsanitize=fuzzer,address,undefined -o $@ $< \
 		$(FUZZ_EXTRA_$*) $(FUZZ_LINK_SRCS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
 
+# The ggml per-op validation rules (daemon/backend/ggml/rules, doc/ggml.md) need
+# the pinned ggml headers; their test also links ggml-cpu.  Without ggml the
+# test is skipped (and said so by `make unit`).  GGML_RULES_OBJS is for whatever
+# links the rules (the ggml engine).
+GGML_RULES_SRCS := $(wildcard daemon/backend/ggml/rules/*.c)
+ifeq ($(GGML_ON),1)
+GGML_RULES_OBJS := $(call obj,$(GGML_RULES_SRCS))
+$(GGML_RULES_OBJS) $(O)/tests/unit/test_ggml_rules.o: CPPFLAGS += $(GGML_INC)
+$(T)/test_ggml_rules: $(O)/tests/unit/test_ggml_rules.o $(GGML_RULES_OBJS)
+	@mkdir -p $(T)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(GGML_LIBS) -lggml-cpu -lm
+# The rules over every graph llama.cpp's test-llama-archs builds (an LD_PRELOAD
+# shim; minutes, so not in `make unit`).  ARCH=name runs one architecture.
+$(T)/ggml_rules_archs.so: tests/unit/test_ggml_rules_archs.c $(GGML_RULES_SRCS)
+	@mkdir -p $(T)
+	$(CC) $(CPPFLAGS) $(GGML_INC) $(CFLAGS) -shared -o $@ $(filter %.c,$^) $(GGML_LIBS) -ldl -lm
+test-ggml-rules-archs: $(T)/ggml_rules_archs.so
+	LD_PRELOAD=$(abspath $<) $(LLAMA_BUILD)/bin/test-llama-archs $(if $(ARCH),-a $(ARCH))
+else
+GGML_RULES_OBJS :=
+UNIT_TESTS := $(filter-out $(T)/test_ggml_rules%,$(UNIT_TESTS))
+test-ggml-rules-archs:
+	@echo "test-ggml-rules-archs: no ggml ($(GGML_INFO))"; exit 1
+endif
+UNIT_TESTS := $(filter-out $(T)/test_ggml_rules_archs,$(UNIT_TESTS))
+.PHONY: test-ggml-rules-archs
+
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
+	@$(if $(filter 1,$(GGML_ON)),:,echo "== test_ggml_rules: skipped, ggml engine: $(GGML_INFO)")
 
 integration: $(INTEG_TESTS) $(B)/pprpcd $(TOOLS)
 	@set -e; for t in $(INTEG_TESTS); do echo "== $$t"; PPRPCD=$(B)/pprpcd BINDIR=$(B) $$t; done

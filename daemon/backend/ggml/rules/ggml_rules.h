@@ -1,30 +1,29 @@
 /*
- * daemon/backend/ggml/rules/ggml_rules.h — step 2 of a ggml graph's
- * validation: the per-op rules (doc/ggml.md "Validation").
+ * ggml_rules.h — per-op validation of ggml graph nodes received from the network.
  *
- * The contract between the engine (ggml_build.c) and the rules:
- * node is a ggml tensor whose sources (and view source) were already
- * validated and materialized, its own type/ne/nb/op_params copied from the
- * wire, data set (NULL in a GGML_SUPPORTS / GGML_ALLOC_SIZE probe, where the
- * tensors may have no memory yet).  The check covers everything ggml's
- * constructor for node->op and the ggml-cpu / ggml-cuda kernels would
- * assert, including that node's type/ne/nb are what ggml would produce.
- *
- * Returns 0 = ok; PPRPC_EUNSUPP = no rule for this op (refuse the graph,
- * naming the op); PPRPC_EINVAL = invalid, with the reason in err.
- *
- * Indices read from tensor data (GET_ROWS, SET_ROWS, MUL_MAT_ID, ADD_ID,
- * SSM_SCAN, GET_ROWS_BACK) are not the rules' business: the engine checks
- * their values before such a node runs (ggml_guard.c), so an op that follows
- * indices from data must be in ggml_guard.c's table before a rule accepts it.
+ * ggml aborts the process (GGML_ASSERT / GGML_ABORT) on shapes, types or
+ * parameters its constructors and kernels do not expect, so every node of a
+ * hostile graph is checked here before any ggml call sees it (doc/ggml.md,
+ * "Validation", step 2).
  */
-#ifndef PPRPC_DAEMON_GGML_RULES_H
-#define PPRPC_DAEMON_GGML_RULES_H
+#ifndef PPRPC_GGML_RULES_H
+#define PPRPC_GGML_RULES_H
 
 #include <stddef.h>
 
-struct ggml_tensor;
+#include "ggml.h"
 
+/* node: a ggml tensor whose sources (and view source) were already validated and
+ * materialized by the structural validator (types known, ne/nb consistent, extents
+ * inside their buffers, sources precede), its own type/ne/nb/op/op_params/flags copied
+ * from the wire, data set.  Checks everything ggml's constructor for node->op and the
+ * ggml-cpu and ggml-cuda kernels would assert, including that node's type/ne/nb are
+ * what ggml's constructor would produce from these sources and params.
+ * 0 = ok; PPRPC_EUNSUPP = no rule for this op (the graph is refused, naming the op);
+ * PPRPC_EINVAL = invalid, with the reason in err.  Never calls anything that can assert. */
 int ggml_rules_check(const struct ggml_tensor *node, char *err, size_t errlen);
+
+/* Whether ggml_rules_check has a rule for op (for tests and for error messages). */
+int ggml_rules_has_rule(enum ggml_op op);
 
 #endif

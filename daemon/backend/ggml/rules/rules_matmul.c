@@ -1,0 +1,121 @@
+/*
+ * rules_matmul.c — MUL_MAT, MUL_MAT_ID and OUT_PROD.
+ */
+#include "rules_impl.h"
+
+/* src0 types both ggml-cpu (a vec_dot in type_traits_cpu: Q8_1 and Q8_K have
+ * none, integer types neither) and ggml-cuda's supports_op accept, plus TQ*
+ * (CPU only; CUDA's supports_op refuses them). */
+#define TB_MATMUL_W (TB_FLOAT | TB(GGML_TYPE_Q1_0) | TB(GGML_TYPE_Q2_0) | TB(GGML_TYPE_Q4_0) | \
+	TB(GGML_TYPE_Q4_1) | TB(GGML_TYPE_Q5_0) | TB(GGML_TYPE_Q5_1) | TB(GGML_TYPE_Q8_0) | \
+	TB(GGML_TYPE_MXFP4) | TB(GGML_TYPE_NVFP4) | TB(GGML_TYPE_Q2_K) | TB(GGML_TYPE_Q3_K) | \
+	TB(GGML_TYPE_Q4_K) | TB(GGML_TYPE_Q5_K) | TB(GGML_TYPE_Q6_K) | TB(GGML_TYPE_IQ2_XXS) | \
+	TB(GGML_TYPE_IQ2_XS) | TB(GGML_TYPE_IQ3_XXS) | TB(GGML_TYPE_IQ3_S) | TB(GGML_TYPE_IQ2_S) | \
+	TB(GGML_TYPE_IQ1_S) | TB(GGML_TYPE_IQ1_M) | TB(GGML_TYPE_IQ4_NL) | TB(GGML_TYPE_IQ4_XS) | \
+	TB(GGML_TYPE_TQ1_0) | TB(GGML_TYPE_TQ2_0))
+
+/* src1 is F32, or already in src0's vec_dot type for the float types
+ * (ggml-cpu converts anything else from F32 and asserts src1 is F32;
+ * ggml-cuda refuses F16 activations with non-F16 weights). */
+static int matmul_types(struct rule_ctx *c, const struct ggml_tensor *a, const struct ggml_tensor *b)
+{
+	TRY(rules_type(c, a, "src0", TB_MATMUL_W));
+	if (b->type == GGML_TYPE_F32)
+		return 0;
+	REQ(c, (b->type == GGML_TYPE_F16 && a->type == GGML_TYPE_F16) ||
+	       (b->type == GGML_TYPE_BF16 && a->type == GGML_TYPE_BF16),
+	    "src1 type %s with src0 type %s (src1 must be F32, or F16/BF16 like src0)",
+	    ggml_type_name(b->type), ggml_type_name(a->type));
+	return 0;
+}
+
+/* both kernels: rows of src0 and src1 are contiguous, dst is not permuted */
+static int matmul_layout(struct rule_ctx *c, const struct ggml_tensor *a, const struct ggml_tensor *b)
+{
+	TRY(rules_nb0(c, a, "src0"));
+	TRY(rules_nb0(c, b, "src1"));
+	TRY(rules_strides_elems(c, b, "src1"));
+	if (ggml_blck_size(a->type) == 1)
+		TRY(rules_strides_elems(c, a, "src0"));
+	return 0;
+}
+
+int rule_mul_mat(struct rule_ctx *c)
+{
+	TRY(rules_srcs(c, 0x3, 0));
+	const struct ggml_tensor *n = c->node, *a = rules_src(c, 0), *b = rules_src(c, 1);
+
+	/* ggml_can_mul_mat, with the modulo guarded (a zero ne[2] would trap) */
+	REQ(c, a->ne[0] == b->ne[0], "src0 ne[0]=%lld != src1 ne[0]=%lld", (long long)a->ne[0], (long long)b->ne[0]);
+	REQ(c, a->ne[2] > 0 && a->ne[3] > 0 && b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0,
+	    "src0 " NE_FMT " cannot be broadcast over src1 " NE_FMT, NE_ARGS(a), NE_ARGS(b));
+	REQ(c, !ggml_is_transposed(a), "src0 must not be transposed");
+	TRY(rules_new4(c, GGML_TYPE_F32, a->ne[1], b->ne[1], b->ne[2], b->ne[3]));
+
+	const int32_t prec = rules_i32(n, 0), hint = rules_i32(n, 1);
+	REQ(c, prec == GGML_PREC_DEFAULT || prec == GGML_PREC_F32, "unknown precision %d", prec);
+	REQ(c, hint == GGML_HINT_NONE || hint == GGML_HINT_SRC0_IS_HADAMARD, "unknown hint %d", hint);
+
+	TRY(matmul_types(c, a, b));
+	TRY(matmul_layout(c, a, b));
+	if (hint == GGML_HINT_SRC0_IS_HADAMARD) {
+		/* ggml-cpu's fwht writes ne10 floats per result row and asserts a power
+		 * of two; ggml-cuda's asserts src1 and the result have the same shape */
+		REQ(c, a->ne[0] == a->ne[1], "Hadamard src0 must be square, is " NE_FMT, NE_ARGS(a));
+		REQ(c, (b->ne[0] & (b->ne[0] - 1)) == 0, "Hadamard size %lld is not a power of two", (long long)b->ne[0]);
+		TRY(rules_type(c, b, "src1 (Hadamard)", TB_F32));
+	}
+	return 0;
+}
+
+/*
+ *  as  -> [cols, rows, n_expert]
+ *  b   -> [cols, n_expert_used (or 1, broadcast), n_tokens]
+ *  ids -> [n_expert_used, n_tokens] (i32)
+ *  dst -> [rows, n_expert_used, n_tokens]
+ */
+int rule_mul_mat_id(struct rule_ctx *c)
+{
+	TRY(rules_srcs(c, 0x7, 0));
+	const struct ggml_tensor *as = rules_src(c, 0), *b = rules_src(c, 1), *ids = rules_src(c, 2);
+
+	REQ(c, !ggml_is_transposed(as), "src0 must not be transposed");
+	TRY(rules_type(c, ids, "ids", TB_I32));
+	REQ(c, as->ne[3] == 1, "src0 must be 3-d, is " NE_FMT, NE_ARGS(as));
+	REQ(c, b->ne[3] == 1, "src1 must be 3-d, is " NE_FMT, NE_ARGS(b));
+	REQ(c, ids->ne[2] == 1 && ids->ne[3] == 1, "ids must be 2-d, is " NE_FMT, NE_ARGS(ids));
+	REQ(c, ids->ne[1] == b->ne[2], "ids ne[1]=%lld != src1 ne[2]=%lld", (long long)ids->ne[1], (long long)b->ne[2]);
+	REQ(c, as->ne[0] == b->ne[0], "src0 ne[0]=%lld != src1 ne[0]=%lld", (long long)as->ne[0], (long long)b->ne[0]);
+	REQ(c, b->ne[1] > 0 && ids->ne[0] % b->ne[1] == 0, "ids ne[0]=%lld is not a multiple of src1 ne[1]=%lld",
+	    (long long)ids->ne[0], (long long)b->ne[1]);
+	TRY(rules_new4(c, GGML_TYPE_F32, as->ne[1], ids->ne[0], b->ne[2], 1));
+
+	TRY(matmul_types(c, as, b));
+	TRY(matmul_layout(c, as, b));
+	TRY(rules_nb0(c, ids, "ids"));
+	TRY(rules_strides_elems(c, ids, "ids"));
+	/* ggml-cuda: mm_ids_helper packs (token, slot) in 22 + 10 bits; the
+	 * grouped paths index src1 rows by nb12 / nb11 */
+	REQ(c, ids->ne[0] < (1 << 10), "%lld experts per token exceed the 1023 ggml-cuda handles", (long long)ids->ne[0]);
+	REQ(c, ids->ne[1] < (1 << 22), "%lld tokens exceed the 2^22 ggml-cuda handles", (long long)ids->ne[1]);
+	REQ(c, b->nb[1] > 0 && b->nb[2] % b->nb[1] == 0, "src1 nb[2]=%zu must be a multiple of nb[1]=%zu",
+	    b->nb[2], b->nb[1]);
+	return 0;
+}
+
+/* ggml_out_prod(a, b): [a->ne[0], b->ne[0], b->ne[2], b->ne[3]] (training; F32 on both backends) */
+int rule_out_prod(struct rule_ctx *c)
+{
+	TRY(rules_srcs(c, 0x3, 0));
+	const struct ggml_tensor *a = rules_src(c, 0), *b = rules_src(c, 1);
+
+	REQ(c, a->ne[1] == b->ne[1], "src0 ne[1]=%lld != src1 ne[1]=%lld", (long long)a->ne[1], (long long)b->ne[1]);
+	REQ(c, a->ne[2] > 0 && a->ne[3] > 0 && b->ne[2] % a->ne[2] == 0 && b->ne[3] % a->ne[3] == 0,
+	    "src0 " NE_FMT " cannot be broadcast over src1 " NE_FMT, NE_ARGS(a), NE_ARGS(b));
+	REQ(c, !ggml_is_transposed(a), "src0 must not be transposed");
+	TRY(rules_new4(c, GGML_TYPE_F32, a->ne[0], b->ne[0], b->ne[2], b->ne[3]));
+	TRY(rules_type(c, a, "src0", TB_F32));
+	TRY(rules_type(c, b, "src1", TB_F32));
+	TRY(rules_nb0(c, a, "src0"));
+	return 0;
+}

@@ -1,0 +1,283 @@
+/*
+ * ggml-pprpc/pg.h — internals of libggml-pprpc.so, the ggml backend that
+ * maps ggml's backend interface (ggml-backend-impl.h) onto pprpc ranks.
+ *
+ * Objects and who owns them:
+ *   pg_registry  one per process (ggml_backend_init): the ranks and devices.
+ *   pg_rank      one connection to one pprpcd; every call on it holds its
+ *                lock (a pprpc_client is single-threaded, and llama.cpp may
+ *                call from several threads, test-backend-ops -j does).
+ *   pg_device    one ggml device per served ggml device of a rank (PPRPC0,
+ *                PPRPC1, ...), with its buffer type and its caches (graphs,
+ *                supports_op, alloc sizes), all guarded by the rank's lock.
+ *   pg_buffer    one daemon buffer; ggml sees a fake base address.
+ *   pg_backend   a ggml stream on a device.  All backends of one device share
+ *                the rank's connection and so the daemon's one queue for it:
+ *                daemon objects belong to a connection, and a buffer must be
+ *                usable by every backend of its device.
+ *   pg_event     a timeline on the device of the event plus its last value.
+ *
+ * Errors: the ggml interface has no error return for most calls, so a
+ * failure there ends the process with rank, device, command and reason
+ * (pg_fatal); wrong data is never returned silently.  Where ggml does take a
+ * status (graph_compute, alloc_buffer) the failure is logged and returned.
+ */
+#ifndef PPRPC_GGML_PG_H
+#define PPRPC_GGML_PG_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ggml-backend-impl.h"
+#include "ggml.h"
+#include "pprpc.h"
+#include "proto/pprpc.pb-c.h"
+
+/* ggml's logger (what ggml-impl.h's GGML_LOG_* call; that header is not
+ * meant for C users): messages go through the tool's log callback. */
+GGML_API void ggml_log_internal(enum ggml_log_level level, const char *format, ...);
+#define PG_LOG_INFO(...) ggml_log_internal(GGML_LOG_LEVEL_INFO, __VA_ARGS__)
+#define PG_LOG_WARN(...) ggml_log_internal(GGML_LOG_LEVEL_WARN, __VA_ARGS__)
+#define PG_LOG_ERROR(...) ggml_log_internal(GGML_LOG_LEVEL_ERROR, __VA_ARGS__)
+#define PG_LOG_DEBUG(...) ggml_log_internal(GGML_LOG_LEVEL_DEBUG, __VA_ARGS__)
+
+#define PG_MAX_RANKS 64
+#define PG_MAX_DEVICES 256
+
+struct pg_cache;
+
+struct pg_rank {
+	int index;
+	char name[64];           /* cluster file name, or "rank<i>" */
+	char addr[128];          /* HOST:PORT, also how the other daemons reach it */
+	pprpc_client *c;
+	pthread_mutex_t lock;
+	int dead;                /* connection lost: later calls fail loudly */
+	char dead_why[512];
+	uint64_t next_xfer;      /* transfer ids of SENDs from this rank */
+	int timeout_ms;          /* per reply (PPRPC_TIMEOUT_MS) */
+};
+
+/* Counters of one device (this process's view; the daemon counts too). */
+struct pg_stats {
+	uint64_t graph_creates;      /* GGML_GRAPH_CREATE sent (cache misses) */
+	uint64_t graph_runs;         /* GRAPH_RUN sent */
+	uint64_t graph_evictions;    /* GRAPH_FREE of cached graphs (bound or buffer freed) */
+	uint64_t supports_queries;   /* GGML_SUPPORTS sent */
+	uint64_t supports_cached;    /* supports_op answered from the cache */
+	uint64_t alloc_size_queries; /* GGML_ALLOC_SIZE sent */
+	uint64_t p2p_copies;         /* cpy_tensor_async as SEND/RECV between ranks */
+	uint64_t p2p_bytes;
+	uint64_t local_copies;       /* TENSOR_COPY on the same device */
+};
+
+struct pg_device {
+	struct ggml_backend_device gdev;      /* context = this */
+	struct ggml_backend_buffer_type buft; /* context = this */
+	struct pg_rank *rank;
+	uint32_t index;                       /* device index on the rank */
+	char name[32];                        /* "PPRPC0" */
+	char desc[256];
+	char rdev[32];                        /* the rank's name for it: "ggml:CPU" */
+	uint64_t alignment, max_size;
+	int served_type;                      /* enum ggml_backend_dev_type on the rank */
+	int async;                            /* the rank reported async + events */
+	struct pg_cache *graphs;              /* serialized graph -> daemon graph handle */
+	struct pg_cache *supports;            /* serialized op -> supported (0/1) */
+	struct pg_cache *alloc_sizes;         /* serialized op -> alloc size */
+	struct pg_stats st;
+};
+
+struct pg_registry {
+	struct ggml_backend_reg reg;
+	int nrank;
+	struct pg_rank rank[PG_MAX_RANKS];
+	int ndev;
+	struct pg_device *dev[PG_MAX_DEVICES];
+};
+
+struct pg_buffer {
+	struct pg_device *dev;
+	pprpc_buffer handle;
+	void *base;              /* reserved address range (PROT_NONE) */
+	size_t reserved;
+	size_t size;
+};
+
+struct pg_backend {
+	struct pg_device *dev;
+};
+
+struct pg_event {
+	struct pg_device *dev;
+	pprpc_timeline tl;
+	uint64_t value;          /* last recorded value (0: never recorded) */
+};
+
+/* ---- rank.c ------------------------------------------------------------------ */
+
+/* Connect to r->addr (HELLO; key from PPRPC_AUTH_KEY_FILE).  err gets the
+ * reason on failure. */
+int pg_rank_open(struct pg_rank *r, char *err, size_t errlen);
+void pg_rank_close(struct pg_rank *r);
+void pg_lock(struct pg_rank *r);
+void pg_unlock(struct pg_rank *r);
+/* After a failed libpprpc call on r: rc < 0 and the client's message.  Marks
+ * the rank dead when the connection is gone.  Returns rc. */
+int pg_rank_failed(struct pg_rank *r, int rc);
+/* End the process: "pprpc: rank N NAME (ADDR) device DEV: COMMAND: reason".
+ * Called with or without the rank's lock. */
+_Noreturn void pg_fatal(const struct pg_rank *r, const char *dev, const char *command, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* pg_fatal with the rank's last error (or why it is dead). */
+_Noreturn void pg_fatal_rc(const struct pg_rank *r, const char *dev, const char *command, int rc);
+/* Fail loudly unless the rank is alive (before issuing work on it). */
+void pg_check_alive(const struct pg_rank *r, const char *dev, const char *command);
+/* A fresh transfer id for a SEND from r (unique among r's transfers: random
+ * start, then counting, since other clients share the daemon's id space). */
+uint64_t pg_rank_xfer_id(struct pg_rank *r);
+/* Raw request on the rank's connection (libclient's rpc_call). */
+int pg_call(struct pg_rank *r, uint16_t type, const ProtobufCMessage *req, const ProtobufCMessageDescriptor *rep_desc,
+	    ProtobufCMessage **ret_rep);
+
+/* ---- registry.c ------------------------------------------------------------------ */
+
+struct pg_registry *pg_registry_get(void);
+/* The device a ggml device / buffer type / buffer / backend belongs to, or
+ * NULL when it is not one of ours. */
+struct pg_device *pg_dev_of_buft(ggml_backend_buffer_type_t buft);
+struct pg_buffer *pg_buffer_of(ggml_backend_buffer_t buf);
+struct pg_backend *pg_backend_of(ggml_backend_t backend);
+
+/* ---- device.c ------------------------------------------------------------------ */
+
+extern const struct ggml_backend_device_i pg_device_iface;
+/* Make the ggml device for device `index` of rank r (info from STATS). */
+int pg_device_create(struct pg_registry *reg, struct pg_rank *r, const Pprpc__DeviceInfo *di, int ggml_index,
+		     struct pg_device **ret_dev, char *err, size_t errlen);
+void pg_device_destroy(struct pg_device *d);
+
+/* ---- buffer.c ------------------------------------------------------------------ */
+
+extern const struct ggml_backend_buffer_type_i pg_buft_iface;
+/* Where a tensor's bytes are on its rank: buffer handle and offset.  Returns
+ * 0, or -1 when the tensor is not in one of our buffers (err says why). */
+int pg_tensor_loc(const struct ggml_tensor *t, struct pg_buffer **ret_buf, uint64_t *ret_off);
+/* The alloc size ggml asks of the buffer type (GGML_ALLOC_SIZE when the rank's
+ * answer may differ from ggml_nbytes). */
+size_t pg_alloc_size(struct pg_device *d, const struct ggml_tensor *t);
+
+/* Queue writes of size bytes at offset into t (at buffer offset off);
+ * read them (async: queued, data valid after a synchronize).  With the
+ * rank's lock; failures end the process naming command. */
+void pg_buffer_set(struct pg_buffer *b, const struct ggml_tensor *t, uint64_t off, const void *data, size_t offset,
+		   size_t size, const char *command);
+void pg_buffer_get(struct pg_buffer *b, const struct ggml_tensor *t, uint64_t off, void *data, size_t offset,
+		   size_t size, int async, const char *command);
+
+/* ---- copy.c ------------------------------------------------------------------ */
+
+/* Copy n bytes between two of our buffers (TENSOR_COPY on one device, else
+ * SEND/RECV daemon to daemon), queued on both sides.  Takes the locks. */
+int pg_copy_between(struct pg_buffer *sb, uint64_t soff, struct pg_buffer *db, uint64_t doff, size_t n);
+
+/* ---- backend.c ------------------------------------------------------------------ */
+
+ggml_backend_t pg_backend_new(struct pg_device *d);
+
+/* ---- events.c ------------------------------------------------------------------ */
+
+ggml_backend_event_t pg_event_new(ggml_backend_dev_t dev);
+void pg_event_free(ggml_backend_dev_t dev, ggml_backend_event_t ev);
+void pg_event_synchronize(ggml_backend_dev_t dev, ggml_backend_event_t ev);
+void pg_event_record(ggml_backend_t backend, ggml_backend_event_t ev);
+void pg_event_wait(ggml_backend_t backend, ggml_backend_event_t ev);
+/* FENCE on the device's queue; a failure reported there ends the process. */
+void pg_device_sync(struct pg_device *d, const char *why);
+
+/* ---- serialize.c ------------------------------------------------------------------ */
+
+/* A ggml graph (or one op with its sources) in wire form. */
+struct pg_wire {
+	Pprpc__GgmlTensor *t;
+	Pprpc__GgmlTensor **tp;
+	int32_t *src;            /* GGML_MAX_SRC per tensor */
+	size_t n, cap;
+	int32_t *nodes;
+	size_t nnodes;
+	uint64_t *bufs;          /* distinct buffer handles referenced */
+	size_t nbufs, bufcap;
+	/* pointer -> index map (open addressing) */
+	const struct ggml_tensor **keys;
+	int32_t *vals;
+	size_t mapcap, mapused;
+	int with_buffers;        /* 0: placement left out (supports / alloc-size queries) */
+	int with_names;
+	struct pg_device *dev;
+	char err[256];
+};
+
+/* Serialize the graph's nodes, in order, with every tensor they read.
+ * Sources that are not nodes of this graph travel as plain tensors (op
+ * NONE: they are data, not work), views keep their view source. */
+int pg_wire_graph(struct pg_wire *w, struct pg_device *d, const struct ggml_cgraph *g, int with_names);
+/* One op with its sources (no placement, no names): supports/alloc-size. */
+int pg_wire_op(struct pg_wire *w, struct pg_device *d, const struct ggml_tensor *op, int32_t *ret_node);
+void pg_wire_free(struct pg_wire *w);
+/* Packed bytes of w as a GgmlGraphCreate (the graph cache key) or of the
+ * tensors alone (the op caches' key).  malloc'ed. */
+int pg_wire_pack_graph(const struct pg_wire *w, uint32_t device, uint8_t **ret, size_t *ret_len);
+int pg_wire_pack_op(const struct pg_wire *w, int32_t node, uint8_t **ret, size_t *ret_len);
+
+/* ---- cache.c ------------------------------------------------------------------ */
+
+struct pg_cache_entry {
+	struct pg_cache_entry *hnext;        /* bucket chain */
+	struct pg_cache_entry *prev, *next;  /* LRU list, most recent first */
+	uint64_t hash;
+	size_t klen;
+	uint64_t value;
+	uint64_t *bufs;                      /* graphs: buffers the graph uses */
+	size_t nbufs;
+	uint8_t key[];
+};
+
+/* Called for an entry leaving the cache by eviction or clear (not by
+ * pg_cache_remove): e.g. GRAPH_FREE. */
+typedef void (*pg_cache_evict_fn)(void *arg, struct pg_cache_entry *e);
+
+struct pg_cache *pg_cache_new(size_t max_entries, size_t max_bytes, pg_cache_evict_fn evict, void *arg);
+void pg_cache_free(struct pg_cache *c);     /* evicts every entry first */
+/* The entry with exactly these key bytes (compared in full, not only the
+ * hash), made most recent; NULL if none. */
+struct pg_cache_entry *pg_cache_find(struct pg_cache *c, const uint8_t *key, size_t klen);
+/* Insert (the caller checked it is absent); the least recent entries are
+ * evicted beyond the bounds.  NULL without memory. */
+struct pg_cache_entry *pg_cache_insert(struct pg_cache *c, const uint8_t *key, size_t klen, uint64_t value);
+/* Evict every entry for which pred(arg, e) is true. */
+void pg_cache_evict_if(struct pg_cache *c, int (*pred)(void *arg, const struct pg_cache_entry *e), void *arg);
+size_t pg_cache_count(const struct pg_cache *c);
+
+/* ---- graphs.c ------------------------------------------------------------------ */
+
+/* The daemon graph for g: a cached handle when the serialization is
+ * byte-identical to one created before, else GGML_GRAPH_CREATE; 0 when g
+ * has no node that computes anything.  With the rank's lock held.  Returns
+ * 0 or a negative code (message in err). */
+int pg_graph_get(struct pg_device *d, const struct ggml_cgraph *g, pprpc_graph *ret, char *err, size_t errlen);
+/* A buffer is going away: free the cached graphs that use it. */
+void pg_graphs_drop_buffer(struct pg_device *d, pprpc_buffer buf);
+/* Per-device caches (graphs; supports and alloc size). */
+int pg_caches_init(struct pg_device *d);
+void pg_caches_fini(struct pg_device *d);
+/* supports_op through GGML_SUPPORTS, cached by the op's serialization. */
+int pg_supports_op(struct pg_device *d, const struct ggml_tensor *op);
+
+/* ---- env.c ------------------------------------------------------------------ */
+
+/* Integer from the environment, def when unset; a malformed value is an
+ * error (message in err). */
+int pg_env_int(const char *name, long def, long min, long max, long *ret, char *err, size_t errlen);
+
+#endif

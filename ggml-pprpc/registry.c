@@ -1,0 +1,223 @@
+/*
+ * ggml-pprpc/registry.c — the plugin's entry point and ggml registry.
+ *
+ * ggml loads the plugin with ggml_backend_load(GGML_BACKEND_PATH) and calls
+ * its one exported function, ggml_backend_init, with no argument: the ranks
+ * come from the environment, and the registry is the one process-wide
+ * object (ggml keeps the pointer for the life of the process).
+ *
+ *   PPRPC_CLUSTER=FILE        the ranks, in order (conf/cluster.conf format)
+ *   PPRPC_RANKS=H:P,H:P,...   or the ranks directly (named rank0, rank1, ...)
+ *   PPRPC_AUTH_KEY_FILE=FILE  shared key, when the ranks have one
+ *   PPRPC_TIMEOUT_MS, PPRPC_CONNECT_TIMEOUT_MS, PPRPC_GRAPH_CACHE (rank.c,
+ *   graphs.c)
+ *
+ * Every served ggml device of every rank becomes a ggml device PPRPC<i>, in
+ * rank order.  A rank that cannot be reached makes the whole plugin fail to
+ * load, with the reason: running on fewer devices than configured would
+ * silently put the model somewhere else.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ggml-pprpc/pg.h"
+#include "proto/meta.h"
+#include "proto/msgtype.h"
+
+static struct pg_registry *g_reg;
+
+struct pg_registry *pg_registry_get(void)
+{
+	return g_reg;
+}
+
+static const char *reg_get_name(ggml_backend_reg_t reg)
+{
+	(void)reg;
+	return "PPRPC";
+}
+
+static size_t reg_get_device_count(ggml_backend_reg_t reg)
+{
+	return (size_t)((struct pg_registry *)reg->context)->ndev;
+}
+
+static ggml_backend_dev_t reg_get_device(ggml_backend_reg_t reg, size_t index)
+{
+	struct pg_registry *pr = reg->context;
+
+	return index < (size_t)pr->ndev ? &pr->dev[index]->gdev : NULL;
+}
+
+static void *reg_get_proc_address(ggml_backend_reg_t reg, const char *name)
+{
+	(void)reg;
+	(void)name;
+	/* No extension: without ggml_backend_comm_* the meta backend (tensor
+	 * split) reduces with its generic path, copies plus ADDs, which ride
+	 * on cpy_tensor_async. */
+	return NULL;
+}
+
+static const struct ggml_backend_reg_i reg_iface = {
+	.get_name = reg_get_name,
+	.get_device_count = reg_get_device_count,
+	.get_device = reg_get_device,
+	.get_proc_address = reg_get_proc_address,
+};
+
+static int add_rank(struct pg_registry *pr, const char *name, const char *addr, char *err, size_t errlen)
+{
+	struct pg_rank *r;
+
+	if (pr->nrank >= PG_MAX_RANKS) {
+		snprintf(err, errlen, "more than %d ranks", PG_MAX_RANKS);
+		return PPRPC_ELIMIT;
+	}
+	r = &pr->rank[pr->nrank];
+	r->index = pr->nrank;
+	if (snprintf(r->addr, sizeof(r->addr), "%s", addr) >= (int)sizeof(r->addr)) {
+		snprintf(err, errlen, "rank address too long: %.60s...", addr);
+		return PPRPC_EINVAL;
+	}
+	if (name)
+		snprintf(r->name, sizeof(r->name), "%s", name);
+	else
+		snprintf(r->name, sizeof(r->name), "rank%d", r->index);
+	pr->nrank++;
+	return 0;
+}
+
+/* The rank list from PPRPC_CLUSTER or PPRPC_RANKS.  Returns 0 with no ranks
+ * when neither is set. */
+static int load_ranks(struct pg_registry *pr, char *err, size_t errlen)
+{
+	const char *cluster = getenv("PPRPC_CLUSTER"), *ranks = getenv("PPRPC_RANKS");
+	int rc = 0;
+
+	if (cluster && *cluster) {
+		pprpc_cluster *cl = NULL;
+
+		rc = pprpc_cluster_load(cluster, &cl, err, errlen);
+		if (rc < 0)
+			return rc;
+		for (int i = 0; i < pprpc_cluster_size(cl) && rc == 0; i++)
+			rc = add_rank(pr, pprpc_cluster_name(cl, i), pprpc_cluster_addr(cl, i), err, errlen);
+		pprpc_cluster_free(cl);
+		return rc;
+	}
+	if (ranks && *ranks) {
+		char *copy = strdup(ranks), *save = NULL, *tok;
+
+		if (!copy)
+			return PPRPC_ENOMEM;
+		for (tok = strtok_r(copy, ",", &save); tok && rc == 0; tok = strtok_r(NULL, ",", &save)) {
+			while (*tok == ' ')
+				tok++;
+			if (*tok)
+				rc = add_rank(pr, NULL, tok, err, errlen);
+		}
+		free(copy);
+	}
+	return rc;
+}
+
+/* The ggml devices of rank r, from its STATS (DeviceInfo with ggml_*). */
+static int add_devices(struct pg_registry *pr, struct pg_rank *r, char *err, size_t errlen)
+{
+	Pprpc__Stats req = PPRPC__STATS__INIT;
+	ProtobufCMessage *rep = NULL;
+	const Pprpc__StatsReply *s;
+	int rc, found = 0;
+
+	rc = pg_call(r, MSG_STATS, &req.base, &pprpc__stats_reply__descriptor, &rep);
+	if (rc < 0) {
+		snprintf(err, errlen, "STATS: %s", pprpc_last_error(r->c));
+		return rc;
+	}
+	s = (const Pprpc__StatsReply *)rep;
+	for (size_t i = 0; i < s->n_devices && rc == 0; i++) {
+		const Pprpc__DeviceInfo *di = s->devices[i]->info;
+		struct pg_device *d;
+
+		if (!di || !di->kind || strcmp(di->kind, "ggml") != 0)
+			continue; /* native devices run pprpc graphs, not ggml's */
+		if (pr->ndev >= PG_MAX_DEVICES) {
+			snprintf(err, errlen, "more than %d devices", PG_MAX_DEVICES);
+			rc = PPRPC_ELIMIT;
+			break;
+		}
+		rc = pg_device_create(pr, r, di, pr->ndev, &d, err, errlen);
+		if (rc == 0) {
+			pr->dev[pr->ndev++] = d;
+			found++;
+		}
+	}
+	meta_free(rep);
+	if (rc == 0 && !found)
+		PG_LOG_WARN("pprpc: rank %d %s (%s) serves no ggml device (pprpcd --devices ggml:CPU, ggml:CUDA0, ...)\n",
+			      r->index, r->name, r->addr);
+	return rc;
+}
+
+static void registry_free(struct pg_registry *pr)
+{
+	for (int i = 0; i < pr->ndev; i++)
+		pg_device_destroy(pr->dev[i]);
+	for (int i = 0; i < pr->nrank; i++)
+		pg_rank_close(&pr->rank[i]);
+	free(pr);
+}
+
+static struct pg_registry *registry_new(void)
+{
+	struct pg_registry *pr = calloc(1, sizeof(*pr));
+	char err[768] = "";
+	int rc;
+
+	if (!pr) {
+		PG_LOG_ERROR("pprpc: out of memory\n");
+		return NULL;
+	}
+	pr->reg.api_version = GGML_BACKEND_API_VERSION;
+	pr->reg.iface = reg_iface;
+	pr->reg.context = pr;
+	rc = load_ranks(pr, err, sizeof(err));
+	if (rc < 0) {
+		PG_LOG_ERROR("pprpc: rank list: %s\n", err[0] ? err : pprpc_strerror(rc));
+		goto fail;
+	}
+	if (pr->nrank == 0)
+		PG_LOG_WARN("pprpc: no ranks configured (set PPRPC_RANKS=host:port,... or PPRPC_CLUSTER=file): "
+			      "no PPRPC devices\n");
+	for (int i = 0; i < pr->nrank; i++) {
+		struct pg_rank *r = &pr->rank[i];
+
+		rc = pg_rank_open(r, err, sizeof(err));
+		if (rc == 0)
+			rc = add_devices(pr, r, err, sizeof(err));
+		if (rc < 0) {
+			PG_LOG_ERROR("pprpc: rank %d %s (%s): %s\n", r->index, r->name, r->addr, err);
+			goto fail;
+		}
+	}
+	for (int i = 0; i < pr->ndev; i++)
+		PG_LOG_INFO("pprpc: %s = %s%s\n", pr->dev[i]->name, pr->dev[i]->desc,
+			      pr->dev[i]->async ? "" : " (no async/events: no pipeline parallelism)");
+	return pr;
+fail:
+	registry_free(pr);
+	return NULL;
+}
+
+/* ggml_backend_load calls this once per dlopen; the registry stays for the
+ * life of the process (ggml never gives it back). */
+__attribute__((visibility("default"))) ggml_backend_reg_t ggml_backend_init(void);
+
+ggml_backend_reg_t ggml_backend_init(void)
+{
+	if (!g_reg)
+		g_reg = registry_new();
+	return g_reg ? &g_reg->reg : NULL;
+}

@@ -1,0 +1,358 @@
+/*
+ * ggml-pprpc/serialize.c — ggml tensors and graphs in wire form
+ * (GgmlTensor / GgmlGraphCreate, doc/ggml.md).
+ *
+ * Pointers never travel.  Each tensor gets an index; its sources and view
+ * source are indices that precede it.  Its bytes are a buffer handle plus an
+ * offset on the rank (views too: the daemon checks them against the view
+ * source).  Only the graph's nodes are work: a source that is not a node of
+ * this graph (a weight, an input, a node of an earlier split or of another
+ * 1-node view) travels as a plain tensor with op NONE, so its own sources
+ * do not come along and the serialization depends only on what the graph
+ * computes — which is also what makes it a good cache key.  A view keeps
+ * its view source either way.
+ *
+ * The arrays of the wire messages point into the ggml tensors (ne, nb,
+ * op_params, name) and into per-tensor storage here (src), so a wire form is
+ * valid while the graph is.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ggml-pprpc/pg.h"
+
+_Static_assert(sizeof(size_t) == sizeof(uint64_t), "nb travels as uint64 (64-bit hosts only)");
+_Static_assert(GGML_MAX_SRC == 10 && GGML_MAX_OP_PARAMS == 64 && GGML_MAX_DIMS == 4,
+	       "the wire form (proto/pprpc.proto GgmlTensor) assumes ggml's limits");
+
+enum { NODE_PENDING = -2, ABSENT = -1 };
+
+/* Recursion only follows view chains and, for nodes, sources that are
+ * nodes not yet emitted (none in a topologically ordered graph). */
+#define MAX_DEPTH 4096
+
+static size_t ptr_hash(const void *p, size_t cap)
+{
+	uint64_t v = (uint64_t)(uintptr_t)p;
+
+	v ^= v >> 33;
+	v *= 0xff51afd7ed558ccdULL;
+	v ^= v >> 33;
+	return (size_t)v & (cap - 1);
+}
+
+static int map_grow(struct pg_wire *w)
+{
+	size_t ncap = w->mapcap ? w->mapcap * 2 : 1024, i;
+	const struct ggml_tensor **nk = calloc(ncap, sizeof(*nk));
+	int32_t *nv = malloc(ncap * sizeof(*nv));
+
+	if (!nk || !nv) {
+		free(nk);
+		free(nv);
+		return -1;
+	}
+	for (i = 0; i < w->mapcap; i++) {
+		size_t h;
+
+		if (!w->keys[i])
+			continue;
+		for (h = ptr_hash(w->keys[i], ncap); nk[h]; h = (h + 1) & (ncap - 1))
+			;
+		nk[h] = w->keys[i];
+		nv[h] = w->vals[i];
+	}
+	free(w->keys);
+	free(w->vals);
+	w->keys = nk;
+	w->vals = nv;
+	w->mapcap = ncap;
+	return 0;
+}
+
+/* Slot of t in the map (present or where it would go). */
+static size_t map_slot(const struct pg_wire *w, const struct ggml_tensor *t)
+{
+	size_t h = ptr_hash(t, w->mapcap);
+
+	while (w->keys[h] && w->keys[h] != t)
+		h = (h + 1) & (w->mapcap - 1);
+	return h;
+}
+
+static int32_t map_get(const struct pg_wire *w, const struct ggml_tensor *t)
+{
+	size_t h;
+
+	if (!w->mapcap)
+		return ABSENT;
+	h = map_slot(w, t);
+	return w->keys[h] ? w->vals[h] : ABSENT;
+}
+
+static int map_put(struct pg_wire *w, const struct ggml_tensor *t, int32_t v)
+{
+	size_t h;
+
+	/* load factor below 1/2 */
+	if ((w->mapused + 1) * 2 > w->mapcap && map_grow(w) < 0)
+		return -1;
+	h = map_slot(w, t);
+	if (!w->keys[h])
+		w->mapused++;
+	w->keys[h] = t;
+	w->vals[h] = v;
+	return 0;
+}
+
+static int grow_tensors(struct pg_wire *w)
+{
+	size_t ncap = w->cap ? w->cap * 2 : 256;
+	Pprpc__GgmlTensor *nt = realloc(w->t, ncap * sizeof(*nt));
+	int32_t *ns;
+
+	if (!nt)
+		return -1;
+	w->t = nt;
+	ns = realloc(w->src, ncap * GGML_MAX_SRC * sizeof(*ns));
+	if (!ns)
+		return -1;
+	w->src = ns;
+	w->cap = ncap;
+	return 0;
+}
+
+static int note_buffer(struct pg_wire *w, uint64_t h)
+{
+	for (size_t i = 0; i < w->nbufs; i++)
+		if (w->bufs[i] == h)
+			return 0;
+	if (w->nbufs == w->bufcap) {
+		size_t ncap = w->bufcap ? w->bufcap * 2 : 8;
+		uint64_t *nb = realloc(w->bufs, ncap * sizeof(*nb));
+
+		if (!nb)
+			return -1;
+		w->bufs = nb;
+		w->bufcap = ncap;
+	}
+	w->bufs[w->nbufs++] = h;
+	return 0;
+}
+
+/* op_params without trailing zero words (zero by contract on the daemon). */
+static size_t used_params(const struct ggml_tensor *t)
+{
+	size_t n = GGML_MAX_OP_PARAMS / sizeof(int32_t);
+
+	while (n > 0 && t->op_params[n - 1] == 0)
+		n--;
+	return n * sizeof(int32_t);
+}
+
+static int32_t visit(struct pg_wire *w, const struct ggml_tensor *t, int depth);
+
+/* Emit t (its sources already have indices in srcs/view). */
+static int32_t emit(struct pg_wire *w, const struct ggml_tensor *t, int is_node, const int32_t *srcs, int32_t view)
+{
+	Pprpc__GgmlTensor *m;
+	int32_t idx = (int32_t)w->n, nsrc = 0;
+
+	if (w->n == w->cap && grow_tensors(w) < 0)
+		goto nomem;
+	m = &w->t[w->n];
+	pprpc__ggml_tensor__init(m);
+	m->type = (uint32_t)t->type;
+	m->n_ne = GGML_MAX_DIMS;
+	m->ne = (int64_t *)t->ne;
+	m->n_nb = GGML_MAX_DIMS;
+	m->nb = (uint64_t *)t->nb;
+	m->op = is_node ? (uint32_t)t->op : (uint32_t)GGML_OP_NONE;
+	/* flags say how a graph uses a tensor; an op query is about the op */
+	m->flags = w->with_buffers ? t->flags : 0;
+	m->view_src = view;
+	m->view_offs = view >= 0 ? (uint64_t)t->view_offs : 0;
+	m->src = w->src + (size_t)idx * GGML_MAX_SRC;
+	if (is_node) {
+		m->op_params.data = (uint8_t *)t->op_params;
+		m->op_params.len = used_params(t);
+		for (int i = 0; i < GGML_MAX_SRC; i++) {
+			m->src[i] = srcs[i];
+			if (srcs[i] >= 0)
+				nsrc = i + 1;
+		}
+	}
+	m->n_src = (size_t)nsrc;
+	m->name = w->with_names ? (char *)t->name : (char *)"";
+	if (w->with_buffers) {
+		struct pg_buffer *b;
+		uint64_t off;
+
+		if (pg_tensor_loc(t, &b, &off) < 0) {
+			snprintf(w->err, sizeof(w->err), "tensor '%.64s' (%s) is not in a buffer of this plugin", t->name,
+				 ggml_op_desc(t));
+			return -1;
+		}
+		if (b->dev != w->dev) {
+			snprintf(w->err, sizeof(w->err), "tensor '%.64s' is in a buffer of %s, not of %s", t->name,
+				 b->dev->name, w->dev->name);
+			return -1;
+		}
+		m->buffer = b->handle;
+		m->offset = off;
+		if (note_buffer(w, b->handle) < 0)
+			goto nomem;
+	}
+	if (map_put(w, t, idx) < 0)
+		goto nomem;
+	w->n++;
+	return idx;
+nomem:
+	snprintf(w->err, sizeof(w->err), "out of memory serializing a graph");
+	return -1;
+}
+
+static int32_t visit(struct pg_wire *w, const struct ggml_tensor *t, int depth)
+{
+	int32_t srcs[GGML_MAX_SRC], view = -1, idx = map_get(w, t);
+	int is_node = idx == NODE_PENDING;
+
+	if (idx >= 0)
+		return idx;
+	if (depth > MAX_DEPTH) {
+		snprintf(w->err, sizeof(w->err), "graph nested deeper than %d tensors at '%.64s'", MAX_DEPTH, t->name);
+		return -1;
+	}
+	for (int i = 0; i < GGML_MAX_SRC; i++) {
+		srcs[i] = -1;
+		if (is_node && t->src[i] && (srcs[i] = visit(w, t->src[i], depth + 1)) < 0)
+			return -1;
+	}
+	if (t->view_src && (view = visit(w, t->view_src, depth + 1)) < 0)
+		return -1;
+	return emit(w, t, is_node, srcs, view);
+}
+
+static void wire_init(struct pg_wire *w, struct pg_device *d, int with_buffers, int with_names)
+{
+	memset(w, 0, sizeof(*w));
+	w->dev = d;
+	w->with_buffers = with_buffers;
+	w->with_names = with_names;
+}
+
+static int finish(struct pg_wire *w)
+{
+	w->tp = malloc((w->n ? w->n : 1) * sizeof(*w->tp));
+	if (!w->tp) {
+		snprintf(w->err, sizeof(w->err), "out of memory serializing a graph");
+		return PPRPC_ENOMEM;
+	}
+	for (size_t i = 0; i < w->n; i++) {
+		w->tp[i] = &w->t[i];
+		/* the src arrays moved with every realloc of w->src */
+		w->t[i].src = w->src + i * GGML_MAX_SRC;
+	}
+	return 0;
+}
+
+int pg_wire_graph(struct pg_wire *w, struct pg_device *d, const struct ggml_cgraph *g, int with_names)
+{
+	int n = ggml_graph_n_nodes((struct ggml_cgraph *)g);
+
+	wire_init(w, d, 1, with_names);
+	w->nodes = malloc((size_t)(n ? n : 1) * sizeof(*w->nodes));
+	if (!w->nodes)
+		goto nomem;
+	/* mark the nodes first: a tensor is work only if it is one of them.  A
+	 * node with op NONE (test-backend-ops adds sentinels so) computes
+	 * nothing in any backend: it travels as the plain tensor it is. */
+	for (int i = 0; i < n; i++) {
+		const struct ggml_tensor *t = ggml_graph_node((struct ggml_cgraph *)g, i);
+
+		if (t->op != GGML_OP_NONE && map_get(w, t) == ABSENT) {
+			if (map_put(w, t, NODE_PENDING) < 0)
+				goto nomem;
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		const struct ggml_tensor *t = ggml_graph_node((struct ggml_cgraph *)g, i);
+		int32_t idx;
+
+		if (t->op == GGML_OP_NONE)
+			continue;
+		idx = visit(w, t, 0);
+		if (idx < 0)
+			return PPRPC_EINVAL;
+		/* a node listed twice runs twice, as ggml would run it */
+		w->nodes[w->nnodes++] = idx;
+	}
+	return finish(w);
+nomem:
+	snprintf(w->err, sizeof(w->err), "out of memory serializing a graph");
+	return PPRPC_ENOMEM;
+}
+
+int pg_wire_op(struct pg_wire *w, struct pg_device *d, const struct ggml_tensor *op, int32_t *ret_node)
+{
+	int32_t idx;
+
+	wire_init(w, d, 0, 0);
+	if (map_put(w, op, NODE_PENDING) < 0) {
+		snprintf(w->err, sizeof(w->err), "out of memory");
+		return PPRPC_ENOMEM;
+	}
+	idx = visit(w, op, 0);
+	if (idx < 0)
+		return PPRPC_EINVAL;
+	*ret_node = idx;
+	return finish(w);
+}
+
+void pg_wire_free(struct pg_wire *w)
+{
+	free(w->t);
+	free(w->tp);
+	free(w->src);
+	free(w->nodes);
+	free(w->bufs);
+	free(w->keys);
+	free(w->vals);
+	memset(w, 0, sizeof(*w));
+}
+
+static int pack(const ProtobufCMessage *m, uint8_t **ret, size_t *ret_len)
+{
+	size_t len = protobuf_c_message_get_packed_size(m);
+	uint8_t *p = malloc(len ? len : 1);
+
+	if (!p)
+		return PPRPC_ENOMEM;
+	protobuf_c_message_pack(m, p);
+	*ret = p;
+	*ret_len = len;
+	return 0;
+}
+
+int pg_wire_pack_graph(const struct pg_wire *w, uint32_t device, uint8_t **ret, size_t *ret_len)
+{
+	Pprpc__GgmlGraphCreate m = PPRPC__GGML_GRAPH_CREATE__INIT;
+
+	m.device = device;
+	m.n_tensors = w->n;
+	m.tensors = w->tp;
+	m.n_nodes = w->nnodes;
+	m.nodes = w->nodes;
+	return pack(&m.base, ret, ret_len);
+}
+
+int pg_wire_pack_op(const struct pg_wire *w, int32_t node, uint8_t **ret, size_t *ret_len)
+{
+	Pprpc__GgmlSupports m = PPRPC__GGML_SUPPORTS__INIT;
+
+	m.n_tensors = w->n;
+	m.tensors = w->tp;
+	m.node = node;
+	return pack(&m.base, ret, ret_len);
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# tests/llama/generate.sh — end to end: llama.cpp's llama-completion, greedy,
+# on a saved random model, over two pprpcd ranks through the plugin; the
+# tokens must be identical to the CPU's.
+#
+# The model comes from test-llama-archs -o (random weights, fixed seed),
+# with a small SentencePiece vocabulary added so the tool can tokenize a
+# prompt (gguf-add-vocab).  Both runs: same prompt, 64 tokens, temperature
+# 0, --ignore-eos.  The plugin run offloads every layer (-ngl 99) to
+# PPRPC0 and PPRPC1 (-sm layer, the default), so llama.cpp pipelines the
+# ubatches (-ub 8: the prompt is several of them) and the layer boundary
+# crosses from rank 0 to rank 1 daemon to daemon.  Checked besides the
+# tokens: llama.cpp says pipeline parallelism is on, both devices got
+# layers, the graphs were created once and run many times (the daemons'
+# own counters), and the boundary went SEND/RECV between the ranks.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/llama/lib.sh
+
+TLA=$LLAMA_BIN/test-llama-archs
+LC=$LLAMA_BIN/llama-completion
+VOCAB=$BUILD/tests/gguf-add-vocab
+require_llama "generate" "$TLA" "$LC" "$VOCAB"
+ARCH=${PPRPC_GEN_ARCH:-llama}
+SEED=${PPRPC_GEN_SEED:-3}
+
+mkdir -p "$TMP_ROOT/models"
+"$TLA" -o "$TMP_ROOT/models" -a "$ARCH" -s "$SEED" >"$TMP_ROOT/save.log" 2>&1 ||
+	{ cat "$TMP_ROOT/save.log" >&2; fail "test-llama-archs -o failed"; }
+"$VOCAB" "$TMP_ROOT/models/$ARCH-dense.gguf" "$TMP_ROOT/model.gguf" || fail "gguf-add-vocab failed"
+
+prompt="the quick brown fox jumps over the lazy dog, then it runs far away into the green hills"
+gen=(-m "$TMP_ROOT/model.gguf" -p "$prompt" -n 64 --temp 0 --ignore-eos -c 256 -b 64 -ub 8
+	-no-cnv -t 1 --simple-io --no-display-prompt --no-warmup)
+
+"$LC" "${gen[@]}" -ngl 0 >"$TMP_ROOT/cpu.txt" 2>"$TMP_ROOT/cpu.log" || { tail "$TMP_ROOT/cpu.log" >&2; fail "CPU run failed"; }
+
+start_rank || fail "cannot start rank 0"
+start_rank || fail "cannot start rank 1"
+# -dev: this llama.cpp build links its CPU backend in, so llama.cpp itself
+# never calls ggml_backend_load_all(); naming devices makes the tool load
+# every backend, GGML_BACKEND_PATH's included (README: Using pprpc from
+# llama.cpp).  -lv 4: the model-loading lines checked below.
+with_plugin "$LC" "${gen[@]}" -ngl 99 -dev PPRPC0,PPRPC1 -ts 1,1 -lv 4 >"$TMP_ROOT/pprpc.txt" 2>"$TMP_ROOT/pprpc.log"
+rc=$?
+[ $rc = 0 ] || { tail -n 30 "$TMP_ROOT/pprpc.log" >&2; fail "llama-completion over the ranks exited with $rc"; }
+
+echo "CPU:   $(head -c 200 "$TMP_ROOT/cpu.txt")"
+echo "pprpc: $(head -c 200 "$TMP_ROOT/pprpc.txt")"
+[ -s "$TMP_ROOT/cpu.txt" ] || fail "the CPU run generated nothing"
+cmp -s "$TMP_ROOT/cpu.txt" "$TMP_ROOT/pprpc.txt" || fail "tokens differ from the CPU run"
+
+grep -q "pipeline parallelism enabled" "$TMP_ROOT/pprpc.log" || fail "llama.cpp did not enable pipeline parallelism"
+for dev in PPRPC0 PPRPC1; do
+	grep -Eq "$dev model buffer size" "$TMP_ROOT/pprpc.log" ||
+		fail "$dev got no part of the model"
+done
+grep "pipeline parallelism enabled\|model buffer size\|graph splits\|pprpc: PPRPC" "$TMP_ROOT/pprpc.log" | sed 's/^[0-9.]* [A-Z] //'
+
+# the daemons' view (pprpcctl stats): graphs created once and re-run, the
+# boundary daemon to daemon
+for i in 0 1; do
+	"$PPRPCCTL" stats --rank "${RANK_ADDRS[$i]}" >"$TMP_ROOT/stats$i.txt" || fail "pprpcctl stats rank $i"
+	read -r creates runs < <(sed -n 's/.*graph creates \([0-9]*\), graph runs \([0-9]*\).*/\1 \2/p' "$TMP_ROOT/stats$i.txt" |
+		awk '{c += $1; r += $2} END {print c + 0, r + 0}')
+	echo "rank $i: graphs created $creates, run $runs"
+	[ "$creates" -gt 0 ] && [ "$runs" -gt "$creates" ] || fail "rank $i: expected graphs run more often than created"
+done
+sent=$(awk '$2 == "send" {n += $4} END {print n + 0}' "$TMP_ROOT/stats0.txt")
+recv=$(awk '$2 == "recv" {n += $4} END {print n + 0}' "$TMP_ROOT/stats1.txt")
+echo "boundary: rank 0 sent $sent, rank 1 received $recv transfers daemon to daemon"
+[ "$sent" -gt 0 ] && [ "$recv" -gt 0 ] || fail "no boundary transfers between the ranks"
+echo "generate: passed (64 tokens identical to the CPU)"

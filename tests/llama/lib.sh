@@ -1,0 +1,116 @@
+# tests/llama/lib.sh — shared by the llama.cpp test drivers (sourced).
+#
+# Ranks are real pprpcd processes on 127.0.0.1 with ephemeral ports, each
+# serving one ggml:CPU device, started here and stopped by PID.  Their logs
+# stay in a temporary directory, printed when a test fails.
+#
+# Environment: BUILD (pprpc build tree, default build), LLAMA_BIN (llama.cpp
+# binaries, default ext/llama.cpp/build-cpu/bin), GGML_ON (0 = skip: the
+# llama.cpp build is absent), RANK_THREADS (threads per rank, default 1).
+
+BUILD=${BUILD:-build}
+LLAMA_BIN=${LLAMA_BIN:-ext/llama.cpp/build-cpu/bin}
+PPRPCD=${PPRPCD:-$BUILD/bin/pprpcd}
+PPRPCCTL=${PPRPCCTL:-$BUILD/bin/pprpcctl}
+PLUGIN=${PLUGIN:-$BUILD/lib/libggml-pprpc.so}
+RANK_THREADS=${RANK_THREADS:-1}
+
+TMP_ROOT=$(mktemp -d /tmp/pprpc-llama-XXXXXX)
+RANK_PIDS=()
+RANK_ADDRS=()
+RANK_DIRS=()
+FAILED=0
+
+# Skip (exit 0 with the reason) when the pinned llama.cpp build is absent.
+require_llama() {
+	local what=$1; shift
+	if [ "${GGML_ON:-1}" = 0 ]; then
+		echo "$what: skipped: pprpc built without the pinned llama.cpp (GGML_ON=0; run \`make llama\`)"
+		exit 0
+	fi
+	for f in "$@" "$PLUGIN" "$PPRPCD"; do
+		if [ ! -e "$f" ]; then
+			echo "$what: skipped: $f is missing (run \`make llama\` then \`make\`)"
+			exit 0
+		fi
+	done
+}
+
+# start_rank [extra pprpcd flags...]: appends to RANK_PIDS / RANK_ADDRS.
+start_rank() {
+	local i=${#RANK_PIDS[@]}
+	local dir=$TMP_ROOT/rank$i
+	mkdir -p "$dir"
+	"$PPRPCD" --listen 127.0.0.1:0 --port-file "$dir/port" --devices ggml:CPU \
+		--threads "$RANK_THREADS" --memory-floor-mib 256 --log-level info "$@" >"$dir/log" 2>&1 &
+	local pid=$!
+	for _ in $(seq 1 2000); do
+		if [ -s "$dir/port" ]; then
+			RANK_PIDS+=("$pid")
+			RANK_ADDRS+=("127.0.0.1:$(cat "$dir/port")")
+			RANK_DIRS+=("$dir")
+			return 0
+		fi
+		if ! kill -0 "$pid" 2>/dev/null; then
+			break
+		fi
+		sleep 0.01
+	done
+	echo "rank $i did not start listening; its log:" >&2
+	cat "$dir/log" >&2
+	kill "$pid" 2>/dev/null
+	return 1
+}
+
+# The PPRPC_RANKS value for the ranks started so far.
+ranks_env() {
+	local IFS=,
+	echo "${RANK_ADDRS[*]}"
+}
+
+dump_rank_logs() {
+	for d in "${RANK_DIRS[@]}"; do
+		echo "---- $d/log ----" >&2
+		tail -n 60 "$d/log" >&2
+	done
+}
+
+# Stop every rank started (SIGTERM, then SIGKILL after 10 s), by PID.
+stop_ranks() {
+	for pid in "${RANK_PIDS[@]}"; do
+		kill -TERM "$pid" 2>/dev/null
+	done
+	for pid in "${RANK_PIDS[@]}"; do
+		for _ in $(seq 1 1000); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.01
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			kill -KILL "$pid" 2>/dev/null
+		fi
+		wait "$pid" 2>/dev/null
+	done
+	RANK_PIDS=()
+}
+
+cleanup() {
+	stop_ranks
+	if [ "$FAILED" != 0 ] || [ -n "${PPRPC_KEEP_LOGS:-}" ]; then
+		dump_rank_logs
+		echo "(logs kept in $TMP_ROOT)" >&2
+	else
+		rm -rf "$TMP_ROOT"
+	fi
+}
+trap cleanup EXIT
+
+fail() {
+	echo "FAIL: $*" >&2
+	FAILED=1
+	exit 1
+}
+
+# Run a llama.cpp tool with the plugin and the ranks (env for the command).
+with_plugin() {
+	GGML_BACKEND_PATH=$(realpath "$PLUGIN") PPRPC_RANKS=$(ranks_env) "$@"
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# tests/llama/rank-loss.sh — a rank killed during generation: the llama.cpp
+# tool must end with a clear error naming the rank within a bound (no
+# hang), and the surviving rank must keep serving.
+#
+# llama-completion generates up to 3000 tokens over two ranks (the same
+# random model as generate.sh); once it has printed some, rank 1 gets
+# SIGKILL.  Required: the tool exits non-zero within LOSS_BOUND_S (default
+# 20) seconds of the kill, its stderr has the plugin's error naming rank 1
+# and its address; then rank 0 still answers pprpcctl status, and a new
+# generation on rank 0 alone gives the CPU's tokens.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/llama/lib.sh
+
+TLA=$LLAMA_BIN/test-llama-archs
+LC=$LLAMA_BIN/llama-completion
+VOCAB=$BUILD/tests/gguf-add-vocab
+require_llama "rank-loss" "$TLA" "$LC" "$VOCAB"
+BOUND=${LOSS_BOUND_S:-20}
+
+mkdir -p "$TMP_ROOT/models"
+"$TLA" -o "$TMP_ROOT/models" -a llama -s 3 >"$TMP_ROOT/save.log" 2>&1 || fail "test-llama-archs -o failed"
+"$VOCAB" "$TMP_ROOT/models/llama-dense.gguf" "$TMP_ROOT/model.gguf" || fail "gguf-add-vocab failed"
+
+start_rank || fail "cannot start rank 0"
+start_rank || fail "cannot start rank 1"
+
+long=(-m "$TMP_ROOT/model.gguf" -p "the quick brown fox" -n 3000 --temp 0 --ignore-eos -c 4096
+	-no-cnv -t 1 --simple-io --no-display-prompt --no-warmup -ngl 99 -dev PPRPC0,PPRPC1 -ts 1,1)
+with_plugin "$LC" "${long[@]}" >"$TMP_ROOT/gen.txt" 2>"$TMP_ROOT/gen.log" &
+tool=$!
+
+# wait for generation to be under way (some tokens printed)
+for _ in $(seq 1 3000); do
+	[ "$(wc -c <"$TMP_ROOT/gen.txt")" -ge 20 ] && break
+	kill -0 $tool 2>/dev/null || break
+	sleep 0.01
+done
+kill -0 $tool 2>/dev/null || { tail "$TMP_ROOT/gen.log" >&2; fail "the tool ended before the rank was killed"; }
+[ "$(wc -c <"$TMP_ROOT/gen.txt")" -ge 20 ] || fail "no tokens after 30 s"
+
+victim=${RANK_PIDS[1]}
+kill -KILL "$victim"
+wait "$victim" 2>/dev/null
+t0=$(date +%s%N)
+dead=0
+for _ in $(seq 1 $((BOUND * 20))); do
+	if ! kill -0 $tool 2>/dev/null; then dead=1; break; fi
+	sleep 0.05
+done
+if [ $dead = 0 ]; then
+	kill -KILL $tool 2>/dev/null
+	fail "the tool still ran ${BOUND}s after rank 1 was killed (hang)"
+fi
+wait $tool
+rc=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+secs=$(printf "%d.%03d" $((ms / 1000)) $((ms % 1000)))
+echo "tool ended ${secs}s after the kill, exit status $rc, having printed $(wc -c <"$TMP_ROOT/gen.txt") bytes"
+grep "pprpc" "$TMP_ROOT/gen.log" | grep -v "^.*pprpc: PPRPC[0-9]* = " | tail -n 3
+[ $rc != 0 ] || fail "the tool exited 0 although a rank died"
+grep -q "rank 1 .*${RANK_ADDRS[1]}" "$TMP_ROOT/gen.log" || fail "no error naming rank 1 (${RANK_ADDRS[1]})"
+
+# the survivor
+"$PPRPCCTL" status --rank "${RANK_ADDRS[0]}" >"$TMP_ROOT/status.txt" 2>&1 || { cat "$TMP_ROOT/status.txt" >&2; fail "rank 0 does not answer"; }
+short=(-m "$TMP_ROOT/model.gguf" -p "the quick brown fox" -n 16 --temp 0 --ignore-eos -c 256
+	-no-cnv -t 1 --simple-io --no-display-prompt --no-warmup)
+"$LC" "${short[@]}" -ngl 0 >"$TMP_ROOT/cpu.txt" 2>/dev/null || fail "CPU run failed"
+GGML_BACKEND_PATH=$(realpath "$PLUGIN") PPRPC_RANKS=${RANK_ADDRS[0]} "$LC" "${short[@]}" -ngl 99 -dev PPRPC0 \
+	>"$TMP_ROOT/after.txt" 2>"$TMP_ROOT/after.log" || { tail "$TMP_ROOT/after.log" >&2; fail "rank 0 cannot serve a new run"; }
+cmp -s "$TMP_ROOT/cpu.txt" "$TMP_ROOT/after.txt" || fail "rank 0 alone: tokens differ from the CPU"
+echo "rank-loss: passed (clear error in ${secs}s; rank 0 kept serving: a new run matched the CPU)"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# tests/llama/run.sh [--full] — llama.cpp's own suites through the plugin
+# (make test-llama / make test-llama-full; make test runs the first):
+#   backend-ops.sh   test-backend-ops -b PPRPC0 (a fixed subset covering every op; --full: all cases)
+#   archs.sh         test-llama-archs with two ranks (a fixed list of architectures; --full: all)
+#   generate.sh      greedy generation with llama-completion over two ranks = the CPU's tokens
+#   rank-loss.sh     a rank killed during generation: clear error within a bound, the other serves on
+# Each starts its own pprpcd ranks on 127.0.0.1 and stops them.
+set -u
+cd "$(dirname "$0")/../.."
+mode=${1:-}
+if [ "${GGML_ON:-1}" = 0 ]; then
+	echo "test-llama: skipped: pprpc built without the pinned llama.cpp (GGML_ON=0; \`make llama\` builds it)"
+	exit 0
+fi
+rc=0
+for t in backend-ops archs generate rank-loss; do
+	echo "== tests/llama/$t.sh $mode"
+	case $t in
+	backend-ops|archs) tests/llama/$t.sh $mode || rc=1 ;;
+	*) tests/llama/$t.sh || rc=1 ;;
+	esac
+done
+[ $rc = 0 ] && echo "test-llama: all passed" || echo "test-llama: FAILED"
+exit $rc
