@@ -237,7 +237,7 @@ static void stats_json(const pprpc_stats *s, const char *rank)
 	}
 	printf("], \"rdma_status\": ");
 	jstr(s->rdma_status);
-	printf("], \"boundaries\": [");
+	printf(", \"boundaries\": [");
 	for (uint32_t i = 0; i < s->nboundaries; i++) {
 		const pprpc_boundary_stats *b = &s->boundaries[i];
 
