@@ -16,7 +16,7 @@ root=$PWD
 SRC=${1:-ext/llama.cpp}
 if [ "${LLAMA_CUDA:-0}" = 1 ]; then BUILD=${2:-$SRC/build-cuda}; else BUILD=${2:-$SRC/build-cpu}; fi
 JOBS=${JOBS:-$(nproc)}
-TARGETS=${LLAMA_TARGETS:-"ggml-base ggml-cpu ggml llama test-backend-ops test-llama-archs llama-bench llama-simple llama-completion llama-quantize llama-imatrix ggml-rpc-server"}
+TARGETS=${LLAMA_TARGETS:-"ggml-base ggml-cpu ggml llama test-backend-ops test-llama-archs llama-bench llama-simple llama-completion llama-quantize llama-imatrix llama-fit-params ggml-rpc-server"}
 
 [ -d "$SRC" ] || scripts/fetch-llama.sh "$SRC"
 
@@ -47,7 +47,7 @@ if ! ninja -C "$BUILD" -j "$JOBS" $TARGETS >"$log" 2>&1; then
 	echo "build-llama: ninja failed, see $log" >&2
 	exit 1
 fi
-for t in test-backend-ops test-llama-archs llama-bench llama-simple ggml-rpc-server; do
+for t in test-backend-ops test-llama-archs llama-bench llama-simple llama-completion llama-fit-params ggml-rpc-server; do
 	[ -x "$BUILD/bin/$t" ] || { echo "build-llama: $BUILD/bin/$t missing after the build" >&2; exit 1; }
 done
 echo "build-llama: $BUILD ready"

@@ -93,7 +93,8 @@ def summarize(cfg, res):
         hashes.update(v["hashes"])
         if not v["hashes"]:
             S["problems"].append("%s: no token hash" % s)
-    S["hash_match"] = len(hashes) == 1
+    S["hash_match"] = len(hashes) == 1 and all(v["hashes"] for v in S["sides"].values())
+    S["hash"] = next(iter(hashes)) if len(hashes) == 1 else None
     if len(hashes) > 1:
         S["problems"].append("token hashes differ: " + ", ".join(
             "%s %s" % (s, "/".join(v["hashes"])) for s, v in S["sides"].items()))
@@ -270,8 +271,9 @@ def print_table(cfg, res, S, out=None):
                                                          t["ci95"][1], "met" if t["met"] else "MISSED"))
     if res.get("trace"):
         w("\npipeline SVG: %s\n" % res["trace"].get("svg"))
-    w("\ntoken hash: %s\n" % ("equal on every side and round (%s)" % next(iter(
-        S["sides"].values()))["hashes"][0] if S["hash_match"] else "MISMATCH"))
+    w("\ntoken hash: %s\n" % (("equal on every side and round (%s)" % S["hash"]) if S["hash_match"] else
+                               "MISMATCH or missing: " + ", ".join("%s %s" % (s, "/".join(v["hashes"]) or "none")
+                                                                 for s, v in S["sides"].items())))
     if "cpu_reference_match" in S:
         w("local CPU reference hash: %s\n" % ("equal" if S["cpu_reference_match"] else "different"))
     if S["problems"]:
