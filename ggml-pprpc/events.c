@@ -14,6 +14,15 @@
  * waits in slices; after a slice without the value it FENCEs the queue,
  * which returns once everything before (the record included) completed, or
  * reports the failure at once.
+ *
+ * Round trips are what a decode step costs: llama.cpp's scheduler calls
+ * event_synchronize before every input it copies (the same event, recorded
+ * one pipeline copy ago, four times in a row) and synchronize on every
+ * backend twice per llama_decode.  Neither needs the rank when the answer is
+ * already known here: a value once reached stays reached (timelines only
+ * grow), a SIGNAL queued before a FENCE that completed without error has run,
+ * and a FENCE with nothing sent on the connection since the last one that
+ * completed has nothing left to wait for.
  */
 #include <stdlib.h>
 
@@ -73,11 +82,20 @@ void pg_device_sync(struct pg_device *d, const char *why)
 	struct pg_rank *r = d->rank;
 	int rc;
 
+	uint64_t signals;
+
 	pg_lock(r);
 	pg_check_alive(r, d->name, why);
+	if (d->fenced_next_id && r->c->next_id == d->fenced_next_id && !r->c->async_err) {
+		pg_unlock(r); /* nothing sent since the last completed FENCE */
+		return;
+	}
+	signals = d->signals;
 	rc = pprpc_synchronize(r->c, d->index);
 	if (rc < 0)
 		pg_fatal_rc(r, d->name, why, pg_rank_failed(r, rc));
+	d->signals_done = signals;
+	d->fenced_next_id = r->c->next_id;
 	pg_unlock(r);
 }
 
@@ -93,7 +111,13 @@ void pg_event_synchronize(ggml_backend_dev_t dev, ggml_backend_event_t ev)
 		return; /* never recorded: nothing to wait for */
 	pg_lock(r);
 	pg_check_alive(r, d->name, "event_synchronize (HOST_WAIT)");
+	if ((e->reached >= e->value || e->signal <= d->signals_done) && !r->c->async_err) {
+		pg_unlock(r); /* known to have run: no round trip */
+		return;
+	}
 	rc = pprpc_timeline_host_wait(r->c, e->tl, e->value, HOST_WAIT_SLICE_MS);
+	if (rc == 0)
+		e->reached = e->value;
 	if (rc == 0 && r->c->async_err) {
 		/* an async GET before the record failed: its bytes are not there */
 		rc = r->c->async_err;
@@ -127,6 +151,7 @@ void pg_event_record(ggml_backend_t backend, ggml_backend_event_t ev)
 	if (rc < 0)
 		pg_fatal_rc(r, e->dev->name, "event_record (SIGNAL)", pg_rank_failed(r, rc));
 	e->value++;
+	e->signal = ++e->dev->signals;
 	pg_unlock(r);
 }
 

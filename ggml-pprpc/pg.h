@@ -87,6 +87,12 @@ struct pg_device {
 	struct pg_cache *supports;            /* serialized op -> supported (0/1) */
 	struct pg_cache *alloc_sizes;         /* serialized op -> alloc size */
 	struct pg_stats st;
+	/* What a completed FENCE proves (events.c): every SIGNAL queued before
+	 * it ran, and nothing was sent since, so a later synchronize or
+	 * event_synchronize needs no round trip. */
+	uint64_t signals;        /* SIGNALs queued on this device's queue */
+	uint64_t signals_done;   /* of those, the ones before the last completed FENCE */
+	uint64_t fenced_next_id; /* the rank connection's next request id after that FENCE */
 };
 
 struct pg_registry {
@@ -113,6 +119,8 @@ struct pg_event {
 	struct pg_device *dev;
 	pprpc_timeline tl;
 	uint64_t value;          /* last recorded value (0: never recorded) */
+	uint64_t signal;         /* the device's SIGNAL count at that record */
+	uint64_t reached;        /* highest value known reached */
 };
 
 /* ---- rank.c ------------------------------------------------------------------ */
