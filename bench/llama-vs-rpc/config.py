@@ -53,6 +53,8 @@ def parse(argv=None):
     ap.add_argument("--pprpcd-arg", action="append", default=[], help="extra pprpcd argument (repeatable)")
     ap.add_argument("--json", help="write the results as JSON")
     ap.add_argument("--svg", help="SVG of the pipeline in the last round (a traced extra round, see README)")
+    ap.add_argument("--svg-phase", default="pp", choices=("pp", "tg"),
+                    help="what the traced round runs: the prompt run (default) or a decode run")
     ap.add_argument("--workdir", help="logs (default build/llama-vs-rpc/run-TIME)")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per llama.cpp invocation (default 900)")
     ap.add_argument("--llama-bin", default=os.environ.get("LLAMA_BIN", os.path.join(ROOT, "ext/llama.cpp/build-cpu/bin")))

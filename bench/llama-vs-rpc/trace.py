@@ -10,6 +10,7 @@ It adds a little latency to every message, so this round is not part of the
 table: it shows where the time goes, not how much there is.
 """
 
+import json
 import os
 import re
 import socket
@@ -198,9 +199,10 @@ class Proxy:
             pass
 
 
-def traced_round(bench, svg_path):
-    """Run one prompt run (llama-bench's warmup pass and timed pass) per remote
-    side through proxies; write the SVG; return what it drew."""
+def traced_round(bench, svg_path, phase="pp"):
+    """Run one prompt run (llama-bench's warmup pass and timed pass), or with
+    phase 'tg' one decode run, per remote side through proxies; write the SVG
+    and the events next to it (.json); return what it drew."""
     cfg = bench.cfg
     panels = []
     for kind in ("pprpc", "rpc"):
@@ -217,8 +219,12 @@ def traced_round(bench, svg_path):
             side.rpc = addrs
         err = None
         try:
-            r = bench.runner.bench(side, [max(cfg.prompts)], 0, cfg.ubatch, max(cfg.batch, cfg.ubatch))
-            tps = r["pp"].get(max(cfg.prompts), {}).get("tps")
+            if phase == "pp":
+                r = bench.runner.bench(side, [max(cfg.prompts)], 0, cfg.ubatch, max(cfg.batch, cfg.ubatch))
+                tps = r["pp"].get(max(cfg.prompts), {}).get("tps")
+            else:
+                r = bench.runner.bench(side, [], cfg.gen, cfg.ubatch, max(cfg.batch, cfg.ubatch))
+                tps = (r["tg"] or {}).get("tps")
         except workload.RunError as e:
             err, tps = str(e), None
         time.sleep(0.2)
@@ -232,7 +238,9 @@ def traced_round(bench, svg_path):
                 if ev:
                     lanes.append(("rank %d conn %d" % (i, c.cid), ev))
         panels.append({"side": kind, "lanes": lanes, "error": err, "tps": tps})
-    _write_svg(svg_path, cfg, panels)
+    _write_svg(svg_path, cfg, panels, phase)
+    with open(os.path.splitext(svg_path)[0] + ".json", "w") as f:
+        json.dump(panels, f)
     return {"svg": os.path.abspath(svg_path),
             "sides": {p["side"]: {"events": sum(len(l[1]) for l in p["lanes"]), "error": p["error"],
                                   "traced_tok_s": p["tps"]} for p in panels}}
@@ -245,29 +253,34 @@ def _cat(name):
     return "other", "#bab0ac"
 
 
-def _write_svg(path, cfg, panels):
+def _write_svg(path, cfg, panels, phase):
     W, left, lane_h, gap = 1100.0, 170.0, 22.0, 46.0
-    H = 70 + sum(gap + lane_h * max(1, len(p["lanes"])) for p in panels) + 30
-    o = ['<?xml version="1.0" encoding="UTF-8"?>',
-         '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">'
-         % (W + left + 20, H), '<rect width="100%" height="100%" fill="white"/>',
-         '<text x="10" y="18" font-size="14">llama-vs-rpc: llama-bench prompt run of %d tokens (warmup pass, then the '
-         'timed pass), ubatch %d, %d ranks, as the client sees each rank (recording proxy, not timed): a bar runs from a request to its reply, a thin bar is a command with no reply</text>'
-         % (max(cfg.prompts), cfg.ubatch, cfg.n)]
-    x = 10
-    for label, color, _ in CATEGORY + [("other", "#bab0ac", ())]:
-        o.append('<rect x="%d" y="28" width="12" height="10" fill="%s"/><text x="%d" y="37">%s</text>'
-                 % (x, color, x + 16, label))
-        x += 110
-    y = 60.0
     for p in panels:
         evs = [e for _, ev in p["lanes"] for e in ev]
         # from the first graph on: loading the weights is not the pipeline
-        t0 = min((e[1] for e in evs if _cat(e[0])[0] == "compute"), default=min((e[1] for e in evs), default=0.0))
-        p["lanes"] = [(n, [e for e in ev if e[2] >= t0]) for n, ev in p["lanes"]]
+        p["t0"] = min((e[1] for e in evs if _cat(e[0])[0] == "compute"), default=min((e[1] for e in evs), default=0.0))
+        p["t1"] = max((e[2] for e in evs), default=p["t0"] + 1.0)
+        p["lanes"] = [(n, [e for e in ev if e[2] >= p["t0"]]) for n, ev in p["lanes"]]
         p["lanes"] = [(n, ev) for n, ev in p["lanes"] if ev]
-        t1 = max((e[2] for e in evs), default=1.0)
-        span = max(t1 - t0, 1e-6)
+    H = 90 + sum(gap + lane_h * len(p["lanes"]) for p in panels)
+    o = ['<?xml version="1.0" encoding="UTF-8"?>',
+         '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">'
+         % (W + left + 20, H), '<rect width="100%" height="100%" fill="white"/>',
+         '<text x="10" y="18" font-size="14">llama-vs-rpc: %s, %d ranks, as the client sees each rank '
+         '(through a recording proxy, not timed)</text>' % (
+             ("llama-bench prompt run of %d tokens in ubatches of %d (its warmup pass, then the timed pass)"
+              % (max(cfg.prompts), cfg.ubatch)) if phase == "pp" else
+             ("llama-bench decode run of %d tokens (after a 1-token warmup)" % cfg.gen), cfg.n),
+         '<text x="10" y="50" font-size="11">a bar runs from a request to its reply; a thin bar is a command '
+         'that gets no reply (queued); hover for names, sizes and times</text>']
+    x = 10
+    for label, color, _ in CATEGORY + [("other", "#bab0ac", ())]:
+        o.append('<rect x="%d" y="26" width="12" height="10" fill="%s"/><text x="%d" y="35">%s</text>'
+                 % (x, color, x + 16, label))
+        x += 110
+    y = 64.0
+    for p in panels:
+        t0, span = p["t0"], max(p["t1"] - p["t0"], 1e-6)
         o.append('<text x="10" y="%.1f" font-weight="bold" font-size="13">%s: %s, time axis %.1f ms%s</text>'
                  % (y + 14, p["side"], "%.1f tok/s through the proxy" % p["tps"] if p["tps"] else "no result",
                     span * 1e3, (" (error: %s)" % p["error"].splitlines()[0][:80]) if p["error"] else ""))
