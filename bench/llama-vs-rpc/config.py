@@ -48,6 +48,8 @@ def parse(argv=None):
     ap.add_argument("--sides", default="pprpc,rpc,local", help="subset of pprpc,rpc,local (default all)")
     ap.add_argument("--sweep", default=None, help="ubatch sweep (default 512,1024,2048 GPU, 64,128,256 CPU; 'none' to skip)")
     ap.add_argument("--sweep-rounds", type=int, default=2, help="paired rounds per sweep ubatch (default 2)")
+    ap.add_argument("--no-boundary-probe", action="store_true",
+                    help="skip the decode run on rank 0 alone (the per-boundary cost: N ranks vs one)")
     ap.add_argument("--margin-mib", type=int, default=1536, help="skip a configuration leaving less free on a rank (default 1536)")
     ap.add_argument("--flash-attn", default=None, help="-fa on|off|auto for every side (default: llama.cpp's)")
     ap.add_argument("--pprpcd-arg", action="append", default=[], help="extra pprpcd argument (repeatable)")

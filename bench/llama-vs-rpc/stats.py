@@ -46,3 +46,21 @@ def median(v):
 def geomean(v):
     v = [x for x in v if x and x > 0]
     return math.exp(sum(math.log(x) for x in v) / len(v)) if v else None
+
+
+def mean_ci(v):
+    """Mean of v and a percentile bootstrap 95% CI (same resampling as ratio_ci)."""
+    v = [x for x in v if x is not None]
+    k = len(v)
+    if k == 0:
+        return None
+    r = 0xB007
+    bs = []
+    for _ in range(1000):
+        s = 0.0
+        for _ in range(k):
+            r = _mix(r)
+            s += v[r % k]
+        bs.append(s / k)
+    bs.sort()
+    return sum(v) / k, bs[24], bs[974]

@@ -20,8 +20,9 @@ import time
 
 
 class Side:
-    def __init__(self, name, env, devs, rpc=None):
+    def __init__(self, name, env, devs, rpc=None, split=None):
         self.name, self.env, self.devs, self.rpc = name, env, devs, rpc  # devs: device names or ['none']
+        self.split = split  # layer split over devs (-ts); None: one device
 
     def dev_args(self, sep):
         a = []
@@ -75,7 +76,7 @@ class Runner:
         c = self.cfg
         a = ["-m", c.model, "-t", str(side.threads), "-ub", str(ub), "-b", str(b)] + side.dev_args(sep)
         if side.name != "local" or c.local_ngl:
-            a += ["-ngl", "99", "-sm", "layer", "-ts", _split(c.split if side.name != "local" else [1], sep)]
+            a += ["-ngl", "99", "-sm", "layer", "-ts", _split(side.split or [1], sep)]
         if c.flash_attn:
             a += ["-fa", c.flash_attn]
         return a
