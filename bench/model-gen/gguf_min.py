@@ -90,38 +90,65 @@ class Writer:
     def string(self, key, v):
         self.add(key, VT.STRING, v)
 
-    def add_tensor(self, name, ne, ggml_type, nbytes, producer):
-        self.tensors.append((name, tuple(int(n) for n in ne), int(ggml_type), int(nbytes), producer))
+    def add_tensor(self, name, ne, ggml_type, nbytes, fn, args):
+        """fn(*args) yields the tensor's bytes; fn is a module-level function and
+        args plain values, so other processes can produce it (write(jobs=N))."""
+        self.tensors.append((name, tuple(int(n) for n in ne), int(ggml_type), int(nbytes), fn, args))
 
-    def write(self, path, progress=None):
+    def write(self, path, progress=None, jobs=1):
+        """Header first, then every tensor at its aligned offset, by `jobs`
+        processes (each tensor's bytes depend on nothing but its own
+        producer, so the file is the same for any number of jobs)."""
         names = [t[0] for t in self.tensors]
         if len(set(names)) != len(names):
             raise ValueError("duplicate tensor names")
         head = [b"GGUF", struct.pack("<IQQ", 3, len(self.tensors), len(self.kv))]
         for k, body in self.kv:
             head.append(_str(k) + body)
-        off = 0
-        for name, ne, gt, nbytes, _ in self.tensors:
+        off, offs = 0, []
+        for name, ne, gt, nbytes, _, _ in self.tensors:
             head.append(_str(name) + struct.pack("<I", len(ne)) + struct.pack("<%dQ" % len(ne), *ne)
                         + struct.pack("<IQ", gt, off))
+            offs.append(off)
             off += (nbytes + ALIGN - 1) // ALIGN * ALIGN
+        h = b"".join(head)
+        base = len(h) + (-len(h)) % ALIGN
         total = off
         tmp = path + ".part"
-        done = 0
         with open(tmp, "wb") as f:
-            h = b"".join(head)
             f.write(h)
-            f.write(b"\0" * ((-len(h)) % ALIGN))
-            for name, ne, gt, nbytes, producer in self.tensors:
-                n = 0
-                for chunk in producer():
-                    f.write(chunk)
-                    n += len(chunk)
-                if n != nbytes:
-                    raise RuntimeError("%s: produced %d bytes, expected %d" % (name, n, nbytes))
-                f.write(b"\0" * ((-n) % ALIGN))
-                done += n
+            f.write(b"\0" * (base - len(h)))
+            f.truncate(base + total)  # the alignment padding stays zero
+        # largest first, so the pool ends together
+        tasks = sorted(((tmp, base + offs[i], t[0], t[3], t[4], t[5]) for i, t in enumerate(self.tensors)),
+                       key=lambda x: -x[3])
+        done = 0
+        if jobs > 1 and len(tasks) > 1:
+            import multiprocessing
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                for n in pool.imap_unordered(_write_one, tasks):
+                    done += n
+                    if progress:
+                        progress(done, total)
+        else:
+            for t in tasks:
+                done += _write_one(t)
                 if progress:
                     progress(done, total)
         os.replace(tmp, path)
         return total
+
+
+def _write_one(task):
+    path, off, name, nbytes, fn, args = task
+    n = 0
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        for chunk in fn(*args):
+            os.pwrite(fd, chunk, off + n)
+            n += len(chunk)
+    finally:
+        os.close(fd)
+    if n != nbytes:
+        raise RuntimeError("%s: produced %d bytes, expected %d" % (name, n, nbytes))
+    return n
