@@ -48,6 +48,8 @@ def parse(argv=None):
     ap.add_argument("--sides", default="pprpc,rpc,local", help="subset of pprpc,rpc,local (default all)")
     ap.add_argument("--sweep", default=None, help="ubatch sweep (default 512,1024,2048 GPU, 64,128,256 CPU; 'none' to skip)")
     ap.add_argument("--sweep-rounds", type=int, default=2, help="paired rounds per sweep ubatch (default 2)")
+    ap.add_argument("--cpu-reference", choices=("on", "off"), default=None,
+                    help="with a GPU device: also hash a local CPU run, as information (default on)")
     ap.add_argument("--no-boundary-probe", action="store_true",
                     help="skip the decode run on rank 0 alone (the per-boundary cost: N ranks vs one)")
     ap.add_argument("--margin-mib", type=int, default=1536, help="skip a configuration leaving less free on a rank (default 1536)")
@@ -108,10 +110,10 @@ class Config:
         sw = a.sweep or ("512,1024,2048" if gpu else "64,128,256")
         self.sweep = [] if sw == "none" else [int(x) for x in sw.split(",")]
         self.reps, self.timeout, self.flash_attn = a.reps, a.timeout, a.flash_attn
-        self.local_ngl = gpu
         self.threads = a.threads
         self.client_threads = a.client_threads
         self.local_threads = a.local_threads or (a.client_threads if gpu else a.threads)
+        self.cpu_reference = a.cpu_reference == "on" or (gpu and a.cpu_reference != "off")
         self.hash_ctx = 64 + a.hash_tokens + 3 * a.hash_words
         self.start_timeout = 60
         # The ranks and the tools load the same ggml: the one next to the tools.

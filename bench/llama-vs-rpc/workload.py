@@ -75,7 +75,7 @@ class Runner:
     def _common(self, side, sep, ub, b):
         c = self.cfg
         a = ["-m", c.model, "-t", str(side.threads), "-ub", str(ub), "-b", str(b)] + side.dev_args(sep)
-        if side.name != "local" or c.local_ngl:
+        if side.devs != ["none"]:
             a += ["-ngl", "99", "-sm", "layer", "-ts", _split(side.split or [1], sep)]
         if c.flash_attn:
             a += ["-fa", c.flash_attn]
@@ -137,9 +137,15 @@ class RunError(Exception):
     pass
 
 
-def _tail(text, n=12):
+_ERR = re.compile(r"^[0-9.]+ E |error|failed|abort|assert", re.I)
+
+
+def _tail(text, n=8):
+    """The command, then its error lines (llama.cpp's E level and the like),
+    else its last lines."""
     lines = [l for l in text.splitlines() if l.strip()]
-    return "\n".join("    " + l for l in lines[-n:])
+    errs = [l for l in lines[1:] if _ERR.search(l)]
+    return "\n".join("    " + l for l in lines[:1] + (errs[-n:] if errs else lines[1:][-n:]))
 
 
 def token_hash(ids):
