@@ -147,7 +147,7 @@ else
 GGML_INC :=
 GGML_LIBS :=
 GGML_SKIP := $(wildcard daemon/backend/ggml/*.c daemon/backend/ggml/*/*.c) tests/fuzz/fuzz_ggml_graph.c \
-	tests/integration/test_ggml.c tests/integration/ggml_wire.c
+	tests/integration/test_ggml.c tests/integration/ggml_wire.c tests/unit/test_ggml_engine.c
 GGML_INFO := no ($(if $(filter 0,$(GGML)),GGML=0,run `make llama`)): no ggml devices
 endif
 
@@ -187,7 +187,7 @@ LIBPPRPC_OBJS := $(CLIENT_OBJS) $(PROTO_OBJS) $(UTIL_OBJS) $(KERNEL_OBJS)
 TOOL_COMMON_OBJS := $(call obj,$(wildcard tools/common/*.c))
 TOOLS := $(patsubst tools/%.c,$(B)/%,$(wildcard tools/*.c))
 BENCHES := $(patsubst bench/%.c,$(B)/bench-%,$(wildcard bench/*.c))
-UNIT_TESTS := $(patsubst tests/unit/%.c,$(T)/%,$(wildcard tests/unit/test_*.c))
+UNIT_TESTS := $(patsubst tests/unit/%.c,$(T)/%,$(filter-out $(GGML_SKIP),$(wildcard tests/unit/test_*.c)))
 INTEG_TESTS := $(patsubst tests/integration/%.c,$(T)/%,$(filter-out $(GGML_SKIP),$(wildcard tests/integration/test_*.c)))
 FUZZ_SRCS := $(filter-out $(GGML_SKIP),$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(T)/replay_%,$(FUZZ_SRCS))
@@ -214,7 +214,8 @@ $(O)/gen/pprpc.pb-c.o: $(PROTO_C)
 
 # The ggml engine and the tests that build ggml graphs see ggml's headers.
 $(O)/daemon/backend/ggml/%.o: CPPFLAGS += $(GGML_INC)
-$(O)/tests/integration/test_ggml.o $(O)/tests/integration/ggml_wire.o: CPPFLAGS += $(GGML_INC)
+$(O)/tests/integration/test_ggml.o $(O)/tests/integration/ggml_wire.o $(O)/tests/unit/test_ggml_engine.o: \
+	CPPFLAGS += $(GGML_INC)
 
 # Every object may include the generated header.
 $(O)/%.o: %.c | $(PROTO_H)
@@ -296,6 +297,11 @@ $(T)/test_%: $(O)/tests/unit/test_%.o $(TEST_LINK)
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
 
+# The engine's own test builds its graphs with ggml in process.
+$(T)/test_ggml_engine: $(O)/tests/unit/test_ggml_engine.o $(O)/tests/integration/ggml_wire.o $(TEST_LINK)
+	@mkdir -p $(T)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
+
 # test_ggml computes its references with ggml itself (ggml_wire.c turns a
 # local ggml graph into the wire form).
 $(T)/test_ggml: $(O)/tests/integration/test_ggml.o $(O)/tests/integration/ggml_wire.o $(O)/tests/integration/harness.o \
@@ -357,6 +363,10 @@ unit: $(UNIT_TESTS)
 
 integration: $(INTEG_TESTS) $(B)/pprpcd $(TOOLS)
 	@set -e; for t in $(INTEG_TESTS); do echo "== $$t"; PPRPCD=$(B)/pprpcd BINDIR=$(B) $$t; done
+ifeq ($(GGML_ON),1)
+	@echo "== $(T)/test_ggml, ggml:CPU staged as a GPU device is (PPRPC_GGML_STAGED=1)"
+	@PPRPC_GGML_STAGED=1 PPRPCD=$(B)/pprpcd BINDIR=$(B) $(T)/test_ggml
+endif
 
 fuzz-replay: $(FUZZ_REPLAY)
 	@set -e; for t in $(FUZZ_REPLAY); do n=$${t##*/replay_}; echo "== $$t tests/fuzz/corpus/$$n"; $$t tests/fuzz/corpus/$$n; done

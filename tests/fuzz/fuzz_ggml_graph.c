@@ -127,10 +127,11 @@ static int64_t rd_dim(struct rd *r)
 
 enum step {
 	S_LEAF, S_ADD, S_MUL, S_MUL_MAT, S_SCALE, S_SOFT_MAX, S_GET_ROWS, S_CPY, S_CONT,
-	S_RESHAPE, S_VIEW, S_PERMUTE, S_TRANSPOSE, S_SIN, S_COUNT
+	S_RESHAPE, S_VIEW, S_PERMUTE, S_TRANSPOSE, S_SIN, S_ARGSORT, S_TOP_K, S_MUL_MAT_ID,
+	S_SET_ROWS, S_COUNT
 };
 
-#define MAX_T 48
+#define MAX_T 64
 
 static struct ggml_tensor *leaf(struct ggml_context *ctx, struct rd *r, enum ggml_type type, int64_t n0, int64_t n1,
 				int64_t n2)
@@ -144,6 +145,20 @@ static struct ggml_tensor *leaf(struct ggml_context *ctx, struct rd *r, enum ggm
 static bool is_float(const struct ggml_tensor *t)
 {
 	return t->type == GGML_TYPE_F32 || t->type == GGML_TYPE_F16;
+}
+
+/* Indices [n0, n1] i32: a new input, or (the input permitting) a view of
+ * an earlier contiguous i32 tensor (an ARGSORT's or TOP_K's output, whose
+ * values the engine may or may not be able to prove in range). */
+static struct ggml_tensor *indices(struct ggml_context *ctx, struct rd *r, struct ggml_tensor **t, int n,
+				   int64_t n0, int64_t n1)
+{
+	struct ggml_tensor *c = n ? t[rd8(r) % n] : NULL;
+
+	if (c && rd8(r) & 1 && c->type == GGML_TYPE_I32 && ggml_is_contiguous(c) && c->ne[0] >= n0 &&
+	    ggml_nelements(c) / c->ne[0] >= n1)
+		return ggml_view_2d(ctx, c, n0, n1, c->nb[1], 0);
+	return ggml_new_tensor_2d(ctx, GGML_TYPE_I32, n0, n1);
 }
 
 /* One step: a new tensor from ggml's constructors, or NULL when the operand
@@ -187,8 +202,33 @@ static struct ggml_tensor *step(struct ggml_context *ctx, struct rd *r, struct g
 
 		if (a->ne[3] != 1 || a->type == GGML_TYPE_I32)
 			return NULL;
-		ids = leaf(ctx, r, GGML_TYPE_I32, rd_dim(r), a->ne[2], 1);
+		ids = indices(ctx, r, t, n, rd_dim(r), a->ne[2]);
 		return ggml_get_rows(ctx, a, ids);
+	}
+	case S_ARGSORT:
+		return a->type == GGML_TYPE_F32 && a->nb[0] == sizeof(float) ?
+			       ggml_argsort(ctx, a, rd8(r) & 1 ? GGML_SORT_ORDER_DESC : GGML_SORT_ORDER_ASC) : NULL;
+	case S_TOP_K:
+		return a->type == GGML_TYPE_F32 && a->nb[0] == sizeof(float) ? ggml_top_k(ctx, a, 1 + rd8(r) % a->ne[0])
+									       : NULL;
+	case S_MUL_MAT_ID: {
+		/* experts as [K, N, n_as], b [K, used, T], ids [used, T] */
+		int64_t k = rd_dim(r), nn = rd_dim(r), n_as = 2 + rd8(r) % 7, used = 1 + rd8(r) % n_as;
+		int64_t tok = 1 + rd8(r) % 4;
+		struct ggml_tensor *as = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, k, nn, n_as);
+		struct ggml_tensor *b = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, k, used, tok);
+
+		return ggml_mul_mat_id(ctx, as, b, indices(ctx, r, t, n, used, tok));
+	}
+	case S_SET_ROWS: {
+		int64_t rows = 1 + rd8(r) % 4;
+		struct ggml_tensor *b, *c;
+
+		if (a->type != GGML_TYPE_F32 || !ggml_is_contiguous_rows(a) || a->ne[3] != 1)
+			return NULL;
+		b = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, a->ne[0], rows, a->ne[2], 1);
+		c = rd8(r) & 1 ? ggml_new_tensor_1d(ctx, GGML_TYPE_I64, rows) : indices(ctx, r, t, n, rows, 1);
+		return ggml_set_rows(ctx, a, b, c);
 	}
 	case S_CPY:
 		if (!is_float(a))

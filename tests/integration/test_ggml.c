@@ -2,8 +2,9 @@
  * Integration: the ggml engine (doc/ggml.md) against a real pprpcd serving
  * ggml:CPU next to the native cpu device.
  *
- * A small llama-like graph (GET_ROWS, MUL_MAT with f16 weights, ADD with a
- * broadcast bias, SCALE, SOFT_MAX, TRANSPOSE + CONT, CPY to f16) is built
+ * A small llama-like graph (GET_ROWS, MUL_MAT with f16 weights, ROPE over
+ * heads, ADD with a broadcast bias, SCALE, SOFT_MAX, TRANSPOSE + CONT, CPY to
+ * f16) is built
  * with ggml in this process, computed here by ggml-cpu, and sent in its wire
  * form (ggml_wire.c) to the daemon: created once, run with new inputs each
  * time, its output compared with the local one.  Then hostile variants of
@@ -35,8 +36,9 @@
 #include "tests/integration/wire.h"
 
 /* The model: E [K, V] f32 embeddings, W [K, M] f16 weights, b [M] f32 bias,
- * ids [T] i32; out [T, M] f16 = cpy(cont(transpose(soft_max(scale(
- * mul_mat(W, get_rows(E, ids)) + b, 1/8))))). */
+ * ids [T] i32 tokens, pos [T] i32 positions; q = rope(mul_mat(W,
+ * get_rows(E, ids)) as [8, M/8, T] heads, pos); out [T, M] f16 =
+ * cpy(cont(transpose(soft_max(scale(q + b, 1/8))))). */
 enum { K = 64, V = 50, M = 32, T = 8 };
 #define DEV_GGML 0u
 #define DEV_CPU 1u
@@ -49,7 +51,7 @@ struct model {
 	ggml_backend_buffer_t bw, bc;           /* weights; inputs and compute */
 	uint64_t rw, rc;                        /* their remote buffers */
 	struct ggml_cgraph *gf;
-	struct ggml_tensor *E, *W, *b, *ids, *mm, *out;
+	struct ggml_tensor *E, *W, *b, *ids, *pos, *mm, *add, *out;
 	struct gw_graph wg;
 	int fd;
 	uint64_t req;
@@ -233,16 +235,18 @@ static float frand(uint32_t *s)
 static void fill_inputs(struct model *m, uint32_t seed)
 {
 	float e[K * V];
-	int32_t ids[T];
+	int32_t ids[T], pos[T];
 
 	for (int i = 0; i < K * V; i++)
 		e[i] = frand(&seed) * 4.0f;
 	for (int i = 0; i < T; i++) {
 		frand(&seed);
 		ids[i] = (int32_t)((seed >> 8) % V);
+		pos[i] = (int32_t)(seed % 64) + i;
 	}
 	ggml_backend_tensor_set(m->E, e, 0, sizeof(e));
 	ggml_backend_tensor_set(m->ids, ids, 0, sizeof(ids));
+	ggml_backend_tensor_set(m->pos, pos, 0, sizeof(pos));
 }
 
 static void model_build(struct model *m, int fd)
@@ -265,9 +269,13 @@ static void model_build(struct model *m, int fd)
 	ggml_set_name(m->b, "b");
 	m->ids = ggml_new_tensor_1d(m->cc, GGML_TYPE_I32, T);
 	ggml_set_name(m->ids, "ids");
+	m->pos = ggml_new_tensor_1d(m->cc, GGML_TYPE_I32, T);
+	ggml_set_name(m->pos, "pos");
 	x = ggml_get_rows(m->cc, m->E, m->ids);
 	y = m->mm = ggml_mul_mat(m->cc, m->W, x);
-	z = ggml_add(m->cc, y, m->b);
+	y = ggml_rope_ext(m->cc, ggml_reshape_3d(m->cc, y, 8, M / 8, T), m->pos, NULL, 8, 0, 0, 10000.0f, 1.0f,
+			  0.0f, 1.0f, 32.0f, 1.0f);
+	z = m->add = ggml_add(m->cc, ggml_reshape_2d(m->cc, y, M, T), m->b);
 	s = ggml_scale(m->cc, z, 0.125f);
 	p = ggml_soft_max(m->cc, s);
 	t = ggml_cont(m->cc, ggml_transpose(m->cc, p));
@@ -326,6 +334,7 @@ static void run_and_compare(struct model *m, uint64_t graph)
 
 	upload(m, m->E);
 	upload(m, m->ids);
+	upload(m, m->pos);
 	assert_int_equal(ggml_backend_graph_compute(g_cpu, m->gf), GGML_STATUS_SUCCESS);
 	ggml_backend_tensor_get(m->out, want, 0, sizeof(want));
 	assert_int_equal(run(m, graph, err, sizeof(err)), 0);
@@ -545,13 +554,15 @@ static void test_hostile_graphs(void **state)
 	HOSTILE(&m, t[itr].view_src, (int32_t)itr + 1, PPRPC_EGRAPH, "does not precede");
 	assert_int_equal(t[imm].src[1], src_saved);
 	HOSTILE(&m, m.wg.nodes[1], m.wg.nodes[0], PPRPC_EGRAPH, "not after");
+	/* the product written over its own input */
+	HOSTILE(&m, t[imm].offset, t[gw_index(&m.wg, m.mm->src[1])].offset + 4, PPRPC_EGRAPH, "overlaps source 1");
 	HOSTILE(&m, m.wg.nodes[0], (int32_t)iw, PPRPC_EINVAL, "has no op");
 	/* ops and their rules */
 	HOSTILE(&m, t[imm].op, (uint32_t)GGML_OP_COUNT + 5, PPRPC_EUNSUPP, "unknown ggml op");
 	HOSTILE(&m, t[imm].op, (uint32_t)GGML_OP_CROSS_ENTROPY_LOSS, PPRPC_EUNSUPP, "CROSS_ENTROPY_LOSS");
 	HOSTILE(&m, t[imm].op, (uint32_t)GGML_OP_MAP_CUSTOM1, PPRPC_EUNSUPP, "MAP_CUSTOM1");
-	ne_saved = t[imm].ne[0];
-	HOSTILE(&m, t[imm].ne[0], ne_saved - 1, PPRPC_EINVAL, "MUL_MAT");
+	ne_saved = t[gw_index(&m.wg, m.add)].ne[0];
+	HOSTILE(&m, t[gw_index(&m.wg, m.add)].ne[0], ne_saved - 1, PPRPC_EINVAL, "ADD");
 	HOSTILE(&m, t[imm].flags, 0x40, PPRPC_EINVAL, "flags");
 	HOSTILE(&m, t[imm].op_params.len, (size_t)65, PPRPC_EINVAL, "op_params");
 	/* buffers */
@@ -780,6 +791,7 @@ static void test_wait_holds_run(void **state)
 	fill_inputs(&m, 9);
 	upload(&m, m.E);
 	upload(&m, m.ids);
+	upload(&m, m.pos);
 	memset(zero, 0, sizeof(zero));
 	set_remote(&m, m.rc, off, zero, sizeof(zero));
 
@@ -804,6 +816,134 @@ static void test_wait_holds_run(void **state)
 	assert_memory_not_equal(got, zero, sizeof(got));
 	pprpc_close(c2);
 	close_model(&m);
+}
+
+/* Two stages on two daemons, as llama.cpp splits a model: rank A runs
+ * h = mul_mat(W, get_rows(E, ids)) and SENDs h; rank B RECVs it into its
+ * ggml buffer and runs soft_max(scale(h)).  All of it queued, each rank's
+ * commands in order; B's output is what ggml computes in one piece here. */
+static void test_two_ranks(void **state)
+{
+	static const char *const extra[] = { "--devices", "ggml:CPU", "--threads", "1", NULL };
+	struct tdaemon db;
+	struct model a, b;
+	struct ggml_context *c1 = ctx_new(8), *c2 = ctx_new(8);
+	struct ggml_tensor *E, *W, *ids, *h, *hin, *out;
+	struct ggml_cgraph *g1, *g2;
+	ggml_backend_buffer_t l1, l2;
+	struct gw_map map;
+	struct gw_graph w1, w2;
+	Pprpc__GraphRun r = PPRPC__GRAPH_RUN__INIT;
+	Pprpc__Send snd = PPRPC__SEND__INIT;
+	Pprpc__Recv rcv = PPRPC__RECV__INIT;
+	uint64_t ra, rb, ga = 0, gb = 0, base1, base2;
+	float want[M * T], got[M * T];
+	char err[320] = "";
+	int code;
+
+	(void)state;
+	assert_int_equal(tdaemon_start(&db, extra), 0);
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	a.fd = traw_connect(&g_d);
+	b.fd = traw_connect(&db);
+	a.req = b.req = 100;
+	assert_int_equal(wire_hello(a.fd), 0);
+	assert_int_equal(wire_hello(b.fd), 0);
+
+	E = ggml_new_tensor_2d(c1, GGML_TYPE_F32, K, V);
+	W = ggml_new_tensor_2d(c1, GGML_TYPE_F16, K, M);
+	ids = ggml_new_tensor_1d(c1, GGML_TYPE_I32, T);
+	h = ggml_mul_mat(c1, W, ggml_get_rows(c1, E, ids));
+	g1 = ggml_new_graph(c1);
+	ggml_build_forward_expand(g1, h);
+	hin = ggml_new_tensor_2d(c2, GGML_TYPE_F32, M, T);
+	out = ggml_soft_max(c2, ggml_scale(c2, hin, 0.125f));
+	g2 = ggml_new_graph(c2);
+	ggml_build_forward_expand(g2, out);
+	l1 = ggml_backend_alloc_ctx_tensors(c1, g_cpu);
+	l2 = ggml_backend_alloc_ctx_tensors(c2, g_cpu);
+	assert_true(l1 && l2);
+	base1 = (uint64_t)(uintptr_t)ggml_backend_buffer_get_base(l1);
+	base2 = (uint64_t)(uintptr_t)ggml_backend_buffer_get_base(l2);
+	{
+		uint32_t seed = 21;
+		float e[K * V];
+		ggml_fp16_t wv[K * M];
+		int32_t iv[T];
+
+		for (int i = 0; i < K * V; i++)
+			e[i] = frand(&seed);
+		for (int i = 0; i < K * M; i++)
+			wv[i] = ggml_fp32_to_fp16(frand(&seed));
+		for (int i = 0; i < T; i++)
+			iv[i] = (i * 11) % V;
+		ggml_backend_tensor_set(E, e, 0, sizeof(e));
+		ggml_backend_tensor_set(W, wv, 0, sizeof(wv));
+		ggml_backend_tensor_set(ids, iv, 0, sizeof(iv));
+	}
+	/* the reference, in one piece */
+	assert_int_equal(ggml_backend_graph_compute(g_cpu, g1), GGML_STATUS_SUCCESS);
+	ggml_backend_tensor_copy(h, hin);
+	assert_int_equal(ggml_backend_graph_compute(g_cpu, g2), GGML_STATUS_SUCCESS);
+	ggml_backend_tensor_get(out, want, 0, sizeof(want));
+
+	ra = alloc_remote(&a, DEV_GGML, ggml_backend_buffer_get_size(l1), &code, NULL, 0);
+	assert_int_equal(code, 0);
+	rb = alloc_remote(&b, 0, ggml_backend_buffer_get_size(l2), &code, NULL, 0);
+	assert_int_equal(code, 0);
+	set_remote(&a, ra, 0, ggml_backend_buffer_get_base(l1), ggml_backend_buffer_get_size(l1));
+	map = (struct gw_map){ l1, ra };
+	assert_int_equal(gw_serialize(g1, &map, 1, DEV_GGML, &w1), 0);
+	map = (struct gw_map){ l2, rb };
+	assert_int_equal(gw_serialize(g2, &map, 1, 0, &w2), 0);
+	a.wg = w1;
+	assert_int_equal(create(&a, &ga, err, sizeof(err)), 0);
+	b.wg = w2;
+	assert_int_equal(create(&b, &gb, err, sizeof(err)), 0);
+
+	/* B: RECV h, run.  A: run, SEND h.  Both queued. */
+	rcv.device = 0;
+	rcv.buffer = rb;
+	rcv.offset = (uintptr_t)hin->data - base2;
+	rcv.size = ggml_nbytes(h);
+	rcv.transfer_id = 77;
+	rcv.src_rank = g_d.addr;
+	send_queued(&b, MSG_RECV, &rcv.base, NULL, 0);
+	r.graph = gb;
+	send_queued(&b, MSG_GRAPH_RUN, &r.base, NULL, 0);
+	r.graph = ga;
+	send_queued(&a, MSG_GRAPH_RUN, &r.base, NULL, 0);
+	snd.device = DEV_GGML;
+	snd.buffer = ra;
+	snd.offset = (uintptr_t)h->data - base1;
+	snd.size = ggml_nbytes(h);
+	snd.transfer_id = 77;
+	snd.dst_rank = db.addr;
+	send_queued(&a, MSG_SEND, &snd.base, NULL, 0);
+	assert_int_equal(fence(&a, NULL, err, sizeof(err)), 0);
+	{
+		Pprpc__Fence f = PPRPC__FENCE__INIT;
+		struct wire_reply wr;
+
+		assert_int_equal(wire_call(b.fd, MSG_FENCE, ++b.req, &f.base, NULL, 0, &wr), 0);
+		if (wr.is_error)
+			fprintf(stderr, "rank B: %s\n", wr.msg);
+		assert_false(wr.is_error);
+		wire_reply_free(&wr);
+	}
+	get_remote(&b, rb, (uintptr_t)out->data - base2, got, sizeof(got));
+	assert_memory_equal(got, want, sizeof(got));
+
+	close(a.fd);
+	close(b.fd);
+	gw_free(&w1);
+	gw_free(&w2);
+	ggml_backend_buffer_free(l1);
+	ggml_backend_buffer_free(l2);
+	ggml_free(c1);
+	ggml_free(c2);
+	assert_int_equal(tdaemon_stop(&db), 0);
 }
 
 /* GGML_SUPPORTS and GGML_ALLOC_SIZE on tensors that have no memory yet. */
@@ -924,6 +1064,34 @@ static void test_memory_floor(void **state)
 	assert_int_equal(tdaemon_stop(&d), 0);
 }
 
+/* A graph's ggml context counts against the connection's memory limit:
+ * creating the same graph over and over is refused once it is full. */
+static void test_graph_charge(void **state)
+{
+	static const char *const extra[] = { "--devices", "ggml:CPU", "--max-conn-mib", "1", NULL };
+	struct tdaemon d;
+	struct model m;
+	uint64_t g;
+	char err[320] = "";
+	int rc = 0, n;
+
+	(void)state;
+	assert_int_equal(tdaemon_start(&d, extra), 0);
+	m.fd = traw_connect(&d);
+	assert_true(m.fd >= 0);
+	assert_int_equal(wire_hello(m.fd), 0);
+	model_build(&m, m.fd);
+	model_remote(&m);
+	for (n = 0; n < 1000 && (rc = create(&m, &g, err, sizeof(err))) == 0; n++)
+		;
+	assert_int_equal(rc, PPRPC_ELIMIT);
+	assert_non_null(strstr(err, "connection memory limit"));
+	/* page-rounded contexts: far fewer than 1 MiB of bare graphs */
+	assert_true(n > 4 && n < 256);
+	close_model(&m);
+	assert_int_equal(tdaemon_stop(&d), 0);
+}
+
 /* An unknown ggml device is reported (HELLO's unavailable says why), the
  * others are served; with none left the daemon does not start. */
 static void test_device_names(void **state)
@@ -969,9 +1137,11 @@ int main(void)
 		cmocka_unit_test(test_split_guard),
 		cmocka_unit_test(test_queue_sticky),
 		cmocka_unit_test(test_wait_holds_run),
+		cmocka_unit_test(test_two_ranks),
 		cmocka_unit_test(test_probes),
 		cmocka_unit_test(test_clear_copy),
 		cmocka_unit_test(test_memory_floor),
+		cmocka_unit_test(test_graph_charge),
 		cmocka_unit_test(test_device_names),
 	};
 

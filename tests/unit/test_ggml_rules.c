@@ -14,9 +14,15 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ggml.h"
+#include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
 
@@ -63,6 +69,14 @@ static void expect_bad(const struct ggml_tensor *n, const char *what)
 				m->src[i_] = m; \
 		__VA_ARGS__; \
 		expect_bad(m, what); \
+	} while (0)
+
+/* The same, for statements that make their own source copies and check
+ * inside their scope. */
+#define WITH_COPY(node, ...) do { \
+		struct ggml_tensor m_ = *(node); \
+		struct ggml_tensor *m = &m_; \
+		__VA_ARGS__; \
 	} while (0)
 
 /* ---- one valid node per op with a rule (more for some) ---- */
@@ -397,7 +411,7 @@ static void test_empty_sources(void **state)
 	/* an empty K dimension: the result is non-empty, the kernels would sum nothing
 	 * (or divide by zero when broadcasting) */
 	struct ggml_tensor *n = ggml_mul_mat(ctx, ggml_new_tensor_2d(ctx, F32, 1, 4), ggml_new_tensor_2d(ctx, F32, 1, 3));
-	MUTATE(n, "mul_mat over an empty K", {
+	WITH_COPY(n, {
 		struct ggml_tensor a = *n->src[0], b = *n->src[1];
 		a.ne[0] = b.ne[0] = 0;
 		a.nb[1] = a.nb[2] = a.nb[3] = b.nb[1] = b.nb[2] = b.nb[3] = 4;
@@ -409,7 +423,7 @@ static void test_empty_sources(void **state)
 	expect_ok(ggml_add(ctx, ggml_new_tensor_2d(ctx, F32, 0, 3), ggml_new_tensor_1d(ctx, F32, 0)), "empty add");
 	/* ggml_can_mul_mat would divide by a zero ne[2] */
 	struct ggml_tensor *mm = ggml_mul_mat(ctx, ggml_new_tensor_3d(ctx, F32, 4, 4, 2), ggml_new_tensor_3d(ctx, F32, 4, 3, 2));
-	MUTATE(mm, "mul_mat, src0 ne[2] = 0", {
+	WITH_COPY(mm, {
 		struct ggml_tensor a = *mm->src[0];
 		a.ne[2] = 0;
 		m->src[0] = &a;
@@ -466,7 +480,7 @@ static void test_matmul(void **state)
 	MUTATE(n, "Hadamard of a non-square src0", m->op_params[1] = GGML_HINT_SRC0_IS_HADAMARD);
 	MUTATE(sample("mul_mat_f16_bcast"), "batch not broadcastable",
 	       m->src[1] = ggml_new_tensor_4d(ctx, F32, 64, 8, 3, 3));
-	MUTATE(n, "src1 with padded elements", {
+	WITH_COPY(n, {
 		struct ggml_tensor b = *n->src[1];
 		b.nb[0] = 8;
 		m->src[1] = &b;
@@ -572,7 +586,7 @@ static void test_rows(void **state)
 	MUTATE(s, "rows of another width", m->src[0] = ggml_new_tensor_2d(ctx, F32, 32, 8));
 	MUTATE(s, "rows BF16", m->src[0] = ggml_new_tensor_2d(ctx, GGML_TYPE_BF16, 64, 8));
 	MUTATE(s, "result not a view of the destination", m->view_src = NULL);
-	MUTATE(s, "indices with a zero broadcast dim", {
+	WITH_COPY(s, {
 		struct ggml_tensor ix = *s->src[1];
 		ix.ne[1] = 0;
 		m->src[1] = &ix;
@@ -633,7 +647,7 @@ static void test_attention(void **state)
 	MUTATE(fa, "K head size", m->src[1] = ggml_new_tensor_4d(ctx, F16, 32, 32, 2, 1));
 	MUTATE(fa, "K heads not dividing", m->src[1] = ggml_new_tensor_4d(ctx, F16, 64, 32, 3, 1));
 	MUTATE(fa, "V rows != K rows", m->src[2] = ggml_new_tensor_4d(ctx, F16, 64, 16, 2, 1));
-	MUTATE(fa, "V heads zero", {
+	WITH_COPY(fa, {
 		struct ggml_tensor vv = *fa->src[2];
 		vv.ne[2] = 0;
 		m->src[2] = &vv;
@@ -867,6 +881,232 @@ static void test_cpu_compute(void **state)
 	ggml_free(ctx);
 }
 
+/* llama.cpp's backend sampling graphs (llama-sampler.cpp: top-p over sorted
+ * logits, penalties through set_rows) reach the device too */
+static void test_sampler_graph(void **state)
+{
+	struct ggml_init_params p = { .mem_size = 16u << 20, .mem_buffer = NULL, .no_alloc = false };
+	struct ggml_context *ctx = ggml_init(p);
+	assert_non_null(ctx);
+	ggml_backend_t cpu = ggml_backend_cpu_init();
+	assert_non_null(cpu);
+
+	const int nv = 50;
+	struct ggml_tensor *in = ggml_new_tensor_2d(ctx, F32, nv, 1);
+	fill(in, 3.0f, 0.0f);
+
+	struct ggml_tensor *logits = ggml_reshape_1d(ctx, in, nv);
+	struct ggml_tensor *sorted_idx = ggml_argsort(ctx, logits, GGML_SORT_ORDER_DESC);
+	struct ggml_tensor *sorted = ggml_reshape_1d(ctx, ggml_get_rows(ctx, ggml_reshape_2d(ctx, logits, 1, nv), sorted_idx), nv);
+	struct ggml_tensor *cand = ggml_get_rows(ctx, ggml_reshape_2d(ctx, sorted_idx, 1, nv), sorted_idx);
+	struct ggml_tensor *cdf = ggml_cumsum(ctx, ggml_soft_max(ctx, sorted));
+	struct ggml_tensor *mask = ggml_step(ctx, ggml_scale_bias(ctx, cdf, -1.0f, 0.9f));
+	struct ggml_tensor *idxf = ggml_clamp(ctx, ggml_sum(ctx, mask), 0.0f, nv - 1);
+	struct ggml_tensor *ones = ggml_scale_bias(ctx, idxf, 0.0f, 1.0f);
+	struct ggml_tensor *mr = ggml_set_rows(ctx, ggml_reshape_2d(ctx, mask, 1, nv), ones, ggml_cast(ctx, idxf, I32));
+	struct ggml_tensor *out = ggml_add(ctx, sorted, ggml_log(ctx, ggml_reshape_1d(ctx, mr, nv)));
+	struct ggml_tensor *amax = ggml_argmax(ctx, ggml_reshape_2d(ctx, out, nv, 1));
+
+	struct ggml_cgraph *gf = ggml_new_graph(ctx);
+	ggml_build_forward_expand(gf, amax);
+	ggml_build_forward_expand(gf, cand);
+	for (int i = 0; i < ggml_graph_n_nodes(gf); i++)
+		expect_ok(ggml_graph_node(gf, i), ggml_op_name(ggml_graph_node(gf, i)->op));
+	assert_int_equal(ggml_backend_graph_compute(cpu, gf), GGML_STATUS_SUCCESS);
+
+	/* the CDF ends at 1, the best logit survives the mask */
+	assert_float_equal(((float *)cdf->data)[nv - 1], 1.0f, 1e-4);
+	assert_int_equal(((int32_t *)amax->data)[0], 0);
+	for (int i = 1; i < nv; i++)
+		assert_true(((float *)sorted->data)[i - 1] >= ((float *)sorted->data)[i]);
+	ggml_backend_free(cpu);
+	ggml_free(ctx);
+}
+
+/* ---- what the rules accept does not abort ggml-cpu ----
+ *
+ * For every sample, built with real (zeroed) data: random op_params and
+ * smaller shapes of the sources and of the result (ne reduced with the
+ * strides kept, so every extent stays inside its allocation, as the
+ * structural validator guarantees).  Each variant the rules accept is
+ * computed on ggml-cpu in a child process, which must exit normally within
+ * a few seconds (an abort, a fault or a hang fails the test). */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (uint32_t)(rng_state >> 16);
+}
+
+static int32_t fuzz_param(void)
+{
+	static const int32_t ints[] = { 0, 1, -1, 2, 3, 4, 7, 8, 16, 24, 31, 40, 64, 65, 1 << 30, INT32_MIN, INT32_MAX };
+	static const float floats[] = { 0.0f, 1.0f, -1.0f, 0.5f, 1e30f, -1e30f, NAN, INFINITY, -INFINITY };
+	if (rnd() % 2) {
+		int32_t v;
+		memcpy(&v, &floats[rnd() % (sizeof(floats) / sizeof(floats[0]))], sizeof(v));
+		return v;
+	}
+	return ints[rnd() % (sizeof(ints) / sizeof(ints[0]))];
+}
+
+static int64_t shrink(int64_t ne, int64_t blck)
+{
+	switch (rnd() % 3) {
+	case 0: return 0;
+	case 1: return ne > blck ? ne - blck : ne;
+	default: return blck;
+	}
+}
+
+/* Where the variants run: ggml-cpu in a forked child by default;
+ * RULES_FUZZ_BACKEND=CUDA0 (any ggml backend name) runs them in this process,
+ * with ggml's abort callback jumping back here (a device cannot be forked). */
+static sigjmp_buf fuzz_jmp;
+static char fuzz_abort_msg[256];
+
+static void fuzz_on_abort(const char *msg)
+{
+	snprintf(fuzz_abort_msg, sizeof(fuzz_abort_msg), "%s", msg);
+	siglongjmp(fuzz_jmp, 1);
+}
+
+/* 0: computed, 1: refused (by the rules or, past them, by supports_op),
+ * -1: the computation aborted, faulted or hung */
+static int try_compute(ggml_backend_t be, bool use_fork, struct ggml_context *ctx, struct ggml_tensor *m,
+		       char *why, size_t len)
+{
+	char err[256];
+	if (ggml_rules_check(m, err, sizeof(err)) != 0)
+		return 1;
+	if (!ggml_backend_supports_op(be, m))
+		return 1;
+	struct ggml_cgraph *gf = ggml_new_graph_custom(ctx, 8, false);
+	ggml_graph_add_node(gf, m);
+	if (!use_fork) {
+		ggml_abort_callback_t old = ggml_set_abort_callback(fuzz_on_abort);
+		if (sigsetjmp(fuzz_jmp, 1)) {
+			ggml_set_abort_callback(old);
+			snprintf(why, len, "abort: %s", fuzz_abort_msg);
+			return -1;
+		}
+		enum ggml_status st = ggml_backend_graph_compute(be, gf);
+		ggml_set_abort_callback(old);
+		if (st != GGML_STATUS_SUCCESS) {
+			snprintf(why, len, "status %d", (int)st);
+			return -1;
+		}
+		return 0;
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(10);
+		_exit(ggml_backend_graph_compute(be, gf) == GGML_STATUS_SUCCESS ? 0 : 3);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	snprintf(why, len, "%s %d", WIFSIGNALED(st) ? "signal" : "exit", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	return -1;
+}
+
+static void describe(const struct ggml_tensor *m)
+{
+	fprintf(stderr, "  node %s %s ne=[%lld,%lld,%lld,%lld] nb=[%zu,%zu,%zu,%zu] params:", ggml_op_name(m->op),
+		ggml_type_name(m->type), (long long)m->ne[0], (long long)m->ne[1], (long long)m->ne[2], (long long)m->ne[3],
+		m->nb[0], m->nb[1], m->nb[2], m->nb[3]);
+	for (int i = 0; i < 16; i++)
+		fprintf(stderr, " %d", m->op_params[i]);
+	fprintf(stderr, "\n");
+	for (int i = 0; i < GGML_MAX_SRC; i++)
+		if (m->src[i])
+			fprintf(stderr, "  src[%d] %s ne=[%lld,%lld,%lld,%lld] nb=[%zu,%zu,%zu,%zu]\n", i,
+				ggml_type_name(m->src[i]->type), (long long)m->src[i]->ne[0], (long long)m->src[i]->ne[1],
+				(long long)m->src[i]->ne[2], (long long)m->src[i]->ne[3], m->src[i]->nb[0], m->src[i]->nb[1],
+				m->src[i]->nb[2], m->src[i]->nb[3]);
+}
+
+static void test_fuzz_compute(void **state)
+{
+	const char *be_name = getenv("RULES_FUZZ_BACKEND");
+	const bool use_fork = !be_name || strcmp(be_name, "CPU") == 0;
+	ggml_backend_t cpu;
+	if (use_fork) {
+		cpu = ggml_backend_cpu_init();
+		assert_non_null(cpu);
+		ggml_backend_cpu_set_n_threads(cpu, 1);
+	} else {
+		ggml_backend_load_all();
+		cpu = ggml_backend_init_by_name(be_name, NULL);
+		if (!cpu)
+			fail_msg("no ggml backend %s", be_name);
+	}
+	struct ggml_context *ctx = meta_ctx();
+	build_samples(ctx);
+	/* zeroed data: every index is 0, hence in range */
+	ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors(ctx, cpu);
+	assert_non_null(buf);
+	ggml_backend_buffer_clear(buf, 0);
+
+	const int rounds = getenv("RULES_FUZZ_ROUNDS") ? atoi(getenv("RULES_FUZZ_ROUNDS")) : 24;
+	if (getenv("RULES_FUZZ_SEED"))
+		rng_state = strtoull(getenv("RULES_FUZZ_SEED"), NULL, 0) | 1;
+	int computed = 0, refused = 0, died = 0;
+	for (int i = 0; i < n_samples; i++) {
+		struct ggml_tensor *n = samples[i].node;
+		char why[300];
+
+		/* the sample itself computes */
+		if (try_compute(cpu, use_fork, ctx, n, why, sizeof(why)) < 0) {
+			fprintf(stderr, "%s: valid sample died (%s)\n", samples[i].name, why);
+			describe(n);
+			died++;
+		}
+		for (int r = 0; r < rounds; r++) {
+			struct ggml_tensor m = *n, srcs[GGML_MAX_SRC];
+			for (int k = 0; k < GGML_MAX_SRC; k++)
+				if (m.src[k] == n)
+					m.src[k] = &m;
+			const uint32_t what = rnd() % 3;
+			if (what == 0) {
+				for (int k = 1 + rnd() % 2; k > 0; k--)
+					m.op_params[rnd() % 16] = fuzz_param();
+			} else if (what == 1) {
+				int k = rnd() % GGML_MAX_SRC;
+				if (!m.src[k] || m.src[k] == &m)
+					continue;
+				srcs[k] = *m.src[k];
+				const int d = rnd() % 4;
+				srcs[k].ne[d] = shrink(srcs[k].ne[d], d == 0 ? ggml_blck_size(srcs[k].type) : 1);
+				m.src[k] = &srcs[k];
+			} else {
+				const int d = rnd() % 4;
+				m.ne[d] = shrink(m.ne[d], d == 0 ? ggml_blck_size(m.type) : 1);
+			}
+			const int res = try_compute(cpu, use_fork, ctx, &m, why, sizeof(why));
+			if (res < 0) {
+				fprintf(stderr, "%s: accepted variant died (%s)\n", samples[i].name, why);
+				describe(&m);
+				died++;
+			}
+			computed += res == 0;
+			refused += res == 1;
+		}
+	}
+	fprintf(stderr, "fuzz on %s: %d samples, %d variants computed, %d refused, %d died\n",
+		ggml_backend_name(cpu), n_samples, computed, refused, died);
+	assert_int_equal(died, 0);
+	ggml_backend_buffer_free(buf);
+	ggml_backend_free(cpu);
+	ggml_free(ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -886,6 +1126,8 @@ int main(void)
 		cmocka_unit_test(test_reduce),
 		cmocka_unit_test(test_misc),
 		cmocka_unit_test(test_cpu_compute),
+		cmocka_unit_test(test_sampler_graph),
+		cmocka_unit_test(test_fuzz_compute),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -99,12 +99,12 @@ ggml_backend_buffer_t dev_ggml_buffer(struct device *d, const void *base)
 	return b;
 }
 
-static int ggml_mem_info(struct device *d, uint64_t *ret_free, uint64_t *ret_total)
+static int gdev_mem_info(struct device *d, uint64_t *ret_free, uint64_t *ret_total)
 {
 	return gge_dev_memory(gd_of(d)->g, ret_free, ret_total);
 }
 
-static int ggml_alloc(struct device *d, uint64_t size, void **ret_ptr)
+static int gdev_alloc(struct device *d, uint64_t size, void **ret_ptr)
 {
 	struct ggml_device *gd = gd_of(d);
 	ggml_backend_buffer_t b;
@@ -138,7 +138,7 @@ static int ggml_alloc(struct device *d, uint64_t size, void **ret_ptr)
 	return 0;
 }
 
-static void ggml_free_buf(struct device *d, void *ptr, uint64_t size)
+static void gdev_free(struct device *d, void *ptr, uint64_t size)
 {
 	struct ggml_device *gd = gd_of(d);
 	ggml_backend_buffer_t b = NULL;
@@ -216,7 +216,7 @@ static int dev_download(struct device *d, void *dst_host, const void *src_dev, u
 
 /* ---- graphs ------------------------------------------------------------------ */
 
-static int ggml_graph_run(struct device *d, struct graph *g, char *err, size_t errlen)
+static int gdev_graph_run(struct device *d, struct graph *g, char *err, size_t errlen)
 {
 	if (g->kind != GRAPH_GGML || !g->dev_priv) {
 		snprintf(err, errlen, "%s runs ggml graphs only", d->name);
@@ -225,7 +225,7 @@ static int ggml_graph_run(struct device *d, struct graph *g, char *err, size_t e
 	return gge_graph_compute(gd_of(d)->g, g->dev_priv, err, errlen);
 }
 
-static void ggml_graph_release(struct device *d, struct graph *g)
+static void gdev_graph_release(struct device *d, struct graph *g)
 {
 	(void)d;
 	if (g->kind == GRAPH_GGML)
@@ -233,7 +233,7 @@ static void ggml_graph_release(struct device *d, struct graph *g)
 	g->dev_priv = NULL;
 }
 
-static void ggml_destroy(struct device *d)
+static void gdev_destroy(struct device *d)
 {
 	struct ggml_device *gd = gd_of(d);
 
@@ -246,39 +246,40 @@ static void ggml_destroy(struct device *d)
 	free(gd);
 }
 
-static const struct device_ops ggml_host_ops = {
+static const struct device_ops gdev_host_ops = {
 	.kind = "ggml",
 	.host_visible = true,
-	.mem_info = ggml_mem_info,
-	.alloc = ggml_alloc,
-	.free = ggml_free_buf,
+	.mem_info = gdev_mem_info,
+	.alloc = gdev_alloc,
+	.free = gdev_free,
 	.fill = host_fill,
 	.copy = host_copy,
 	.upload = host_xfer,
 	.download = host_xfer,
-	.graph_run = ggml_graph_run,
-	.graph_release = ggml_graph_release,
-	.destroy = ggml_destroy,
+	.graph_run = gdev_graph_run,
+	.graph_release = gdev_graph_release,
+	.destroy = gdev_destroy,
 };
 
-static const struct device_ops ggml_dev_ops = {
+static const struct device_ops gdev_dev_ops = {
 	.kind = "ggml",
 	.host_visible = false,
-	.mem_info = ggml_mem_info,
-	.alloc = ggml_alloc,
-	.free = ggml_free_buf,
+	.mem_info = gdev_mem_info,
+	.alloc = gdev_alloc,
+	.free = gdev_free,
 	.fill = dev_fill,
 	.copy = dev_copy,
 	.upload = dev_upload,
 	.download = dev_download,
-	.graph_run = ggml_graph_run,
-	.graph_release = ggml_graph_release,
-	.destroy = ggml_destroy,
+	.graph_run = gdev_graph_run,
+	.graph_release = gdev_graph_release,
+	.destroy = gdev_destroy,
 };
 
 int ggml_device_create(struct device **ret_dev, const char *name, int threads, char *err, size_t errlen)
 {
 	struct ggml_device *gd = calloc(1, sizeof(*gd));
+	bool staged;
 	int rc;
 
 	if (!gd)
@@ -289,9 +290,13 @@ int ggml_device_create(struct device **ret_dev, const char *name, int threads, c
 		return rc;
 	}
 	pthread_mutex_init(&gd->lock, NULL);
-	gd->d.ops = gd->g->host ? &ggml_host_ops : &ggml_dev_ops;
+	/* PPRPC_GGML_STAGED=1 serves host memory as device memory is served
+	 * (bulk staged, bytes through ggml's buffer interface): the ggml-cuda
+	 * path, testable on ggml-cpu (make integration runs test_ggml so). */
+	staged = getenv("PPRPC_GGML_STAGED") && !strcmp(getenv("PPRPC_GGML_STAGED"), "1");
+	gd->d.ops = gd->g->host && !staged ? &gdev_host_ops : &gdev_dev_ops;
 	snprintf(gd->d.name, sizeof(gd->d.name), "ggml:%.26s", gd->g->name);
-	snprintf(gd->d.desc, sizeof(gd->d.desc), "%.127s", gd->g->desc);
+	snprintf(gd->d.desc, sizeof(gd->d.desc), "%.110s%s", gd->g->desc, staged ? " (staged)" : "");
 	gd->d.ggml_alignment = gd->g->alignment;
 	gd->d.ggml_max_size = gd->g->max_size;
 	gd->d.ggml_dev_type = (uint32_t)gd->g->type;

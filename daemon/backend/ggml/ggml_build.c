@@ -50,10 +50,16 @@ static const char *node_who(const struct ggml_tensor *t, size_t i, char *buf, si
 	return buf;
 }
 
-/* A context with room for n tensors and, when graph_size > 0, a graph. */
+/* Bytes of a context with room for n tensors and, when graph_size > 0, a
+ * graph. */
+static size_t ctx_size(size_t n, size_t graph_size)
+{
+	return n * ggml_tensor_overhead() + (graph_size ? ggml_graph_overhead_custom(graph_size, false) : 0);
+}
+
 static int ctx_new(size_t n, size_t graph_size, void **ret_mem, struct ggml_context **ret_ctx)
 {
-	size_t size = n * ggml_tensor_overhead() + (graph_size ? ggml_graph_overhead_custom(graph_size, false) : 0);
+	size_t size = ctx_size(n, graph_size);
 	struct ggml_init_params ip = { .mem_size = size, .no_alloc = true };
 
 	ip.mem_buffer = malloc(size);
@@ -112,6 +118,43 @@ static int check_node(struct gge_dev *g, const struct ggml_tensor *x, size_t i, 
 	if (!ggml_backend_dev_supports_op(g->dev, x)) {
 		snprintf(err, errlen, "node %s: ggml:%s does not support it", node_who(x, i, who, sizeof(who)), g->name);
 		return PPRPC_EUNSUPP;
+	}
+	return 0;
+}
+
+/*
+ * A node writes its own extent while it reads its sources.  ggml-alloc lets
+ * a node take a source's memory only exactly (same start, type, ne and nb)
+ * and only for an op that can run in place; ggml's in-place constructors
+ * (and CPY) make the node a view of the source it overwrites.  Anything
+ * else is refused: a kernel would read what it already overwrote (memcpy
+ * over overlapping ranges), and one that follows indices would follow
+ * values it overwrote after their check (ggml_guard.c checks them before the
+ * node runs).
+ */
+static int check_overlap(const struct ggml_tensor *x, uint64_t ex, size_t i, char *err, size_t errlen)
+{
+	char who[120];
+	int exact = 0;
+
+	if (ggml_op_is_empty(x->op) || !x->data || !ex)
+		return 0;
+	for (int s = 0; s < GGML_MAX_SRC; s++) {
+		const struct ggml_tensor *src = x->src[s];
+		uintptr_t a = (uintptr_t)x->data, b;
+		size_t es;
+
+		if (!src || !src->data)
+			continue;
+		b = (uintptr_t)src->data;
+		es = ggml_nbytes(src);
+		if (!es || b >= a + ex || a >= b + es)
+			continue;
+		if (a == b && ggml_are_same_layout(x, src) && exact++ == 0 && (ggml_op_can_inplace(x->op) || x->view_src))
+			continue;
+		snprintf(err, errlen, "node %s: its output overlaps source %d (only an op that can run in place may "
+			 "take one source's exact memory)", node_who(x, i, who, sizeof(who)), s);
+		return PPRPC_EGRAPH;
 	}
 	return 0;
 }
@@ -209,6 +252,8 @@ int gge_graph_build(struct gge_dev *g, const Pprpc__GgmlTensor *const *w, size_t
 		rc = check_padding(g, gg->t[i], &gg->plan[i], i, err, errlen);
 		if (rc == 0 && node)
 			rc = check_node(g, gg->t[i], i, err, errlen);
+		if (rc == 0 && node)
+			rc = check_overlap(gg->t[i], gg->plan[i].extent, i, err, errlen);
 		if (rc < 0)
 			goto fail;
 	}
@@ -226,6 +271,8 @@ int gge_graph_build(struct gge_dev *g, const Pprpc__GgmlTensor *const *w, size_t
 	rc = gge_guards_plan(gg, w, err, errlen);
 	if (rc < 0)
 		goto fail;
+	gg->host_bytes = ctx_size(n, n) + n * (sizeof(*gg->plan) + sizeof(*gg->t)) + nnodes * sizeof(*gg->order) +
+			 (uint64_t)gg->nguards * 32;
 	*ret_gg = gg;
 	return 0;
 fail:

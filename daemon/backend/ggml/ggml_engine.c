@@ -4,8 +4,10 @@
  *
  * The byte operations go through the buffer's own interface (ggml's
  * set/get/memset/cpy_tensor on a one-dimensional I8 stand-in tensor over the
- * range), so device memory (ggml-cuda) works as host memory does; for host
- * buffers they are plain memory operations, which is all ggml-cpu does.
+ * range), so device memory (ggml-cuda) works as host memory does.  Host
+ * buffers need none of it: the device layer moves their bytes itself
+ * (dev_ggml.c), except when told to stage them (PPRPC_GGML_STAGED, a test
+ * of this path on ggml-cpu).
  */
 #include "daemon/backend/ggml/ggml_engine.h"
 
@@ -203,10 +205,6 @@ int gge_buf_write(ggml_backend_buffer_t b, uint64_t off, const void *src, uint64
 
 	if (n == 0)
 		return 0;
-	if (ggml_backend_buffer_is_host(b)) {
-		memcpy((uint8_t *)ggml_backend_buffer_get_base(b) + off, src, (size_t)n);
-		return 0;
-	}
 	range_tensor(&t, b, off, n);
 	ggml_backend_tensor_set(&t, src, 0, (size_t)n);
 	return 0;
@@ -218,10 +216,6 @@ int gge_buf_read(ggml_backend_buffer_t b, uint64_t off, void *dst, uint64_t n)
 
 	if (n == 0)
 		return 0;
-	if (ggml_backend_buffer_is_host(b)) {
-		memcpy(dst, (const uint8_t *)ggml_backend_buffer_get_base(b) + off, (size_t)n);
-		return 0;
-	}
 	range_tensor(&t, b, off, n);
 	ggml_backend_tensor_get(&t, dst, 0, (size_t)n);
 	return 0;
@@ -233,10 +227,6 @@ int gge_buf_fill(ggml_backend_buffer_t b, uint64_t off, int value, uint64_t n)
 
 	if (n == 0)
 		return 0;
-	if (ggml_backend_buffer_is_host(b)) {
-		memset((uint8_t *)ggml_backend_buffer_get_base(b) + off, value, (size_t)n);
-		return 0;
-	}
 	if (off == 0 && n == ggml_backend_buffer_get_size(b)) {
 		ggml_backend_buffer_clear(b, (uint8_t)value);
 		return 0;
@@ -257,12 +247,7 @@ int gge_buf_copy(ggml_backend_buffer_t dst, uint64_t doff, ggml_backend_buffer_t
 
 	if (n == 0)
 		return 0;
-	if (ggml_backend_buffer_is_host(dst) && ggml_backend_buffer_is_host(src)) {
-		memmove((uint8_t *)ggml_backend_buffer_get_base(dst) + doff,
-			(const uint8_t *)ggml_backend_buffer_get_base(src) + soff, (size_t)n);
-		return 0;
-	}
-	/* Device copies do not promise memmove semantics: overlapping ranges
+	/* Buffer copies do not promise memmove semantics: overlapping ranges
 	 * of one buffer go through host memory. */
 	overlap = dst == src && doff < soff + n && soff < doff + n;
 	if (!overlap) {

@@ -128,6 +128,7 @@ struct gge_graph {
 	bool inited;                 /* buffer init_tensor done (first run) */
 	void *scratch;               /* host copy of indices on device buffers */
 	size_t scratch_size;
+	uint64_t host_bytes;         /* what the graph holds in host memory */
 };
 
 /* Validate and materialize a whole graph (steps 1-3). */
@@ -154,6 +155,8 @@ int gge_guards_plan(struct gge_graph *gg, const Pprpc__GgmlTensor *const *w, cha
 /* Check the guards of class `when` (GGE_GUARD_*) for node positions in
  * [from, to). */
 int gge_guards_check(struct gge_graph *gg, int from, int to, int when, char *err, size_t errlen);
+/* How many guards a graph has of class when. */
+int gge_guards_count(const struct gge_graph *gg, int when);
 /* First node position >= from with a run-time split guard, nnodes if none. */
 int gge_guards_next_split(const struct gge_graph *gg, int from);
 

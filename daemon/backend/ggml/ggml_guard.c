@@ -74,8 +74,9 @@ static int classify(const struct gge_graph *gg, int pos, int idx, int64_t bound,
 			return GGE_GUARD_SPLIT;
 		(*budget)--;
 		/* A node writes nothing outside its own extent (the rules
-		 * hold its shape to what ggml makes). */
-		if (!ew || !ex || lo(w) >= lo(x) + ex || lo(x) >= lo(w) + ew)
+		 * hold its shape to what ggml makes); view ops write nothing
+		 * at all (no backend runs them). */
+		if (ggml_op_is_empty(w->op) || !ew || !ex || lo(w) >= lo(x) + ex || lo(x) >= lo(w) + ew)
 			continue;
 		if ((w->op == GGML_OP_ARGSORT || w->op == GGML_OP_TOP_K) && w->type == GGML_TYPE_I32 &&
 		    x->type == GGML_TYPE_I32 && ggml_is_contiguous(w) && w->src[0] && w->src[0]->ne[0] <= bound &&
@@ -124,6 +125,15 @@ int gge_guards_plan(struct gge_graph *gg, const Pprpc__GgmlTensor *const *w, cha
 		}
 	}
 	return 0;
+}
+
+int gge_guards_count(const struct gge_graph *gg, int when)
+{
+	int n = 0;
+
+	for (int i = 0; i < gg->nguards; i++)
+		n += gg->guards[i].when == when;
+	return n;
 }
 
 int gge_guards_next_split(const struct gge_graph *gg, int from)

@@ -17,6 +17,7 @@
 #include "daemon/objects/buffer.h"
 #include "daemon/objects/graph.h"
 #include "daemon/pprpcd.h"
+#include "daemon/server/conn.h"
 #include "pprpc/types.h"
 
 struct resolver {
@@ -94,7 +95,12 @@ int ggml_serve_graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GgmlG
 		return rc;
 	rc = gge_graph_build(dev_ggml_engine(r.dev), (const Pprpc__GgmlTensor *const *)m->tensors, m->n_tensors,
 			     m->nodes, m->n_nodes, resolve, &r, &gg, err, errlen);
+	/* What the graph holds (its ggml context: some 400 bytes a tensor)
+	 * is charged to the connection, as a native graph's arena is. */
+	if (rc == 0)
+		rc = conn_charge_check(c, gg->host_bytes, &r.g->footprint, err, errlen);
 	if (rc < 0) {
+		gge_graph_free(gg);
 		graph_unref(r.g);
 		return rc;
 	}

@@ -23,6 +23,15 @@
  * PPRPC_EINVAL = invalid, with the reason in err.  Never calls anything that can assert. */
 int ggml_rules_check(const struct ggml_tensor *node, char *err, size_t errlen);
 
+/* From the engine's side (daemon/backend/ggml/ggml_build.c): in a
+ * GGML_SUPPORTS / GGML_ALLOC_SIZE probe the tensors may have no memory yet
+ * (data and buffer NULL).  Index values read from tensor data (GET_ROWS,
+ * SET_ROWS, MUL_MAT_ID, ADD_ID, SSM_SCAN, GET_ROWS_BACK) are checked by the
+ * engine before such a node runs (ggml_guard.c), so an op that follows
+ * indices from data needs a line in ggml_guard.c's table before a rule may
+ * accept it; overlaps between a node's output and its sources are the
+ * engine's too. */
+
 /* Whether ggml_rules_check has a rule for op (for tests and for error messages). */
 int ggml_rules_has_rule(enum ggml_op op);
 

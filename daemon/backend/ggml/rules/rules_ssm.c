@@ -66,8 +66,13 @@ int rule_ssm_scan(struct rule_ctx *c)
 	const uint64_t ne = (uint64_t)ggml_nelements(x) + (uint64_t)K * (uint64_t)(s->ne[0] * s->ne[1] * s->ne[2]) *
 			    (uint64_t)ids->ne[0];
 	TRY(rules_new4(c, GGML_TYPE_F32, (int64_t)ne, 1, 1, 1));
-	for (int i = 0; i < 6; i++)
-		TRY(rules_type(c, rules_src(c, i), "state-space input", TB_F32));
+	for (int i = 0; i < 6; i++) {
+		const struct ggml_tensor *t = rules_src(c, i);
+		TRY(rules_type(c, t, "state-space input", TB_F32));
+		/* ggml-cuda passes the strides as int */
+		for (int d = 1; d < GGML_MAX_DIMS; d++)
+			REQ(c, t->nb[d] <= (size_t)INT32_MAX, "src[%d] nb[%d]=%zu exceeds INT_MAX", i, d, t->nb[d]);
+	}
 	return rules_nb0(c, ids, "ids");
 }
 

@@ -1,0 +1,262 @@
+/*
+ * tests/unit/test_ggml_engine.c — the ggml engine's index guards, in process
+ * (daemon/backend/ggml/ggml_guard.c).
+ *
+ * Graphs made with ggml's constructors, allocated in ggml-cpu buffers here,
+ * go through gge_graph_build in their wire form (tests/integration/
+ * ggml_wire.c).  For each GET_ROWS the test knows whether its ids can be
+ * proven in range at create time (an ARGSORT's indices, no wider than the
+ * table), must be checked when the run starts (an input), or only in the
+ * middle of the run (computed by something else, or by an ARGSORT whose
+ * bytes another node overwrote through an aliasing placement); and that a
+ * run computes what ggml computes, or stops with PPRPC_ERANGE.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/backend/ggml/ggml_engine.h"
+#include "ggml-alloc.h"
+#include "pprpc/types.h"
+#include "tests/integration/ggml_wire.h"
+
+enum { K = 16, E = 8 };
+
+static struct gge_dev *g_dev;
+static ggml_backend_t g_cpu;
+
+struct net {
+	struct ggml_context *ctx;
+	ggml_backend_buffer_t buf;
+	struct ggml_cgraph *gf;
+	struct gw_graph w;
+	struct gge_graph *gg;
+	struct ggml_tensor *scores, *emb, *out;
+};
+
+static int resolve(void *arg, uint64_t handle, struct gge_wbuf *ret, char *err, size_t errlen)
+{
+	struct net *n = arg;
+
+	if (handle != 1) {
+		snprintf(err, errlen, "unknown buffer %llu", (unsigned long long)handle);
+		return PPRPC_EHANDLE;
+	}
+	ret->buf = n->buf;
+	ret->size = ggml_backend_buffer_get_size(n->buf);
+	return 0;
+}
+
+static void net_init(struct net *n)
+{
+	struct ggml_init_params p = { .mem_size = 32 * ggml_tensor_overhead() + ggml_graph_overhead(),
+				      .no_alloc = true };
+
+	memset(n, 0, sizeof(*n));
+	n->ctx = ggml_init(p);
+	assert_non_null(n->ctx);
+	n->scores = ggml_new_tensor_1d(n->ctx, GGML_TYPE_F32, E);
+}
+
+/* Allocate, fill the leaves, serialize, build; returns build's code.  The
+ * graph computes first[0..nfirst) in that order, then out; alias_dst, when
+ * given, is placed over alias_src's bytes. */
+static int net_build(struct net *n, struct ggml_tensor **first, int nfirst, struct ggml_tensor *alias_dst,
+		     struct ggml_tensor *alias_src)
+{
+	struct gw_map map;
+	char err[256] = "";
+	float s[E], e[K * 16];
+	int rc;
+
+	n->gf = ggml_new_graph(n->ctx);
+	for (int i = 0; i < nfirst; i++)
+		ggml_build_forward_expand(n->gf, first[i]);
+	ggml_build_forward_expand(n->gf, n->out);
+	n->buf = ggml_backend_alloc_ctx_tensors(n->ctx, g_cpu);
+	assert_non_null(n->buf);
+	/* a node placed over another's bytes, as a client may place it */
+	if (alias_dst)
+		alias_dst->data = alias_src->data;
+	for (int i = 0; i < E; i++)
+		s[i] = (float)((i * 5) % E);
+	for (int i = 0; i < K * 16; i++)
+		e[i] = (float)i;
+	ggml_backend_tensor_set(n->scores, s, 0, sizeof(s));
+	ggml_backend_tensor_set(n->emb, e, 0, ggml_nbytes(n->emb));
+	map = (struct gw_map){ n->buf, 1 };
+	assert_int_equal(gw_serialize(n->gf, &map, 1, 0, &n->w), 0);
+	rc = gge_graph_build(g_dev, (const Pprpc__GgmlTensor *const *)n->w.msg.tensors, n->w.msg.n_tensors,
+			     n->w.msg.nodes, n->w.msg.n_nodes, resolve, n, &n->gg, err, sizeof(err));
+	if (rc < 0)
+		fprintf(stderr, "build: %s\n", err);
+	return rc;
+}
+
+static void net_free(struct net *n)
+{
+	gge_graph_free(n->gg);
+	gw_free(&n->w);
+	ggml_backend_buffer_free(n->buf);
+	ggml_free(n->ctx);
+}
+
+static void expect_classes(const struct net *n, int start, int proven, int split)
+{
+	assert_int_equal(gge_guards_count(n->gg, GGE_GUARD_START), start);
+	assert_int_equal(gge_guards_count(n->gg, GGE_GUARD_PROVEN), proven);
+	assert_int_equal(gge_guards_count(n->gg, GGE_GUARD_SPLIT), split);
+}
+
+/* The engine's run gives what ggml gives (out read back after each). */
+static void expect_run_matches(struct net *n)
+{
+	float got[K * 4], want[K * 4];
+	char err[256] = "";
+	size_t nb = ggml_nbytes(n->out);
+
+	assert_true(nb <= sizeof(got));
+	assert_int_equal(gge_graph_compute(g_dev, n->gg, err, sizeof(err)), 0);
+	ggml_backend_tensor_get(n->out, got, 0, nb);
+	assert_int_equal(ggml_backend_graph_compute(g_cpu, n->gf), GGML_STATUS_SUCCESS);
+	ggml_backend_tensor_get(n->out, want, 0, nb);
+	assert_memory_equal(got, want, nb);
+}
+
+/* MoE-style: the top-2 of E scores pick rows of an E-row table. */
+static void test_argsort_ids_proven(void **state)
+{
+	struct net n;
+	struct ggml_tensor *sorted, *ids;
+
+	(void)state;
+	net_init(&n);
+	n.emb = ggml_new_tensor_2d(n.ctx, GGML_TYPE_F32, K, E);
+	sorted = ggml_argsort(n.ctx, n.scores, GGML_SORT_ORDER_DESC);
+	ids = ggml_view_1d(n.ctx, sorted, 2, 0);
+	n.out = ggml_get_rows(n.ctx, n.emb, ids);
+	assert_int_equal(net_build(&n, NULL, 0, NULL, NULL), 0);
+	expect_classes(&n, 0, 1, 0);
+	expect_run_matches(&n);
+	net_free(&n);
+}
+
+/* The same indices into a table with fewer rows than scores: not proven. */
+static void test_argsort_wider_than_table(void **state)
+{
+	struct net n;
+	struct ggml_tensor *sorted, *ids;
+	char err[256] = "";
+
+	(void)state;
+	net_init(&n);
+	n.emb = ggml_new_tensor_2d(n.ctx, GGML_TYPE_F32, K, E - 2);
+	sorted = ggml_argsort(n.ctx, n.scores, GGML_SORT_ORDER_DESC);
+	ids = ggml_view_1d(n.ctx, sorted, 2, 0);
+	n.out = ggml_get_rows(n.ctx, n.emb, ids);
+	assert_int_equal(net_build(&n, NULL, 0, NULL, NULL), 0);
+	expect_classes(&n, 0, 0, 1);
+	/* the scores put indices 7 and 6 (of 8) first: outside 6 rows */
+	assert_int_equal(gge_graph_compute(g_dev, n.gg, err, sizeof(err)), PPRPC_ERANGE);
+	assert_non_null(strstr(err, "outside [0, 6)"));
+	net_free(&n);
+}
+
+/* A node run between the ARGSORT and the GET_ROWS, placed over the
+ * ARGSORT's output: the ids are what that node wrote, so they are checked in
+ * the run.  The same node placed elsewhere leaves them proven. */
+static void aliased(int alias)
+{
+	struct net n;
+	struct ggml_tensor *sorted, *table, *tix, *junk, *first[2];
+	int32_t good[4] = { 1, 2, 3, 4 }, bad[4] = { 1, 200, 3, 4 }, pick[2] = { 0, 1 };
+	char err[256] = "";
+
+	net_init(&n);
+	n.emb = ggml_new_tensor_2d(n.ctx, GGML_TYPE_F32, K, E);
+	table = ggml_new_tensor_2d(n.ctx, GGML_TYPE_I32, 1, 4);
+	tix = ggml_new_tensor_1d(n.ctx, GGML_TYPE_I32, 2);
+	sorted = ggml_argsort(n.ctx, n.scores, GGML_SORT_ORDER_DESC);
+	junk = ggml_get_rows(n.ctx, table, tix); /* [1, 2] i32: 8 bytes */
+	n.out = ggml_get_rows(n.ctx, n.emb, ggml_view_1d(n.ctx, sorted, 2, 0));
+	first[0] = sorted;
+	first[1] = junk;
+	assert_int_equal(net_build(&n, first, 2, alias ? junk : NULL, sorted), 0);
+	/* tix is an input: the start guard of junk's own GET_ROWS */
+	expect_classes(&n, 1, alias ? 0 : 1, alias ? 1 : 0);
+	ggml_backend_tensor_set(tix, pick, 0, sizeof(pick));
+	ggml_backend_tensor_set(table, good, 0, sizeof(good));
+	expect_run_matches(&n);
+	ggml_backend_tensor_set(table, bad, 0, sizeof(bad));
+	if (alias) {
+		assert_int_equal(gge_graph_compute(g_dev, n.gg, err, sizeof(err)), PPRPC_ERANGE);
+		assert_non_null(strstr(err, "index 200"));
+	} else {
+		expect_run_matches(&n);
+	}
+	net_free(&n);
+}
+
+static void test_aliased_ids_checked(void **state)
+{
+	(void)state;
+	aliased(1);
+	aliased(0);
+}
+
+/* Ids the client wrote: checked when the run starts. */
+static void test_input_ids_at_start(void **state)
+{
+	struct net n;
+	struct ggml_tensor *ids;
+	int32_t good[3] = { 0, 7, 3 }, bad[3] = { 0, 8, 3 };
+	char err[256] = "";
+
+	(void)state;
+	net_init(&n);
+	n.emb = ggml_new_tensor_2d(n.ctx, GGML_TYPE_F32, K, E);
+	ids = ggml_new_tensor_1d(n.ctx, GGML_TYPE_I32, 3);
+	n.out = ggml_get_rows(n.ctx, n.emb, ids);
+	assert_int_equal(net_build(&n, NULL, 0, NULL, NULL), 0);
+	expect_classes(&n, 1, 0, 0);
+	ggml_backend_tensor_set(ids, good, 0, sizeof(good));
+	expect_run_matches(&n);
+	ggml_backend_tensor_set(ids, bad, 0, sizeof(bad));
+	assert_int_equal(gge_graph_compute(g_dev, n.gg, err, sizeof(err)), PPRPC_ERANGE);
+	assert_non_null(strstr(err, "index 8 at [1,0,0,0]"));
+	net_free(&n);
+}
+
+static int setup(void **state)
+{
+	char err[256];
+
+	(void)state;
+	g_cpu = ggml_backend_init_by_type(GGML_BACKEND_DEVICE_TYPE_CPU, NULL);
+	return g_cpu && gge_dev_open("CPU", 1, &g_dev, err, sizeof(err)) == 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	gge_dev_close(g_dev);
+	ggml_backend_free(g_cpu);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_argsort_ids_proven),
+		cmocka_unit_test(test_argsort_wider_than_table),
+		cmocka_unit_test(test_aliased_ids_checked),
+		cmocka_unit_test(test_input_ids_at_start),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
