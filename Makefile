@@ -196,7 +196,7 @@ FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 .PHONY: all test unit integration fuzz-replay fuzz clean info run run-pprpc-bench test-install soak soak-asan test-rdma run-fence
 # Keep intermediate objects (test and tool objects) between runs.
 .SECONDARY:
-all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES) $(PLUGIN)
+all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES)
 
 info:
 	@echo "pprpc build: libuv $$($(PKG_CONFIG) --modversion libuv), protobuf-c $$($(PKG_CONFIG) --modversion libprotobuf-c), libcrypto $$($(PKG_CONFIG) --modversion libcrypto), rdma: $(RDMA_INFO), openblas: $(if $(BLAS_LIBS),yes,no), static deps: $(STATIC)$(if $(SANITIZE), sanitize=$(SANITIZE))"
@@ -265,6 +265,7 @@ $(PLUGIN): $(PLUGIN_OBJS) $(LIBPPRPC_OBJS) ggml-pprpc/exports.map
 	@mkdir -p $(L)
 	$(CC) -shared $(LDFLAGS) -Wl,--version-script=ggml-pprpc/exports.map -Wl,-z,defs -o $@ \
 		$(PLUGIN_OBJS) $(LIBPPRPC_OBJS) -L$(GGML_LIB_DIR) -lggml-base $(shell $(PKG_CONFIG) --libs libprotobuf-c libcrypto) -lm
+all: $(PLUGIN)
 else
 PLUGIN :=
 endif
@@ -284,10 +285,17 @@ $(T)/gguf-add-vocab: $(O)/tests/llama/gguf-add-vocab.o
 else
 LLAMA_TEST_DEPS :=
 endif
+ifneq ($(SANITIZE),)
+# A sanitized plugin cannot load into llama.cpp's unsanitized tools (the
+# sanitizer runtime must come first in the process).
+test-llama test-llama-full:
+	@echo "test-llama: skipped in a SANITIZE build (the llama.cpp tools are not sanitized); run it in the plain build"
+else
 test-llama: $(LLAMA_TEST_DEPS)
 	@GGML_ON=$(GGML_ON) BUILD=$(BUILD) LLAMA_BIN=$(GGML_LIB_DIR) tests/llama/run.sh
 test-llama-full: $(LLAMA_TEST_DEPS)
 	@GGML_ON=$(GGML_ON) BUILD=$(BUILD) LLAMA_BIN=$(GGML_LIB_DIR) tests/llama/run.sh --full
+endif
 
 # ---- tests ---------------------------------------------------------------
 # Unit tests link everything except daemon/main.o, so they can test daemon
@@ -308,6 +316,11 @@ $(T)/test_ggml: $(O)/tests/integration/test_ggml.o $(O)/tests/integration/ggml_w
 		$(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(GGML_LIBS) -lm
+
+# The plugin's cache test builds ggml-pprpc/cache.c in (no ggml needed).
+$(T)/test_pg_cache: $(O)/tests/unit/test_pg_cache.o
+	@mkdir -p $(T)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS)
 
 # Integration tests may compute local references with the CPU kernels.
 $(T)/test_%: $(O)/tests/integration/test_%.o $(O)/tests/integration/harness.o $(TOOL_COMMON_OBJS) $(KERNEL_CPU_OBJS) $(L)/libpprpc.a
@@ -394,6 +407,7 @@ test: all
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory soak-asan
 	@$(MAKE) --no-print-directory test-install
+	@$(MAKE) --no-print-directory test-llama
 	@echo "make test: all suites passed"
 
 # Real RDMA: a QEMU guest with Soft-RoCE (tests/vm/run.sh).  Not part of

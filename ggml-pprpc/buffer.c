@@ -356,8 +356,3 @@ const struct ggml_backend_buffer_type_i pg_buft_iface = {
 	.get_alloc_size = buft_get_alloc_size,
 	.is_host = NULL,   /* device memory: ggml never touches it directly */
 };
-
-struct pg_device *pg_dev_of_buft(ggml_backend_buffer_type_t buft)
-{
-	return buft && buft->iface.get_name == buft_get_name ? buft->context : NULL;
-}

@@ -153,7 +153,6 @@ int pg_device_create(struct pg_registry *reg, struct pg_rank *r, const Pprpc__De
 		snprintf(d->desc, sizeof(d->desc), "pprpc %s %s %s", r->name, r->addr, d->rdev);
 	d->alignment = di->ggml_alignment ? di->ggml_alignment : 32;
 	d->max_size = di->ggml_max_size;
-	d->served_type = (int)di->ggml_dev_type;
 	pprpc_get_caps(r->c, &caps);
 	d->async = caps.async && caps.events;
 	if (di->ggml_alignment & (di->ggml_alignment - 1)) {

@@ -32,6 +32,7 @@
 #include "ggml-backend-impl.h"
 #include "ggml.h"
 #include "pprpc.h"
+#include "ggml-pprpc/cache.h"
 #include "proto/pprpc.pb-c.h"
 
 /* ggml's logger (what ggml-impl.h's GGML_LOG_* call; that header is not
@@ -44,8 +45,6 @@ GGML_API void ggml_log_internal(enum ggml_log_level level, const char *format, .
 
 #define PG_MAX_RANKS 64
 #define PG_MAX_DEVICES 256
-
-struct pg_cache;
 
 struct pg_rank {
 	int index;
@@ -81,7 +80,6 @@ struct pg_device {
 	char desc[256];
 	char rdev[32];                        /* the rank's name for it: "ggml:CPU" */
 	uint64_t alignment, max_size;
-	int served_type;                      /* enum ggml_backend_dev_type on the rank */
 	int async;                            /* the rank reported async + events */
 	struct pg_cache *graphs;              /* serialized graph -> daemon graph handle */
 	struct pg_cache *supports;            /* serialized op -> supported (0/1) */
@@ -149,12 +147,10 @@ uint64_t pg_rank_xfer_id(struct pg_rank *r);
 int pg_call(struct pg_rank *r, uint16_t type, const ProtobufCMessage *req, const ProtobufCMessageDescriptor *rep_desc,
 	    ProtobufCMessage **ret_rep);
 
-/* ---- registry.c ------------------------------------------------------------------ */
+/* ---- buffer.c, backend.c ------------------------------------------------------------------ */
 
-struct pg_registry *pg_registry_get(void);
-/* The device a ggml device / buffer type / buffer / backend belongs to, or
- * NULL when it is not one of ours. */
-struct pg_device *pg_dev_of_buft(ggml_backend_buffer_type_t buft);
+/* The context of a ggml buffer / backend, or NULL when it is not one of
+ * ours. */
 struct pg_buffer *pg_buffer_of(ggml_backend_buffer_t buf);
 struct pg_backend *pg_backend_of(ggml_backend_t backend);
 
@@ -238,34 +234,7 @@ void pg_wire_free(struct pg_wire *w);
 int pg_wire_pack_graph(const struct pg_wire *w, uint32_t device, uint8_t **ret, size_t *ret_len);
 int pg_wire_pack_op(const struct pg_wire *w, int32_t node, uint8_t **ret, size_t *ret_len);
 
-/* ---- cache.c ------------------------------------------------------------------ */
-
-struct pg_cache_entry {
-	struct pg_cache_entry *hnext;        /* bucket chain */
-	struct pg_cache_entry *prev, *next;  /* LRU list, most recent first */
-	uint64_t hash;
-	size_t klen;
-	uint64_t value;
-	uint64_t *bufs;                      /* graphs: buffers the graph uses */
-	size_t nbufs;
-	uint8_t key[];
-};
-
-/* Called for an entry leaving the cache by eviction or clear (not by
- * pg_cache_remove): e.g. GRAPH_FREE. */
-typedef void (*pg_cache_evict_fn)(void *arg, struct pg_cache_entry *e);
-
-struct pg_cache *pg_cache_new(size_t max_entries, size_t max_bytes, pg_cache_evict_fn evict, void *arg);
-void pg_cache_free(struct pg_cache *c);     /* evicts every entry first */
-/* The entry with exactly these key bytes (compared in full, not only the
- * hash), made most recent; NULL if none. */
-struct pg_cache_entry *pg_cache_find(struct pg_cache *c, const uint8_t *key, size_t klen);
-/* Insert (the caller checked it is absent); the least recent entries are
- * evicted beyond the bounds.  NULL without memory. */
-struct pg_cache_entry *pg_cache_insert(struct pg_cache *c, const uint8_t *key, size_t klen, uint64_t value);
-/* Evict every entry for which pred(arg, e) is true. */
-void pg_cache_evict_if(struct pg_cache *c, int (*pred)(void *arg, const struct pg_cache_entry *e), void *arg);
-size_t pg_cache_count(const struct pg_cache *c);
+/* ---- cache.c: ggml-pprpc/cache.h ---- */
 
 /* ---- graphs.c ------------------------------------------------------------------ */
 

@@ -107,7 +107,10 @@ _Noreturn void pg_fatal_rc(const struct pg_rank *r, const char *dev, const char 
 {
 	const char *msg = r && r->dead ? r->dead_why : r && r->c ? pprpc_last_error(r->c) : "";
 
-	pg_fatal(r, dev, command, "%s (%s)", msg && *msg ? msg : "failed", pprpc_strerror(rc));
+	if (!msg || !*msg)
+		pg_fatal(r, dev, command, "%s", pprpc_strerror(rc));
+	/* a dead connection says so first: the rank, not the request, is the problem */
+	pg_fatal(r, dev, command, "%s%s", r && r->dead ? "connection to the rank lost: " : "", msg);
 }
 
 void pg_check_alive(const struct pg_rank *r, const char *dev, const char *command)

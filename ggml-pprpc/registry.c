@@ -27,11 +27,6 @@
 
 static struct pg_registry *g_reg;
 
-struct pg_registry *pg_registry_get(void)
-{
-	return g_reg;
-}
-
 static const char *reg_get_name(ggml_backend_reg_t reg)
 {
 	(void)reg;

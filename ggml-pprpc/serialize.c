@@ -27,6 +27,9 @@ _Static_assert(GGML_MAX_SRC == 10 && GGML_MAX_OP_PARAMS == 64 && GGML_MAX_DIMS =
 	       "the wire form (proto/pprpc.proto GgmlTensor) assumes ggml's limits");
 
 enum { NODE_PENDING = -2, ABSENT = -1 };
+/* a node that is its own source: ggml_cast's CPY names itself as src[1] (its
+ * destination); it travels as the node's own index */
+#define SELF (-3)
 
 /* Recursion only follows view chains and, for nodes, sources that are
  * nodes not yet emitted (none in a topologically ordered graph). */
@@ -153,6 +156,29 @@ static size_t used_params(const struct ggml_tensor *t)
 
 static int32_t visit(struct pg_wire *w, const struct ggml_tensor *t, int depth);
 
+/* Nodes that compute nothing in any backend (ggml-cpu and ggml-cuda skip
+ * them): NONE (test-backend-ops adds sentinels so), the views, nodes with
+ * no elements, and nodes without GGML_TENSOR_FLAG_COMPUTE (the meta
+ * backend disables the parts of a zero-sized slice so, and zeroes their
+ * results itself).  They travel only as the tensors later nodes read, if
+ * any.  The scheduler may even put a view of a host tensor in our split: a
+ * no-op there, its readers get a copy. */
+static int no_op(const struct ggml_tensor *t)
+{
+	if (ggml_is_empty(t) || !(t->flags & GGML_TENSOR_FLAG_COMPUTE))
+		return 1;
+	switch (t->op) {
+	case GGML_OP_NONE:
+	case GGML_OP_VIEW:
+	case GGML_OP_RESHAPE:
+	case GGML_OP_PERMUTE:
+	case GGML_OP_TRANSPOSE:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 /* Emit t (its sources already have indices in srcs/view). */
 static int32_t emit(struct pg_wire *w, const struct ggml_tensor *t, int is_node, const int32_t *srcs, int32_t view)
 {
@@ -178,8 +204,8 @@ static int32_t emit(struct pg_wire *w, const struct ggml_tensor *t, int is_node,
 		m->op_params.data = (uint8_t *)t->op_params;
 		m->op_params.len = used_params(t);
 		for (int i = 0; i < GGML_MAX_SRC; i++) {
-			m->src[i] = srcs[i];
-			if (srcs[i] >= 0)
+			m->src[i] = srcs[i] == SELF ? idx : srcs[i];
+			if (m->src[i] >= 0)
 				nsrc = i + 1;
 		}
 	}
@@ -190,8 +216,9 @@ static int32_t emit(struct pg_wire *w, const struct ggml_tensor *t, int is_node,
 		uint64_t off;
 
 		if (pg_tensor_loc(t, &b, &off) < 0) {
-			snprintf(w->err, sizeof(w->err), "tensor '%.64s' (%s) is not in a buffer of this plugin", t->name,
-				 ggml_op_desc(t));
+			snprintf(w->err, sizeof(w->err), "tensor '%.64s' (%s) is not in a buffer of this plugin (%s%s)",
+				 t->name, ggml_op_desc(t), t->buffer ? "in " : "no buffer",
+				 t->buffer ? ggml_backend_buffer_name(t->buffer) : t->data ? ", data set" : "");
 			return -1;
 		}
 		if (b->dev != w->dev) {
@@ -226,7 +253,9 @@ static int32_t visit(struct pg_wire *w, const struct ggml_tensor *t, int depth)
 	}
 	for (int i = 0; i < GGML_MAX_SRC; i++) {
 		srcs[i] = -1;
-		if (is_node && t->src[i] && (srcs[i] = visit(w, t->src[i], depth + 1)) < 0)
+		if (is_node && t->src[i] == t)
+			srcs[i] = SELF;
+		else if (is_node && t->src[i] && (srcs[i] = visit(w, t->src[i], depth + 1)) < 0)
 			return -1;
 	}
 	if (t->view_src && (view = visit(w, t->view_src, depth + 1)) < 0)
@@ -265,13 +294,11 @@ int pg_wire_graph(struct pg_wire *w, struct pg_device *d, const struct ggml_cgra
 	w->nodes = malloc((size_t)(n ? n : 1) * sizeof(*w->nodes));
 	if (!w->nodes)
 		goto nomem;
-	/* mark the nodes first: a tensor is work only if it is one of them.  A
-	 * node with op NONE (test-backend-ops adds sentinels so) computes
-	 * nothing in any backend: it travels as the plain tensor it is. */
+	/* mark the nodes first: a tensor is work only if it is one of them */
 	for (int i = 0; i < n; i++) {
 		const struct ggml_tensor *t = ggml_graph_node((struct ggml_cgraph *)g, i);
 
-		if (t->op != GGML_OP_NONE && map_get(w, t) == ABSENT) {
+		if (!no_op(t) && map_get(w, t) == ABSENT) {
 			if (map_put(w, t, NODE_PENDING) < 0)
 				goto nomem;
 		}
@@ -280,11 +307,16 @@ int pg_wire_graph(struct pg_wire *w, struct pg_device *d, const struct ggml_cgra
 		const struct ggml_tensor *t = ggml_graph_node((struct ggml_cgraph *)g, i);
 		int32_t idx;
 
-		if (t->op == GGML_OP_NONE)
+		if (no_op(t))
 			continue;
 		idx = visit(w, t, 0);
-		if (idx < 0)
+		if (idx < 0) {
+			size_t l = strlen(w->err);
+
+			snprintf(w->err + l, sizeof(w->err) - l, ", read by node %d '%.64s' (%s)", i, t->name,
+				 ggml_op_desc(t));
 			return PPRPC_EINVAL;
+		}
 		/* a node listed twice runs twice, as ggml would run it */
 		w->nodes[w->nnodes++] = idx;
 	}

@@ -26,7 +26,9 @@ TLA=$LLAMA_BIN/test-llama-archs
 require_llama "test-llama-archs ($mode)" "$TLA"
 SEED=${PPRPC_ARCHS_SEED:-42}
 
-if [ $mode = subset ]; then
+if [ -n "${PPRPC_ARCHS:-}" ]; then
+	archs=$PPRPC_ARCHS # by hand: PPRPC_ARCHS="llama dream" tests/llama/archs.sh
+elif [ $mode = subset ]; then
 	# dense + MoE where the architecture has both; qwen3moe/qwen35moe are
 	# the MoE-only counterparts of qwen3/qwen35
 	archs="llama qwen3 qwen3moe qwen35 qwen35moe qwen3next kimi-linear kimi-k3 deepseek2 gemma3 mamba2 granitehybrid"
@@ -61,9 +63,8 @@ for a in $archs; do
 	if [ $rc != 0 ] && ! sed 's/\x1b\[[0-9;]*m//g' "$out" | grep -q "FAIL"; then
 		crashed="$crashed $a(exit $rc)"
 		echo "  $a: exit $rc without a FAIL row; last lines of its stderr:" >&2
-		tail -n 8 "$TMP_ROOT/arch-$a.log" | sed 's/^/    /' >&2
+		grep -v '^#\|^\[\|^Using host\|^[0-9]*\s*\.\./' "$TMP_ROOT/arch-$a.log" | tail -n 8 | sed 's/^/    /' >&2
 	fi
-	rm -f "$TMP_ROOT/core"
 done
 secs=$(( $(date +%s) - start ))
 
@@ -71,18 +72,17 @@ secs=$(( $(date +%s) - start ))
 echo
 awk -F'\t' '
 	{ key = $1 " " $2; if (!(key in seen)) { seen[key] = 1; order[++n] = key }
-	  st = $4; sub(/ .*/, "", st); res[key] = res[key] sprintf("  %s=%s", $3, st)
+	  st = $4; sub(/ \(.*/, "", st)
+	  res[key] = res[key] sprintf("  %s=%s%s", $3, st, ($5 == "FAIL" ? "(roundtrip FAIL)" : ""))
+	  cfg[$3] = 1
 	  if ($3 == "CPU") cpu[key] = st
-	  else if (st == "OK" && $5 != "FAIL") ok[$3]++
-	  else if (st == "FAIL" || $5 == "FAIL") { if (cpu[key] == "OK") { bad[$3]++; fails = fails "\n  " key " on " $3 ": " $4 " roundtrip " $5 } }
-	  else skip[$3]++ }
+	  if (st == "OK" && $5 != "FAIL") ok[$3]++
+	  else if (st == "SKIP") skip[$3]++
+	  else { bad[$3]++; fails = fails "\n  " key " on " $3 ": " $4 " roundtrip " $5 } }
 	END {
 		for (i = 1; i <= n; i++) printf "%-24s%s\n", order[i], res[order[i]]
-		printf "\nper configuration: "
-		for (d in ok) printf "%s: %d OK  ", d, ok[d]
-		for (d in skip) printf "%s: %d SKIP  ", d, skip[d]
-		for (d in bad) printf "%s: %d FAIL  ", d, bad[d]
-		printf "\n"
+		printf "\nper configuration (OK / FAIL / SKIP):\n"
+		for (d in cfg) printf "  %-14s %4d %4d %4d\n", d, ok[d], bad[d], skip[d]
 		if (fails != "") printf "failures:%s\n", fails
 	}' "$rows" | tee "$TMP_ROOT/summary.txt"
 

@@ -69,10 +69,12 @@ sed 's/\x1b\[[0-9;]*m//g' "$out" | awk '
 	/^  [A-Z_0-9]*\(.*\): / {
 		op = substr($1, 1, index($1, "(") - 1)
 		ops[op] = 1
+		sub(/[ \t]+$/, "")
 		if ($0 ~ /: OK$/) ok[op]++
 		else if ($0 ~ /FAIL$/) { bad[op]++; failed = failed "\n    " substr($0, 3) }
 		else if ($0 ~ /not supported \[.*PPRPC0.*\]$/) unsup[op]++
 		else if ($0 ~ /not supported \[/) cpu[op]++
+		else { bad[op]++; failed = failed "\n    " substr($0, 3) " (no verdict)" }
 	}
 	END {
 		printf "%-26s %6s %6s %11s %8s\n", "op", "passed", "failed", "unsupported", "cpu-only"

@@ -70,4 +70,12 @@ sent=$(awk '$2 == "send" {n += $4} END {print n + 0}' "$TMP_ROOT/stats0.txt")
 recv=$(awk '$2 == "recv" {n += $4} END {print n + 0}' "$TMP_ROOT/stats1.txt")
 echo "boundary: rank 0 sent $sent, rank 1 received $recv transfers daemon to daemon"
 [ "$sent" -gt 0 ] && [ "$recv" -gt 0 ] || fail "no boundary transfers between the ranks"
-echo "generate: passed (64 tokens identical to the CPU)"
+# the same with a graph cache of 2 per device: graphs are evicted (GRAPH_FREE)
+# and created again, the tokens stay the CPU's
+PPRPC_GRAPH_CACHE=2 with_plugin "$LC" "${gen[@]}" -ngl 99 -dev PPRPC0,PPRPC1 -ts 1,1 -lv 4 \
+	>"$TMP_ROOT/small.txt" 2>"$TMP_ROOT/small.log" || { tail "$TMP_ROOT/small.log" >&2; fail "run with PPRPC_GRAPH_CACHE=2 failed"; }
+cmp -s "$TMP_ROOT/cpu.txt" "$TMP_ROOT/small.txt" || fail "PPRPC_GRAPH_CACHE=2: tokens differ from the CPU run"
+freed=$(sed -n 's/.*pprpc: PPRPC0: graphs [0-9]* created, [0-9]* run ([0-9]* from the cache), \([0-9]*\) freed.*/\1/p' "$TMP_ROOT/small.log")
+echo "PPRPC_GRAPH_CACHE=2: $(grep -o 'PPRPC0: graphs [^;]*' "$TMP_ROOT/small.log"), tokens identical"
+[ "${freed:-0}" -gt 0 ] || fail "PPRPC_GRAPH_CACHE=2 evicted no graph"
+echo "generate: passed (64 tokens identical to the CPU, with the default graph cache and with 2 graphs per device)"

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# tests/llama/rank-loss.sh — a rank killed during generation: the llama.cpp
-# tool must end with a clear error naming the rank within a bound (no
-# hang), and the surviving rank must keep serving.
+# tests/llama/rank-loss.sh — a rank lost during generation: the llama.cpp
+# tool must end with a clear error within a bound (no hang), and the
+# surviving rank must keep serving.
 #
-# llama-completion generates up to 3000 tokens over two ranks (the same
-# random model as generate.sh); once it has printed some, rank 1 gets
-# SIGKILL.  Required: the tool exits non-zero within LOSS_BOUND_S (default
-# 20) seconds of the kill, its stderr has the plugin's error naming rank 1
-# and its address; then rank 0 still answers pprpcctl status, and a new
-# generation on rank 0 alone gives the CPU's tokens.
+# 1. killed: llama-completion generates up to 3000 tokens over two ranks
+#    (the same random model as generate.sh); once it has printed some,
+#    rank 1 gets SIGKILL.  Required: the tool exits non-zero within
+#    LOSS_BOUND_S (default 20) seconds, its stderr has the plugin's error
+#    naming rank 1 and its address; then rank 0 still answers pprpcctl
+#    status, and a new generation on rank 0 alone gives the CPU's tokens.
+# 2. hung: the same over rank 0 and a new rank 2 with PPRPC_TIMEOUT_MS=3000,
+#    and rank 2 gets SIGSTOP (its socket stays open, nothing answers).
+#    Required: the tool exits non-zero within the timeout plus LOSS_BOUND_S
+#    with the plugin's "timed out" error.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/llama/lib.sh
@@ -70,4 +74,38 @@ short=(-m "$TMP_ROOT/model.gguf" -p "the quick brown fox" -n 16 --temp 0 --ignor
 GGML_BACKEND_PATH=$(realpath "$PLUGIN") PPRPC_RANKS=${RANK_ADDRS[0]} "$LC" "${short[@]}" -ngl 99 -dev PPRPC0 \
 	>"$TMP_ROOT/after.txt" 2>"$TMP_ROOT/after.log" || { tail "$TMP_ROOT/after.log" >&2; fail "rank 0 cannot serve a new run"; }
 cmp -s "$TMP_ROOT/cpu.txt" "$TMP_ROOT/after.txt" || fail "rank 0 alone: tokens differ from the CPU"
-echo "rank-loss: passed (clear error in ${secs}s; rank 0 kept serving: a new run matched the CPU)"
+echo "rank-loss: killed rank: clear error in ${secs}s; rank 0 kept serving: a new run matched the CPU"
+
+# 2. a rank that stops answering without closing its socket
+start_rank || fail "cannot start rank 2"
+PPRPC_TIMEOUT_MS=3000 GGML_BACKEND_PATH=$(realpath "$PLUGIN") PPRPC_RANKS=${RANK_ADDRS[0]},${RANK_ADDRS[2]} \
+	"$LC" "${long[@]}" >"$TMP_ROOT/gen2.txt" 2>"$TMP_ROOT/gen2.log" &
+tool=$!
+for _ in $(seq 1 3000); do
+	[ "$(wc -c <"$TMP_ROOT/gen2.txt")" -ge 20 ] && break
+	kill -0 $tool 2>/dev/null || break
+	sleep 0.01
+done
+kill -0 $tool 2>/dev/null || { tail "$TMP_ROOT/gen2.log" >&2; fail "the tool ended before rank 2 was stopped"; }
+kill -STOP "${RANK_PIDS[2]}"
+t0=$(date +%s%N)
+dead=0
+for _ in $(seq 1 $(((BOUND + 3) * 20))); do
+	if ! kill -0 $tool 2>/dev/null; then dead=1; break; fi
+	sleep 0.05
+done
+kill -CONT "${RANK_PIDS[2]}"
+if [ $dead = 0 ]; then
+	kill -KILL $tool 2>/dev/null
+	fail "the tool still ran $((BOUND + 3))s after rank 2 stopped answering (hang)"
+fi
+wait $tool
+rc=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+secs2=$(printf "%d.%03d" $((ms / 1000)) $((ms % 1000)))
+echo "tool ended ${secs2}s after rank 2 stopped answering (PPRPC_TIMEOUT_MS=3000), exit status $rc"
+grep "pprpc: fatal" "$TMP_ROOT/gen2.log" | tail -n 2
+[ $rc != 0 ] || fail "the tool exited 0 although a rank hung"
+grep -q "pprpc: fatal: .*${RANK_ADDRS[2]}.*timed out" "$TMP_ROOT/gen2.log" ||
+	fail "no timeout error naming rank 2 (${RANK_ADDRS[2]}) from the plugin"
+echo "rank-loss: passed (killed: clear error in ${secs}s, survivor served; hung: clear error in ${secs2}s)"

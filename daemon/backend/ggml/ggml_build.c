@@ -100,7 +100,9 @@ static void make(struct ggml_context *ctx, const Pprpc__GgmlTensor *w, const str
 		if (w->op_params.len)
 			memcpy(x->op_params, w->op_params.data, w->op_params.len);
 		for (size_t k = 0; k < w->n_src; k++)
-			x->src[k] = w->src[k] >= 0 ? t[w->src[k]] : NULL;
+			/* a source index equal to the tensor's own is ggml_cast's
+			 * self-named destination (ggml_wire.c allows it for CPY) */
+			x->src[k] = w->src[k] < 0 ? NULL : (size_t)w->src[k] == i ? x : t[w->src[k]];
 	}
 	t[i] = x;
 }

@@ -169,7 +169,11 @@ static int check_fields(const Pprpc__GgmlTensor *t, size_t i, const char *who, c
 		return PPRPC_EINVAL;
 	}
 	for (size_t k = 0; k < t->n_src; k++)
-		if (t->src[k] < -1 || (t->src[k] >= 0 && (size_t)t->src[k] >= i)) {
+		/* One exception to "sources precede": ggml_cast makes a CPY node
+		 * that names itself as its destination (src[1]), which ggml-cuda's
+		 * copy reads; the CPY rule checks that case. */
+		if (t->src[k] < -1 || (t->src[k] >= 0 && (size_t)t->src[k] >= i &&
+				       !((size_t)t->src[k] == i && k == 1 && t->op == GGML_OP_CPY))) {
 			snprintf(err, errlen, "tensor %s: source %zu (#%d) does not precede it", who, k, t->src[k]);
 			return PPRPC_EGRAPH;
 		}
