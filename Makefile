@@ -269,8 +269,6 @@ all: $(PLUGIN)
 else
 PLUGIN :=
 endif
-# `all` is read above, before PLUGIN has a value: add it here.
-all: $(PLUGIN)
 
 # llama.cpp's own suites through the plugin (tests/llama/): `make test`
 # runs the subset, `make test-llama-full` every case and architecture.
