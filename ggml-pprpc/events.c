@@ -22,7 +22,12 @@
  * already known here: a value once reached stays reached (timelines only
  * grow), a SIGNAL queued before a FENCE that completed without error has run,
  * and a FENCE with nothing sent on the connection since the last one that
- * completed has nothing left to wait for.
+ * completed has nothing left to wait for — nor one after which only
+ * TENSOR_SETs went to this device: their bytes travelled in the request (the
+ * caller's memory is free again), and the queue orders them before anything
+ * sent later, which is all a synchronize before an input copy is for (on one
+ * device, with no events, llama.cpp synchronizes before every input).  A
+ * failed SET still fails the queue, and the next FENCE reports it.
  */
 #include <stdlib.h>
 
@@ -86,8 +91,8 @@ void pg_device_sync(struct pg_device *d, const char *why)
 
 	pg_lock(r);
 	pg_check_alive(r, d->name, why);
-	if (d->fenced_next_id && r->c->next_id == d->fenced_next_id && !r->c->async_err) {
-		pg_unlock(r); /* nothing sent since the last completed FENCE */
+	if (d->fenced_next_id && r->c->next_id - d->fenced_next_id == d->sets_since && !r->c->async_err) {
+		pg_unlock(r); /* nothing but TENSOR_SETs sent since the last completed FENCE */
 		return;
 	}
 	signals = d->signals;
@@ -96,6 +101,7 @@ void pg_device_sync(struct pg_device *d, const char *why)
 		pg_fatal_rc(r, d->name, why, pg_rank_failed(r, rc));
 	d->signals_done = signals;
 	d->fenced_next_id = r->c->next_id;
+	d->sets_since = 0;
 	pg_unlock(r);
 }
 

@@ -91,6 +91,7 @@ struct pg_device {
 	uint64_t signals;        /* SIGNALs queued on this device's queue */
 	uint64_t signals_done;   /* of those, the ones before the last completed FENCE */
 	uint64_t fenced_next_id; /* the rank connection's next request id after that FENCE */
+	uint64_t sets_since;     /* TENSOR_SETs (bytes inline) queued here since then */
 };
 
 struct pg_registry {
