@@ -252,6 +252,9 @@ def print_table(cfg, res, S, out=None):
           "the decode runs; a transfer's time runs from the SEND's (RECV's) arrival at the daemon to its last "
           "byte, so it includes waiting for the stage's compute)\n")
     ba = S.get("boundary_added_us") or {}
+    bp = res.get("boundary_probe") or {}
+    if bp.get("reason"):
+        w("\nboundary probe not run: %s\n" % bp["reason"])
     if ba:
         w("\ndecode cost of a stage boundary (decode ms/token through %d ranks minus through rank 0 alone, "
           "per boundary; mean [bootstrap 95%%] over the rounds):\n" % cfg.n)
