@@ -262,41 +262,61 @@ def _write_svg(path, cfg, panels, phase):
         p["t1"] = max((e[2] for e in evs), default=p["t0"] + 1.0)
         p["lanes"] = [(n, [e for e in ev if e[2] >= p["t0"]]) for n, ev in p["lanes"]]
         p["lanes"] = [(n, ev) for n, ev in p["lanes"] if ev]
-    H = 90 + sum(gap + lane_h * len(p["lanes"]) for p in panels)
+        # requests in flight at once (PULLs of several ubatches, say) get rows of their own
+        packed = []
+        for n, ev in p["lanes"]:
+            rows = []
+            for e in sorted(ev, key=lambda e: e[1]):
+                for i, end in enumerate(rows):
+                    if e[1] >= end or i == 3:
+                        rows[i] = max(end, e[2])
+                        break
+                else:
+                    i = len(rows)
+                    rows.append(e[2])
+                packed.append((n, i, e))
+            p["nrows"] = p.get("nrows", []) + [(n, max(1, len(rows)))]
+        p["packed"] = packed
+    H = 100 + sum(gap + lane_h * sum(r for _, r in p["nrows"]) for p in panels)
     o = ['<?xml version="1.0" encoding="UTF-8"?>',
          '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">'
          % (W + left + 20, H), '<rect width="100%" height="100%" fill="white"/>',
-         '<text x="10" y="18" font-size="14">llama-vs-rpc: %s, %d ranks, as the client sees each rank '
-         '(through a recording proxy, not timed)</text>' % (
+         '<text x="10" y="18" font-size="14">llama-vs-rpc: %s, %d ranks,</text>'
+         '<text x="10" y="34" font-size="12">as the client sees each rank (through a recording proxy, not '
+         'timed); one row per connection, more rows when requests overlap</text>' % (
              ("llama-bench prompt run of %d tokens in ubatches of %d (its warmup pass, then the timed pass)"
               % (max(cfg.prompts), cfg.ubatch)) if phase == "pp" else
              ("llama-bench decode run of %d tokens (after a 1-token warmup)" % cfg.gen), cfg.n),
-         '<text x="10" y="50" font-size="11">a bar runs from a request to its reply; a thin bar is a command '
+         '<text x="10" y="66" font-size="11">a bar runs from a request to its reply; a thin bar is a command '
          'that gets no reply (queued); hover for names, sizes and times</text>']
     x = 10
     for label, color, _ in CATEGORY + [("other", "#bab0ac", ())]:
-        o.append('<rect x="%d" y="26" width="12" height="10" fill="%s"/><text x="%d" y="35">%s</text>'
+        o.append('<rect x="%d" y="42" width="12" height="10" fill="%s"/><text x="%d" y="51">%s</text>'
                  % (x, color, x + 16, label))
         x += 110
-    y = 64.0
+    y = 78.0
     for p in panels:
         t0, span = p["t0"], max(p["t1"] - p["t0"], 1e-6)
         o.append('<text x="10" y="%.1f" font-weight="bold" font-size="13">%s: %s, time axis %.1f ms%s</text>'
                  % (y + 14, p["side"], "%.1f tok/s through the proxy" % p["tps"] if p["tps"] else "no result",
                     span * 1e3, (" (error: %s)" % p["error"].splitlines()[0][:80]) if p["error"] else ""))
         y += 22
-        for lname, ev in p["lanes"]:
+        rows_of = dict(p["nrows"])
+        for lname, _ in p["lanes"]:
+            nr = rows_of[lname]
             o.append('<text x="10" y="%.1f">%s</text><line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#ddd"/>'
-                     % (y + lane_h / 2 + 4, lname, left, y + lane_h, left + W, y + lane_h))
-            for name, a, b, n, queued in ev:
+                     % (y + lane_h / 2 + 4, lname, left, y + nr * lane_h, left + W, y + nr * lane_h))
+            for n, row, (name, a, b, nbytes, queued) in p["packed"]:
+                if n != lname:
+                    continue
                 label, color = _cat(name)
                 xa = left + max(a - t0, 0.0) / span * W
                 wd = max((b - a) / span * W, 1.5)
                 o.append('<rect x="%.2f" y="%.1f" width="%.2f" height="%.1f" fill="%s"%s><title>%s %s, %d bytes, '
                          '%.3f ms at %.3f ms</title></rect>'
-                         % (xa, y + 3, wd, lane_h - 6, color, ' opacity="0.7"' if queued else "", name,
-                            "(queued, no reply)" if queued else "(to its reply)", n, (b - a) * 1e3, (a - t0) * 1e3))
-            y += lane_h
+                         % (xa, y + row * lane_h + 3, wd, lane_h - 6, color, ' opacity="0.7"' if queued else "", name,
+                            "(queued, no reply)" if queued else "(to its reply)", nbytes, (b - a) * 1e3, (a - t0) * 1e3))
+            y += nr * lane_h
         y += gap - 22
     o.append("</svg>")
     with open(path, "w") as f:
