@@ -204,7 +204,7 @@ FUZZ_SRCS := $(filter-out $(GGML_SKIP),$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(T)/replay_%,$(FUZZ_SRCS))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 
-.PHONY: all test unit integration fuzz-replay fuzz clean info run test-install soak soak-asan test-hostile test-rdma run-fence
+.PHONY: all test unit integration fuzz-replay fuzz clean info run run-pprpc-bench test-install soak soak-asan test-hostile test-rdma run-fence
 # Keep intermediate objects (test and tool objects) between runs.
 .SECONDARY:
 all: info $(B)/pprpcd $(L)/libpprpc.so $(L)/libpprpc.a $(TOOLS) $(BENCHES)
@@ -544,9 +544,35 @@ install: all
 	for m in pprpcctl.1 pp-fence-test.1; do sed 's|@VERSION@|$(VERSION)|' doc/man/$$m > $(DESTDIR)$(PREFIX)/share/man/man1/$$m; done
 	sed 's|@VERSION@|$(VERSION)|' doc/man/pprpcd.8 > $(DESTDIR)$(PREFIX)/share/man/man8/pprpcd.8
 
-# The main job (README): start two local daemons, run micro-batches through
-# them sequentially and pipelined, check parity and sentinels, report speedup.
-run: all
+# The main job (README): llama.cpp over pprpc vs llama.cpp over its own RPC
+# backend (bench/llama-vs-rpc, doc/llama-vs-rpc.md): two local pprpcd and two
+# ggml-rpc-server, one core each, a generated hybrid (KDA + MLA, MoE) model,
+# paired rounds, token-hash parity, the report.  The pinned llama.cpp is built
+# first when needed (unless LLAMA_BIN names another build), then everything
+# else is (re-)read by a sub-make, since the ggml detection happens when the
+# Makefile is read.  LVR_ARGS: more llama-vs-rpc options.
+LLAMA_BIN ?= $(abspath $(LLAMA_BUILD)/bin)
+RUN_MODEL ?= $(BUILD)/models/kimi-linear-tiny-s1-f16.gguf
+LVR_OUT ?= $(BUILD)/llama-vs-rpc
+LVR_ARGS ?=
+run:
+ifeq ($(origin LLAMA_BIN),file)
+	@scripts/build-llama.sh $(LLAMA_DIR) $(LLAMA_BUILD)
+endif
+	@$(MAKE) --no-print-directory all GGML=1
+	@$(MAKE) --no-print-directory $(RUN_MODEL)
+	@mkdir -p $(LVR_OUT)
+	LLAMA_BIN=$(LLAMA_BIN) bench/llama-vs-rpc/llama-vs-rpc --model $(RUN_MODEL) \
+		--json $(LVR_OUT)/results.json --svg $(LVR_OUT)/pipeline.svg $(LVR_ARGS)
+
+# Generated models (bench/model-gen): NAME-PRESET-sSEED-f16.gguf.
+$(BUILD)/models/%-tiny-s1-f16.gguf: bench/model-gen/gen-model bench/model-gen/archs.py bench/model-gen/vocab.py \
+		bench/model-gen/weights.py bench/model-gen/gguf_min.py
+	@mkdir -p $(dir $@)
+	bench/model-gen/gen-model --arch $* --preset tiny --seed 1 -o $@ >/dev/null
+
+# The synthetic hybrid transformer in pprpc's native op set (the former `make run`).
+run-pprpc-bench: all
 	$(B)/pprpc-bench --spawn 2
 
 run-fence: all

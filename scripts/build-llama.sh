@@ -16,7 +16,7 @@ root=$PWD
 SRC=${1:-ext/llama.cpp}
 if [ "${LLAMA_CUDA:-0}" = 1 ]; then BUILD=${2:-$SRC/build-cuda}; else BUILD=${2:-$SRC/build-cpu}; fi
 JOBS=${JOBS:-$(nproc)}
-TARGETS=${LLAMA_TARGETS:-"ggml-base ggml-cpu ggml llama test-backend-ops test-llama-archs llama-bench llama-simple llama-completion llama-quantize llama-imatrix ggml-rpc-server"}
+TARGETS=${LLAMA_TARGETS:-"ggml-base ggml-cpu ggml llama test-backend-ops test-llama-archs llama-bench llama-simple llama-completion llama-quantize llama-imatrix llama-fit-params ggml-rpc-server"}
 
 [ -d "$SRC" ] || scripts/fetch-llama.sh "$SRC"
 

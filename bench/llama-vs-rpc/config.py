@@ -1,0 +1,135 @@
+"""Command line and paths: which binaries, which device, which workload."""
+
+import argparse
+import os
+import shutil
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+USAGE = """\
+llama-vs-rpc: llama.cpp over pprpc vs llama.cpp over its own RPC backend, one run.
+
+Starts N pprpcd (--devices ggml:DEV) and N ggml-rpc-server (-d DEV) on
+127.0.0.1 ephemeral ports, same threads, and runs the same llama.cpp workload
+(llama-bench prompt and decode runs, a greedy llama-completion for the token
+hash) through each, plus a local run on one device, in paired rounds of
+alternating order.  Reports prompt tok/s per size, TTFT, decode tok/s, token
+hashes (must be equal everywhere), rank memory, errors, graph creates vs runs
+and stage boundaries (pprpc STATS), and pprpc/rpc as a paired geometric-mean
+ratio with a bootstrap 95% interval; then an ubatch sweep that skips any ubatch
+llama.cpp estimates would leave less than --margin-mib free on a rank (checked
+before allocating).  Exit 0 when every run succeeded and every hash matched,
+1 otherwise, 2 for bad usage.
+
+Environment: LLAMA_BIN (llama.cpp's bin folder, default
+ext/llama.cpp/build-cpu/bin), PPRPC_BUILD (default build).
+"""
+
+
+def parse(argv=None):
+    ap = argparse.ArgumentParser(prog="llama-vs-rpc", description=USAGE,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="GGUF model (bench/model-gen makes them)")
+    ap.add_argument("--ranks", type=int, default=2, help="ranks per side (default 2)")
+    ap.add_argument("--device", default="cpu", help="cpu or cudaN: ranks serve ggml:CPU / ggml:CUDAN (default cpu)")
+    ap.add_argument("--threads", type=int, default=1, help="CPU threads per rank (default 1)")
+    ap.add_argument("--client-threads", type=int, default=1, help="llama.cpp threads in the client process (default 1)")
+    ap.add_argument("--local-threads", type=int, help="threads of the local run (default: --threads on the CPU, --client-threads on a GPU)")
+    ap.add_argument("--split", help="layer split, e.g. 1,1 (default even)")
+    ap.add_argument("--prompts", default=None, help="prompt sizes (default 2048,4096,8192 on a GPU, 128,256,512 on the CPU)")
+    ap.add_argument("--gen", type=int, default=None, help="decoded tokens per decode run (default 128 GPU, 32 CPU)")
+    ap.add_argument("--hash-tokens", type=int, default=32, help="greedy tokens for the token hash (default 32)")
+    ap.add_argument("--hash-words", type=int, default=48, help="words of prompt text for the token hash (default 48)")
+    ap.add_argument("--ubatch", type=int, default=None, help="ubatch of the main rounds (default 512 GPU, 128 CPU)")
+    ap.add_argument("--batch", type=int, default=None, help="batch (default: the largest prompt)")
+    ap.add_argument("--rounds", type=int, default=3, help="paired rounds (default 3)")
+    ap.add_argument("--reps", type=int, default=1, help="llama-bench -r per run (default 1)")
+    ap.add_argument("--sides", default="pprpc,rpc,local", help="subset of pprpc,rpc,local (default all)")
+    ap.add_argument("--sweep", default=None, help="ubatch sweep (default 512,1024,2048 GPU, 64,128,256 CPU; 'none' to skip)")
+    ap.add_argument("--sweep-rounds", type=int, default=2, help="paired rounds per sweep ubatch (default 2)")
+    ap.add_argument("--cpu-reference", choices=("on", "off"), default=None,
+                    help="with a GPU device: also hash a local CPU run, as information (default on)")
+    ap.add_argument("--no-boundary-probe", action="store_true",
+                    help="skip the decode run on rank 0 alone (the per-boundary cost: N ranks vs one)")
+    ap.add_argument("--margin-mib", type=int, default=1536, help="skip a configuration leaving less free on a rank (default 1536)")
+    ap.add_argument("--flash-attn", default=None, help="-fa on|off|auto for every side (default: llama.cpp's)")
+    ap.add_argument("--pprpcd-arg", action="append", default=[], help="extra pprpcd argument (repeatable)")
+    ap.add_argument("--json", help="write the results as JSON")
+    ap.add_argument("--svg", help="SVG of the pipeline in the last round (a traced extra round, see README)")
+    ap.add_argument("--svg-phase", default="pp", choices=("pp", "tg"),
+                    help="what the traced round runs: the prompt run (default) or a decode run")
+    ap.add_argument("--workdir", help="logs (default build/llama-vs-rpc/run-TIME)")
+    ap.add_argument("--timeout", type=int, default=900, help="seconds per llama.cpp invocation (default 900)")
+    ap.add_argument("--llama-bin", default=os.environ.get("LLAMA_BIN", os.path.join(ROOT, "ext/llama.cpp/build-cpu/bin")))
+    ap.add_argument("--pprpc-build", default=os.environ.get("PPRPC_BUILD", os.path.join(ROOT, "build")))
+    return ap.parse_args(argv)
+
+
+class Device:
+    def __init__(self, spec):
+        s = spec.lower()
+        if s == "cpu":
+            self.pprpc, self.rpc, self.local, self.gpu_index = "ggml:CPU", "CPU", ["none"], None
+        elif s.startswith("cuda") and s[4:].isdigit():
+            n = int(s[4:])
+            self.pprpc, self.rpc, self.local, self.gpu_index = "ggml:CUDA%d" % n, "CUDA%d" % n, ["CUDA%d" % n], n
+        else:
+            raise ValueError("--device: cpu or cudaN, not %r" % spec)
+        self.gpu = self.gpu_index is not None
+        self.spec = s
+
+
+class Config:
+    def __init__(self, a):
+        self.a = a
+        self.device = Device(a.device)
+        gpu = self.device.gpu
+        self.model = os.path.abspath(a.model)
+        self.llama_bin = os.path.abspath(a.llama_bin)
+        b = lambda n: os.path.join(self.llama_bin, n)
+        self.llama_bench, self.llama_completion, self.rpc_server = b("llama-bench"), b("llama-completion"), b("ggml-rpc-server")
+        self.fit_params = b("llama-fit-params") if os.access(b("llama-fit-params"), os.X_OK) else None
+        pb = os.path.abspath(a.pprpc_build)
+        self.pprpcd, self.pprpcctl = os.path.join(pb, "bin/pprpcd"), os.path.join(pb, "bin/pprpcctl")
+        self.plugin = os.path.join(pb, "lib/libggml-pprpc.so")
+        self.sides = [s.strip() for s in a.sides.split(",") if s.strip()]
+        for s in self.sides:
+            if s not in ("pprpc", "rpc", "local"):
+                raise ValueError("--sides: unknown side %r" % s)
+        self.n = a.ranks
+        if self.n < 1:
+            raise ValueError("--ranks must be >= 1")
+        self.split = [float(x) for x in a.split.split(",")] if a.split else [1.0] * self.n
+        if len(self.split) != self.n:
+            raise ValueError("--split needs %d values" % self.n)
+        self.prompts = [int(x) for x in (a.prompts or ("2048,4096,8192" if gpu else "128,256,512")).split(",")]
+        self.gen = a.gen or (128 if gpu else 32)
+        self.ubatch = a.ubatch or (512 if gpu else 128)
+        self.batch = a.batch or max(self.prompts)
+        sw = a.sweep or ("512,1024,2048" if gpu else "64,128,256")
+        self.sweep = [] if sw == "none" else [int(x) for x in sw.split(",")]
+        self.reps, self.timeout, self.flash_attn = a.reps, a.timeout, a.flash_attn
+        self.threads = a.threads
+        self.client_threads = a.client_threads
+        self.local_threads = a.local_threads or (a.client_threads if gpu else a.threads)
+        self.cpu_reference = a.cpu_reference == "on" or (gpu and a.cpu_reference != "off")
+        self.hash_ctx = 64 + a.hash_tokens + 3 * a.hash_words
+        self.start_timeout = 60
+        # The ranks and the tools load the same ggml: the one next to the tools.
+        ld = self.llama_bin + (":" + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else "")
+        self.rank_env = dict(os.environ, LD_LIBRARY_PATH=ld)
+        self.tool_env = {"LD_LIBRARY_PATH": ld}
+
+    def missing(self):
+        """Files a requested side needs that are not there."""
+        need = [self.model, self.llama_bench, self.llama_completion]
+        if "rpc" in self.sides:
+            need.append(self.rpc_server)
+        if "pprpc" in self.sides:
+            need += [self.pprpcd, self.pprpcctl, self.plugin]
+        return [p for p in need if not os.path.exists(p)]
+
+
+def which(name):
+    return shutil.which(name)

@@ -1,0 +1,168 @@
+"""Rank processes: N pprpcd or N ggml-rpc-server on 127.0.0.1 ephemeral ports,
+same threads and device each; their memory and (pprpcd) their STATS."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+
+class RankError(Exception):
+    pass
+
+
+def _free_port():
+    # ggml-rpc-server cannot bind port 0 and report it: take a free one from the
+    # kernel and hand it over (nothing else on this host is racing for it).
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port, proc, log, timeout):
+    t_end = time.time() + timeout
+    while time.time() < t_end:
+        if proc.poll() is not None:
+            raise RankError("exited with %d before listening; log %s:\n%s" % (proc.returncode, log, _tail(log)))
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RankError("not listening on %d after %.0f s; log %s" % (port, timeout, log))
+
+
+def _tail(path, n=15):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError:
+        return ""
+
+
+class Rank:
+    """One daemon.  kind: 'pprpc' | 'rpc'."""
+
+    def __init__(self, kind, index, device, proc, port, log):
+        self.kind, self.index, self.device, self.proc, self.port, self.log = kind, index, device, proc, port, log
+        self.addr = "127.0.0.1:%d" % port
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def status(self):
+        """VmRSS / VmHWM (bytes) of the process, or {} when gone."""
+        out = {}
+        try:
+            with open("/proc/%d/status" % self.proc.pid) as f:
+                for line in f:
+                    if line.startswith(("VmRSS:", "VmHWM:")):
+                        k, v = line.split(":", 1)
+                        out[k] = int(v.split()[0]) * 1024
+        except OSError:
+            pass
+        return out
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start(kind, n, device, threads, cfg, logdir, extra=()):
+    """Start n ranks of one kind; on any failure stop the ones started and raise."""
+    ranks = []
+    try:
+        for i in range(n):
+            log = os.path.join(logdir, "%s-rank%d.log" % (kind, i))
+            lf = open(log, "w")
+            if kind == "pprpc":
+                pf = os.path.join(logdir, "%s-rank%d.port" % (kind, i))
+                if os.path.exists(pf):
+                    os.unlink(pf)
+                cmd = [cfg.pprpcd, "--listen", "127.0.0.1:0", "--port-file", pf,
+                       "--devices", device.pprpc, "--threads", str(threads)] + list(extra)
+                proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, env=cfg.rank_env,
+                                        start_new_session=True)
+                t_end = time.time() + cfg.start_timeout
+                port = None
+                while time.time() < t_end:
+                    if proc.poll() is not None:
+                        raise RankError("pprpcd rank %d exited with %d: %s\n%s" % (i, proc.returncode, " ".join(cmd), _tail(log)))
+                    try:
+                        with open(pf) as f:
+                            txt = f.read().strip()
+                        if txt:
+                            port = int(txt)
+                            break
+                    except (OSError, ValueError):
+                        pass
+                    time.sleep(0.05)
+                if port is None:
+                    proc.kill()
+                    raise RankError("pprpcd rank %d wrote no port file in %.0f s; log %s" % (i, cfg.start_timeout, log))
+            else:
+                port = _free_port()
+                cmd = [cfg.rpc_server, "-H", "127.0.0.1", "-p", str(port), "-t", str(threads),
+                       "-d", device.rpc] + list(extra)
+                proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, env=cfg.rank_env,
+                                        start_new_session=True)
+                try:
+                    _wait_port(port, proc, log, cfg.start_timeout)
+                except RankError as e:
+                    proc.kill()
+                    raise RankError("ggml-rpc-server rank %d: %s" % (i, e))
+            lf.close()
+            ranks.append(Rank(kind, i, device, proc, port, log))
+            ranks[-1].cmd = cmd
+    except BaseException:
+        for r in ranks:
+            r.stop()
+        raise
+    return ranks
+
+
+def pprpc_stats(cfg, rank):
+    """pprpcctl stats --json of one rank, parsed; raises RankError."""
+    try:
+        p = subprocess.run([cfg.pprpcctl, "stats", "--rank", rank.addr, "--json"], capture_output=True,
+                           text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        raise RankError("pprpcctl stats %s: timed out" % rank.addr)
+    if p.returncode != 0:
+        raise RankError("pprpcctl stats %s: exit %d: %s" % (rank.addr, p.returncode, p.stderr.strip()[-300:]))
+    try:
+        return json.loads(p.stdout)
+    except ValueError as e:
+        raise RankError("pprpcctl stats %s: not JSON (%s): %s" % (rank.addr, e, p.stdout[:300]))
+
+
+def stats_delta(before, after):
+    """What one run did on a rank: device counters and boundaries, after - before."""
+    d = {"graph_creates": 0, "graph_runs": 0, "errors": 0, "commands": 0,
+         "request_errors": after.get("request_errors", 0) - before.get("request_errors", 0),
+         "protocol_errors": after.get("protocol_errors", 0) - before.get("protocol_errors", 0),
+         "free_bytes_min": None, "boundaries": []}
+    bdev = {x["name"]: x for x in before.get("devices", [])}
+    for dev in after.get("devices", []):
+        b = bdev.get(dev["name"], {})
+        for k in ("graph_creates", "graph_runs", "errors", "commands"):
+            d[k] += dev.get(k, 0) - b.get(k, 0)
+        f = dev.get("free_bytes")
+        if f is not None and (d["free_bytes_min"] is None or f < d["free_bytes_min"]):
+            d["free_bytes_min"] = f
+    bb = {(x["peer"], x["direction"], x["path"]): x for x in before.get("boundaries", [])}
+    for x in after.get("boundaries", []):
+        b = bb.get((x["peer"], x["direction"], x["path"]), {})
+        row = {k: x[k] for k in ("peer", "direction", "path")}
+        for k in ("transfers", "bytes", "time_us", "errors", "copy_us"):
+            row[k] = x.get(k, 0) - b.get(k, 0)
+        if row["transfers"] or row["errors"]:
+            d["boundaries"].append(row)
+    return d

@@ -1,0 +1,291 @@
+"""Summary of the rounds (medians, paired ratios, parity, targets) and the table."""
+
+import os
+
+from stats import geomean, mean_ci, median, ratio_ci
+
+MIB = 2.0 ** 20
+
+
+def _rounds(res, side, key="rounds"):
+    return [r["sides"][side] for r in res[key] if side in r["sides"]]
+
+
+def _side_summary(cfg, res, s):
+    rs = _rounds(res, s)
+    out = {"pp_tps": {}, "ttft_ms": {}, "runs": len(rs)}
+    for n in cfg.prompts:
+        out["pp_tps"][n] = median([x["pp"][n]["tps"] for x in rs if n in x["pp"]])
+        out["ttft_ms"][n] = median([x["pp"][n]["ms"] for x in rs if n in x["pp"]])
+    out["decode_tps"] = median([x["tg"]["tps"] for x in rs if x.get("tg")])
+    out["decode_ms_tok"] = median([x["tg"]["ms_tok"] for x in rs if x.get("tg")])
+    out["hashes"] = sorted(set(x["hash"] for x in rs if x.get("hash")))
+    out["gen_distinct"] = min([x["gen_distinct"] for x in rs if x.get("gen_distinct")] or [0])
+    out["errors"] = [e for x in rs for e in x["errors"]]
+    out["pipeline_parallel"] = sorted(set(x["pipeline_parallel"] for x in rs if "pipeline_parallel" in x))
+    out["graph_splits"] = sorted(set(x["graph_splits"] for x in rs if x.get("graph_splits") is not None))
+    # ranks: lowest free memory of their device and their own peak, over every round
+    rk = {}
+    for x in rs:
+        m = x.get("mem") or {}
+        for i, v in (m.get("free_min") or {}).items():
+            d = rk.setdefault(int(i), {})
+            d["free_min"] = v if d.get("free_min") is None else min(d["free_min"], v)
+        for i, v in (m.get("held_max") or {}).items():
+            d = rk.setdefault(int(i), {})
+            d["held_max"] = max(d.get("held_max") or 0, v)
+        for i, v in (x.get("vm_hwm") or {}).items():
+            if v is not None:
+                d = rk.setdefault(int(i), {})
+                d["vm_hwm"] = max(d.get("vm_hwm") or 0, v)
+    # pprpc STATS: graph creates vs runs and boundaries, per phase, summed over the rounds
+    phases = {}
+    for x in rs:
+        for ph, per_rank in (x.get("stats") or {}).items():
+            P = phases.setdefault(ph, {"ranks": {}, "boundaries": {}})
+            for i, d in enumerate(per_rank):
+                a = P["ranks"].setdefault(i, {"graph_creates": 0, "graph_runs": 0, "errors": 0,
+                                              "request_errors": 0, "protocol_errors": 0, "commands": 0})
+                for k in a:
+                    a[k] += d.get(k, 0) or 0
+                for b in d.get("boundaries", []):
+                    key = (i, b["peer"], b["direction"], b["path"])
+                    t = P["boundaries"].setdefault(key, {"transfers": 0, "bytes": 0, "time_us": 0, "errors": 0,
+                                                         "copy_us": 0})
+                    for k in t:
+                        t[k] += b.get(k, 0) or 0
+    for ph in phases.values():
+        ph["boundaries"] = [dict(rank=k[0], peer=k[1], direction=k[2], path=k[3], **v)
+                            for k, v in sorted(ph["boundaries"].items())]
+    out["ranks"] = rk
+    out["phases"] = phases
+    return out
+
+
+def _pair(cfg, res, a, b, key="rounds", prompts=None):
+    prompts = prompts or cfg.prompts
+    ra, rb = _rounds(res, a, key), _rounds(res, b, key)
+    out = {"prompt": {}}
+    for n in prompts:
+        xa = [x["pp"].get(n, {}).get("tps") for x in ra]
+        xb = [x["pp"].get(n, {}).get("tps") for x in rb]
+        out["prompt"][n] = ratio_ci(xa, xb)
+    # one ratio per round: the geometric mean over the prompt sizes
+    ga = [geomean([x["pp"].get(n, {}).get("tps") for n in prompts]) for x in ra]
+    gb = [geomean([x["pp"].get(n, {}).get("tps") for n in prompts]) for x in rb]
+    out["prompt_all"] = ratio_ci(ga, gb)
+    if key == "rounds":
+        out["decode"] = ratio_ci([(x.get("tg") or {}).get("tps") for x in ra], [(x.get("tg") or {}).get("tps") for x in rb])
+    return out
+
+
+def summarize(cfg, res):
+    S = {"sides": {}, "ratios": {}, "sweep": [], "targets": [], "ok": True, "problems": []}
+    for s in cfg.sides:
+        S["sides"][s] = _side_summary(cfg, res, s)
+    for a, b in (("pprpc", "rpc"), ("pprpc", "local"), ("rpc", "local")):
+        if a in cfg.sides and b in cfg.sides and res["rounds"]:
+            S["ratios"]["%s/%s" % (a, b)] = _pair(cfg, res, a, b)
+
+    # parity: one hash over every side and every round (and the sweep does not hash)
+    hashes = set()
+    for s, v in S["sides"].items():
+        hashes.update(v["hashes"])
+        if not v["hashes"]:
+            S["problems"].append("%s: no token hash" % s)
+    S["hash_match"] = len(hashes) == 1 and all(v["hashes"] for v in S["sides"].values())
+    S["hash"] = next(iter(hashes)) if len(hashes) == 1 else None
+    if len(hashes) > 1:
+        S["problems"].append("token hashes differ: " + ", ".join(
+            "%s %s" % (s, "/".join(v["hashes"])) for s, v in S["sides"].items()))
+    if res.get("cpu_reference"):
+        S["cpu_reference_match"] = res["cpu_reference"].get("hash") in hashes and len(hashes) == 1
+
+    for ent in res.get("sweep", []):
+        row = {"ubatch": ent["ubatch"], "skipped": ent.get("skipped")}
+        if not ent.get("skipped"):
+            n = max(cfg.prompts)
+            sub = {"rounds": ent["rounds"]}
+            for s in ("pprpc", "rpc"):
+                rs = _rounds(sub, s)
+                row[s] = median([x["pp"].get(n, {}).get("tps") for x in rs])
+                for x in rs:
+                    for e in x["errors"]:
+                        S["problems"].append("sweep ub %d %s: %s" % (ent["ubatch"], s, e))
+            if "pprpc" in cfg.sides and "rpc" in cfg.sides:
+                row["ratio"] = _pair(cfg, sub, "pprpc", "rpc", "rounds", [n])["prompt"][n]
+        S["sweep"].append(row)
+
+    for s, v in S["sides"].items():
+        for e in v["errors"]:
+            S["problems"].append("%s: %s" % (s, e))
+        for ph, P in v["phases"].items():
+            for i, a in P["ranks"].items():
+                bad = a["errors"] + a["request_errors"] + a["protocol_errors"]
+                if bad:
+                    S["problems"].append("%s rank %d %s: %d errors in STATS (%s)" % (s, i, ph, bad, a))
+    for e in res.get("errors", []):
+        S["problems"].append(e)
+    for k in res.get("restarts", []):
+        S["problems"].append("%s ranks were restarted after one exited" % k)
+    S["ok"] = not S["problems"] and bool(res["rounds"])
+    S["targets"] = _targets(cfg, S)
+    S["boundary_added_us"] = _boundary_added(cfg, res, S)
+    b = S["boundary_added_us"].get("pprpc")
+    if b:
+        m = b["us_per_boundary_per_token"]
+        # negative: one rank holding every layer decodes slower than N holding a part each, so
+        # this model's compute differs between the layouts and the probe bounds nothing
+        S["targets"].append({"target": "decode us per boundary (pprpc)", "need": 40.0, "geomean": m[0],
+                             "ci95": [m[1], m[2]], "met": (0 <= m[0] <= 40.0) if m[0] >= 0 else None,
+                             "lower_is_better": True})
+    return S
+
+
+def _targets(cfg, S):
+    """The issue's targets, checked against this run's paired ratios."""
+    t = []
+
+    def add(name, ratio, need):
+        if ratio:
+            t.append({"target": name, "need": need, "geomean": ratio[0], "ci95": [ratio[1], ratio[2]],
+                      "met": ratio[0] >= need})
+
+    R = S["ratios"]
+    if "pprpc/rpc" in R:
+        pr, dr = R["pprpc/rpc"]["prompt_all"], R["pprpc/rpc"]["decode"]
+        if cfg.device.gpu:
+            add("prefill pprpc/rpc", pr, 2.0)
+            add("decode pprpc/rpc", dr, 1.6)
+        else:
+            add("prefill pprpc/rpc", pr, 1.3)
+            add("decode pprpc/rpc", dr, 1.0)
+    if cfg.device.gpu and "pprpc/local" in R:
+        add("prefill pprpc/local", R["pprpc/local"]["prompt_all"], 0.85)
+        add("decode pprpc/local", R["pprpc/local"]["decode"], 0.8)
+    return t
+
+
+def _boundary_added(cfg, res, S):
+    """What one stage boundary adds to a decoded token, measured: per round, the
+    decode time per token through N ranks minus through rank 0 alone (same
+    daemons, same client, every layer on rank 0), over the N-1 boundaries.
+    It counts everything the split adds per boundary: the transfer, the
+    second rank's synchronization, the extra graph launch."""
+    out = {}
+    if cfg.n < 2:
+        return out
+    for s in ("pprpc", "rpc"):
+        rs = _rounds(res, s)
+        d = [((x["tg"]["ms_tok"] - x["tg1"]["ms_tok"]) * 1e3 / (cfg.n - 1)) for x in rs
+             if x.get("tg") and x.get("tg1")]
+        if d:
+            out[s] = {"us_per_boundary_per_token": mean_ci(d), "rounds": d,
+                      "decode_ms_tok_one_rank": median([x["tg1"]["ms_tok"] for x in rs if x.get("tg1")])}
+    return out
+
+
+# ---- the table ----------------------------------------------------------------------------------
+
+def _f(x, fmt="%.1f"):
+    return "-" if x is None else fmt % x
+
+
+def _r(r):
+    return "-" if not r else "%.3f [%.3f, %.3f]" % r
+
+
+def print_table(cfg, res, S, out=None):
+    import sys
+    sys.stderr.flush()
+    w = (out or sys.stdout).write
+    c = res["config"]
+    w("\nllama-vs-rpc: %s (%.1f MiB), %d ranks x %s/%s, %d thread%s each, split %s, ubatch %d, batch %d, %d rounds\n" % (
+        os.path.basename(c["model"]), c["model_bytes"] / MIB, c["ranks"], c["rank_device"]["pprpc"],
+        c["rank_device"]["rpc"], c["threads_per_rank"], "" if c["threads_per_rank"] == 1 else "s",
+        "/".join("%g" % x for x in c["split"]), c["ubatch"], c["batch"], c["rounds"]))
+    hdr = "%-7s" % "side" + "".join("%13s" % ("pp%d tok/s" % n) for n in cfg.prompts) + \
+        "%13s %12s %17s %6s %7s\n" % ("ttft%d ms" % max(cfg.prompts), "decode tok/s", "token hash", "errors", "runs")
+    w("\n" + hdr)
+    for s, v in S["sides"].items():
+        w("%-7s" % s + "".join("%13s" % _f(v["pp_tps"][n]) for n in cfg.prompts) +
+          "%13s %12s %17s %6d %7d\n" % (_f(v["ttft_ms"][max(cfg.prompts)]), _f(v["decode_tps"], "%.2f"),
+                                        "/".join(v["hashes"]) or "-", len(v["errors"]), v["runs"]))
+    w("(medians over the rounds; TTFT = llama-bench's timed prompt run of %d tokens, to the last token's logits)\n"
+      % max(cfg.prompts))
+    w("llama.cpp's scheduler: " + "; ".join("%s %s, %s graph splits" % (
+        s, "/".join("pipelined" if p else "not pipelined" for p in v["pipeline_parallel"]) or "?",
+        "/".join(str(n) for n in v["graph_splits"]) or "?") for s, v in S["sides"].items()) + "\n")
+    if S["ratios"]:
+        w("\n%-12s %28s %28s\n" % ("paired", "prompt (all sizes)", "decode"))
+        for k, v in S["ratios"].items():
+            w("%-12s %28s %28s\n" % (k, _r(v["prompt_all"]), _r(v["decode"])))
+        if "pprpc/rpc" in S["ratios"]:
+            w("pprpc/rpc per prompt size: " + ", ".join("pp%d %s" % (n, _r(r)) for n, r in
+                                                       S["ratios"]["pprpc/rpc"]["prompt"].items()) + "\n")
+        w("(geometric mean of the per-round ratios [bootstrap 95%% interval], %d rounds of alternating order)\n"
+          % c["rounds"])
+
+    w("\n%-6s %4s %-17s %14s %14s %14s %22s %22s\n" % ("side", "rank", "addr", "free@peak MiB", "rank peak MiB",
+                                                      "VmHWM MiB", "graphs created/run pp", "graphs created/run tg"))
+    for s, v in S["sides"].items():
+        for i, d in sorted(v["ranks"].items()):
+            ph = v["phases"]
+            gc = lambda p: "-" if p not in ph else "%d / %d" % (ph[p]["ranks"].get(i, {}).get("graph_creates", 0),
+                                                               ph[p]["ranks"].get(i, {}).get("graph_runs", 0))
+            addr = res.get("rank_addrs", {}).get(s, ["?"] * (i + 1))[i] if res.get("rank_addrs") else "-"
+            w("%-6s %4d %-17s %14s %14s %14s %22s %22s\n" % (
+                s, i, addr, _f(d.get("free_min") and d["free_min"] / MIB), _f(d.get("held_max") and d["held_max"] / MIB),
+                _f(d.get("vm_hwm") and d["vm_hwm"] / MIB), gc("pp"), gc("tg")))
+    pp = S["sides"].get("pprpc")
+    if pp and pp["phases"]:
+        w("\n%-8s %4s %-22s %-5s %-10s %10s %12s %14s %12s\n" % ("phase", "rank", "peer", "dir", "path", "transfers",
+                                                                "MiB", "us/transfer", "MiB/s"))
+        for ph in ("pp", "tg"):
+            for b in pp["phases"].get(ph, {}).get("boundaries", []):
+                n = b["transfers"] or 1
+                w("%-8s %4d %-22s %-5s %-10s %10d %12.2f %14.1f %12.1f\n" % (
+                    {"pp": "prefill", "tg": "decode"}[ph], b["rank"], b["peer"], b["direction"], b["path"],
+                    b["transfers"], b["bytes"] / MIB, b["time_us"] / n,
+                    (b["bytes"] / MIB) / (b["time_us"] / 1e6) if b["time_us"] else 0.0))
+        w("(pprpc STATS deltas over every round: prefill = the llama-bench prompt runs incl. warmup, decode = "
+          "the decode runs; a transfer's time runs from the SEND's (RECV's) arrival at the daemon to its last "
+          "byte, so it includes waiting for the stage's compute)\n")
+    ba = S.get("boundary_added_us") or {}
+    bp = res.get("boundary_probe") or {}
+    if bp.get("reason"):
+        w("\nboundary probe not run: %s\n" % bp["reason"])
+    if ba:
+        w("\ndecode cost of a stage boundary (decode ms/token through %d ranks minus through rank 0 alone, "
+          "per boundary; mean [bootstrap 95%%] over the rounds):\n" % cfg.n)
+        for s, d in ba.items():
+            m = d["us_per_boundary_per_token"]
+            w("  %-6s %9.1f us [%.1f, %.1f]   (one rank: %.3f ms/token)\n" % (s, m[0], m[1], m[2],
+                                                                            d["decode_ms_tok_one_rank"]))
+    if S["sweep"]:
+        w("\n%-7s %14s %14s %28s\n" % ("ubatch", "pprpc tok/s", "rpc tok/s", "pprpc/rpc"))
+        for row in S["sweep"]:
+            if row.get("skipped"):
+                w("%-7d skipped: %s\n" % (row["ubatch"], row["skipped"]))
+            else:
+                w("%-7d %14s %14s %28s\n" % (row["ubatch"], _f(row.get("pprpc")), _f(row.get("rpc")), _r(row.get("ratio"))))
+        w("(prompt of %d tokens, %d paired rounds per ubatch; a ubatch is skipped when llama.cpp's estimate leaves "
+          "less than %d MiB free on a rank's memory, checked before allocating)\n" % (
+              max(cfg.prompts), c["sweep_rounds"], c["margin_mib"]))
+    if S["targets"]:
+        w("\ntargets (%s ranks):\n" % ("GPU" if cfg.device.gpu else "CPU"))
+        for t in S["targets"]:
+            w("  %-30s %s %6.2f: %8.3f [%.3f, %.3f]  %s\n" % (t["target"], "<=" if t.get("lower_is_better") else ">=",
+                                                            t["need"], t["geomean"], t["ci95"][0], t["ci95"][1],
+                                                            "met" if t["met"] else "MISSED" if t["met"] is False
+                                                            else "inconclusive (negative: see doc/llama-vs-rpc.md)"))
+    if res.get("trace"):
+        w("\npipeline SVG: %s\n" % res["trace"].get("svg"))
+    w("\ntoken hash: %s\n" % (("equal on every side and round (%s)" % S["hash"]) if S["hash_match"] else
+                               "MISMATCH or missing: " + ", ".join("%s %s" % (s, "/".join(v["hashes"]) or "none")
+                                                                 for s, v in S["sides"].items())))
+    if "cpu_reference_match" in S:
+        w("local CPU reference hash: %s\n" % ("equal" if S["cpu_reference_match"] else "different"))
+    if S["problems"]:
+        w("\nproblems:\n" + "".join("  %s\n" % p.replace("\n", "\n  ") for p in S["problems"]))
+    w("\nlogs: %s\n%s\n" % (c["logdir"], "OK" if S["ok"] else "FAILED"))
