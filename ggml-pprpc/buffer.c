@@ -88,7 +88,6 @@ static void queue_set(struct pg_buffer *b, uint64_t off, const void *data, size_
 		b->dev->submitted++;
 		if (rc < 0)
 			pg_fatal_rc(r, b->dev->name, command, pg_rank_failed(r, rc));
-		b->dev->sets_since++; /* events.c: what a synchronize may skip */
 		done += n;
 	}
 }
