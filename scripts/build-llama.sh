@@ -20,8 +20,10 @@ TARGETS=${LLAMA_TARGETS:-"ggml-base ggml-cpu ggml llama test-backend-ops test-ll
 
 [ -d "$SRC" ] || scripts/fetch-llama.sh "$SRC"
 
-# patch(1), not git: the GPU machine builds from a tarball of the source.
+# patch(1), not git: the GPU machine builds from a tarball of the source
+# (made from a patched tree: there a missing patch(1) is not fatal).
 for p in scripts/llama-patches/*.patch; do
+	command -v patch >/dev/null || { echo "build-llama: no patch(1); $p must be in the source already"; continue; }
 	if patch -d "$SRC" -p1 -R -s -f --dry-run <"$root/$p" >/dev/null 2>&1; then
 		continue # already applied
 	fi

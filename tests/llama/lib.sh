@@ -1,7 +1,7 @@
 # tests/llama/lib.sh — shared by the llama.cpp test drivers (sourced).
 #
 # Ranks are real pprpcd processes on 127.0.0.1 with ephemeral ports, each
-# serving one ggml:CPU device, started here and stopped by PID.  Their logs
+# serving one device (RANK_DEVICE, default ggml:CPU), started here and stopped by PID.  Their logs
 # stay in a temporary directory, printed when a test fails.
 #
 # Environment: BUILD (pprpc build tree, default build), LLAMA_BIN (llama.cpp
@@ -13,6 +13,9 @@ LLAMA_BIN=${LLAMA_BIN:-ext/llama.cpp/build-cpu/bin}
 PPRPCD=${PPRPCD:-$BUILD/bin/pprpcd}
 PPRPCCTL=${PPRPCCTL:-$BUILD/bin/pprpcctl}
 PLUGIN=${PLUGIN:-$BUILD/lib/libggml-pprpc.so}
+# the device each rank serves (ggml:CUDA0 on a GPU host, with LLAMA_BIN a CUDA
+# build of the pinned llama.cpp on LD_LIBRARY_PATH)
+RANK_DEVICE=${RANK_DEVICE:-ggml:CPU}
 RANK_THREADS=${RANK_THREADS:-1}
 
 TMP_ROOT=$(mktemp -d /tmp/pprpc-llama-XXXXXX)
@@ -44,7 +47,7 @@ start_rank() {
 	local i=${#RANK_PIDS[@]}
 	local dir=$TMP_ROOT/rank$i
 	mkdir -p "$dir"
-	"$PPRPCD" --listen 127.0.0.1:0 --port-file "$dir/port" --devices ggml:CPU \
+	"$PPRPCD" --listen 127.0.0.1:0 --port-file "$dir/port" --devices "$RANK_DEVICE" \
 		--threads "$RANK_THREADS" --memory-floor-mib 256 --log-level info "$@" >"$dir/log" 2>&1 &
 	local pid=$!
 	for _ in $(seq 1 2000); do
