@@ -149,12 +149,15 @@ def stats_delta(before, after):
          "request_errors": after.get("request_errors", 0) - before.get("request_errors", 0),
          "protocol_errors": after.get("protocol_errors", 0) - before.get("protocol_errors", 0),
          "free_bytes_min": None, "boundaries": []}
-    bdev = {x["name"]: x for x in before.get("devices", [])}
+    # pprpcctl stats --json names every value as the proto does: the
+    # device's name and free memory sit in its "info" message
+    name = lambda x: x.get("name") or x.get("info", {}).get("name")
+    bdev = {name(x): x for x in before.get("devices", [])}
     for dev in after.get("devices", []):
-        b = bdev.get(dev["name"], {})
+        b = bdev.get(name(dev), {})
         for k in ("graph_creates", "graph_runs", "errors", "commands"):
             d[k] += dev.get(k, 0) - b.get(k, 0)
-        f = dev.get("free_bytes")
+        f = dev.get("free_bytes", dev.get("info", {}).get("free_bytes"))
         if f is not None and (d["free_bytes_min"] is None or f < d["free_bytes_min"]):
             d["free_bytes_min"] = f
     bb = {(x["peer"], x["direction"], x["path"]): x for x in before.get("boundaries", [])}

@@ -1009,6 +1009,20 @@ static void test_probes(void **state)
 	assert_int_equal(((Pprpc__GgmlAllocSizeReply *)rep)->size,
 			 ggml_backend_buft_get_alloc_size(ggml_backend_get_default_buffer_type(g_cpu), m.mm));
 	meta_free(rep);
+	/* An op node the rules refuse never reaches the buffer type's
+	 * get_alloc_size as that op (ggml-cuda's asserts on a FLASH_ATTN_EXT
+	 * without K: seen on an H200, it aborted pprpcd): it is answered as
+	 * a plain tensor of its shape.  Here the matmul loses a source. */
+	m.wg.t[imm].src[1] = -1;
+	assert_int_equal(call(&m, MSG_GGML_ALLOC_SIZE, &a.base, NULL, 0, &pprpc__ggml_alloc_size_reply__descriptor,
+			      &rep, err, sizeof(err)), 0);
+	assert_int_equal(((Pprpc__GgmlAllocSizeReply *)rep)->size, ggml_nbytes(m.mm));
+	meta_free(rep);
+	assert_int_equal(call(&m, MSG_GGML_SUPPORTS, &q.base, NULL, 0, &pprpc__ggml_supports_reply__descriptor, &rep,
+			      err, sizeof(err)), 0);
+	assert_false(((Pprpc__GgmlSupportsReply *)rep)->supported);
+	meta_free(rep);
+	m.wg.t[imm].src[1] = gw_index(&m.wg, m.mm->src[1]);
 	a.device = DEV_CPU;
 	assert_int_equal(call(&m, MSG_GGML_ALLOC_SIZE, &a.base, NULL, 0, NULL, NULL, err, sizeof(err)), PPRPC_EUNSUPP);
 	close_model(&m);

@@ -377,6 +377,20 @@ int gge_probe_alloc_size(struct gge_dev *g, const Pprpc__GgmlTensor *const *w, s
 	const struct ggml_tensor *x;
 
 	if (rc == 0) {
+		/* A buffer type's get_alloc_size may read an op's sources and
+		 * asserts on what it finds (ggml-cuda's FLASH_ATTN_EXT: K !=
+		 * NULL; it aborted pprpcd on an H200).  Only a node that passes
+		 * the rules and supports_op, as a graph node must before ggml
+		 * sees it, is asked as the op it is.  Any other is asked as a
+		 * plain tensor of its type and shape: ggml itself asks with
+		 * sources missing (weight placement), and a node that fails the
+		 * rules is refused when a graph names it, so its op's extra
+		 * scratch is moot. */
+		if (pr.t[node]->op != GGML_OP_NONE && check_node(g, pr.t[node], (size_t)node, err, errlen) < 0) {
+			pr.t[node]->op = GGML_OP_NONE;
+			memset(pr.t[node]->src, 0, sizeof(pr.t[node]->src));
+			err[0] = '\0';
+		}
 		x = pr.t[node];
 		/* check_padding only looked at tensors with memory. */
 		if (!g->host && ggml_is_quantized(x->type) && x->nb[1] != ggml_row_size(x->type, x->ne[0])) {
