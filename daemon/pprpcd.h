@@ -20,6 +20,7 @@
 #define PPRPCD_MAX_DEVICES 16
 
 struct device;
+struct pprpcd;
 struct conn;
 struct tcp_listener;
 struct peer;
@@ -85,6 +86,16 @@ struct pprpcd_stats {
 	uint64_t request_errors;
 };
 
+/* What a part keeps per connection (transfers it serves, waits held on a
+ * device for the connection's streams) is dropped by a hook the part
+ * registers when it starts (pprpcd_on_conn_close), not by the connection
+ * layer calling into it: server/conn.c knows no part behind the handlers.
+ * Hooks run on the loop thread, in registration order, once the transport
+ * of c closed and its queued work is cancelled, before the objects c owns
+ * are retired (objects/owner.h). */
+typedef void (*pprpcd_conn_hook)(struct pprpcd *d, struct conn *c);
+#define PPRPCD_MAX_CONN_HOOKS 8
+
 struct pprpcd {
 	uv_loop_t *loop;
 	struct pprpcd_opts opts;
@@ -116,6 +127,8 @@ struct pprpcd {
 	char boot_id[40];              /* this host's, for IPC between daemons */
 	int xfer_ready;
 	struct conn *conns;        /* doubly linked list of live connections */
+	pprpcd_conn_hook conn_hooks[PPRPCD_MAX_CONN_HOOKS];  /* pprpcd_on_conn_close */
+	uint32_t nconn_hooks;
 	uint32_t nconns;           /* on that list */
 	uint64_t conns_refused;    /* accepted and closed at once: max-conns reached */
 	uint64_t next_conn_id;
@@ -154,6 +167,13 @@ void pprpcd_stop(struct pprpcd *d);     /* begin shutdown (loop thread) */
 void pprpcd_fini(struct pprpcd *d);
 /* A connection finished closing (lets shutdown complete). */
 void pprpcd_conn_gone(struct pprpcd *d);
+
+/* Register fn to run when any connection closes (see pprpcd_conn_hook);
+ * at start, before the first connection.  PPRPC_ELIMIT past
+ * PPRPCD_MAX_CONN_HOOKS (a build defect, reported at start). */
+int pprpcd_on_conn_close(struct pprpcd *d, pprpcd_conn_hook fn);
+/* Run the hooks for c (server/conn.c, as c's transport closes). */
+void pprpcd_conn_closed(struct pprpcd *d, struct conn *c);
 
 /* Wake every device worker to re-check commands that were not ready. */
 void pprpcd_kick_queues(struct pprpcd *d);

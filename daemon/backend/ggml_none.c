@@ -20,26 +20,26 @@ int ggml_backend_open(struct device *d, const char *arg, const struct device_con
 	return PPRPC_EUNSUPP;
 }
 
-int ggml_serve_graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GgmlGraphCreate *m,
+int ggml_serve_graph_create(struct pprpcd *d, struct owner *o, const Pprpc__GgmlGraphCreate *m,
 			    struct graph **ret_g, char *err, size_t errlen)
 {
-	(void)d, (void)c, (void)m, (void)ret_g;
+	(void)d, (void)o, (void)m, (void)ret_g;
 	snprintf(err, errlen, "%s", WHY);
 	return PPRPC_EUNSUPP;
 }
 
-int ggml_serve_supports(struct pprpcd *d, struct conn *c, const Pprpc__GgmlSupports *m, bool *ret_ok, char *why,
+int ggml_serve_supports(struct pprpcd *d, struct owner *o, const Pprpc__GgmlSupports *m, bool *ret_ok, char *why,
 			size_t whylen)
 {
-	(void)d, (void)c, (void)m, (void)ret_ok;
+	(void)d, (void)o, (void)m, (void)ret_ok;
 	snprintf(why, whylen, "%s", WHY);
 	return PPRPC_EUNSUPP;
 }
 
-int ggml_serve_alloc_size(struct pprpcd *d, struct conn *c, const Pprpc__GgmlAllocSize *m, uint64_t *ret_size,
+int ggml_serve_alloc_size(struct pprpcd *d, struct owner *o, const Pprpc__GgmlAllocSize *m, uint64_t *ret_size,
 			  char *err, size_t errlen)
 {
-	(void)d, (void)c, (void)m, (void)ret_size;
+	(void)d, (void)o, (void)m, (void)ret_size;
 	snprintf(err, errlen, "%s", WHY);
 	return PPRPC_EUNSUPP;
 }

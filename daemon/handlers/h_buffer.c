@@ -26,7 +26,7 @@ void h_buffer_alloc(struct conn *c, struct request *r)
 		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EINVAL, err);
 		return;
 	}
-	rc = buffer_alloc(c->d, c, dev, m->size, &b, err, sizeof(err));
+	rc = buffer_alloc(c->d, &c->own, dev, m->size, &b, err, sizeof(err));
 	if (rc < 0) {
 		if (rc == PPRPC_EFLOOR)
 			LOG(c->d, LOG_NOTICE_, "conn %" PRIu64 ": %s", c->id, err);
@@ -41,7 +41,7 @@ void h_buffer_alloc(struct conn *c, struct request *r)
 void h_buffer_free(struct conn *c, struct request *r)
 {
 	const Pprpc__BufferFree *m = (const Pprpc__BufferFree *)r->msg;
-	struct dbuf *b = buffer_get(c->d, c, m->buffer);
+	struct dbuf *b = buffer_get(c->d, &c->own, m->buffer);
 	char err[96];
 
 	if (!b) {
@@ -74,7 +74,7 @@ static void clear_release(struct qreq *qr)
 void h_buffer_clear(struct conn *c, struct request *r)
 {
 	const Pprpc__BufferClear *m = (const Pprpc__BufferClear *)r->msg;
-	struct dbuf *b = buffer_get(c->d, c, m->buffer);
+	struct dbuf *b = buffer_get(c->d, &c->own, m->buffer);
 	struct clear_cmd *cc;
 	char err[96];
 

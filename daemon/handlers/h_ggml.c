@@ -21,28 +21,15 @@ void h_ggml_graph_create(struct conn *c, struct request *r)
 	char err[320] = "";
 	int rc;
 
-	if (c->ngraphs >= c->d->opts.max_conn_graphs) {
-		snprintf(err, sizeof(err), "connection graph limit (%u) reached", c->d->opts.max_conn_graphs);
-		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ELIMIT, err);
-		return;
-	}
-	rc = ggml_serve_graph_create(c->d, c, m, &g, err, sizeof(err));
+	rc = graph_room(&c->own, err, sizeof(err));
+	if (rc >= 0)
+		rc = ggml_serve_graph_create(c->d, &c->own, m, &g, err, sizeof(err));
+	if (rc >= 0)
+		rc = graph_register(c->d, &c->own, g, err, sizeof(err));
 	if (rc < 0) {
 		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
 		return;
 	}
-	rc = htab_insert(&c->d->graphs, g, &g->handle);
-	if (rc < 0) {
-		if (rc == PPRPC_ELIMIT)
-			snprintf(err, sizeof(err), "daemon graph limit (%u) reached", c->d->graphs.max);
-		else
-			snprintf(err, sizeof(err), "out of memory");
-		graph_unref(g);
-		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
-		return;
-	}
-	conn_add_graph(c, g);
-	g->dev->graph_creates++;
 	rep.graph = g->handle;
 	reply_send(c, r->hdr.type, r->hdr.req_id, &rep.base, NULL, 0, NULL, NULL);
 }
@@ -53,7 +40,7 @@ void h_ggml_supports(struct conn *c, struct request *r)
 	Pprpc__GgmlSupportsReply rep = PPRPC__GGML_SUPPORTS_REPLY__INIT;
 	char why[320] = "";
 	bool ok = false;
-	int rc = ggml_serve_supports(c->d, c, m, &ok, why, sizeof(why));
+	int rc = ggml_serve_supports(c->d, &c->own, m, &ok, why, sizeof(why));
 
 	if (rc < 0) {
 		reply_error(c, r->hdr.type, r->hdr.req_id, rc, why);
@@ -70,7 +57,7 @@ void h_ggml_alloc_size(struct conn *c, struct request *r)
 	Pprpc__GgmlAllocSizeReply rep = PPRPC__GGML_ALLOC_SIZE_REPLY__INIT;
 	char err[320] = "";
 	uint64_t size = 0;
-	int rc = ggml_serve_alloc_size(c->d, c, m, &size, err, sizeof(err));
+	int rc = ggml_serve_alloc_size(c->d, &c->own, m, &size, err, sizeof(err));
 
 	if (rc < 0) {
 		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);

@@ -20,28 +20,15 @@ void h_graph_create(struct conn *c, struct request *r)
 	char err[256] = "";
 	int rc;
 
-	if (c->ngraphs >= c->d->opts.max_conn_graphs) {
-		snprintf(err, sizeof(err), "connection graph limit (%u) reached", c->d->opts.max_conn_graphs);
-		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_ELIMIT, err);
-		return;
-	}
-	rc = graph_create(c->d, c, m, &g, err, sizeof(err));
+	rc = graph_room(&c->own, err, sizeof(err));
+	if (rc >= 0)
+		rc = graph_create(c->d, &c->own, m, &g, err, sizeof(err));
+	if (rc >= 0)
+		rc = graph_register(c->d, &c->own, g, err, sizeof(err));
 	if (rc < 0) {
 		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
 		return;
 	}
-	rc = htab_insert(&c->d->graphs, g, &g->handle);
-	if (rc < 0) {
-		if (rc == PPRPC_ELIMIT)
-			snprintf(err, sizeof(err), "daemon graph limit (%u) reached", c->d->graphs.max);
-		else
-			snprintf(err, sizeof(err), "out of memory");
-		graph_unref(g);
-		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
-		return;
-	}
-	conn_add_graph(c, g);
-	g->dev->graph_creates++;
 	rep.graph = g->handle;
 	rep.arena_bytes = g->arena_size;
 	reply_send(c, r->hdr.type, r->hdr.req_id, &rep.base, NULL, 0, NULL, NULL);
@@ -72,7 +59,7 @@ static void run_release(struct qreq *qr)
 void h_graph_run(struct conn *c, struct request *r)
 {
 	const Pprpc__GraphRun *m = (const Pprpc__GraphRun *)r->msg;
-	struct graph *g = graph_get(c->d, c, m->graph);
+	struct graph *g = graph_get(c->d, &c->own, m->graph);
 	struct run_cmd *rc;
 	char err[96];
 
@@ -98,7 +85,7 @@ void h_graph_run(struct conn *c, struct request *r)
 void h_graph_free(struct conn *c, struct request *r)
 {
 	const Pprpc__GraphFree *m = (const Pprpc__GraphFree *)r->msg;
-	struct graph *g = graph_get(c->d, c, m->graph);
+	struct graph *g = graph_get(c->d, &c->own, m->graph);
 	char err[96];
 
 	if (!g) {

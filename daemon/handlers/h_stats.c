@@ -157,8 +157,8 @@ void h_stats(struct conn *c, struct request *r)
 		fill_transport(&cs[i], it->t, &ti[i]);
 		cs[i].role = it->role ? "peer" : "client";
 		cs[i].errors = it->errors;
-		cs[i].buffers = it->nbuffers;
-		cs[i].allocated_bytes = it->allocated;
+		cs[i].buffers = it->own.nbuffers;
+		cs[i].allocated_bytes = it->own.allocated;
 		csp[i] = &cs[i];
 	}
 	i = 0;

@@ -45,7 +45,7 @@ int h_tensor_set_bulk(struct conn *c, struct request *r, void **ret_dst)
 		r->err = PPRPC_EPROTO;
 		return r->err;
 	}
-	rc = buffer_region(c->d, c, m->buffer, m->offset, m->size, &b, r->errmsg, sizeof(r->errmsg));
+	rc = buffer_region(c->d, &c->own, m->buffer, m->offset, m->size, &b, r->errmsg, sizeof(r->errmsg));
 	if (rc < 0) {
 		r->err = rc;
 		return rc;
@@ -105,7 +105,7 @@ void h_tensor_set(struct conn *c, struct request *r)
 			qreq_refuse(c, r, PPRPC_EPROTO, "TENSOR_SET without its bulk payload");
 			return;
 		}
-		rc = buffer_region(c->d, c, m->buffer, m->offset, 0, &b, err, sizeof(err));
+		rc = buffer_region(c->d, &c->own, m->buffer, m->offset, 0, &b, err, sizeof(err));
 		if (rc < 0) {
 			qreq_refuse(c, r, rc, err);
 			return;
@@ -240,7 +240,7 @@ void h_tensor_get(struct conn *c, struct request *r)
 	struct dbuf *b;
 	int rc;
 
-	rc = buffer_region(c->d, c, m->buffer, m->offset, m->size, &b, err, sizeof(err));
+	rc = buffer_region(c->d, &c->own, m->buffer, m->offset, m->size, &b, err, sizeof(err));
 	if (rc == 0 && m->size > c->d->opts.max_bulk) {
 		snprintf(err, sizeof(err), "TENSOR_GET of %" PRIu64 " bytes exceeds the bulk limit %" PRIu64,
 			 m->size, c->d->opts.max_bulk);
@@ -303,9 +303,9 @@ void h_tensor_copy(struct conn *c, struct request *r)
 	char err[256];
 	int rc;
 
-	rc = buffer_region(c->d, c, m->src_buffer, m->src_offset, m->size, &src, err, sizeof(err));
+	rc = buffer_region(c->d, &c->own, m->src_buffer, m->src_offset, m->size, &src, err, sizeof(err));
 	if (rc == 0)
-		rc = buffer_region(c->d, c, m->dst_buffer, m->dst_offset, m->size, &dst, err, sizeof(err));
+		rc = buffer_region(c->d, &c->own, m->dst_buffer, m->dst_offset, m->size, &dst, err, sizeof(err));
 	if (rc == 0 && src->dev != dst->dev) {
 		snprintf(err, sizeof(err), "TENSOR_COPY between devices %s and %s is not supported",
 			 src->dev->name, dst->dev->name);

@@ -32,7 +32,7 @@ static struct timeline *lookup(struct conn *c, const struct request *r, uint64_t
 	struct timeline *t = timeline_get(c->d, h);
 	char err[96];
 
-	if (t && (t->owner == c || (peer_ok && c->role == PPRPC__ROLE__ROLE_PEER)))
+	if (t && (t->owner == &c->own || (peer_ok && c->role == PPRPC__ROLE__ROLE_PEER)))
 		return t;
 	snprintf(err, sizeof(err), "unknown timeline handle 0x%016" PRIx64, h);
 	qreq_refuse(c, r, PPRPC_EHANDLE, err);
@@ -53,7 +53,7 @@ void h_timeline_create(struct conn *c, struct request *r)
 		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EINVAL, err);
 		return;
 	}
-	rc = timeline_create(c->d, c, dev, m->initial, &t);
+	rc = timeline_create(c->d, &c->own, dev, m->initial, &t);
 	if (rc < 0) {
 		if (rc == PPRPC_ELIMIT)
 			snprintf(err, sizeof(err), "daemon timeline limit (%u) reached", c->d->opts.max_timelines);

@@ -5,13 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "daemon/server/conn.h"
 #include "daemon/device/device.h"
+#include "daemon/objects/owner.h"
 #include "daemon/pprpcd.h"
 #include "kernels/tensor.h"
 #include "pprpc/types.h"
 
-int buffer_alloc(struct pprpcd *d, struct conn *c, struct device *dev, uint64_t size,
+int buffer_alloc(struct pprpcd *d, struct owner *o, struct device *dev, uint64_t size,
 		 struct dbuf **ret_b, char *err, size_t errlen)
 {
 	struct dbuf *b;
@@ -22,11 +22,11 @@ int buffer_alloc(struct pprpcd *d, struct conn *c, struct device *dev, uint64_t 
 		snprintf(err, errlen, "buffer size must be > 0");
 		return PPRPC_EINVAL;
 	}
-	if (c->nbuffers >= d->opts.max_conn_buffers) {
-		snprintf(err, errlen, "connection buffer limit (%u) reached", d->opts.max_conn_buffers);
+	if (o->nbuffers >= o->max_buffers) {
+		snprintf(err, errlen, "connection buffer limit (%u) reached", o->max_buffers);
 		return PPRPC_ELIMIT;
 	}
-	rc = conn_charge_check(c, size, &fp, err, errlen);
+	rc = owner_charge_check(o, size, &fp, err, errlen);
 	if (rc < 0)
 		return rc;
 	b = calloc(1, sizeof(*b));
@@ -48,8 +48,8 @@ int buffer_alloc(struct pprpcd *d, struct conn *c, struct device *dev, uint64_t 
 	b->size = size;
 	b->footprint = fp;
 	b->refs = 1;
-	b->owner = c;
-	conn_add_buffer(c, b);
+	b->owner = o;
+	owner_add_buffer(o, b);
 	dev->nbuffers++;
 	*ret_b = b;
 	return 0;
@@ -58,11 +58,11 @@ fail:
 	return rc;
 }
 
-struct dbuf *buffer_get(struct pprpcd *d, struct conn *c, uint64_t handle)
+struct dbuf *buffer_get(struct pprpcd *d, const struct owner *o, uint64_t handle)
 {
 	struct dbuf *b = htab_get(&d->buffers, handle);
 
-	return b && b->owner == c ? b : NULL;
+	return b && b->owner == o ? b : NULL;
 }
 
 void buffer_ref(struct dbuf *b)
@@ -85,15 +85,15 @@ void buffer_retire(struct pprpcd *d, struct dbuf *b)
 		return;
 	htab_remove(&d->buffers, b->handle);
 	b->handle = 0;
-	conn_remove_buffer(b->owner, b);
+	owner_remove_buffer(b->owner, b);
 	b->owner = NULL;
 	buffer_unref(b);
 }
 
-int buffer_region(struct pprpcd *d, struct conn *c, uint64_t handle, uint64_t offset,
+int buffer_region(struct pprpcd *d, const struct owner *o, uint64_t handle, uint64_t offset,
 		  uint64_t size, struct dbuf **ret_b, char *err, size_t errlen)
 {
-	struct dbuf *b = buffer_get(d, c, handle);
+	struct dbuf *b = buffer_get(d, o, handle);
 
 	if (!b) {
 		snprintf(err, errlen, "unknown buffer handle 0x%016" PRIx64, handle);

@@ -1,5 +1,6 @@
 /*
- * daemon/objects/buffer.h — device buffers owned by a connection.
+ * daemon/objects/buffer.h — device buffers, each held by an owner
+ * (objects/owner.h: a connection, or a fuzz target's stand-in).
  *
  * A buffer is reference-counted: its handle holds one reference, and so does
  * every in-flight use (a bulk being received into it, a reply being sent from
@@ -14,13 +15,13 @@
 #include <stdint.h>
 
 struct pprpcd;
-struct conn;
+struct owner;
 struct device;
 
 struct dbuf {
 	uint64_t handle;       /* 0 once retired */
 	struct device *dev;
-	struct conn *owner;
+	struct owner *owner;
 	uint8_t *ptr;
 	uint64_t size;
 	uint64_t footprint;    /* size rounded to the page: charged to the owner */
@@ -28,18 +29,18 @@ struct dbuf {
 	struct dbuf *next, *prev;  /* owner's list */
 };
 
-int buffer_alloc(struct pprpcd *d, struct conn *c, struct device *dev, uint64_t size,
+int buffer_alloc(struct pprpcd *d, struct owner *o, struct device *dev, uint64_t size,
 		 struct dbuf **ret_b, char *err, size_t errlen);
-/* Look up a live buffer of connection c.  NULL when unknown, stale or owned
+/* Look up a live buffer of owner o.  NULL when unknown, stale or owned
  * by someone else (indistinguishable on purpose). */
-struct dbuf *buffer_get(struct pprpcd *d, struct conn *c, uint64_t handle);
+struct dbuf *buffer_get(struct pprpcd *d, const struct owner *o, uint64_t handle);
 /* Retire the handle (drops the handle's reference). */
 void buffer_retire(struct pprpcd *d, struct dbuf *b);
 void buffer_ref(struct dbuf *b);
 void buffer_unref(struct dbuf *b);
 
-/* Resolve [offset, offset+size) of handle for c; writes a reason to err. */
-int buffer_region(struct pprpcd *d, struct conn *c, uint64_t handle, uint64_t offset,
+/* Resolve [offset, offset+size) of handle for o; writes a reason to err. */
+int buffer_region(struct pprpcd *d, const struct owner *o, uint64_t handle, uint64_t offset,
 		  uint64_t size, struct dbuf **ret_b, char *err, size_t errlen);
 
 #endif

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "daemon/objects/buffer.h"
-#include "daemon/server/conn.h"
 #include "daemon/device/device.h"
+#include "daemon/objects/owner.h"
 #include "daemon/pprpcd.h"
 #include "pprpc/types.h"
 
@@ -68,7 +68,7 @@ void graph_hold_buffer(struct graph *g, struct dbuf *b)
 	buffer_ref(b);
 }
 
-static int plan_tensors(struct pprpcd *d, struct conn *c, const Pprpc__GraphCreate *m,
+static int plan_tensors(struct pprpcd *d, const struct owner *o, const Pprpc__GraphCreate *m,
 			struct graph *g, struct tplan *p, char *err, size_t errlen)
 {
 	for (int i = 0; i < g->ntensors; i++) {
@@ -110,7 +110,7 @@ static int plan_tensors(struct pprpcd *d, struct conn *c, const Pprpc__GraphCrea
 		} else if (mt->buffer) {
 			struct dbuf *b;
 
-			rc = buffer_region(d, c, mt->buffer, mt->offset, p[i].extent, &b, err, errlen);
+			rc = buffer_region(d, o, mt->buffer, mt->offset, p[i].extent, &b, err, errlen);
 			if (rc < 0)
 				return rc;
 			if (b->dev != g->dev) {
@@ -302,7 +302,7 @@ static void graph_destroy(struct graph *g)
 	free(g);
 }
 
-int graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GraphCreate *m,
+int graph_create(struct pprpcd *d, struct owner *o, const Pprpc__GraphCreate *m,
 		 struct graph **ret_g, char *err, size_t errlen)
 {
 	struct tplan *p = NULL;
@@ -343,7 +343,7 @@ int graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GraphCreate *m,
 		rc = PPRPC_EUNSUPP;
 		goto fail;
 	}
-	rc = plan_tensors(d, c, m, g, p, err, errlen);
+	rc = plan_tensors(d, o, m, g, p, err, errlen);
 	if (rc < 0)
 		goto fail;
 	rc = check_alignment(g, p, err, errlen);
@@ -368,7 +368,7 @@ int graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GraphCreate *m,
 		}
 	}
 	if (g->arena_size) {
-		rc = conn_charge_check(c, g->arena_size, &g->footprint, err, errlen);
+		rc = owner_charge_check(o, g->arena_size, &g->footprint, err, errlen);
 		if (rc < 0)
 			goto fail;
 		rc = device_alloc(g->dev, g->arena_size, &g->arena, err, errlen);
@@ -385,7 +385,7 @@ int graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GraphCreate *m,
 			goto fail;
 		hostmem_release(&d->hostmem, g->host_scratch);
 	}
-	g->owner = c;
+	g->owner = o;
 	g->refs = 1;
 	free(p);
 	*ret_g = g;
@@ -396,7 +396,7 @@ fail:
 	return rc;
 }
 
-int graph_new_backend(struct conn *c, struct device *dev, int kind, size_t max_bufs, struct graph **ret_g)
+int graph_new_backend(struct owner *o, struct device *dev, int kind, size_t max_bufs, struct graph **ret_g)
 {
 	struct graph *g = calloc(1, sizeof(*g));
 
@@ -409,7 +409,7 @@ int graph_new_backend(struct conn *c, struct device *dev, int kind, size_t max_b
 	}
 	g->kind = kind;
 	g->dev = dev;
-	g->owner = c;
+	g->owner = o;
 	g->refs = 1;
 	/* Never small enough to run inline on the loop: a backend's graph
 	 * (ggml's) computes on threads that belong to the device's worker. */
@@ -418,11 +418,36 @@ int graph_new_backend(struct conn *c, struct device *dev, int kind, size_t max_b
 	return 0;
 }
 
-struct graph *graph_get(struct pprpcd *d, struct conn *c, uint64_t handle)
+int graph_room(const struct owner *o, char *err, size_t errlen)
+{
+	if (o->ngraphs < o->max_graphs)
+		return 0;
+	snprintf(err, errlen, "connection graph limit (%u) reached", o->max_graphs);
+	return PPRPC_ELIMIT;
+}
+
+int graph_register(struct pprpcd *d, struct owner *o, struct graph *g, char *err, size_t errlen)
+{
+	int rc = htab_insert(&d->graphs, g, &g->handle);
+
+	if (rc < 0) {
+		if (rc == PPRPC_ELIMIT)
+			snprintf(err, errlen, "daemon graph limit (%u) reached", d->graphs.max);
+		else
+			snprintf(err, errlen, "out of memory");
+		graph_unref(g);
+		return rc;
+	}
+	owner_add_graph(o, g);
+	g->dev->graph_creates++;
+	return 0;
+}
+
+struct graph *graph_get(struct pprpcd *d, const struct owner *o, uint64_t handle)
 {
 	struct graph *g = htab_get(&d->graphs, handle);
 
-	return g && g->owner == c ? g : NULL;
+	return g && g->owner == o ? g : NULL;
 }
 
 void graph_ref(struct graph *g)
@@ -442,7 +467,7 @@ void graph_retire(struct pprpcd *d, struct graph *g)
 		return;
 	htab_remove(&d->graphs, g->handle);
 	g->handle = 0;
-	conn_remove_graph(g->owner, g);
+	owner_remove_graph(g->owner, g);
 	g->owner = NULL;
 	graph_unref(g);
 }

@@ -11,13 +11,14 @@
 #ifndef PPRPC_DAEMON_GRAPH_H
 #define PPRPC_DAEMON_GRAPH_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/ops.h"
 #include "proto/pprpc.pb-c.h"
 
 struct pprpcd;
-struct conn;
+struct owner;
 struct dbuf;
 struct device;
 
@@ -36,7 +37,7 @@ enum graph_kind { GRAPH_NATIVE = 0, GRAPH_GGML = 1 };
 struct graph {
 	uint64_t handle;
 	int kind;                 /* enum graph_kind */
-	struct conn *owner;
+	struct owner *owner;
 	struct device *dev;
 	int refs;                 /* the handle + queued runs */
 	int ntensors;
@@ -57,13 +58,13 @@ struct graph {
 /* Validate and plan.  Returns 0 and *ret_g (refs = 1), or a negative code
  * with the reason in err.  Allocates the arena on the device (memory floor
  * applies). */
-int graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GraphCreate *m,
+int graph_create(struct pprpcd *d, struct owner *o, const Pprpc__GraphCreate *m,
 		 struct graph **ret_g, char *err, size_t errlen);
-/* A graph planned by a backend of its own (GRAPH_GGML): owner c, device
+/* A graph planned by a backend of its own (GRAPH_GGML): owner o, device
  * dev, refs = 1, room to hold max_bufs buffers (graph_hold_buffer); the
  * caller sets dev_priv, released through device_graph_release with the
  * graph.  Drop a half-built one with graph_unref. */
-int graph_new_backend(struct conn *c, struct device *dev, int kind, size_t max_bufs, struct graph **ret_g);
+int graph_new_backend(struct owner *o, struct device *dev, int kind, size_t max_bufs, struct graph **ret_g);
 /* Keep b alive while g exists (once per buffer; at most max_bufs). */
 void graph_hold_buffer(struct graph *g, struct dbuf *b);
 
@@ -74,9 +75,17 @@ void graph_hold_buffer(struct graph *g, struct dbuf *b);
 #define GRAPH_INLINE_WORK (1u << 14)
 #endif
 
+/* Room for one more graph of o (max-conn-graphs)?  0, or PPRPC_ELIMIT
+ * with the limit in err: checked before a graph is planned, so a client at
+ * its limit costs no planning. */
+int graph_room(const struct owner *o, char *err, size_t errlen);
+/* Give a created graph (refs = 1) its handle and list it under o, charging
+ * its footprint; on failure g is dropped and err says why. */
+int graph_register(struct pprpcd *d, struct owner *o, struct graph *g, char *err, size_t errlen);
+
 /* Retire the handle and drop its reference (GRAPH_FREE, disconnect). */
 void graph_retire(struct pprpcd *d, struct graph *g);
-struct graph *graph_get(struct pprpcd *d, struct conn *c, uint64_t handle);
+struct graph *graph_get(struct pprpcd *d, const struct owner *o, uint64_t handle);
 void graph_ref(struct graph *g);
 void graph_unref(struct graph *g);
 

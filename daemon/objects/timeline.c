@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "daemon/server/conn.h"
 #include "daemon/device/device.h"
+#include "daemon/objects/owner.h"
 #include "daemon/pprpcd.h"
 #include "daemon/exec/stream.h"
 #include "pprpc/types.h"
@@ -39,11 +39,21 @@ static void gpu_waits_release(struct pprpcd *d)
 	}
 }
 
+/* A closed connection's streams are cancelled: WAITs they hold on a device
+ * are released and the queues re-check what they hold. */
+static void on_conn_close(struct pprpcd *d, struct conn *c)
+{
+	(void)c;
+	timeline_wake_all(d);
+}
+
 void timeline_sys_init(struct pprpcd *d)
 {
 	pthread_mutex_init(&d->tl_lock, NULL);
 	pthread_cond_init(&d->tl_cond, NULL);
 	htab_init(&d->timelines, HK_TIMELINE, d->opts.max_timelines);
+	/* The first hook: at most PPRPCD_MAX_CONN_HOOKS parts register one. */
+	(void)pprpcd_on_conn_close(d, on_conn_close);
 }
 
 void timeline_sys_fini(struct pprpcd *d)
@@ -53,7 +63,7 @@ void timeline_sys_fini(struct pprpcd *d)
 	pthread_mutex_destroy(&d->tl_lock);
 }
 
-int timeline_create(struct pprpcd *d, struct conn *c, struct device *dev, uint64_t initial,
+int timeline_create(struct pprpcd *d, struct owner *o, struct device *dev, uint64_t initial,
 		    struct timeline **ret_t)
 {
 	struct timeline *t = calloc(1, sizeof(*t));
@@ -62,7 +72,7 @@ int timeline_create(struct pprpcd *d, struct conn *c, struct device *dev, uint64
 	if (!t)
 		return PPRPC_ENOMEM;
 	t->dev = dev;
-	t->owner = c;
+	t->owner = o;
 	t->cell.value = initial;
 	t->sig_hi = initial;
 	t->refs = 1;
@@ -71,7 +81,7 @@ int timeline_create(struct pprpcd *d, struct conn *c, struct device *dev, uint64
 		free(t);
 		return rc;
 	}
-	conn_add_timeline(c, t);
+	owner_add_timeline(o, t);
 	*ret_t = t;
 	return 0;
 }
@@ -134,7 +144,7 @@ void timeline_retire(struct pprpcd *d, struct timeline *t)
 		return;
 	htab_remove(&d->timelines, t->handle);
 	t->handle = 0;
-	conn_remove_timeline(t->owner, t);
+	owner_remove_timeline(t->owner, t);
 	t->owner = NULL;
 	/* Whoever still waits learns that it never will be reached. */
 	timeline_cell_set(d, &t->cell, 0, PPRPC_ECANCELED);

@@ -18,7 +18,7 @@
 #include <uv.h>
 
 struct pprpcd;
-struct conn;
+struct owner;
 struct device;
 struct stream;
 
@@ -33,7 +33,7 @@ struct tl_waiter;
 struct timeline {
 	uint64_t handle;      /* 0 once destroyed */
 	struct device *dev;
-	struct conn *owner;
+	struct owner *owner;
 	struct tl_cell cell;
 	uint64_t sig_hi;      /* highest value a SIGNAL was accepted for (tl_lock):
 			       * SIGNALs still on a device stream count */
@@ -52,7 +52,7 @@ typedef void (*tl_wait_cb)(void *arg, int status, uint64_t value);
 void timeline_sys_init(struct pprpcd *d);
 void timeline_sys_fini(struct pprpcd *d);
 
-int timeline_create(struct pprpcd *d, struct conn *c, struct device *dev, uint64_t initial,
+int timeline_create(struct pprpcd *d, struct owner *o, struct device *dev, uint64_t initial,
 		    struct timeline **ret_t);
 /* The timeline behind a live handle, whoever owns it: callers check who
  * may use it (h_timeline.c: the owner; a peer link's SUBSCRIBE). */

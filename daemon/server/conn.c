@@ -7,16 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "daemon/objects/buffer.h"
-#include "daemon/server/dispatch.h"
-#include "daemon/objects/graph.h"
-#include "daemon/pprpcd.h"
 #include "daemon/exec/qreq.h"
+#include "daemon/objects/buffer.h"
+#include "daemon/pprpcd.h"
+#include "daemon/server/dispatch.h"
 #include "daemon/server/reply.h"
-#include "daemon/objects/timeline.h"
-#include "daemon/xfer/xfer.h"
 #include "pprpc/types.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
@@ -177,19 +173,12 @@ static void on_close(void *ctx, int status)
 	/* Queued work of a vanished client is cancelled, not run. */
 	for (uint32_t i = 0; i < PPRPCD_CONN_MAX_DEVICES; i++)
 		atomic_store(&c->streams[i].canceled, 1);
-	timeline_wake_all(d);
-	xfer_wake(d);
-	xfer_conn_closed(d, c);
+	pprpcd_conn_closed(d, c);
 	LOG(d, LOG_INFO_, "conn %" PRIu64 " (%s) closed%s: %" PRIu64 " requests, %" PRIu64 " errors",
 	    c->id, c->name, status ? " on error" : "", c->requests, c->errors);
 	/* Resources die with their owner: a vanished client leaks nothing. */
-	while (c->graphs)
-		graph_retire(d, c->graphs);
 	conn_cancel_lwaits(c);
-	while (c->timelines)
-		timeline_retire(d, c->timelines);
-	while (c->bufs)
-		buffer_retire(d, c->bufs);
+	owner_release(d, &c->own);
 	request_reset(c);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -240,6 +229,7 @@ void conn_accept(struct pprpcd *d, struct transport_conn *t)
 	c->refs = 1; /* the transport's */
 	c->id = ++d->next_conn_id;
 	c->born_ms = uv_now(d->loop);
+	owner_init(&c->own, d->opts.max_conn_bytes, d->opts.max_conn_buffers, d->opts.max_conn_graphs);
 	d->nconns++;
 	snprintf(c->name, sizeof(c->name), "%s", transport_peer(t));
 	c->next = d->conns;
@@ -373,22 +363,6 @@ void conn_copy_put(struct conn *c, uint64_t n)
 		pprpcd_kick_queues(c->d);
 }
 
-int conn_charge_check(const struct conn *c, uint64_t size, uint64_t *ret_footprint, char *err,
-		      size_t errlen)
-{
-	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), max = c->d->opts.max_conn_bytes;
-	uint64_t fp = size > UINT64_MAX - (page - 1) ? UINT64_MAX : (size + page - 1) / page * page;
-
-	if (max && (fp > max || c->charged > max - fp)) {
-		snprintf(err, errlen,
-			 "connection memory limit (%" PRIu64 " MiB) reached: %" PRIu64 " bytes held, %" PRIu64
-			 " more requested (page-rounded)", max >> 20, c->charged, fp);
-		return PPRPC_ELIMIT;
-	}
-	*ret_footprint = fp;
-	return 0;
-}
-
 void conn_ref(struct conn *c)
 {
 	c->refs++;
@@ -416,63 +390,4 @@ void conn_abort(struct conn *c)
 	c->closing = 1;
 	if (c->t)
 		transport_abort(c->t);
-}
-
-#define LIST_ADD(head, x)                 \
-	do {                              \
-		(x)->prev = NULL;         \
-		(x)->next = (head);       \
-		if (head)                 \
-			(head)->prev = (x); \
-		(head) = (x);             \
-	} while (0)
-#define LIST_DEL(head, x)                            \
-	do {                                         \
-		if ((x)->prev)                       \
-			(x)->prev->next = (x)->next; \
-		else                                 \
-			(head) = (x)->next;          \
-		if ((x)->next)                       \
-			(x)->next->prev = (x)->prev; \
-		(x)->next = (x)->prev = NULL;        \
-	} while (0)
-
-void conn_add_buffer(struct conn *c, struct dbuf *b)
-{
-	LIST_ADD(c->bufs, b);
-	c->nbuffers++;
-	c->allocated += b->size;
-	c->charged += b->footprint;
-}
-
-void conn_remove_buffer(struct conn *c, struct dbuf *b)
-{
-	LIST_DEL(c->bufs, b);
-	c->nbuffers--;
-	c->allocated -= b->size;
-	c->charged -= b->footprint;
-}
-
-void conn_add_graph(struct conn *c, struct graph *g)
-{
-	LIST_ADD(c->graphs, g);
-	c->ngraphs++;
-	c->charged += g->footprint;
-}
-
-void conn_remove_graph(struct conn *c, struct graph *g)
-{
-	LIST_DEL(c->graphs, g);
-	c->ngraphs--;
-	c->charged -= g->footprint;
-}
-
-void conn_add_timeline(struct conn *c, struct timeline *t)
-{
-	LIST_ADD(c->timelines, t);
-}
-
-void conn_remove_timeline(struct conn *c, struct timeline *t)
-{
-	LIST_DEL(c->timelines, t);
 }

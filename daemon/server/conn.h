@@ -6,10 +6,13 @@
  * by message type (dispatch.c) → handler (h_*.c).
  *
  * Lifetime: a connection is reference-counted — one reference for the
- * transport, one per in-flight command.  When the transport closes, the
- * connection's buffers and graphs are retired at once and replies of
- * commands still in flight are dropped; the struct is freed with the last
- * reference.
+ * transport, one per in-flight command.  When the transport closes, its
+ * queued work is cancelled, the parts' close hooks run (pprpcd.h:
+ * transfers, device waits), the objects it owns are retired at once
+ * (objects/owner.h) and replies of commands still in flight are dropped;
+ * the struct is freed with the last reference.  Buffers, graphs and
+ * timelines know the connection only as their owner (c->own): objects/
+ * includes nothing of server/.
  */
 #ifndef PPRPC_DAEMON_CONN_H
 #define PPRPC_DAEMON_CONN_H
@@ -19,6 +22,7 @@
 #include <stdint.h>
 
 #include "daemon/exec/stream.h"
+#include "daemon/objects/owner.h"
 #include "proto/frame.h"
 #include "transport/transport.h"
 
@@ -30,9 +34,7 @@
 
 struct pprpcd;
 struct dbuf;
-struct graph;
 struct handler;
-struct timeline;
 struct lwait;
 
 struct request {
@@ -58,14 +60,8 @@ struct conn {
 	int role;
 	char name[64];
 	struct request cur;
-	struct dbuf *bufs;          /* owned buffers */
-	struct graph *graphs;       /* owned graphs */
-	struct timeline *timelines; /* owned timelines */
+	struct owner own;           /* its buffers, graphs, timelines and their cost (max-conn-*) */
 	struct lwait *lwaits;       /* host waits and peers' subscriptions */
-	uint64_t nbuffers;
-	uint64_t allocated;
-	uint64_t ngraphs;
-	uint64_t charged;           /* page-rounded device memory held (buffers, arenas) */
 	uint64_t requests;
 	uint64_t errors;
 	struct stream streams[PPRPCD_CONN_MAX_DEVICES];
@@ -135,20 +131,10 @@ void conn_copy_put(struct conn *c, uint64_t n);
  * half of it (at most 4096), so only a client that keeps writing into a
  * paused connection's already-read data can reach it — it is then answered
  * PPRPC_ELIMIT and closed, since refusing with more replies would grow
- * memory again.  Device memory is charged page-rounded (what an allocation
- * really costs); buffer_alloc and graph_create check before allocating.
- * Returns 0 with the page-rounded footprint of size, or PPRPC_ELIMIT with a
- * message naming the limit. */
-int conn_charge_check(const struct conn *c, uint64_t size, uint64_t *ret_footprint, char *err,
-		      size_t errlen);
+ * memory again.  Device memory, buffer and graph counts are the owner's
+ * (c->own, filled from max-conn-bytes/-buffers/-graphs at accept). */
 
-void conn_add_buffer(struct conn *c, struct dbuf *b);
-void conn_remove_buffer(struct conn *c, struct dbuf *b);
 /* Drop pending host waits / subscriptions (h_timeline.c). */
 void conn_cancel_lwaits(struct conn *c);
-void conn_add_timeline(struct conn *c, struct timeline *t);
-void conn_remove_timeline(struct conn *c, struct timeline *t);
-void conn_add_graph(struct conn *c, struct graph *g);
-void conn_remove_graph(struct conn *c, struct graph *g);
 
 #endif

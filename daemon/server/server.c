@@ -385,6 +385,20 @@ static void release_devices(struct pprpcd *d)
 	xfer_stop(d);
 }
 
+int pprpcd_on_conn_close(struct pprpcd *d, pprpcd_conn_hook fn)
+{
+	if (d->nconn_hooks >= PPRPCD_MAX_CONN_HOOKS)
+		return PPRPC_ELIMIT;
+	d->conn_hooks[d->nconn_hooks++] = fn;
+	return 0;
+}
+
+void pprpcd_conn_closed(struct pprpcd *d, struct conn *c)
+{
+	for (uint32_t i = 0; i < d->nconn_hooks; i++)
+		d->conn_hooks[i](d, c);
+}
+
 void pprpcd_conn_gone(struct pprpcd *d)
 {
 	if (d->stopping && !d->conns)

@@ -20,7 +20,7 @@ void h_send(struct conn *c, struct request *r)
 	char err[256];
 	int rc;
 
-	rc = buffer_region(c->d, c, m->buffer, m->offset, m->size, &b, err, sizeof(err));
+	rc = buffer_region(c->d, &c->own, m->buffer, m->offset, m->size, &b, err, sizeof(err));
 	if (rc == 0 && m->size == 0) {
 		snprintf(err, sizeof(err), "SEND of 0 bytes");
 		rc = PPRPC_EINVAL;
@@ -39,7 +39,7 @@ void h_recv(struct conn *c, struct request *r)
 	char err[256];
 	int rc;
 
-	rc = buffer_region(c->d, c, m->buffer, m->offset, m->size, &b, err, sizeof(err));
+	rc = buffer_region(c->d, &c->own, m->buffer, m->offset, m->size, &b, err, sizeof(err));
 	if (rc == 0 && (m->size == 0 || !m->src_rank || !*m->src_rank)) {
 		snprintf(err, sizeof(err), "RECV needs a size > 0 and a source rank");
 		rc = PPRPC_EINVAL;

@@ -77,6 +77,8 @@ static void read_boot_id(struct pprpcd *d)
 	fclose(f);
 }
 
+static void on_conn_close(struct pprpcd *d, struct conn *c);
+
 int xfer_init(struct pprpcd *d)
 {
 	uint64_t bytes = d->opts.staging_bytes, slot = 4ull << 20;
@@ -85,6 +87,9 @@ int xfer_init(struct pprpcd *d)
 
 	while (slot > (64u << 10) && bytes / slot < 16)
 		slot /= 2;
+	rc = pprpcd_on_conn_close(d, on_conn_close);
+	if (rc < 0)
+		return rc;
 	xf = calloc(1, sizeof(*xf));
 	if (!xf)
 		return PPRPC_ENOMEM;
@@ -166,8 +171,11 @@ void xfer_expire(struct pprpcd *d, uint64_t now_ms)
 		xsrc_expire(d->xfer, now_ms);
 }
 
-void xfer_conn_closed(struct pprpcd *d, struct conn *c)
+/* A closed connection's transfers: its PULLs answered, the sources it
+ * served or pulled released (xsrc_conn_closed); waiters re-check. */
+static void on_conn_close(struct pprpcd *d, struct conn *c)
 {
+	xfer_wake(d);
 	if (d->xfer)
 		xsrc_conn_closed(d->xfer, c);
 }

@@ -39,8 +39,6 @@ struct request;
 
 int xfer_init(struct pprpcd *d);
 void xfer_fini(struct pprpcd *d);
-/* A connection closed: drop what it was pulling or sending. */
-void xfer_conn_closed(struct pprpcd *d, struct conn *c);
 /* Fail transfers whose other half did not come within the timeout. */
 void xfer_expire(struct pprpcd *d, uint64_t now_ms);
 /* Shutdown, loop side: close the completion handle. */

@@ -116,9 +116,10 @@ static struct fz *fz_get(void)
 	fz->owner->d = d;
 	fz->owner->refs = 1;
 	fz->owner->hello_done = 1;
+	owner_init(&fz->owner->own, d->opts.max_conn_bytes, d->opts.max_conn_buffers, d->opts.max_conn_graphs);
 	snprintf(fz->owner->name, sizeof(fz->owner->name), "fuzz-owner");
 	for (int i = 0; i < FZ_NBUF; i++) {
-		if (buffer_alloc(d, fz->owner, d->dev[0], fz_buf_size[i], &fz->buf[i], err, sizeof(err)) < 0) {
+		if (buffer_alloc(d, &fz->owner->own, d->dev[0], fz_buf_size[i], &fz->buf[i], err, sizeof(err)) < 0) {
 			fprintf(stderr, "fuzz: buffer_alloc: %s\n", err);
 			abort();
 		}

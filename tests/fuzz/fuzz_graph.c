@@ -667,7 +667,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!fz_scratch_ok(m))
 		goto out;
 
-	rc = graph_create(&fz->d, fz->owner, m, &g, err, sizeof(err));
+	rc = graph_create(&fz->d, &fz->owner->own, m, &g, err, sizeof(err));
 	if (rc < 0) {
 		FZ_CHECK(rc == PPRPC_ENOMEM || err[0]); /* every refusal says why */
 		goto out;
@@ -679,9 +679,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	st_rfail[data[0] & 1] += rc < 0;
 
 	/* As GRAPH_CREATE / GRAPH_FREE do. */
-	FZ_CHECK(htab_insert(&fz->d.graphs, g, &g->handle) == 0);
-	conn_add_graph(fz->owner, g);
-	FZ_CHECK(graph_get(&fz->d, fz->owner, g->handle) == g);
+	FZ_CHECK(graph_register(&fz->d, &fz->owner->own, g, err, sizeof(err)) == 0);
+	FZ_CHECK(graph_get(&fz->d, &fz->owner->own, g->handle) == g);
 	graph_retire(&fz->d, g);
 out:
 	meta_free(pm);
@@ -690,6 +689,6 @@ out:
 	for (int i = 0; i < FZ_NBUF; i++)
 		FZ_CHECK(fz->buf[i]->refs == 1);
 	FZ_CHECK(fz->d.dev[0]->allocated == allocated);
-	FZ_CHECK(fz->owner->graphs == NULL);
+	FZ_CHECK(fz->owner->own.graphs == NULL);
 	return 0;
 }

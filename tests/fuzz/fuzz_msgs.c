@@ -250,10 +250,10 @@ static void check_region(struct fz *fz, uint64_t handle, uint64_t offset, uint64
 	struct dbuf *b = NULL;
 	char err[256] = "";
 	uint64_t h = fz_map_buffer(fz, handle);
-	int rc = buffer_region(&fz->d, fz->owner, h, offset, size, &b, err, sizeof(err));
+	int rc = buffer_region(&fz->d, &fz->owner->own, h, offset, size, &b, err, sizeof(err));
 
 	if (rc == 0) {
-		FZ_CHECK(b && b->handle == h && b->owner == fz->owner);
+		FZ_CHECK(b && b->handle == h && b->owner == &fz->owner->own);
 		FZ_CHECK(offset <= b->size && size <= b->size - offset);
 	} else {
 		FZ_CHECK((rc == PPRPC_EHANDLE || rc == PPRPC_ERANGE) && err[0] && !b);
@@ -333,7 +333,7 @@ static int fixup(struct input *in, uint16_t type, ProtobufCMessage *msg, int raw
 		struct graph *g;
 
 		m->graph = map(o->graph, o->ngraph, m->graph);
-		g = graph_get(&fz->d, in->c, m->graph);
+		g = graph_get(&fz->d, &in->c->own, m->graph);
 		if (g && fz_graph_work(g) > FZ_MAX_WORK) {
 			m->graph = 0;
 			return 1;
@@ -602,7 +602,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* The connection's own buffers; an extra reference keeps the memory
 	 * (and its guarded tail) until the harness unguards it. */
 	for (int i = 0; i < CONN_NBUF; i++) {
-		FZ_CHECK(buffer_alloc(d, c, d->dev[0], conn_buf_size[i], &own[i], err, sizeof(err)) == 0);
+		FZ_CHECK(buffer_alloc(d, &c->own, d->dev[0], conn_buf_size[i], &own[i], err, sizeof(err)) == 0);
 		buffer_ref(own[i]);
 		fz_guard(own[i]->ptr, own[i]->size);
 		in.o.buf[in.o.nbuf++] = own[i]->handle;
@@ -640,7 +640,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		drain(fz, NULL, 10);
 	}
 	xfer_expire(d, uv_now(d->loop) + 1000000);
-	FZ_CHECK(c->refs == 1 && c->closed && !c->bufs && !c->graphs && !c->timelines && !c->lwaits);
+	FZ_CHECK(c->refs == 1 && c->closed && !c->own.bufs && !c->own.graphs && !c->own.timelines && !c->lwaits);
 	conn_unref(c);
 
 	for (int i = 0; i < CONN_NBUF; i++) {

@@ -49,7 +49,10 @@ done
 for f in bin/pprpcd bin/pprpcctl bin/bench-rdma bin/pp-fence-test tests/test_rdma_ring; do
 	[ -x "$BUILD/$f" ] || { echo "test-rdma: $BUILD/$f missing (build first)"; exit 1; }
 done
-"$BUILD/bin/pprpcd" --help | grep -q -- --rdma-chunk || { echo "test-rdma: pprpcd built without RDMA"; exit 1; }
+# The help text is read whole first: under pipefail, `grep -q` closing the
+# pipe early would fail the check with SIGPIPE once the text passes 4 KiB.
+help=$("$BUILD/bin/pprpcd" --help)
+[[ $help == *--rdma-chunk* ]] || { echo "test-rdma: pprpcd built without RDMA"; exit 1; }
 
 if [ -w /dev/kvm ] && { [ -d /sys/module/kvm_intel ] || [ -d /sys/module/kvm_amd ]; }; then
 	ACCEL="-accel kvm -cpu host"; CRC="crc32_generic crc32_pclmul"

@@ -17,12 +17,12 @@
 #include "daemon/objects/buffer.h"
 #include "daemon/objects/graph.h"
 #include "daemon/pprpcd.h"
-#include "daemon/server/conn.h"
+#include "daemon/objects/owner.h"
 #include "pprpc/types.h"
 
 struct resolver {
 	struct pprpcd *d;
-	struct conn *c;
+	const struct owner *o;
 	struct device *dev;
 	struct graph *g;   /* holds what it names; NULL for probes */
 };
@@ -30,7 +30,7 @@ struct resolver {
 static int resolve(void *arg, uint64_t handle, struct gge_wbuf *ret, char *err, size_t errlen)
 {
 	struct resolver *r = arg;
-	struct dbuf *b = buffer_get(r->d, r->c, handle);
+	struct dbuf *b = buffer_get(r->d, r->o, handle);
 
 	if (!b) {
 		snprintf(err, errlen, "unknown buffer handle 0x%016" PRIx64, handle);
@@ -71,10 +71,10 @@ static struct device *ggml_dev(struct pprpcd *d, uint32_t index, int *ret_rc, ch
 	return dev;
 }
 
-int ggml_serve_graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GgmlGraphCreate *m,
+int ggml_serve_graph_create(struct pprpcd *d, struct owner *o, const Pprpc__GgmlGraphCreate *m,
 			    struct graph **ret_g, char *err, size_t errlen)
 {
-	struct resolver r = { d, c, NULL, NULL };
+	struct resolver r = { d, o, NULL, NULL };
 	struct gge_graph *gg = NULL;
 	int rc = 0;
 
@@ -90,7 +90,7 @@ int ggml_serve_graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GgmlG
 		snprintf(err, errlen, "a ggml graph has at most %d tensors (got %zu)", GGE_MAX_TENSORS, m->n_tensors);
 		return PPRPC_ETOOBIG;
 	}
-	rc = graph_new_backend(c, r.dev, GRAPH_GGML, m->n_tensors, &r.g);
+	rc = graph_new_backend(o, r.dev, GRAPH_GGML, m->n_tensors, &r.g);
 	if (rc < 0)
 		return rc;
 	rc = gge_graph_build(dev_ggml_engine(r.dev), (const Pprpc__GgmlTensor *const *)m->tensors, m->n_tensors,
@@ -98,7 +98,7 @@ int ggml_serve_graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GgmlG
 	/* What the graph holds (its ggml context: some 400 bytes a tensor)
 	 * is charged to the connection, as a native graph's arena is. */
 	if (rc == 0)
-		rc = conn_charge_check(c, gg->host_bytes, &r.g->footprint, err, errlen);
+		rc = owner_charge_check(o, gg->host_bytes, &r.g->footprint, err, errlen);
 	if (rc < 0) {
 		gge_graph_free(gg);
 		graph_unref(r.g);
@@ -109,10 +109,10 @@ int ggml_serve_graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GgmlG
 	return 0;
 }
 
-int ggml_serve_supports(struct pprpcd *d, struct conn *c, const Pprpc__GgmlSupports *m, bool *ret_ok, char *why,
+int ggml_serve_supports(struct pprpcd *d, struct owner *o, const Pprpc__GgmlSupports *m, bool *ret_ok, char *why,
 			size_t whylen)
 {
-	struct resolver r = { d, c, NULL, NULL };
+	struct resolver r = { d, o, NULL, NULL };
 	int rc = 0;
 
 	r.dev = ggml_dev(d, m->device, &rc, why, whylen);
@@ -122,10 +122,10 @@ int ggml_serve_supports(struct pprpcd *d, struct conn *c, const Pprpc__GgmlSuppo
 				  m->node, resolve, &r, ret_ok, why, whylen);
 }
 
-int ggml_serve_alloc_size(struct pprpcd *d, struct conn *c, const Pprpc__GgmlAllocSize *m, uint64_t *ret_size,
+int ggml_serve_alloc_size(struct pprpcd *d, struct owner *o, const Pprpc__GgmlAllocSize *m, uint64_t *ret_size,
 			  char *err, size_t errlen)
 {
-	struct resolver r = { d, c, NULL, NULL };
+	struct resolver r = { d, o, NULL, NULL };
 	int rc = 0;
 
 	r.dev = ggml_dev(d, m->device, &rc, err, errlen);

@@ -15,18 +15,18 @@
 #include "proto/pprpc.pb-c.h"
 
 struct pprpcd;
-struct conn;
+struct owner;
 struct graph;
 
-/* Validate and create m's graph for c (refs = 1, buffers held), or a
+/* Validate and create m's graph for owner o (refs = 1, buffers held), or a
  * negative code with the reason. */
-int ggml_serve_graph_create(struct pprpcd *d, struct conn *c, const Pprpc__GgmlGraphCreate *m,
+int ggml_serve_graph_create(struct pprpcd *d, struct owner *o, const Pprpc__GgmlGraphCreate *m,
 			    struct graph **ret_g, char *err, size_t errlen);
 /* A negative code for a malformed request; else 0 with *ret_ok and, when
  * false, the reason in why. */
-int ggml_serve_supports(struct pprpcd *d, struct conn *c, const Pprpc__GgmlSupports *m, bool *ret_ok, char *why,
+int ggml_serve_supports(struct pprpcd *d, struct owner *o, const Pprpc__GgmlSupports *m, bool *ret_ok, char *why,
 			size_t whylen);
-int ggml_serve_alloc_size(struct pprpcd *d, struct conn *c, const Pprpc__GgmlAllocSize *m, uint64_t *ret_size,
+int ggml_serve_alloc_size(struct pprpcd *d, struct owner *o, const Pprpc__GgmlAllocSize *m, uint64_t *ret_size,
 			  char *err, size_t errlen);
 
 #endif
