@@ -126,7 +126,7 @@ export PATH=/opt/pprpc:/usr/sbin:/usr/bin HOME=/root
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev; mount -t tmpfs tmp /tmp
 chmod 1777 /tmp
 while read -r m; do insmod \$m 2>/dev/null || echo "note: insmod \${m##*/} failed"; done < /etc/modules.order
-MTU=$MTU SECTIONS=${SECTIONS:-all} ROUNDS=${ROUNDS:-6} SETTLE=${SETTLE:-3} sh /opt/pprpc/guest.sh
+MIN_RATIO=${MIN_RATIO:-} MTU=$MTU SECTIONS=${SECTIONS:-all} ROUNDS=${ROUNDS:-6} SETTLE=${SETTLE:-3} sh /opt/pprpc/guest.sh
 echo "VM-EXIT: \$?"
 sync; poweroff -f
 INIT
