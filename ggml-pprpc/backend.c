@@ -27,12 +27,13 @@ static void backend_free(ggml_backend_t backend)
 	const struct pg_stats *s = &d->st;
 
 	/* creates vs runs: how well the graph cache serves this workload */
-	PG_LOG_INFO("pprpc: %s: graphs %llu created, %llu run (%llu from the cache), %llu freed; "
+	PG_LOG_INFO("pprpc: %s: graphs %llu created, %llu run (%llu from the cache), %llu freed, %llu creates waited for; "
 		    "supports_op %llu asked, %llu cached; copies %llu daemon-to-daemon (%llu bytes), %llu local; "
 		    "waits: %llu FENCE, %llu HOST_WAIT (%llu fell back to FENCE), %llu reads\n",
 		    d->name, (unsigned long long)s->graph_creates, (unsigned long long)s->graph_runs,
 		    (unsigned long long)(s->graph_runs > s->graph_creates ? s->graph_runs - s->graph_creates : 0),
-		    (unsigned long long)s->graph_evictions, (unsigned long long)s->supports_queries,
+		    (unsigned long long)s->graph_evictions, (unsigned long long)s->create_waits,
+		    (unsigned long long)s->supports_queries,
 		    (unsigned long long)s->supports_cached, (unsigned long long)s->p2p_copies,
 		    (unsigned long long)s->p2p_bytes, (unsigned long long)s->local_copies,
 		    (unsigned long long)s->fences, (unsigned long long)s->host_waits,
@@ -109,14 +110,17 @@ static enum ggml_status backend_graph_compute(ggml_backend_t backend, struct ggm
 	struct pg_rank *r = d->rank;
 	char err[768];
 	pprpc_graph h;
-	int rc;
+	int ran = 0, rc;
 
 	if (ggml_graph_n_nodes(g) == 0)
 		return GGML_STATUS_SUCCESS;
 	pg_lock(r);
 	pg_check_alive(r, d->name, "graph_compute");
-	rc = pg_graph_get(d, g, &h, err, sizeof(err));
-	if (rc == 0 && h.id) {
+	rc = pg_graph_get(d, g, &h, &ran, err, sizeof(err));
+	if (rc == 0 && ran) {
+		d->submitted++;
+		d->st.graph_runs++;
+	} else if (rc == 0 && h.id) {
 		rc = pprpc_graph_run_async(r->c, h);
 		d->submitted++;
 		if (rc < 0) {

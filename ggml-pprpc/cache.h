@@ -21,6 +21,8 @@ struct pg_cache_entry {
 	uint64_t *bufs;                      /* graphs: buffers the graph uses (malloc'ed,
 					      * freed with the entry) */
 	size_t nbufs;
+	void *aux;                           /* graphs: a create whose reply is to come
+					      * (graphs.c), settled before the entry goes */
 	uint8_t key[];
 };
 

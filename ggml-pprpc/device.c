@@ -155,6 +155,7 @@ int pg_device_create(struct pg_registry *reg, struct pg_rank *r, const Pprpc__De
 	d->max_size = di->ggml_max_size;
 	pprpc_get_caps(r->c, &caps);
 	d->async = caps.async && caps.events;
+	d->create_run = caps.ggml_create_run;
 	if (di->ggml_alignment & (di->ggml_alignment - 1)) {
 		snprintf(err, errlen, "device %s reports alignment %llu, not a power of two", d->rdev,
 			 (unsigned long long)di->ggml_alignment);

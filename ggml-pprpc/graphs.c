@@ -11,22 +11,79 @@
  * are freed on the rank (GRAPH_FREE), and so are the graphs of a buffer
  * being freed, which must not outlive it (the daemon would keep the buffer's
  * memory for them).
+ *
+ * A new graph's GGML_GRAPH_CREATE also queues its run (run set, when the
+ * rank says caps.ggml_create_run; PPRPC_GRAPH_CREATE_RUN=0 turns it off) and
+ * is not waited for: llama.cpp meets a new graph at every new KV length of
+ * a prompt, and each synchronous create left the rank idle for a round trip
+ * plus the daemon's validation and build (2 to 5 ms for ~500 nodes on the
+ * CPU, doc/llama-vs-rpc.md).  The entry holds the request (aux) until its
+ * reply is read, which any later call of this client does in passing; the
+ * handle is needed only for the next run of the same graph or its
+ * GRAPH_FREE (settle).  A refused create fails the rank's streams as well
+ * (the daemon's side), so the next synchronize ends the process with the
+ * reason and no output computed behind it is ever returned.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ggml-pprpc/pg.h"
+#include "libclient/client.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
+
+/* A GGML_GRAPH_CREATE with run set, sent and not read back yet. */
+struct pg_create {
+	struct pending p;        /* the client's record of the request */
+	size_t nnodes, n;        /* for messages */
+};
+
+/* Read e's handle from its create's reply (waiting for it if it has not
+ * come).  0 with e->value set; or a negative code, e left without a graph
+ * (value 0) and the reason in err. */
+static int settle(struct pg_device *d, struct pg_cache_entry *e, char *err, size_t errlen)
+{
+	struct pg_create *pc = e->aux;
+	const Pprpc__GraphCreateReply *rep;
+	int rc;
+
+	if (!pc)
+		return 0;
+	e->aux = NULL;
+	if (!pc->p.done) {
+		d->st.create_waits++;
+		rc = rpc_wait(d->rank->c, &pc->p);
+		rpc_forget(d->rank->c, &pc->p);
+	}
+	rc = pc->p.done ? pc->p.rc : PPRPC_ECONN;
+	rep = (const Pprpc__GraphCreateReply *)pc->p.rep;
+	if (rc == 0 && (!rep || !rep->graph))
+		rc = PPRPC_EPROTO; /* a reply without a handle: not what this side believes */
+	if (rc == 0) {
+		e->value = rep->graph;
+	} else {
+		pg_rank_failed(d->rank, rc);
+		snprintf(err, errlen, "GGML_GRAPH_CREATE of %zu nodes (%zu tensors): %.400s", pc->nnodes, pc->n,
+			 d->rank->dead ? d->rank->dead_why : pc->p.done && pc->p.err[0] ? pc->p.err : pprpc_strerror(rc));
+	}
+	meta_free(pc->p.rep);
+	free(pc);
+	return rc;
+}
 
 static void graph_evict(void *arg, struct pg_cache_entry *e)
 {
 	struct pg_device *d = arg;
 	Pprpc__GraphFree req = PPRPC__GRAPH_FREE__INIT;
+	char err[512];
 	int rc;
 
 	d->st.graph_evictions++;
+	/* A refused create made no graph (and failed the streams: the next
+	 * synchronize reports it). */
+	if (settle(d, e, err, sizeof(err)) < 0 || !e->value)
+		return;
 	if (d->rank->dead)
 		return; /* the rank's state for this session is gone anyway */
 	req.graph = e->value;
@@ -45,6 +102,15 @@ int pg_caches_init(struct pg_device *d)
 	if (pg_env_int("PPRPC_GRAPH_CACHE", 128, 1, 1000000, &n, err, sizeof(err)) < 0) {
 		PG_LOG_ERROR("pprpc: %s\n", err);
 		return PPRPC_EINVAL;
+	}
+	if (d->create_run) {
+		long on;
+
+		if (pg_env_int("PPRPC_GRAPH_CREATE_RUN", 1, 0, 1, &on, err, sizeof(err)) < 0) {
+			PG_LOG_ERROR("pprpc: %s\n", err);
+			return PPRPC_EINVAL;
+		}
+		d->create_run = (int)on;
 	}
 	d->graphs = pg_cache_new((size_t)n, (size_t)256 << 20, graph_evict, d);
 	d->supports = pg_cache_new(65536, (size_t)64 << 20, NULL, NULL);
@@ -77,17 +143,53 @@ void pg_graphs_drop_buffer(struct pg_device *d, pprpc_buffer buf)
 	pg_cache_evict_if(d->graphs, uses_buffer, &buf);
 }
 
+static void create_msg(struct pg_device *d, const struct pg_wire *w, Pprpc__GgmlGraphCreate *m)
+{
+	m->device = d->index;
+	m->n_tensors = w->n;
+	m->tensors = w->tp;
+	m->n_nodes = w->nnodes;
+	m->nodes = w->nodes;
+}
+
+/* Send w's create with run set; *ret_pc is settled later (settle). */
+static int create_run(struct pg_device *d, const struct pg_wire *w, struct pg_create **ret_pc, char *err,
+		      size_t errlen)
+{
+	Pprpc__GgmlGraphCreate m = PPRPC__GGML_GRAPH_CREATE__INIT;
+	struct pg_create *pc = calloc(1, sizeof(*pc));
+	int rc;
+
+	if (!pc) {
+		snprintf(err, errlen, "out of memory");
+		return PPRPC_ENOMEM;
+	}
+	create_msg(d, w, &m);
+	m.run = 1;
+	pc->p.rep_desc = &pprpc__graph_create_reply__descriptor;
+	pc->nnodes = w->nnodes;
+	pc->n = w->n;
+	rc = d->rank->dead ? PPRPC_ECONN : rpc_send(d->rank->c, MSG_GGML_GRAPH_CREATE, 0, &m.base, NULL, 0, &pc->p);
+	if (rc < 0) {
+		rpc_forget(d->rank->c, &pc->p);
+		pg_rank_failed(d->rank, rc);
+		snprintf(err, errlen, "GGML_GRAPH_CREATE of %zu nodes (%zu tensors): %.400s", w->nnodes, w->n,
+			 d->rank->dead ? d->rank->dead_why : pprpc_last_error(d->rank->c));
+		free(pc);
+		return rc;
+	}
+	d->st.graph_creates++;
+	*ret_pc = pc;
+	return 0;
+}
+
 static int create(struct pg_device *d, const struct pg_wire *w, pprpc_graph *ret, char *err, size_t errlen)
 {
 	Pprpc__GgmlGraphCreate m = PPRPC__GGML_GRAPH_CREATE__INIT;
 	ProtobufCMessage *rep = NULL;
 	int rc;
 
-	m.device = d->index;
-	m.n_tensors = w->n;
-	m.tensors = w->tp;
-	m.n_nodes = w->nnodes;
-	m.nodes = w->nodes;
+	create_msg(d, w, &m);
 	rc = pg_call(d->rank, MSG_GGML_GRAPH_CREATE, &m.base, &pprpc__graph_create_reply__descriptor, &rep);
 	if (rc < 0) {
 		snprintf(err, errlen, "GGML_GRAPH_CREATE of %zu nodes (%zu tensors): %s", w->nnodes, w->n,
@@ -100,17 +202,25 @@ static int create(struct pg_device *d, const struct pg_wire *w, pprpc_graph *ret
 	return 0;
 }
 
-int pg_graph_get(struct pg_device *d, const struct ggml_cgraph *g, pprpc_graph *ret, char *err, size_t errlen)
+static int is_entry(void *arg, const struct pg_cache_entry *e)
 {
+	return e == arg;
+}
+
+int pg_graph_get(struct pg_device *d, const struct ggml_cgraph *g, pprpc_graph *ret, int *ran, char *err,
+		 size_t errlen)
+{
+	struct pg_create *pc = NULL;
 	struct pg_wire w;
 	struct pg_cache_entry *e;
 	uint8_t *key = NULL;
 	size_t klen = 0;
 	uint64_t *bufs = NULL;
-	pprpc_graph h;
+	pprpc_graph h = { 0 };
 	int rc;
 
 	err[0] = '\0';
+	*ran = 0;
 	rc = pg_wire_graph(&w, d, g, 1);
 	if (rc == 0)
 		rc = pg_wire_pack_graph(&w, d->index, &key, &klen);
@@ -140,6 +250,11 @@ int pg_graph_get(struct pg_device *d, const struct ggml_cgraph *g, pprpc_graph *
 	}
 	e = pg_cache_find(d->graphs, key, klen);
 	if (e) {
+		rc = settle(d, e, err, errlen);
+		if (rc < 0) {
+			pg_cache_evict_if(d->graphs, is_entry, e); /* no graph behind it */
+			goto out;
+		}
 		ret->id = e->value;
 		goto out;
 	}
@@ -148,12 +263,12 @@ int pg_graph_get(struct pg_device *d, const struct ggml_cgraph *g, pprpc_graph *
 		rc = PPRPC_ENOMEM;
 		goto out;
 	}
-	rc = create(d, &w, &h, err, errlen);
+	rc = d->create_run ? create_run(d, &w, &pc, err, errlen) : create(d, &w, &h, err, errlen);
 	if (rc < 0)
 		goto out;
 	e = pg_cache_insert(d->graphs, key, klen, h.id);
 	if (!e) {
-		struct pg_cache_entry tmp = { .value = h.id };
+		struct pg_cache_entry tmp = { .value = h.id, .aux = pc };
 
 		/* uncached, the graph could outlive its buffers: free it */
 		graph_evict(d, &tmp);
@@ -167,6 +282,8 @@ int pg_graph_get(struct pg_device *d, const struct ggml_cgraph *g, pprpc_graph *
 		e->nbufs = w.nbufs;
 		bufs = NULL;
 	}
+	e->aux = pc;
+	*ran = pc != NULL;
 	*ret = h;
 out:
 	free(bufs);

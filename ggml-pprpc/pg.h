@@ -61,7 +61,8 @@ struct pg_rank {
 /* Counters of one device (this process's view; the daemon counts too). */
 struct pg_stats {
 	uint64_t graph_creates;      /* GGML_GRAPH_CREATE sent (cache misses) */
-	uint64_t graph_runs;         /* GRAPH_RUN sent */
+	uint64_t graph_runs;         /* runs queued: GRAPH_RUN, or a create that runs */
+	uint64_t create_waits;       /* a create's handle was needed before its reply came */
 	uint64_t graph_evictions;    /* GRAPH_FREE of cached graphs (bound or buffer freed) */
 	uint64_t supports_queries;   /* GGML_SUPPORTS sent */
 	uint64_t supports_cached;    /* supports_op answered from the cache */
@@ -86,6 +87,8 @@ struct pg_device {
 	char rdev[32];                        /* the rank's name for it: "ggml:CPU" */
 	uint64_t alignment, max_size;
 	int async;                            /* the rank reported async + events */
+	int create_run;                       /* a new graph's create queues its run
+					       * (caps.ggml_create_run, PPRPC_GRAPH_CREATE_RUN) */
 	struct pg_cache *graphs;              /* serialized graph -> daemon graph handle */
 	struct pg_cache *supports;            /* serialized op -> supported (0/1) */
 	struct pg_cache *alloc_sizes;         /* serialized op -> alloc size */
@@ -245,9 +248,11 @@ int pg_wire_pack_op(const struct pg_wire *w, int32_t node, uint8_t **ret, size_t
 
 /* The daemon graph for g: a cached handle when the serialization is
  * byte-identical to one created before, else GGML_GRAPH_CREATE; 0 when g
- * has no node that computes anything.  With the rank's lock held.  Returns
- * 0 or a negative code (message in err). */
-int pg_graph_get(struct pg_device *d, const struct ggml_cgraph *g, pprpc_graph *ret, char *err, size_t errlen);
+ * has no node that computes anything.  *ran is set when the create also
+ * queued the run (d->create_run): nothing more to send.  With the rank's
+ * lock held.  Returns 0 or a negative code (message in err). */
+int pg_graph_get(struct pg_device *d, const struct ggml_cgraph *g, pprpc_graph *ret, int *ran, char *err,
+		 size_t errlen);
 /* A buffer is going away: free the cached graphs that use it. */
 void pg_graphs_drop_buffer(struct pg_device *d, pprpc_buffer buf);
 /* Per-device caches (graphs; supports and alloc size). */

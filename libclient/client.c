@@ -79,6 +79,7 @@ static int hello(pprpc_client *c, const char *name, const uint8_t *key, size_t k
 		c->caps.events = rep->caps->events;
 		c->caps.p2p = rep->caps->p2p;
 		c->caps.rdma = rep->caps->rdma;
+		c->caps.ggml_create_run = rep->caps->ggml_create_run;
 	}
 	c->max_bulk = rep->max_bulk;
 	c->ndev = 0;

@@ -73,6 +73,10 @@ int rpc_send(pprpc_client *c, uint16_t type, uint32_t flags, const ProtobufCMess
 	     const void *bulk, uint64_t blen, struct pending *p);
 /* Make progress until p is done (or the timeout / a broken stream). */
 int rpc_wait(pprpc_client *c, struct pending *p);
+/* p's memory is going away before its reply came (the wait failed): take it
+ * off the pending list.  A reply arriving later would find no request and
+ * mark the stream out of sync, so only after a failed rpc_wait. */
+void rpc_forget(pprpc_client *c, struct pending *p);
 /* Make progress until no async request is outstanding. */
 int rpc_drain(pprpc_client *c);
 /* Set up / tear down the reply machinery on a connected fd. */

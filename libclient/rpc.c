@@ -365,6 +365,12 @@ int rpc_wait(pprpc_client *c, struct pending *p)
 	return p->rc;
 }
 
+void rpc_forget(pprpc_client *c, struct pending *p)
+{
+	if (!p->done)
+		pend_remove(c, p);
+}
+
 int rpc_drain(pprpc_client *c)
 {
 	int64_t deadline = c->io_timeout_ms > 0 ? now_ms() + c->io_timeout_ms : -1;

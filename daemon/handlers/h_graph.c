@@ -56,19 +56,10 @@ static void run_release(struct qreq *qr)
 	graph_unref(((struct run_cmd *)qr)->g);
 }
 
-void h_graph_run(struct conn *c, struct request *r)
+void graph_run_queue(struct conn *c, const struct request *r, struct graph *g)
 {
-	const Pprpc__GraphRun *m = (const Pprpc__GraphRun *)r->msg;
-	struct graph *g = graph_get(c->d, &c->own, m->graph);
-	struct run_cmd *rc;
-	char err[96];
+	struct run_cmd *rc = calloc(1, sizeof(*rc));
 
-	if (!g) {
-		snprintf(err, sizeof(err), "unknown graph handle 0x%016" PRIx64, m->graph);
-		qreq_refuse(c, r, PPRPC_EHANDLE, err);
-		return;
-	}
-	rc = calloc(1, sizeof(*rc));
 	if (!rc) {
 		qreq_refuse(c, r, PPRPC_ENOMEM, "out of memory");
 		return;
@@ -80,6 +71,20 @@ void h_graph_run(struct conn *c, struct request *r)
 	rc->qr.q.async_ok = 1;
 	rc->qr.inline_ok = device_completes_inline(g->dev) && g->work <= GRAPH_INLINE_WORK;
 	qreq_push(&rc->qr, c, r, g->dev, run_exec);
+}
+
+void h_graph_run(struct conn *c, struct request *r)
+{
+	const Pprpc__GraphRun *m = (const Pprpc__GraphRun *)r->msg;
+	struct graph *g = graph_get(c->d, &c->own, m->graph);
+	char err[96];
+
+	if (!g) {
+		snprintf(err, sizeof(err), "unknown graph handle 0x%016" PRIx64, m->graph);
+		qreq_refuse(c, r, PPRPC_EHANDLE, err);
+		return;
+	}
+	graph_run_queue(c, r, g);
 }
 
 void h_graph_free(struct conn *c, struct request *r)

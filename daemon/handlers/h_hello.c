@@ -47,7 +47,8 @@ void h_hello(struct conn *c, struct request *r)
 	caps.async = 1;   /* queued commands, sticky errors, FENCE */
 	caps.events = 1;  /* timelines: SIGNAL / WAIT (local and cross-rank) */
 	caps.p2p = 1;     /* SEND/RECV daemon to daemon (peer links) */
-	caps.rdma = c->d->rdma_listener != NULL;  /* an rdmacm listener is up on a device */
+	caps.rdma = c->d->rdma_listener != NULL;
+	caps.ggml_create_run = 1;  /* GGML_GRAPH_CREATE can queue the graph's first run */  /* an rdmacm listener is up on a device */
 	rep.proto_version = PPRPC_PROTO_VERSION;
 	rep.daemon_version = PPRPC_VERSION;
 	rep.caps = &caps;

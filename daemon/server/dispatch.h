@@ -9,6 +9,7 @@
 #include "proto/pprpc.pb-c.h"
 
 struct conn;
+struct graph;
 struct request;
 
 struct handler {
@@ -35,6 +36,9 @@ void h_tensor_get(struct conn *c, struct request *r);
 void h_tensor_copy(struct conn *c, struct request *r);
 void h_graph_create(struct conn *c, struct request *r);
 void h_graph_run(struct conn *c, struct request *r);
+/* Queue one run of g (a live graph of c) on its device's stream for the
+ * queued request r: what GRAPH_RUN does once it found the graph. */
+void graph_run_queue(struct conn *c, const struct request *r, struct graph *g);
 void h_graph_free(struct conn *c, struct request *r);
 void h_fence(struct conn *c, struct request *r);
 void h_stats(struct conn *c, struct request *r);

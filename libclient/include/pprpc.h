@@ -79,6 +79,7 @@ typedef struct pprpc_tensor {
 
 typedef struct pprpc_caps {
 	int async, events, p2p, rdma;
+	int ggml_create_run;     /* GGML_GRAPH_CREATE may queue the graph's first run (ggml-pprpc) */
 } pprpc_caps;
 
 typedef struct pprpc_device_info {

@@ -1117,6 +1117,62 @@ static void test_graph_charge(void **state)
 	assert_int_equal(tdaemon_stop(&d), 0);
 }
 
+/* GGML_GRAPH_CREATE with run set queues the graph's first run: the handle
+ * comes back at once, the FENCE covers the run, the output is the local
+ * one, and the device counts one create and one run.  A refused create
+ * with run set fails the stream (the FENCE names the create's request) as
+ * well as answering the error, so nothing queued behind it runs unseen. */
+static void test_create_run(void **state)
+{
+	ggml_fp16_t want[T * M], got[T * M];
+	uint64_t off, g = 0, failed = 0, c0, r0, c1, r1, a;
+	ProtobufCMessage *rep = NULL;
+	char err[320] = "";
+	struct model m;
+	uint64_t req;
+
+	(void)state;
+	open_model(&m);
+	off = (uint64_t)((uint8_t *)m.out->data - (uint8_t *)ggml_backend_buffer_get_base(m.bc));
+	fill_inputs(&m, 9);
+	upload(&m, m.E);
+	upload(&m, m.ids);
+	upload(&m, m.pos);
+	assert_int_equal(ggml_backend_graph_compute(g_cpu, m.gf), GGML_STATUS_SUCCESS);
+	ggml_backend_tensor_get(m.out, want, 0, sizeof(want));
+	stats(&m, DEV_GGML, &c0, &r0, &a);
+	m.wg.msg.run = 1;
+	assert_int_equal(call(&m, MSG_GGML_GRAPH_CREATE, &m.wg.msg.base, NULL, 0, &pprpc__graph_create_reply__descriptor,
+			      &rep, err, sizeof(err)), 0);
+	g = ((Pprpc__GraphCreateReply *)rep)->graph;
+	meta_free(rep);
+	assert_true(g != 0);
+	assert_int_equal(fence(&m, NULL, err, sizeof(err)), 0);
+	get_remote(&m, m.rc, off, got, sizeof(got));
+	assert_memory_equal(want, got, sizeof(want));
+	stats(&m, DEV_GGML, &c1, &r1, &a);
+	assert_int_equal(c1 - c0, 1);
+	assert_int_equal(r1 - r0, 1);
+	/* the handle is an ordinary graph's: it runs again */
+	m.wg.msg.run = 0;
+	run_and_compare(&m, g);
+
+	/* refused (no such device): an error reply, and the stream fails */
+	m.wg.msg.run = 1;
+	m.wg.msg.device = 99;
+	req = m.req + 1;
+	assert_int_equal(call(&m, MSG_GGML_GRAPH_CREATE, &m.wg.msg.base, NULL, 0, &pprpc__graph_create_reply__descriptor,
+			      &rep, err, sizeof(err)), PPRPC_EINVAL);
+	assert_non_null(strstr(err, "no device 99"));
+	assert_int_equal(fence(&m, &failed, err, sizeof(err)), PPRPC_EINVAL);
+	assert_int_equal(failed, req);
+	assert_non_null(strstr(err, "no device 99"));
+	assert_int_equal(fence(&m, NULL, NULL, 0), 0);
+	m.wg.msg.device = DEV_GGML;
+	m.wg.msg.run = 0;
+	close_model(&m);
+}
+
 /* An unknown ggml device is reported (HELLO's unavailable says why), the
  * others are served; with none left the daemon does not start. */
 static void test_device_names(void **state)
@@ -1161,6 +1217,7 @@ int main(void)
 		cmocka_unit_test(test_index_guard),
 		cmocka_unit_test(test_split_guard),
 		cmocka_unit_test(test_queue_sticky),
+		cmocka_unit_test(test_create_run),
 		cmocka_unit_test(test_wait_holds_run),
 		cmocka_unit_test(test_two_ranks),
 		cmocka_unit_test(test_probes),

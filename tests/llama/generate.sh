@@ -91,4 +91,24 @@ cmp -s "$TMP_ROOT/cpu.txt" "$TMP_ROOT/small.txt" || fail "PPRPC_GRAPH_CACHE=2: t
 freed=$(sed -n 's/.*pprpc: PPRPC0: graphs [0-9]* created, [0-9]* run ([0-9]* from the cache), \([0-9]*\) freed.*/\1/p' "$TMP_ROOT/small.log")
 echo "PPRPC_GRAPH_CACHE=2: $(grep -o 'PPRPC0: graphs [^;]*' "$TMP_ROOT/small.log"), tokens identical"
 [ "${freed:-0}" -gt 0 ] || fail "PPRPC_GRAPH_CACHE=2 evicted no graph"
-echo "generate: passed (64 tokens identical to the CPU, with the default graph cache and with 2 graphs per device)"
+# a new graph's create queues its run and is not waited for (the default);
+# PPRPC_GRAPH_CREATE_RUN=0 waits for each handle and sends GRAPH_RUN: the
+# same tokens either way
+PPRPC_GRAPH_CREATE_RUN=0 with_plugin "$LC" "${gen[@]}" -ngl 99 -dev PPRPC0,PPRPC1 -ts 1,1 -lv 4 \
+	>"$TMP_ROOT/sync.txt" 2>"$TMP_ROOT/sync.log" || { tail "$TMP_ROOT/sync.log" >&2; fail "run with PPRPC_GRAPH_CREATE_RUN=0 failed"; }
+cmp -s "$TMP_ROOT/cpu.txt" "$TMP_ROOT/sync.txt" || fail "PPRPC_GRAPH_CREATE_RUN=0: tokens differ from the CPU run"
+waited=$(sed -n 's/.*pprpc: PPRPC0: graphs [0-9]* created, .* freed, \([0-9]*\) creates waited for.*/\1/p' "$TMP_ROOT/pprpc.log")
+echo "creates not waited for: $(grep -o 'PPRPC0: graphs [^;]*' "$TMP_ROOT/pprpc.log"); PPRPC_GRAPH_CREATE_RUN=0: tokens identical"
+[ -n "$waited" ] || fail "the plugin's counters lack the creates waited for"
+# a create the rank refuses (a third rank with max-conn-graphs 2): the run
+# queued with it fails the rank's streams, and the tool ends with the
+# reason instead of going on with outputs nothing computed
+start_rank --max-conn-graphs 2 || fail "cannot start rank 2"
+GGML_BACKEND_PATH=$(realpath "$PLUGIN") PPRPC_RANKS=${RANK_ADDRS[2]} "$LC" "${gen[@]}" -ngl 99 -dev PPRPC0 -lv 4 \
+	>"$TMP_ROOT/refused.txt" 2>"$TMP_ROOT/refused.log"
+rc=$?
+[ $rc != 0 ] || fail "a refused GGML_GRAPH_CREATE went unnoticed (the tool exited 0)"
+grep -q "connection graph limit (2) reached" "$TMP_ROOT/refused.log" ||
+	{ tail -n 5 "$TMP_ROOT/refused.log" >&2; fail "a refused create: the tool did not say why"; }
+echo "refused create: exit $rc, $(grep -m1 -o 'pprpc: fatal.*' "$TMP_ROOT/refused.log" | cut -c1-240)"
+echo "generate: passed (64 tokens identical to the CPU with the default graph cache, with 2 graphs per device and with synchronous creates; a refused create ends the tool with its reason)"
