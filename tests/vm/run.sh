@@ -123,8 +123,11 @@ printf '127.0.0.1 localhost\n10.0.0.1 rxehost\n' > "$R/etc/hosts"
 cat > "$R/init" <<INIT
 #!/bin/sh
 export PATH=/opt/pprpc:/usr/sbin:/usr/bin HOME=/root
-mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev; mount -t tmpfs tmp /tmp
-chmod 1777 /tmp
+mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
+# /tmp is the initramfs's own (writable) directory, not a tmpfs mounted over
+# it: a tree checked out under /tmp has its llama.cpp libraries copied to
+# the same path here (copy_with_libs), where the binaries' RUNPATH finds them.
+mkdir -p /tmp; chmod 1777 /tmp
 while read -r m; do insmod \$m 2>/dev/null || echo "note: insmod \${m##*/} failed"; done < /etc/modules.order
 MIN_RATIO=${MIN_RATIO:-} MTU=$MTU SECTIONS=${SECTIONS:-all} ROUNDS=${ROUNDS:-6} SETTLE=${SETTLE:-3} sh /opt/pprpc/guest.sh
 echo "VM-EXIT: \$?"
