@@ -2,8 +2,9 @@
  * ggml-pprpc/backend.c — a ggml backend (stream) on a PPRPC device.
  *
  * Everything is asynchronous and in order on the device's queue of the
- * rank: graph_compute queues GRAPH_RUN (after GGML_GRAPH_CREATE when the
- * graph is new), set/get_tensor_async queue TENSOR_SET/GET, a copy from
+ * rank: graph_compute queues GRAPH_RUN of a cached graph, or a new graph's
+ * GGML_GRAPH_CREATE that runs it too (graphs.c), set/get_tensor_async
+ * queue TENSOR_SET/GET, a copy from
  * another rank is a SEND there and a RECV here.  synchronize is a FENCE:
  * it returns when the rank completed the work, and reports the first
  * failure of the queue, which ends the process (synchronize has no error
