@@ -15,24 +15,29 @@ def _mix(x):
     return x ^ (x >> 31)
 
 
-def ratio_ci(a, b):
-    """Geomean of a[i]/b[i] and its bootstrap 95% CI: (gm, lo, hi), or None."""
-    pairs = [(x, y) for x, y in zip(a, b) if x and y and x > 0 and y > 0]
-    k = len(pairs)
-    if k == 0:
-        return None
-    lr = [math.log(x / y) for x, y in pairs]
-    gm = math.exp(sum(lr) / k)
+def _boot_means(v):
+    """Means of 1000 resamples of v (splitmix64 from 0xB007), sorted."""
+    k = len(v)
     r = 0xB007
     bs = []
     for _ in range(1000):
         s = 0.0
         for _ in range(k):
             r = _mix(r)
-            s += lr[r % k]
-        bs.append(math.exp(s / k))
+            s += v[r % k]
+        bs.append(s / k)
     bs.sort()
-    return gm, bs[24], bs[974]
+    return bs
+
+
+def ratio_ci(a, b):
+    """Geomean of a[i]/b[i] and its bootstrap 95% CI: (gm, lo, hi), or None."""
+    pairs = [(x, y) for x, y in zip(a, b) if x and y and x > 0 and y > 0]
+    if not pairs:
+        return None
+    lr = [math.log(x / y) for x, y in pairs]
+    bs = _boot_means(lr)  # exp is increasing: the percentiles of the logs, exponentiated
+    return math.exp(sum(lr) / len(lr)), math.exp(bs[24]), math.exp(bs[974])
 
 
 def median(v):
@@ -51,16 +56,7 @@ def geomean(v):
 def mean_ci(v):
     """Mean of v and a percentile bootstrap 95% CI (same resampling as ratio_ci)."""
     v = [x for x in v if x is not None]
-    k = len(v)
-    if k == 0:
+    if not v:
         return None
-    r = 0xB007
-    bs = []
-    for _ in range(1000):
-        s = 0.0
-        for _ in range(k):
-            r = _mix(r)
-            s += v[r % k]
-        bs.append(s / k)
-    bs.sort()
-    return sum(v) / k, bs[24], bs[974]
+    bs = _boot_means(v)
+    return sum(v) / len(v), bs[24], bs[974]

@@ -110,20 +110,7 @@ static inline int fake_read_request(int fd, struct frame_hdr *h, uint8_t **ret_m
 static inline int fake_reply(int fd, uint16_t type, uint64_t req_id, uint32_t flags, const ProtobufCMessage *m,
 			     const void *bulk, size_t bulk_len)
 {
-	uint8_t hdr[FRAME_HDR_SIZE];
-	size_t mlen = m ? meta_size(m) : 0;
-	uint8_t *meta = malloc(mlen ? mlen : 1);
-	int rc;
-
-	if (!meta)
-		return -ENOMEM;
-	if (m)
-		meta_pack(m, meta);
-	wire_hdr(hdr, PPRPC_PROTO_VERSION, type, FRAME_F_REPLY | flags | (bulk_len ? FRAME_F_BULK : 0),
-		 (uint32_t)mlen, bulk_len, req_id);
-	rc = wire_send_parts(fd, hdr, meta, mlen, bulk, bulk_len);
-	free(meta);
-	return rc;
+	return wire_send_flags(fd, type, FRAME_F_REPLY | flags, req_id, m, bulk, bulk_len);
 }
 
 /* Read requests until one of type comes: PINGs and HELLOs on the way are

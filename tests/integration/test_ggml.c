@@ -84,16 +84,7 @@ static int call(struct model *m, uint16_t type, const ProtobufCMessage *msg, con
 static uint64_t send_queued(struct model *m, uint16_t type, const ProtobufCMessage *msg, const void *bulk,
 			    size_t bulk_len)
 {
-	uint8_t hdr[FRAME_HDR_SIZE];
-	size_t mlen = meta_size(msg);
-	uint8_t *meta = malloc(mlen ? mlen : 1);
-
-	assert_non_null(meta);
-	meta_pack(msg, meta);
-	wire_hdr(hdr, PPRPC_PROTO_VERSION, type, FRAME_F_QUEUED | (bulk_len ? FRAME_F_BULK : 0), (uint32_t)mlen,
-		 bulk_len, ++m->req);
-	assert_int_equal(wire_send_parts(m->fd, hdr, meta, mlen, bulk, bulk_len), 0);
-	free(meta);
+	assert_int_equal(wire_send_flags(m->fd, type, FRAME_F_QUEUED, ++m->req, msg, bulk, bulk_len), 0);
 	return m->req;
 }
 

@@ -190,10 +190,10 @@ static inline int wire_send_parts(int fd, const uint8_t hdr[FRAME_HDR_SIZE], con
 	return rc;
 }
 
-/* A well-formed request frame: version 1, bulk flag iff bulk_len, the
- * meta's encoding (m may be NULL for an empty meta). */
-static inline int wire_send_msg(int fd, uint16_t type, uint64_t req_id, const ProtobufCMessage *m,
-			 const void *bulk, size_t bulk_len)
+/* A well-formed frame: version 1, flags (QUEUED, REPLY, ...) plus the bulk
+ * flag iff bulk_len, the meta's encoding (m may be NULL for an empty meta). */
+static inline int wire_send_flags(int fd, uint16_t type, uint32_t flags, uint64_t req_id, const ProtobufCMessage *m,
+				  const void *bulk, size_t bulk_len)
 {
 	uint8_t hdr[FRAME_HDR_SIZE];
 	size_t mlen = m ? meta_size(m) : 0;
@@ -204,11 +204,18 @@ static inline int wire_send_msg(int fd, uint16_t type, uint64_t req_id, const Pr
 		return -ENOMEM;
 	if (m)
 		meta_pack(m, meta);
-	wire_hdr(hdr, PPRPC_PROTO_VERSION, type, bulk_len ? FRAME_F_BULK : 0, (uint32_t)mlen, bulk_len,
+	wire_hdr(hdr, PPRPC_PROTO_VERSION, type, flags | (bulk_len ? FRAME_F_BULK : 0), (uint32_t)mlen, bulk_len,
 		 req_id);
 	rc = wire_send_parts(fd, hdr, meta, mlen, bulk, bulk_len);
 	free(meta);
 	return rc;
+}
+
+/* A well-formed request frame (no flags but bulk). */
+static inline int wire_send_msg(int fd, uint16_t type, uint64_t req_id, const ProtobufCMessage *m,
+			 const void *bulk, size_t bulk_len)
+{
+	return wire_send_flags(fd, type, 0, req_id, m, bulk, bulk_len);
 }
 
 /* A well-formed frame whose meta is the given raw bytes. */
