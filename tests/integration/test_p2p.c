@@ -7,6 +7,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -84,6 +85,15 @@ static int setup_ipc(void **state)
 	pprpc_buffer_free(p->cb, bb);
 	*state = p;
 	return 0;
+}
+
+/* Whether the devices under test are host memory (the default cpu, or
+ * ggml:CPU) rather than a GPU's (harness.h: PPRPC_TEST_DEVICES). */
+static bool devices_host_visible(void)
+{
+	const char *d = getenv("PPRPC_TEST_DEVICES");
+
+	return !d || !strncmp(d, "cpu", 3) || !strncmp(d, "ggml:CPU", 8);
 }
 
 static void skip_without_ipc(const struct pair *p)
@@ -436,14 +446,22 @@ static void test_stats_and_probe(void **state)
 	struct pair *p = *state;
 	pprpc_stats *s;
 	int found = 0, i;
+	bool gpu_ipc;
 
 	transfer(p, 1 * MIB, 6000, 1, 0);
+	/* TCP between CPU devices (cross-memory attach is opt-in); GPU
+	 * devices (PPRPC_TEST_DEVICES=cuda:0 or ggml:CUDA0) export an IPC pool
+	 * and the boundary goes by CUDA IPC. */
+	assert_int_equal(pprpc_stats_get(p->ca, &s), 0);
+	gpu_ipc = !strcmp(pprpc_stats_str(s, "devices", 0, "ipc_status"), "ready");
+	assert_true(gpu_ipc == !devices_host_visible());
+	pprpc_stats_free(s);
 	assert_int_equal(pprpc_stats_get(p->cb, &s), 0);
 	if ((i = stats_item(s, "boundaries", "peer", p->a.addr, "direction", "recv")) >= 0) {
 		found = 1;
 		assert_true(pprpc_stats_u64(s, "boundaries", i, "transfers") >= 1);
 		assert_true(pprpc_stats_u64(s, "boundaries", i, "bytes") >= MIB);
-		assert_string_equal(pprpc_stats_str(s, "boundaries", i, "path"), "p2p-tcp");
+		assert_string_equal(pprpc_stats_str(s, "boundaries", i, "path"), gpu_ipc ? "p2p-ipc" : "p2p-tcp");
 	}
 	assert_true(found);
 	assert_true(pprpc_stats_u64(s, NULL, 0, "staging_bytes") == 8 * MIB);
@@ -733,6 +751,11 @@ static void test_cma_pool_of_the_link_only(void **state)
 	int rc;
 
 	skip_without_ipc(p);
+	if (!devices_host_visible()) {
+		print_message("SKIP: cross-memory attach is the host-memory devices' IPC, not %s's\n",
+			      getenv("PPRPC_TEST_DEVICES"));
+		skip();
+	}
 	fill(pool, sizeof(pool), 1919);
 	assert_int_equal(fake_rank_listen(&good), 0);
 	assert_int_equal(fake_rank_listen(&evil), 0);

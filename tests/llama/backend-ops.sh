@@ -15,6 +15,8 @@
 # supported matches the CPU) and the plugin logged no error.  Prints the
 # counts per op: passed, failed, not supported by PPRPC0 (with the rank's
 # reasons, from the plugin's debug log), not supported by the CPU reference.
+# TBO_OPS=OP,OP,... restricts --full to those ops (tests/gpu/backend-ops-full.sh
+# runs the whole suite as shards of ops, each against a rank of its own).
 set -u
 cd "$(dirname "$0")/../.."
 . tests/llama/lib.sh
@@ -56,6 +58,9 @@ if [ $mode = subset ]; then
 	n_ops=$(cut -d'(' -f1 "$TMP_ROOT/subset.txt" | sort -u | wc -l)
 	echo "test-backend-ops subset: $n_sub of $n_all cases, covering all $n_ops ops (list: $TMP_ROOT/subset.txt)"
 	args+=(-o "$(paste -sd, "$TMP_ROOT/subset.txt")")
+elif [ -n "${TBO_OPS:-}" ]; then
+	args+=(-o "$TBO_OPS")
+	mode="full, ops $TBO_OPS"
 fi
 
 out=$TMP_ROOT/test-backend-ops.out

@@ -56,9 +56,21 @@ grep -q "pipeline parallelism enabled" "$TMP_ROOT/pprpc.log" || fail "llama.cpp 
 # so when a fused op (Flash Attention, ...) lands elsewhere, and gives a
 # second split count when a single-token graph splits otherwise (the KV
 # cache would then go through this process to the CPU every token)
+# — unless llama.cpp does the same in a local run on the ggml device the
+# ranks serve (RANK_DEVICE ggml:CUDA0: ggml-cuda itself lacks the kernel)
 if grep -q "usually due to missing support" "$TMP_ROOT/pprpc.log"; then
 	grep "usually due to missing support" "$TMP_ROOT/pprpc.log" | head -n 3 >&2
-	fail "llama.cpp fell back to the CPU for an op of an offloaded layer"
+	[ "$RANK_DEVICE" != ggml:CPU ] || fail "llama.cpp fell back to the CPU for an op of an offloaded layer"
+	"$LC" "${gen[@]}" -ngl 99 -dev "${RANK_DEVICE#ggml:}" -lv 4 >"$TMP_ROOT/local.txt" 2>"$TMP_ROOT/local.log" ||
+		{ tail "$TMP_ROOT/local.log" >&2; fail "local ${RANK_DEVICE#ggml:} run failed"; }
+	sed -n 's/.*but \(.*\) is assigned to device .* (usually due to missing support)/\1/p' "$TMP_ROOT/pprpc.log" |
+		sort -u >"$TMP_ROOT/fallback-pprpc.txt"
+	sed -n 's/.*but \(.*\) is assigned to device .* (usually due to missing support)/\1/p' "$TMP_ROOT/local.log" |
+		sort -u >"$TMP_ROOT/fallback-local.txt"
+	cmp -s "$TMP_ROOT/fallback-pprpc.txt" "$TMP_ROOT/fallback-local.txt" ||
+		fail "llama.cpp fell back to the CPU for an op of an offloaded layer (a local ${RANK_DEVICE#ggml:} run does not: $(paste -sd, "$TMP_ROOT/fallback-local.txt"))"
+	echo "as in a local ${RANK_DEVICE#ggml:} run, llama.cpp places on the CPU: $(paste -sd, "$TMP_ROOT/fallback-pprpc.txt") (ggml's own support)"
+	cmp -s "$TMP_ROOT/local.txt" "$TMP_ROOT/pprpc.txt" || echo "note: the local ${RANK_DEVICE#ggml:} run's tokens differ from the ranks'"
 fi
 if grep -q "graph splits = .*(with bs=1)" "$TMP_ROOT/pprpc.log"; then
 	grep "graph splits" "$TMP_ROOT/pprpc.log" | head -n 2 >&2

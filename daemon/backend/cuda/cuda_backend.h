@@ -12,20 +12,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include "daemon/backend/cuda/cuda_ipc.h"
 #include "daemon/device/backend_impl.h"
 #include "kernels/cuda/cuda_ops.h"
 
 #define CUDA_WORKSPACE_BYTES (256u << 20)
-/* Other processes' GPU pools opened for IPC copies, kept open: a pool is
- * long-lived (one per source daemon and GPU) and opening one costs about a
- * millisecond.  A full table closes its least recently used entry. */
-#define IPC_OPEN_MAX 16
-
-struct ipc_open {
-	cudaIpcMemHandle_t h;
-	void *ptr;
-	uint64_t last_use;
-};
 
 struct cuda_dev;
 
@@ -54,8 +45,7 @@ struct cuda_dev {
 	 * when their pprpc stream has nothing pending on the GPU */
 	cudaStream_t stream;
 	int use_graphs;            /* capture graphs on first run, replay after */
-	struct ipc_open ipc[IPC_OPEN_MAX];  /* worker thread */
-	uint64_t ipc_clock;
+	struct cuda_ipc_cache ipc;  /* other processes' pools opened (worker) */
 	/* cuda_stream.c */
 	pthread_mutex_t lock;      /* idle, slot pages */
 	struct cuda_stream *idle;  /* given back by closed connections, reused */
@@ -72,9 +62,6 @@ int cuda_use(struct cuda_dev *c);
 
 extern const struct buffer_i cuda_buffer_i;
 extern const struct stream_i cuda_stream_i;
-
-/* cuda_buffer.c: close the other processes' pools opened for IPC copies. */
-void cuda_ipc_close_all(struct cuda_dev *c);
 
 /* cuda_stream.c: set up (at open) and tear down (at destroy). */
 int cuda_streams_init(struct cuda_dev *c, char *err, size_t errlen);

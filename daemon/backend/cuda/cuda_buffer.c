@@ -92,81 +92,38 @@ static int cuda_download(void *ctx, void *dst, const void *src, uint64_t n)
 	return memcpy_kind(ctx, dst, src, n, cudaMemcpyDeviceToHost);
 }
 
-static int cuda_ipc_export(void *ctx, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err, size_t errlen)
+static int cuda_ipc_export_pool(void *ctx, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err,
+				size_t errlen)
 {
 	struct cuda_dev *c = ctx;
-	cudaIpcMemHandle_t h;
 	cudaError_t e;
 	void *p = NULL;
+	int rc;
 
-	_Static_assert(sizeof(h) == DEVICE_IPC_HANDLE, "an IPC handle is 64 bytes");
-	if (cuda_use(c) < 0 || (e = cudaMalloc(&p, bytes)) != cudaSuccess ||
-	    (e = cudaIpcGetMemHandle(&h, p)) != cudaSuccess) {
+	if (cuda_use(c) < 0 || (e = cudaMalloc(&p, bytes)) != cudaSuccess) {
 		e = cudaGetLastError();
 		snprintf(err, errlen, "%s: GPU staging for IPC: %s", c->name, cudaGetErrorString(e));
-		if (p)
-			cudaFree(p);
 		return PPRPC_EDEVICE;
 	}
-	memcpy(handle, &h, sizeof(h));
+	rc = cuda_ipc_export(c->name, p, handle, err, errlen);
+	if (rc < 0) {
+		cudaFree(p);
+		return rc;
+	}
 	*ret_ptr = p;
 	return 0;
-}
-
-/* The pool behind handle, opened once (peer access enabled as needed). */
-static void *ipc_open(struct cuda_dev *c, const uint8_t *handle, char *err, size_t errlen)
-{
-	struct ipc_open *slot = &c->ipc[0];
-	cudaIpcMemHandle_t h;
-	cudaError_t e;
-
-	memcpy(&h, handle, sizeof(h));
-	for (int i = 0; i < IPC_OPEN_MAX; i++) {
-		if (c->ipc[i].ptr && !memcmp(&c->ipc[i].h, &h, sizeof(h))) {
-			c->ipc[i].last_use = ++c->ipc_clock;
-			return c->ipc[i].ptr;
-		}
-		if (!c->ipc[i].ptr || c->ipc[i].last_use < slot->last_use)
-			slot = &c->ipc[i];
-	}
-	if (slot->ptr) {
-		cudaIpcCloseMemHandle(slot->ptr);
-		slot->ptr = NULL;
-	}
-	e = cudaIpcOpenMemHandle(&slot->ptr, h, cudaIpcMemLazyEnablePeerAccess);
-	if (e != cudaSuccess) {
-		cudaGetLastError();
-		slot->ptr = NULL;
-		snprintf(err, errlen, "%s: opening the source's GPU memory (cudaIpcOpenMemHandle): %s", c->name,
-			 cudaGetErrorString(e));
-		return NULL;
-	}
-	slot->h = h;
-	slot->last_use = ++c->ipc_clock;
-	return slot->ptr;
 }
 
 static int cuda_ipc_copy(void *ctx, void *dst, const uint8_t *handle, uint64_t off, uint64_t n, char *err,
 			 size_t errlen)
 {
 	struct cuda_dev *c = ctx;
-	uint8_t *src;
-	cudaError_t e;
 
 	if (cuda_use(c) < 0) {
 		snprintf(err, errlen, "%s: cannot make the device current", c->name);
 		return PPRPC_EDEVICE;
 	}
-	src = ipc_open(c, handle, err, errlen);
-	if (!src)
-		return PPRPC_EDEVICE;
-	/* Device to device: over NVLink when the GPUs have it. */
-	if ((e = cudaMemcpyAsync(dst, src + off, n, cudaMemcpyDeviceToDevice, c->stream)) != cudaSuccess) {
-		cudaGetLastError();
-		snprintf(err, errlen, "%s: IPC copy: %s", c->name, cudaGetErrorString(e));
-		return PPRPC_EDEVICE;
-	}
-	return 0;
+	return cuda_ipc_copy_async(&c->ipc, c->stream, c->name, dst, handle, off, n, err, errlen);
 }
 
 static int cuda_ipc_wait(void *ctx, char *err, size_t errlen)
@@ -189,14 +146,6 @@ static int cuda_pin_host(void *ctx, void *ptr, uint64_t bytes, int on)
 	return 0;
 }
 
-/* Close the pools of other processes opened for IPC copies (destroy). */
-void cuda_ipc_close_all(struct cuda_dev *c)
-{
-	for (int i = 0; i < IPC_OPEN_MAX; i++)
-		if (c->ipc[i].ptr)
-			cudaIpcCloseMemHandle(c->ipc[i].ptr);
-}
-
 const struct buffer_i cuda_buffer_i = {
 	.alloc = cuda_alloc,
 	.free = cuda_free,
@@ -204,7 +153,7 @@ const struct buffer_i cuda_buffer_i = {
 	.copy = cuda_copy,
 	.upload = cuda_upload,
 	.download = cuda_download,
-	.ipc_export = cuda_ipc_export,
+	.ipc_export = cuda_ipc_export_pool,
 	.ipc_copy = cuda_ipc_copy,
 	.ipc_wait = cuda_ipc_wait,
 	.pin_host = cuda_pin_host,

@@ -59,7 +59,7 @@ static void cuda_destroy(void *ctx)
 	struct cuda_dev *c = ctx;
 
 	if (cuda_use(c) == 0) {
-		cuda_ipc_close_all(c);
+		cuda_ipc_close_all(&c->ipc);
 		cuda_streams_fini(c);
 		if (c->stream) {
 			cudaStreamSynchronize(c->stream);

@@ -11,6 +11,10 @@
  * host-visible: bulk lands in them directly and the byte operations are
  * plain memory operations, as ggml-cpu's own are.
  *
+ * A ggml-cuda device also exports an IPC pool and copies out of another
+ * process's (ipc_cuda.h), so a stage boundary between two GPU ranks of one
+ * host is a device-to-device copy, as between native cuda:N devices.
+ *
  * Streams complete inline, as the CPU device's do: a GRAPH_RUN computes
  * inside its submit, on the device's worker (never on the loop: a ggml
  * graph reports no small work, graph.c), so queues, fences, sticky errors,
@@ -22,6 +26,7 @@
 #include <string.h>
 
 #include "daemon/backend/ggml/dev_ggml.h"
+#include "daemon/backend/ggml/ipc_cuda.h"
 #include "daemon/device/backend_impl.h"
 #include "daemon/exec/hostmem.h"
 #include "daemon/objects/graph.h"
@@ -40,6 +45,7 @@ struct ggml_device {
 	pthread_mutex_t lock;
 	struct bmap *map;  /* sorted by base */
 	size_t n, cap;
+	struct gge_ipc_cuda *ipc;  /* ggml-cuda: made by the worker at first use */
 };
 
 struct gge_dev *dev_ggml_engine(struct device *d)
@@ -159,6 +165,9 @@ static void gdev_destroy(void *ctx)
 	for (size_t i = 0; i < gd->n; i++)
 		gge_buf_free(gd->map[i].buf);
 	free(gd->map);
+#ifdef PPRPC_HAVE_CUDA
+	gge_ipc_cuda_close(gd->ipc);
+#endif
 	gge_dev_close(gd->g);
 	pthread_mutex_destroy(&gd->lock);
 	free(gd);
@@ -303,6 +312,86 @@ static const struct buffer_i gdev_dev_buffer_i = {
 	.download = dev_download,
 };
 
+#ifdef PPRPC_HAVE_CUDA
+/* ggml-cuda buffers: the same, and CUDA IPC at stage boundaries (worker). */
+
+static int ipc_ready(struct ggml_device *gd, char *err, size_t errlen)
+{
+	char who[48];
+
+	if (gd->ipc)
+		return 0;
+	snprintf(who, sizeof(who), "ggml:%.30s", gd->g->name);
+	return gge_ipc_cuda_open(gd->g->cuda_ordinal, who, &gd->ipc, err, errlen);
+}
+
+/* The pool is a buffer of the device like any other (zeroed, in the map),
+ * so the source's capture is a plain device copy into it. */
+static int cuda_ipc_pool(void *ctx, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err, size_t errlen)
+{
+	struct ggml_device *gd = ctx;
+	void *p = NULL;
+	int rc = ipc_ready(gd, err, errlen);
+
+	if (rc == 0 && (rc = gdev_alloc(gd, bytes, &p)) < 0)
+		snprintf(err, errlen, "ggml:%s: no %llu MiB buffer for the IPC pool", gd->g->name,
+			 (unsigned long long)(bytes >> 20));
+	if (rc == 0 && (rc = gge_ipc_cuda_export(gd->ipc, p, handle, err, errlen)) < 0)
+		gdev_free(gd, p, bytes);
+	if (rc == 0)
+		*ret_ptr = p;
+	return rc;
+}
+
+static int cuda_ipc_copy(void *ctx, void *dst, const uint8_t *handle, uint64_t off, uint64_t n, char *err,
+			 size_t errlen)
+{
+	struct ggml_device *gd = ctx;
+	uint64_t doff;
+	int rc = ipc_ready(gd, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	if (!lookup(gd, dst, n, &doff)) {
+		snprintf(err, errlen, "ggml:%s: IPC copy into memory that is no buffer of the device", gd->g->name);
+		return PPRPC_EINTERNAL;
+	}
+	return gge_ipc_cuda_copy(gd->ipc, dst, handle, off, n, err, errlen);
+}
+
+static int cuda_ipc_wait(void *ctx, char *err, size_t errlen)
+{
+	struct ggml_device *gd = ctx;
+	int rc = ipc_ready(gd, err, errlen);
+
+	return rc < 0 ? rc : gge_ipc_cuda_wait(gd->ipc, err, errlen);
+}
+
+static const struct buffer_i gdev_cuda_buffer_i = {
+	.alloc = gdev_alloc,
+	.free = gdev_free,
+	.fill = dev_fill,
+	.copy = dev_copy,
+	.upload = dev_upload,
+	.download = dev_download,
+	.ipc_export = cuda_ipc_pool,
+	.ipc_copy = cuda_ipc_copy,
+	.ipc_wait = cuda_ipc_wait,
+};
+#endif
+
+/* Host memory, device memory moved through ggml, or ggml-cuda's. */
+static const struct buffer_i *buffer_table(const struct ggml_device *gd)
+{
+	if (gd->g->host && !gd->staged)
+		return &gdev_host_buffer_i;
+#ifdef PPRPC_HAVE_CUDA
+	if (gd->g->cuda_ordinal >= 0 && !gd->staged)
+		return &gdev_cuda_buffer_i;
+#endif
+	return &gdev_dev_buffer_i;
+}
+
 /* ---- streams ------------------------------------------------------------------ */
 
 static int gdev_graph_submit(void *sctx, struct graph *g, device_done_fn done, void *arg, char *err, size_t errlen)
@@ -397,7 +486,7 @@ int ggml_backend_open(struct device *d, const char *arg, const struct device_con
 	gge_dev_gdn_status(gd->g, d->gdn_native, sizeof(d->gdn_native));
 	ret->dev = &gdev_device_i;
 	ret->dev_ctx = gd;
-	ret->buf = gd->g->host && !gd->staged ? &gdev_host_buffer_i : &gdev_dev_buffer_i;
+	ret->buf = buffer_table(gd);
 	ret->buf_ctx = gd;
 	ret->stream = &gdev_stream_i;
 	return 0;

@@ -109,6 +109,7 @@ int gge_dev_open(const char *name, int threads, struct gge_dev **ret_g, char *er
 	g->max_size = ggml_backend_buft_get_max_size(g->buft);
 	g->type = ggml_backend_dev_type(dev);
 	setup_threads(g, threads);
+	g->cuda_ordinal = -1;
 	gge_gdn_dev_init(g);
 	if (g->threads)
 		snprintf(g->desc, sizeof(g->desc), "ggml %s: %.60s, %d threads", g->name,

@@ -73,7 +73,10 @@ struct gge_dev {
 	/* GATED_DELTA_NET on pprpc's kernels (ggml_gdn.c) */
 	int gdn_mode;                    /* enum gge_gdn_mode */
 	int gdn_kind;                    /* enum gge_gdn_kind: which of pprpc's kernels */
-	int gdn_ordinal;                 /* GGE_GDN_CUDA: the CUDA device */
+	/* the CUDA device of pprpcd's own runtime (gdn_cuda_find), -1 where
+	 * the device is not a ggml-cuda one: pprpc's GATED_DELTA_NET kernels
+	 * and CUDA IPC at stage boundaries (dev_ggml.c) run there */
+	int cuda_ordinal;
 	char gdn_why[160];               /* GGE_GDN_NONE: why not */
 	uint64_t gdn_floor;              /* device memory our workspace must leave free */
 	struct kern_gdn_stats *gdn_native;  /* forms pprpc's kernels ran (relaxed atomics) */

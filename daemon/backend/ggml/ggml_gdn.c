@@ -84,7 +84,7 @@ void gge_gdn_dev_init(struct gge_dev *g)
 	}
 	memset(&props, 0, sizeof(props));
 	ggml_backend_dev_get_props(g->dev, &props);
-	if (gdn_cuda_find(props.device_id, &g->gdn_ordinal, g->gdn_why, sizeof(g->gdn_why)) == 0)
+	if (gdn_cuda_find(props.device_id, &g->cuda_ordinal, g->gdn_why, sizeof(g->gdn_why)) == 0)
 		g->gdn_kind = GGE_GDN_CUDA;
 }
 
@@ -115,7 +115,7 @@ void gge_dev_gdn_status(const struct gge_dev *g, char *buf, size_t len)
 	else if (g->gdn_kind == GGE_GDN_NONE)
 		snprintf(buf, len, "off (%s asked: %.150s)", m, g->gdn_why);
 	else if (g->gdn_kind == GGE_GDN_CUDA)
-		snprintf(buf, len, "%s (pprpc's CUDA kernels on CUDA device %d)", m, g->gdn_ordinal);
+		snprintf(buf, len, "%s (pprpc's CUDA kernels on CUDA device %d)", m, g->cuda_ordinal);
 	else
 		snprintf(buf, len, "%s (pprpc's CPU kernels)", m);
 }
@@ -286,7 +286,7 @@ static int run_cuda(struct gge_dev *g, const struct gge_gdn_node *n, int *ret_wh
 	int rc, outcome;
 
 	if (!g->gdn_cuda) {
-		rc = gdn_cuda_open(g->gdn_ordinal, &g->gdn_cuda, why, sizeof(why));
+		rc = gdn_cuda_open(g->cuda_ordinal, &g->gdn_cuda, why, sizeof(why));
 		if (rc < 0) {
 			snprintf(err, errlen, "ggml:%s: %s", g->name, why);
 			return rc;
