@@ -124,6 +124,26 @@ static void gdn_text(const pprpc_stats *s, int i)
 	printf("\n");
 }
 
+/* Where device dev's queue spent its time: mean exec time per command
+ * type, four to a line. */
+static void exec_text(const pprpc_stats *s, unsigned long long dev)
+{
+	const char *e = "exec_times";
+	int shown = 0;
+
+	for (int i = 0; i < pprpc_stats_count(s, e); i++) {
+		unsigned long long n = U(e, i, "execs");
+
+		if (U(e, i, "device") != dev || !n)
+			continue;
+		printf("%s%s %llu x %.1f us", shown == 0 ? "           exec time: " : shown % 4 ? ", " : ",\n                      ",
+		       S(e, i, "type"), n, U(e, i, "ns") / 1000.0 / n);
+		shown++;
+	}
+	if (shown)
+		printf("\n");
+}
+
 static void stats_text(const pprpc_stats *s, const char *rank)
 {
 	printf("rank %s: pprpcd %s, up %.1f s\n", rank, S(NULL, 0, "daemon_version"), U(NULL, 0, "uptime_ms") / 1000.0);
@@ -146,6 +166,7 @@ static void stats_text(const pprpc_stats *s, const char *rank)
 			printf("           GPU-side timelines: %s, waits held on the GPU %llu, signals written %llu\n",
 			       S(d, i, "async_status"), U(d, i, "gpu_waits"), U(d, i, "gpu_signals"));
 		gdn_text(s, i);
+		exec_text(s, (unsigned long long)i);
 	}
 	for (int i = 0; i < pprpc_stats_count(s, "connections"); i++) {
 		const char *k = "connections";

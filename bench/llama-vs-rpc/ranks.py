@@ -148,7 +148,7 @@ def stats_delta(before, after):
     d = {"graph_creates": 0, "graph_runs": 0, "errors": 0, "commands": 0,
          "request_errors": after.get("request_errors", 0) - before.get("request_errors", 0),
          "protocol_errors": after.get("protocol_errors", 0) - before.get("protocol_errors", 0),
-         "free_bytes_min": None, "boundaries": []}
+         "free_bytes_min": None, "boundaries": [], "exec": {}}
     # pprpcctl stats --json names every value as the proto does: the
     # device's name and free memory sit in its "info" message
     name = lambda x: x.get("name") or x.get("info", {}).get("name")
@@ -168,4 +168,13 @@ def stats_delta(before, after):
             row[k] = x.get(k, 0) - b.get(k, 0)
         if row["transfers"] or row["errors"]:
             d["boundaries"].append(row)
+    # where the rank's queues spent their time, by command type (all devices)
+    be = {(x.get("device", 0), x["type"]): x for x in before.get("exec_times", [])}
+    for x in after.get("exec_times", []):
+        b = be.get((x.get("device", 0), x["type"]), {})
+        n, ns = x.get("execs", 0) - b.get("execs", 0), x.get("ns", 0) - b.get("ns", 0)
+        if n:
+            e = d["exec"].setdefault(x["type"], {"execs": 0, "ns": 0})
+            e["execs"] += n
+            e["ns"] += ns
     return d

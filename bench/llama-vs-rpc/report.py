@@ -42,12 +42,16 @@ def _side_summary(cfg, res, s):
     phases = {}
     for x in rs:
         for ph, per_rank in (x.get("stats") or {}).items():
-            P = phases.setdefault(ph, {"ranks": {}, "boundaries": {}})
+            P = phases.setdefault(ph, {"ranks": {}, "boundaries": {}, "exec": {}})
             for i, d in enumerate(per_rank):
                 a = P["ranks"].setdefault(i, {"graph_creates": 0, "graph_runs": 0, "errors": 0,
                                               "request_errors": 0, "protocol_errors": 0, "commands": 0})
                 for k in a:
                     a[k] += d.get(k, 0) or 0
+                for ty, e in (d.get("exec") or {}).items():
+                    t = P["exec"].setdefault((i, ty), {"execs": 0, "ns": 0})
+                    t["execs"] += e["execs"]
+                    t["ns"] += e["ns"]
                 for b in d.get("boundaries", []):
                     key = (i, b["peer"], b["direction"], b["path"])
                     t = P["boundaries"].setdefault(key, {"transfers": 0, "bytes": 0, "time_us": 0, "errors": 0,
@@ -57,6 +61,7 @@ def _side_summary(cfg, res, s):
     for ph in phases.values():
         ph["boundaries"] = [dict(rank=k[0], peer=k[1], direction=k[2], path=k[3], **v)
                             for k, v in sorted(ph["boundaries"].items())]
+        ph["exec"] = [dict(rank=k[0], type=k[1], **v) for k, v in sorted(ph["exec"].items())]
     out["ranks"] = rk
     out["phases"] = phases
     return out
@@ -251,6 +256,15 @@ def print_table(cfg, res, S, out=None):
         w("(pprpc STATS deltas over every round: prefill = the llama-bench prompt runs incl. warmup, decode = "
           "the decode runs; a transfer's time runs from the SEND's (RECV's) arrival at the daemon to its last "
           "byte, so it includes waiting for the stage's compute)\n")
+        w("\n%-8s %4s %-14s %10s %14s %12s\n" % ("phase", "rank", "command", "execs", "mean us", "total ms"))
+        for ph in ("pp", "tg"):
+            for e in pp["phases"].get(ph, {}).get("exec", []):
+                if e["ns"] < 1e6:  # under a millisecond in all: noise here
+                    continue
+                w("%-8s %4d %-14s %10d %14.1f %12.1f\n" % ({"pp": "prefill", "tg": "decode"}[ph], e["rank"], e["type"],
+                                                          e["execs"], e["ns"] / 1e3 / e["execs"], e["ns"] / 1e6))
+        w("(where each rank's device queue spent its time, STATS exec_times deltas: on a ggml device a "
+          "command's whole execution; the rest of a token's time is waiting, transfers and the client)\n")
     ba = S.get("boundary_added_us") or {}
     bp = res.get("boundary_probe") or {}
     if bp.get("reason"):

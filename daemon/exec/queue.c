@@ -5,11 +5,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "daemon/exec/stream.h"
 #include "proto/errtext.h"
 #include "pprpc/types.h"
 #include "proto/msgtype.h"
+
+_Static_assert(MSG_TYPE_COUNT <= QUEUE_EXEC_TYPES, "every command type has an exec-time account");
 
 struct queue {
 	uv_async_t async;
@@ -30,8 +33,39 @@ struct queue {
 	struct qcmd *running;  /* the worker's command while worker_running */
 	uint64_t pushed;   /* loop thread */
 	uint64_t completed; /* loop thread */
+	/* time inside exec by command type (relaxed atomics: the executing
+	 * thread adds, STATS reads) */
+	struct queue_exec_time exec_time[QUEUE_EXEC_TYPES];
 	char name[16];
 };
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* exec, timed into the command type's account */
+static int timed_exec(struct queue *q, struct qcmd *c)
+{
+	uint64_t t0 = now_ns();
+	int st = c->exec(c);
+	struct queue_exec_time *a = &q->exec_time[c->type < QUEUE_EXEC_TYPES ? c->type : 0];
+
+	__atomic_fetch_add(&a->execs, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&a->ns, now_ns() - t0, __ATOMIC_RELAXED);
+	return st;
+}
+
+void queue_exec_times(const struct queue *q, struct queue_exec_time *ret)
+{
+	for (int i = 0; i < QUEUE_EXEC_TYPES; i++) {
+		ret[i].execs = __atomic_load_n(&q->exec_time[i].execs, __ATOMIC_RELAXED);
+		ret[i].ns = __atomic_load_n(&q->exec_time[i].ns, __ATOMIC_RELAXED);
+	}
+}
 
 enum {
 	QS_WAITING,   /* in the waiting list */
@@ -189,7 +223,7 @@ static void *worker(void *arg)
 			q->worker_running = 1;
 			q->running = c;
 			pthread_mutex_unlock(&q->lock);
-			st = c->exec ? c->exec(c) : 0;
+			st = c->exec ? timed_exec(q, c) : 0;
 			pthread_mutex_lock(&q->lock);
 			q->worker_running = 0;
 			q->running = NULL;
@@ -326,7 +360,7 @@ int queue_run_inline(struct queue *q, struct qcmd *c)
 		c->state = QS_RUNNING;
 		q->loop_running = 1;
 		pthread_mutex_unlock(&q->lock);
-		st = c->exec(c);
+		st = timed_exec(q, c);
 		pthread_mutex_lock(&q->lock);
 		q->loop_running = 0;
 	}

@@ -83,6 +83,17 @@ int queue_run_inline(struct queue *q, struct qcmd *c);
  * not run yet).  A command that waits may depend on what follows it in
  * the queue (a SEND streams in place while nothing does): loop thread. */
 int queue_stream_quiet(struct queue *q, const struct stream *s);
+/* Time spent inside exec, by command type (qcmd.type; types past the
+ * table count under 0): on the worker or inline on the loop, so for a
+ * device that completes inline (the CPU, ggml devices) a command's whole
+ * execution, for one that queues on the GPU only the enqueueing.  A WAIT
+ * or RECV that is not ready is not executed: its wait is not in here. */
+#define QUEUE_EXEC_TYPES 32
+struct queue_exec_time {
+	uint64_t execs;   /* exec calls (QCMD_AGAIN ones included) */
+	uint64_t ns;
+};
+void queue_exec_times(const struct queue *q, struct queue_exec_time *ret);
 /* Commands pushed and not yet completed on the loop. */
 uint64_t queue_depth(const struct queue *q);
 pthread_t queue_thread(const struct queue *q);

@@ -12,6 +12,7 @@
 #include "daemon/exec/staging.h"
 #include "daemon/xfer/xfer.h"
 #include "pprpc/types.h"
+#include "proto/msgtype.h"
 
 static uint64_t now_ms(uv_loop_t *loop)
 {
@@ -81,6 +82,30 @@ static void gdn_stats_fill(struct device *dev, Pprpc__DeviceStats *ds)
 	ds->gdn_native = dev->gdn_native;
 }
 
+/* Each device's exec time per command type that ran, in ex (room for
+ * every device and type); returns how many. */
+static size_t exec_times_fill(struct pprpcd *d, Pprpc__ExecTime *ex, Pprpc__ExecTime **exp)
+{
+	struct queue_exec_time t[QUEUE_EXEC_TYPES];
+	size_t n = 0;
+
+	for (unsigned k = 0; k < d->ndev; k++) {
+		queue_exec_times(d->dev[k]->q, t);
+		for (unsigned ty = 0; ty < QUEUE_EXEC_TYPES; ty++) {
+			if (!t[ty].execs)
+				continue;
+			pprpc__exec_time__init(&ex[n]);
+			ex[n].device = k;
+			ex[n].type = (char *)msg_type_name(ty);
+			ex[n].execs = t[ty].execs;
+			ex[n].ns = t[ty].ns;
+			exp[n] = &ex[n];
+			n++;
+		}
+	}
+	return n;
+}
+
 void h_stats(struct conn *c, struct request *r)
 {
 	struct pprpcd *d = c->d;
@@ -90,6 +115,8 @@ void h_stats(struct conn *c, struct request *r)
 	Pprpc__BoundaryStats *bs = NULL, **bsp = NULL;
 	Pprpc__ConnStats *ls = NULL, **lsp = NULL;
 	struct transport_info *ti = NULL, *lti = NULL;
+	Pprpc__ExecTime *ex = calloc((size_t)d->ndev * QUEUE_EXEC_TYPES + 1, sizeof(*ex));
+	Pprpc__ExecTime **exp = calloc((size_t)d->ndev * QUEUE_EXEC_TYPES + 1, sizeof(*exp));
 	size_t nlinks = 0;
 	struct peer *pl;
 	size_t nb = 0;
@@ -139,7 +166,9 @@ void h_stats(struct conn *c, struct request *r)
 	csp = calloc(nconn ? nconn : 1, sizeof(*csp));
 	bs = calloc(nb ? nb : 1, sizeof(*bs));
 	bsp = calloc(nb ? nb : 1, sizeof(*bsp));
-	if (!cs || !csp || !bs || !bsp || !ls || !lsp || !lti || !ti) {
+	if (!cs || !csp || !bs || !bsp || !ls || !lsp || !lti || !ti || !ex || !exp) {
+		free(ex);
+		free(exp);
 		free(cs);
 		free(csp);
 		free(bs);
@@ -203,7 +232,11 @@ void h_stats(struct conn *c, struct request *r)
 	rep.protocol_errors = d->stats.protocol_errors;
 	rep.requests = d->stats.requests;
 	rep.request_errors = d->stats.request_errors;
+	rep.n_exec_times = exec_times_fill(d, ex, exp);
+	rep.exec_times = exp;
 	reply_send(c, r->hdr.type, r->hdr.req_id, &rep.base, NULL, 0, NULL, NULL);
+	free(ex);
+	free(exp);
 	free(cs);
 	free(csp);
 	free(bs);

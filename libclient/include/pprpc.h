@@ -316,6 +316,8 @@ PPRPC_API int pprpc_synchronize(pprpc_client *c, uint32_t device);
  *                    mtu, memlock_step, fallback_reason, rdma_bulk, ...
  *     "boundaries"   peer, direction ("send" | "recv"), path, transfers,
  *                    bytes, time_us, errors, copy_us, ipc_bytes
+ *     "exec_times"   device, type ("GRAPH_RUN", ...), execs, ns: time each
+ *                    device's queue spent executing commands of a type
  * A nested message's fields are named "outer.inner" (info.free_bytes).
  * Every name and string stays valid until pprpc_stats_free. */
 typedef struct pprpc_stats pprpc_stats;

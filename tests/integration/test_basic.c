@@ -236,6 +236,19 @@ static void test_graph(void **state)
 	assert_int_equal(pprpc_stats_get(c, &st), 0);
 	assert_true(pprpc_stats_u64(st, "devices", 0, "graph_creates") >= 1);
 	assert_true(pprpc_stats_u64(st, "devices", 0, "graph_runs") >= 3);
+	/* where device 0's time went: GRAPH_RUN's account has every run */
+	{
+		int found = 0;
+
+		for (int i = 0; i < pprpc_stats_count(st, "exec_times"); i++)
+			if (pprpc_stats_u64(st, "exec_times", i, "device") == 0 &&
+			    !strcmp(pprpc_stats_str(st, "exec_times", i, "type"), "GRAPH_RUN")) {
+				assert_true(pprpc_stats_u64(st, "exec_times", i, "execs") >= 3);
+				assert_true(pprpc_stats_u64(st, "exec_times", i, "ns") > 0);
+				found = 1;
+			}
+		assert_true(found);
+	}
 	pprpc_stats_free(st);
 	assert_int_equal(pprpc_fence(c, 0), 0);
 	assert_int_equal(pprpc_graph_free(c, g), 0);

@@ -43,10 +43,12 @@ require_llama() {
 }
 
 # start_rank [extra pprpcd flags...]: appends to RANK_PIDS / RANK_ADDRS.
+# A rank started after stop_ranks gets a directory of its own.
 start_rank() {
-	local i=${#RANK_PIDS[@]}
+	local i=${#RANK_DIRS[@]}
 	local dir=$TMP_ROOT/rank$i
 	mkdir -p "$dir"
+	rm -f "$dir/port"
 	"$PPRPCD" --listen 127.0.0.1:0 --port-file "$dir/port" --devices "$RANK_DEVICE" \
 		--threads "$RANK_THREADS" --memory-floor-mib 256 --log-level info "$@" >"$dir/log" 2>&1 &
 	local pid=$!

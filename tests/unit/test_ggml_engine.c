@@ -232,6 +232,35 @@ static void test_input_ids_at_start(void **state)
 	net_free(&n);
 }
 
+/* One input ids tensor indexing two tables (llama.cpp's KV slots index
+ * every layer's cache): read once, against the shorter table, and a value
+ * only the taller one has is refused naming the node of the shorter. */
+static void test_shared_input_ids(void **state)
+{
+	struct net n;
+	struct ggml_tensor *ids, *tall, *first;
+	int32_t good[3] = { 0, 3, 1 }, bad[3] = { 0, 5, 1 };
+	char err[256] = "";
+
+	(void)state;
+	net_init(&n);
+	tall = ggml_new_tensor_2d(n.ctx, GGML_TYPE_F32, K, E);
+	n.emb = ggml_new_tensor_2d(n.ctx, GGML_TYPE_F32, K, 4);
+	ids = ggml_new_tensor_1d(n.ctx, GGML_TYPE_I32, 3);
+	first = ggml_get_rows(n.ctx, tall, ids);
+	n.out = ggml_add(n.ctx, ggml_get_rows(n.ctx, n.emb, ids), first);
+	assert_int_equal(net_build(&n, &first, 1, NULL, NULL), 0);
+	expect_classes(&n, 2, 0, 0);
+	ggml_backend_tensor_set(tall, (float[K * E]){ 0 }, 0, ggml_nbytes(tall));
+	ggml_backend_tensor_set(ids, good, 0, sizeof(good));
+	expect_run_matches(&n);
+	ggml_backend_tensor_set(ids, bad, 0, sizeof(bad));
+	assert_int_equal(gge_graph_compute(g_dev, n.gg, err, sizeof(err)), PPRPC_ERANGE);
+	assert_non_null(strstr(err, "index 5 at [1,0,0,0]"));
+	assert_non_null(strstr(err, "outside [0, 4)"));
+	net_free(&n);
+}
+
 /* A contiguous view [4, 1, 3] of a [4, 3] f32 tensor: ggml's contiguity
  * ignores nb[1] (ne[1] is 1), but a kernel walking its rows as one run uses
  * it (ggml-cpu's SCALE: row i at i * nb[1]).  A stride pointing past the
@@ -307,6 +336,7 @@ int main(void)
 		cmocka_unit_test(test_argsort_wider_than_table),
 		cmocka_unit_test(test_aliased_ids_checked),
 		cmocka_unit_test(test_input_ids_at_start),
+		cmocka_unit_test(test_shared_input_ids),
 		cmocka_unit_test(test_row_walk_reach),
 	};
 

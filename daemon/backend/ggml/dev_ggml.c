@@ -261,36 +261,47 @@ static int host_xfer(void *ctx, void *dst, const void *src, uint64_t n)
 
 /* device buffers: through ggml */
 
+/* Uploads are queued on the backend's stream (gge_buf_write_queued); the
+ * other byte operations settle them first.  All run on the worker, or on
+ * the loop while it runs a command inline (never both). */
+
 static int dev_fill(void *ctx, void *dst, int value, uint64_t n)
 {
+	struct ggml_device *gd = ctx;
 	uint64_t off;
-	ggml_backend_buffer_t b = lookup(ctx, dst, n, &off);
+	ggml_backend_buffer_t b = lookup(gd, dst, n, &off);
 
+	gge_dev_settle(gd->g);
 	return b ? gge_buf_fill(b, off, value, n) : PPRPC_EINTERNAL;
 }
 
 static int dev_copy(void *ctx, void *dst, const void *src, uint64_t n)
 {
+	struct ggml_device *gd = ctx;
 	uint64_t doff, soff;
-	ggml_backend_buffer_t bd = lookup(ctx, dst, n, &doff);
-	ggml_backend_buffer_t bs = lookup(ctx, src, n, &soff);
+	ggml_backend_buffer_t bd = lookup(gd, dst, n, &doff);
+	ggml_backend_buffer_t bs = lookup(gd, src, n, &soff);
 
+	gge_dev_settle(gd->g);
 	return bd && bs ? gge_buf_copy(bd, doff, bs, soff, n) : PPRPC_EINTERNAL;
 }
 
 static int dev_upload(void *ctx, void *dst_dev, const void *src_host, uint64_t n)
 {
+	struct ggml_device *gd = ctx;
 	uint64_t off;
-	ggml_backend_buffer_t b = lookup(ctx, dst_dev, n, &off);
+	ggml_backend_buffer_t b = lookup(gd, dst_dev, n, &off);
 
-	return b ? gge_buf_write(b, off, src_host, n) : PPRPC_EINTERNAL;
+	return b ? gge_buf_write_queued(gd->g, b, off, src_host, n) : PPRPC_EINTERNAL;
 }
 
 static int dev_download(void *ctx, void *dst_host, const void *src_dev, uint64_t n)
 {
+	struct ggml_device *gd = ctx;
 	uint64_t off;
-	ggml_backend_buffer_t b = lookup(ctx, src_dev, n, &off);
+	ggml_backend_buffer_t b = lookup(gd, src_dev, n, &off);
 
+	gge_dev_settle(gd->g);
 	return b ? gge_buf_read(b, off, dst_host, n) : PPRPC_EINTERNAL;
 }
 
@@ -356,6 +367,7 @@ static int cuda_ipc_copy(void *ctx, void *dst, const uint8_t *handle, uint64_t o
 		snprintf(err, errlen, "ggml:%s: IPC copy into memory that is no buffer of the device", gd->g->name);
 		return PPRPC_EINTERNAL;
 	}
+	gge_dev_settle(gd->g);
 	return gge_ipc_cuda_copy(gd->ipc, dst, handle, off, n, err, errlen);
 }
 

@@ -128,9 +128,12 @@ void gge_dev_close(struct gge_dev *g)
 	if (!g)
 		return;
 	gge_gdn_dev_fini(g);
-	/* The pool goes after the backend that points at it. */
+	/* The pool goes after the backend that points at it; the staging of
+	 * queued uploads after the backend finished with it. */
 	if (g->backend)
 		ggml_backend_free(g->backend);
+	if (g->pin_buf)
+		ggml_backend_buffer_free(g->pin_buf);
 	if (g->tp)
 		g->tp_free(g->tp);
 	free(g);
@@ -211,6 +214,60 @@ int gge_buf_write(ggml_backend_buffer_t b, uint64_t off, const void *src, uint64
 	range_tensor(&t, b, off, n);
 	ggml_backend_tensor_set(&t, src, 0, (size_t)n);
 	return 0;
+}
+
+/* The pinned staging of queued uploads: ggml's host buffer type of the
+ * device (cudaMallocHost for ggml-cuda), made at first use.  false where
+ * there is none. */
+static bool pin_ready(struct gge_dev *g)
+{
+	ggml_backend_buffer_type_t hb;
+
+	if (g->pin || g->pin_none)
+		return g->pin != NULL;
+	hb = ggml_backend_dev_host_buffer_type(g->dev);
+	g->pin_buf = hb ? ggml_backend_buft_alloc_buffer(hb, GGE_PIN_BYTES) : NULL;
+	g->pin_none = !g->pin_buf;
+	if (!g->pin_buf)
+		return false;
+	g->pin = ggml_backend_buffer_get_base(g->pin_buf);
+	g->pin_used = 0;
+	return true;
+}
+
+int gge_buf_write_queued(struct gge_dev *g, ggml_backend_buffer_t b, uint64_t off, const void *src, uint64_t n)
+{
+	struct ggml_tensor t;
+
+	/* ggml-cuda only (other backends keep the synchronous copy), and small
+	 * uploads only: a large one is bandwidth, not latency, and would
+	 * cycle the staging (it settles what is queued first: the stream
+	 * order is not the synchronous copy's). */
+	if (g->cuda_ordinal < 0 || !g->backend->iface.set_tensor_async ||
+	    !ggml_backend_supports_buft(g->backend, b->buft) || n > GGE_PIN_ONE || !pin_ready(g)) {
+		gge_dev_settle(g);
+		return gge_buf_write(b, off, src, n);
+	}
+	if (n == 0)
+		return 0;
+	/* The staging is reused once what was copied from it has landed. */
+	if (g->pin_used + n > GGE_PIN_BYTES)
+		gge_dev_settle(g);
+	memcpy(g->pin + g->pin_used, src, (size_t)n);
+	range_tensor(&t, b, off, n);
+	ggml_backend_tensor_set_async(g->backend, &t, g->pin + g->pin_used, 0, (size_t)n);
+	g->pin_used += (n + 63) & ~(uint64_t)63;
+	g->queued_writes = true;
+	return 0;
+}
+
+void gge_dev_settle(struct gge_dev *g)
+{
+	if (!g->queued_writes)
+		return;
+	ggml_backend_synchronize(g->backend);
+	g->queued_writes = false;
+	g->pin_used = 0;
 }
 
 int gge_buf_read(ggml_backend_buffer_t b, uint64_t off, void *dst, uint64_t n)

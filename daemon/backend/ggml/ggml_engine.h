@@ -64,6 +64,14 @@ struct gge_dev {
 	struct ggml_threadpool *tp;      /* ggml-cpu: persistent compute threads */
 	void (*tp_free)(struct ggml_threadpool *tp);
 	bool worker_ready;               /* gge_dev_worker_init ran */
+	/* uploads queued on backend's stream (gge_buf_write_queued) that
+	 * nothing has waited for yet (gge_dev_settle), and their pinned
+	 * staging: pin_used bytes of GGE_PIN_BYTES in use until then */
+	bool queued_writes;
+	bool pin_none;                   /* no pinned staging to be had */
+	ggml_backend_buffer_t pin_buf;
+	uint8_t *pin;
+	uint64_t pin_used;
 	bool host;                       /* buffers are host memory */
 	size_t alignment, max_size;
 	enum ggml_backend_dev_type type;
@@ -114,6 +122,19 @@ void gge_buf_free(ggml_backend_buffer_t b);
 int gge_buf_write(ggml_backend_buffer_t b, uint64_t off, const void *src, uint64_t n);
 int gge_buf_read(ggml_backend_buffer_t b, uint64_t off, void *dst, uint64_t n);
 int gge_buf_fill(ggml_backend_buffer_t b, uint64_t off, int value, uint64_t n);
+/* An upload of at most GGE_PIN_ONE bytes queued on the device's backend
+ * stream (the worker's, or the loop's while it runs a command inline) from
+ * pinned staging: a ggml-cuda device's TENSOR_SET costs a memcpy and the
+ * copy's enqueueing instead of a pageable copy and a synchronize (125 us
+ * each on an H200, where llama.cpp sets six inputs per decoded token).  A
+ * graph run on the backend comes after it on the stream; every other
+ * access to the device's memory calls gge_dev_settle first.  Larger
+ * uploads, and other devices, copy at once. */
+#define GGE_PIN_BYTES (4u << 20)
+#define GGE_PIN_ONE (1u << 20)
+int gge_buf_write_queued(struct gge_dev *g, ggml_backend_buffer_t b, uint64_t off, const void *src, uint64_t n);
+/* Wait for the queued uploads, if any. */
+void gge_dev_settle(struct gge_dev *g);
 /* Ranges may overlap (memmove semantics). */
 int gge_buf_copy(ggml_backend_buffer_t dst, uint64_t doff, ggml_backend_buffer_t src, uint64_t soff, uint64_t n);
 

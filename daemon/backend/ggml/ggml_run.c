@@ -59,6 +59,10 @@ int gge_graph_compute(struct gge_dev *g, struct gge_graph *gg, char *err, size_t
 	int rc;
 
 	gge_dev_worker_init(g);
+	/* The guards read indices and pprpc's kernels run on streams of their
+	 * own: every upload must have landed (ggml's segments would see them
+	 * in stream order anyway). */
+	gge_dev_settle(g);
 	if (!gg->inited) {
 		rc = init_tensors(gg, err, errlen);
 		if (rc < 0)
