@@ -151,7 +151,7 @@ else
 GGML_INC :=
 GGML_LIBS :=
 GGML_SKIP := $(wildcard daemon/backend/ggml/*.c daemon/backend/ggml/*/*.c) tests/fuzz/fuzz_ggml_graph.c \
-	tests/integration/test_ggml.c tests/integration/ggml_wire.c tests/unit/test_ggml_engine.c \
+	tests/integration/test_ggml.c tests/integration/ggml_wire.c tests/unit/test_ggml_engine.c tests/unit/test_pg_replay.c \
 	tests/unit/test_ggml_gdn_engine.c tests/integration/test_ggml_gdn.c bench/ggml_gdn.c
 GGML_INFO := no ($(if $(filter 0,$(GGML)),GGML=0,run `make llama`)): no ggml devices
 endif
@@ -346,6 +346,12 @@ $(T)/test_ggml $(T)/test_ggml_gdn: $(T)/%: $(O)/tests/integration/%.o $(O)/tests
 $(T)/test_pg_cache: $(O)/tests/unit/test_pg_cache.o
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS)
+
+# The plugin's graph recognition test builds ggml-pprpc/replay.c in.
+$(O)/tests/unit/test_pg_replay.o: CPPFLAGS += $(GGML_INC) $(CLIENT_INC)
+$(T)/test_pg_replay: $(O)/tests/unit/test_pg_replay.o
+	@mkdir -p $(T)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) -L$(GGML_LIB_DIR) -Wl,-rpath,$(abspath $(GGML_LIB_DIR)) -lggml-base
 
 # Integration tests may compute local references with the CPU kernels.
 $(T)/test_%: $(O)/tests/integration/test_%.o $(O)/tests/integration/harness.o $(TOOL_COMMON_OBJS) $(KERNEL_CPU_OBJS) $(L)/libpprpc.a

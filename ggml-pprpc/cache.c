@@ -126,12 +126,17 @@ struct pg_cache_entry *pg_cache_find(struct pg_cache *c, const uint8_t *key, siz
 
 	for (e = c->bucket[h & (c->nbucket - 1)]; e; e = e->hnext) {
 		if (e->hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0) {
-			lru_unlink(c, e);
-			lru_push_front(c, e);
+			pg_cache_touch(c, e);
 			return e;
 		}
 	}
 	return NULL;
+}
+
+void pg_cache_touch(struct pg_cache *c, struct pg_cache_entry *e)
+{
+	lru_unlink(c, e);
+	lru_push_front(c, e);
 }
 
 struct pg_cache_entry *pg_cache_insert(struct pg_cache *c, const uint8_t *key, size_t klen, uint64_t value)

@@ -37,6 +37,8 @@ void pg_cache_free(struct pg_cache *c);     /* evicts every entry first */
 struct pg_cache_entry *pg_cache_find(struct pg_cache *c, const uint8_t *key, size_t klen);
 /* Insert (the caller checked it is absent); the least recent entries are
  * evicted beyond the bounds.  NULL without memory. */
+/* Make e the most recently used (found by other means than its key). */
+void pg_cache_touch(struct pg_cache *c, struct pg_cache_entry *e);
 struct pg_cache_entry *pg_cache_insert(struct pg_cache *c, const uint8_t *key, size_t klen, uint64_t value);
 /* Evict every entry for which pred(arg, e) is true. */
 void pg_cache_evict_if(struct pg_cache *c, int (*pred)(void *arg, const struct pg_cache_entry *e), void *arg);

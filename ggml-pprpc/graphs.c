@@ -80,6 +80,7 @@ static void graph_evict(void *arg, struct pg_cache_entry *e)
 	int rc;
 
 	d->st.graph_evictions++;
+	pg_snap_forget(d, e);
 	/* A refused create made no graph (and failed the streams: the next
 	 * synchronize reports it). */
 	if (settle(d, e, err, sizeof(err)) < 0 || !e->value)
@@ -122,6 +123,7 @@ int pg_caches_init(struct pg_device *d)
 
 void pg_caches_fini(struct pg_device *d)
 {
+	pg_snap_forget(d, NULL);
 	pg_cache_free(d->graphs);
 	pg_cache_free(d->supports);
 	pg_cache_free(d->alloc_sizes);
@@ -221,6 +223,20 @@ int pg_graph_get(struct pg_device *d, const struct ggml_cgraph *g, pprpc_graph *
 
 	err[0] = '\0';
 	*ran = 0;
+	memset(&w, 0, sizeof(w));
+	/* The graph run last, unchanged: no serialization (replay.c). */
+	e = pg_snap_match(d, g);
+	if (e) {
+		pg_cache_touch(d->graphs, e);
+		rc = settle(d, e, err, errlen);
+		if (rc < 0) {
+			pg_cache_evict_if(d->graphs, is_entry, e);
+			return rc;
+		}
+		d->st.graph_replays++;
+		ret->id = e->value;
+		return 0;
+	}
 	rc = pg_wire_graph(&w, d, g, 1);
 	if (rc == 0)
 		rc = pg_wire_pack_graph(&w, d->index, &key, &klen);
@@ -256,6 +272,7 @@ int pg_graph_get(struct pg_device *d, const struct ggml_cgraph *g, pprpc_graph *
 			goto out;
 		}
 		ret->id = e->value;
+		pg_snap_take(d, g, &w, e);
 		goto out;
 	}
 	if (w.nbufs && !(bufs = malloc(w.nbufs * sizeof(*bufs)))) {
@@ -285,6 +302,7 @@ int pg_graph_get(struct pg_device *d, const struct ggml_cgraph *g, pprpc_graph *
 	e->aux = pc;
 	*ran = pc != NULL;
 	*ret = h;
+	pg_snap_take(d, g, &w, e);
 out:
 	free(bufs);
 	free(key);

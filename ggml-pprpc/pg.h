@@ -62,6 +62,7 @@ struct pg_rank {
 struct pg_stats {
 	uint64_t graph_creates;      /* GGML_GRAPH_CREATE sent (cache misses) */
 	uint64_t graph_runs;         /* runs queued: GRAPH_RUN, or a create that runs */
+	uint64_t graph_replays;      /* runs of the last graph seen again unserialized (replay.c) */
 	uint64_t create_waits;       /* a create's handle was needed before its reply came */
 	uint64_t graph_evictions;    /* GRAPH_FREE of cached graphs (bound or buffer freed) */
 	uint64_t supports_queries;   /* GGML_SUPPORTS sent */
@@ -77,6 +78,8 @@ struct pg_stats {
 	uint64_t reads;              /* get_tensor (a TENSOR_GET waited for) */
 };
 
+struct pg_snaps;
+
 struct pg_device {
 	struct ggml_backend_device gdev;      /* context = this */
 	struct ggml_backend_buffer_type buft; /* context = this */
@@ -90,6 +93,7 @@ struct pg_device {
 	int create_run;                       /* a new graph's create queues its run
 					       * (caps.ggml_create_run, PPRPC_GRAPH_CREATE_RUN) */
 	struct pg_cache *graphs;              /* serialized graph -> daemon graph handle */
+	struct pg_snaps *snaps;               /* the last graphs run, to see them again cheaply */
 	struct pg_cache *supports;            /* serialized op -> supported (0/1) */
 	struct pg_cache *alloc_sizes;         /* serialized op -> alloc size */
 	struct pg_stats st;
@@ -218,6 +222,7 @@ struct pg_wire {
 	size_t n, cap;
 	int32_t *nodes;
 	size_t nnodes;
+	const struct ggml_tensor **ptr;  /* the tensor behind each index */
 	uint64_t *bufs;          /* distinct buffer handles referenced */
 	size_t nbufs, bufcap;
 	/* pointer -> index map (open addressing) */
@@ -234,6 +239,19 @@ struct pg_wire {
  * Sources that are not nodes of this graph travel as plain tensors (op
  * NONE: they are data, not work), views keep their view source. */
 int pg_wire_graph(struct pg_wire *w, struct pg_device *d, const struct ggml_cgraph *g, int with_names);
+
+/* replay.c: the last PG_SNAPS graphs a device ran, recognised without
+ * serializing.  pg_snap_take records g (as w serialized it) for cache entry
+ * e; a later pg_snap_match returns e when g is such a graph unchanged (the
+ * same node list, and every tensor its serialization read holds the same
+ * fields), so its serialization would be the same bytes; NULL otherwise.
+ * Snapshots go with their entry (pg_snap_forget, from the cache's
+ * eviction; NULL: all of them). */
+#define PG_SNAPS 8
+void pg_snap_take(struct pg_device *d, const struct ggml_cgraph *g, const struct pg_wire *w,
+		  struct pg_cache_entry *e);
+struct pg_cache_entry *pg_snap_match(struct pg_device *d, const struct ggml_cgraph *g);
+void pg_snap_forget(struct pg_device *d, const struct pg_cache_entry *e);
 /* One op with its sources (no placement, no names): supports/alloc-size. */
 int pg_wire_op(struct pg_wire *w, struct pg_device *d, const struct ggml_tensor *op, int32_t *ret_node);
 void pg_wire_free(struct pg_wire *w);

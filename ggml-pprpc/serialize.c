@@ -115,6 +115,7 @@ static int grow_tensors(struct pg_wire *w)
 	Pprpc__GgmlTensor *nt = realloc(w->t, ncap * sizeof(*nt));
 	int32_t *ns;
 	uint64_t *nnb;
+	const struct ggml_tensor **np;
 
 	if (!nt)
 		return -1;
@@ -127,6 +128,10 @@ static int grow_tensors(struct pg_wire *w)
 	if (!nnb)
 		return -1;
 	w->nb = nnb;
+	np = realloc(w->ptr, ncap * sizeof(*np));
+	if (!np)
+		return -1;
+	w->ptr = np;
 	w->cap = ncap;
 	return 0;
 }
@@ -264,6 +269,7 @@ static int32_t emit(struct pg_wire *w, const struct ggml_tensor *t, int is_node,
 	}
 	if (map_put(w, t, idx) < 0)
 		goto nomem;
+	w->ptr[idx] = t;
 	w->n++;
 	return idx;
 nomem:
@@ -381,6 +387,7 @@ void pg_wire_free(struct pg_wire *w)
 	free(w->src);
 	free(w->nb);
 	free(w->nodes);
+	free(w->ptr);
 	free(w->bufs);
 	free(w->keys);
 	free(w->vals);

@@ -100,7 +100,7 @@ echo "boundary: rank 0 sent $sent, rank 1 received $recv transfers daemon to dae
 PPRPC_GRAPH_CACHE=2 with_plugin "$LC" "${gen[@]}" -ngl 99 -dev PPRPC0,PPRPC1 -ts 1,1 -lv 4 \
 	>"$TMP_ROOT/small.txt" 2>"$TMP_ROOT/small.log" || { tail "$TMP_ROOT/small.log" >&2; fail "run with PPRPC_GRAPH_CACHE=2 failed"; }
 cmp -s "$TMP_ROOT/cpu.txt" "$TMP_ROOT/small.txt" || fail "PPRPC_GRAPH_CACHE=2: tokens differ from the CPU run"
-freed=$(sed -n 's/.*pprpc: PPRPC0: graphs [0-9]* created, [0-9]* run ([0-9]* from the cache), \([0-9]*\) freed.*/\1/p' "$TMP_ROOT/small.log")
+freed=$(sed -n 's/.*pprpc: PPRPC0: graphs [0-9]* created, [0-9]* run ([0-9]* from the cache, [0-9]* of them unserialized), \([0-9]*\) freed.*/\1/p' "$TMP_ROOT/small.log")
 echo "PPRPC_GRAPH_CACHE=2: $(grep -o 'PPRPC0: graphs [^;]*' "$TMP_ROOT/small.log"), tokens identical"
 [ "${freed:-0}" -gt 0 ] || fail "PPRPC_GRAPH_CACHE=2 evicted no graph"
 # a new graph's create queues its run and is not waited for (the default);
@@ -112,6 +112,9 @@ cmp -s "$TMP_ROOT/cpu.txt" "$TMP_ROOT/sync.txt" || fail "PPRPC_GRAPH_CREATE_RUN=
 waited=$(sed -n 's/.*pprpc: PPRPC0: graphs [0-9]* created, .* freed, \([0-9]*\) creates waited for.*/\1/p' "$TMP_ROOT/pprpc.log")
 echo "creates not waited for: $(grep -o 'PPRPC0: graphs [^;]*' "$TMP_ROOT/pprpc.log"); PPRPC_GRAPH_CREATE_RUN=0: tokens identical"
 [ -n "$waited" ] || fail "the plugin's counters lack the creates waited for"
+# decode re-runs the last graph: recognised without serializing it (replay.c)
+unser=$(sed -n 's/.*pprpc: PPRPC0: graphs [0-9]* created, [0-9]* run ([0-9]* from the cache, \([0-9]*\) of them unserialized).*/\1/p' "$TMP_ROOT/pprpc.log")
+[ "${unser:-0}" -gt 0 ] || fail "no run of the last graph was recognised without serializing it"
 # a create the rank refuses (a third rank with max-conn-graphs 2): the run
 # queued with it fails the rank's streams, and the tool ends with the
 # reason instead of going on with outputs nothing computed

@@ -314,14 +314,12 @@ static const struct buffer_i gdev_host_buffer_i = {
 	.download = host_xfer,
 };
 
-static const struct buffer_i gdev_dev_buffer_i = {
-	.alloc = gdev_alloc,
-	.free = gdev_free,
-	.fill = dev_fill,
-	.copy = dev_copy,
-	.upload = dev_upload,
-	.download = dev_download,
-};
+/* device memory moved through ggml (ggml-cuda's adds IPC below) */
+#define GDEV_DEV_BUFFER_OPS \
+	.alloc = gdev_alloc, .free = gdev_free, .fill = dev_fill, .copy = dev_copy, .upload = dev_upload, \
+	.download = dev_download
+
+static const struct buffer_i gdev_dev_buffer_i = { GDEV_DEV_BUFFER_OPS };
 
 #ifdef PPRPC_HAVE_CUDA
 /* ggml-cuda buffers: the same, and CUDA IPC at stage boundaries (worker). */
@@ -380,12 +378,7 @@ static int cuda_ipc_wait(void *ctx, char *err, size_t errlen)
 }
 
 static const struct buffer_i gdev_cuda_buffer_i = {
-	.alloc = gdev_alloc,
-	.free = gdev_free,
-	.fill = dev_fill,
-	.copy = dev_copy,
-	.upload = dev_upload,
-	.download = dev_download,
+	GDEV_DEV_BUFFER_OPS,
 	.ipc_export = cuda_ipc_pool,
 	.ipc_copy = cuda_ipc_copy,
 	.ipc_wait = cuda_ipc_wait,
