@@ -14,9 +14,16 @@
 set -u
 cd "$(dirname "$0")/../.."
 . tests/llama/lib.sh
+if [ $# -lt 1 ] || [ ! -f "$1" ]; then
+	echo "usage: bench/llama-vs-rpc/decode-probe.sh MODEL.gguf [DEV] [TOKENS]${1:+ ($1: no such file)}" >&2
+	exit 2
+fi
 model=$1
 dev=${2:-CUDA0}
 n=${3:-128}
+case "$n" in
+''|*[!0-9]*|0) echo "decode-probe: TOKENS must be a whole number from 1 (got '$n')" >&2; exit 2 ;;
+esac
 LB=$LLAMA_BIN/llama-bench
 RS=$LLAMA_BIN/ggml-rpc-server
 require_llama "decode-probe" "$LB" "$RS"

@@ -14,6 +14,9 @@
 set -u
 cd "$(dirname "$0")/../.."
 shards=${1:-6}
+case "$shards" in
+''|*[!0-9]*|0) echo "usage: tests/gpu/backend-ops-full.sh [SHARDS] (a whole number from 1; got '$shards')" >&2; exit 2 ;;
+esac
 LLAMA_BIN=${LLAMA_BIN:-ext/llama.cpp/build-cpu/bin}
 tmp=$(mktemp -d /tmp/pprpc-tbo-shards-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -46,6 +49,8 @@ secs=$(( $(date +%s) - start ))
 for j in "${!pids[@]}"; do
 	echo "==== shard $j: ops $(sed -n "$((j + 1))p" "$tmp/shards.txt" | cut -d' ' -f2)"
 	cat "$tmp/shard$j.txt"
+	# a shard that skipped (no llama.cpp build, ...) ran nothing: not a pass
+	grep -q "^TOTAL: " "$tmp/shard$j.txt" || { echo "FAIL: shard $j ran no case"; rc=1; }
 done
 cat "$tmp"/shard*.txt | awk '/^TOTAL: / {
 		ops += $2; okops += substr($4, 2); ok += $8; bad += $10; un += $12; cpu += $17 }

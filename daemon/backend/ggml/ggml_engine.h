@@ -125,8 +125,10 @@ int gge_buf_fill(ggml_backend_buffer_t b, uint64_t off, int value, uint64_t n);
 /* An upload of at most GGE_PIN_ONE bytes queued on the device's backend
  * stream (the worker's, or the loop's while it runs a command inline) from
  * pinned staging: a ggml-cuda device's TENSOR_SET costs a memcpy and the
- * copy's enqueueing instead of a pageable copy and a synchronize (125 us
- * each on an H200, where llama.cpp sets six inputs per decoded token).  A
+ * copy's enqueueing instead of a pageable copy and a synchronize, for each
+ * of the six inputs llama.cpp sets per decoded token (one H200 rank's
+ * decode, bench/llama-vs-rpc/decode-probe.sh: 2.179 ms a token with the
+ * synchronous copies, 1.955 queued).  A
  * graph run on the backend comes after it on the stream; every other
  * access to the device's memory calls gge_dev_settle first.  Larger
  * uploads, and other devices, copy at once. */
