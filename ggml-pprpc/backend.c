@@ -31,14 +31,15 @@ static void backend_free(ggml_backend_t backend)
 	PG_LOG_INFO("pprpc: %s: graphs %llu created, %llu run (%llu from the cache, %llu of them unserialized), %llu freed, "
 		    "%llu creates waited for; "
 		    "supports_op %llu asked, %llu cached; copies %llu daemon-to-daemon (%llu bytes), %llu local; "
-		    "waits: %llu FENCE, %llu HOST_WAIT (%llu fell back to FENCE), %llu reads\n",
+		    "waits: %llu FENCE (%llu more not needed behind writes alone), %llu HOST_WAIT (%llu fell back to "
+		    "FENCE), %llu reads\n",
 		    d->name, (unsigned long long)s->graph_creates, (unsigned long long)s->graph_runs,
 		    (unsigned long long)(s->graph_runs > s->graph_creates ? s->graph_runs - s->graph_creates : 0),
 		    (unsigned long long)s->graph_replays, (unsigned long long)s->graph_evictions, (unsigned long long)s->create_waits,
 		    (unsigned long long)s->supports_queries,
 		    (unsigned long long)s->supports_cached, (unsigned long long)s->p2p_copies,
 		    (unsigned long long)s->p2p_bytes, (unsigned long long)s->local_copies,
-		    (unsigned long long)s->fences, (unsigned long long)s->host_waits,
+		    (unsigned long long)s->fences, (unsigned long long)s->fences_skipped, (unsigned long long)s->host_waits,
 		    (unsigned long long)s->host_wait_fences, (unsigned long long)s->reads);
 	free(be);
 	free(backend);

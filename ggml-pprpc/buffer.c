@@ -86,6 +86,7 @@ static void queue_set(struct pg_buffer *b, uint64_t off, const void *data, size_
 		int rc = pprpc_tensor_set_async(r->c, b->handle, off + done, (const char *)data + done, n);
 
 		b->dev->submitted++;
+		b->dev->writes++;
 		if (rc < 0)
 			pg_fatal_rc(r, b->dev->name, command, pg_rank_failed(r, rc));
 		done += n;

@@ -76,8 +76,18 @@ void pg_device_sync(struct pg_device *d, const char *why)
 
 	pg_lock(r);
 	pg_check_alive(r, d->name, why);
-	if (d->submitted == d->fenced && !r->c->async_err) {
-		pg_unlock(r); /* nothing issued since the last FENCE: done */
+	/* Nothing issued since the last FENCE: done.  Writes alone: also
+	 * done, without moving `fenced` (the next FENCE covers them and
+	 * reports their failure before any output computed behind them is
+	 * read).  Their bytes left with the call and every later command of
+	 * the device, a copy to another rank included (a SEND on this queue),
+	 * runs after them; no host memory waits on them.  ggml's scheduler
+	 * synchronizes a backend before each input it copies when it has no
+	 * events (one device): a round trip per input per token otherwise. */
+	if ((d->submitted == d->fenced || d->submitted - d->fenced == d->writes - d->writes_fenced) &&
+	    !r->c->async_err) {
+		d->st.fences_skipped += d->submitted != d->fenced;
+		pg_unlock(r);
 		return;
 	}
 	upto = d->submitted;
@@ -86,6 +96,7 @@ void pg_device_sync(struct pg_device *d, const char *why)
 	if (rc < 0)
 		pg_fatal_rc(r, d->name, why, pg_rank_failed(r, rc));
 	d->fenced = upto;
+	d->writes_fenced = d->writes;
 	pg_unlock(r);
 }
 

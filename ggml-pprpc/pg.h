@@ -73,6 +73,7 @@ struct pg_stats {
 	uint64_t local_copies;       /* TENSOR_COPY on the same device */
 	/* where the caller waited for the rank */
 	uint64_t fences;             /* synchronize (FENCE) */
+	uint64_t fences_skipped;     /* synchronize behind queued writes alone: no FENCE */
 	uint64_t host_waits;         /* event_synchronize (HOST_WAIT) */
 	uint64_t host_wait_fences;   /* ... that fell back to a FENCE */
 	uint64_t reads;              /* get_tensor (a TENSOR_GET waited for) */
@@ -100,8 +101,12 @@ struct pg_device {
 	/* Queued commands issued to this device's queue, and how many of them
 	 * the last successful FENCE covered: a synchronize with nothing issued
 	 * since has nothing to wait for and no failure to report (llama.cpp
-	 * synchronizes every backend several times per token). */
+	 * synchronizes every backend several times per token).  Of them, the
+	 * plain writes (TENSOR_SETs, whose bytes left with the call), and how
+	 * many there were at that FENCE: a synchronize behind writes alone has
+	 * nothing this process could observe to wait for (events.c). */
 	uint64_t submitted, fenced;
+	uint64_t writes, writes_fenced;
 };
 
 struct pg_registry {
