@@ -486,9 +486,10 @@ $(O)/kernels/cuda/%.o: kernels/cuda/%.cu
 $(O)/tests/cuda/%.o: CPPFLAGS += -I$(CUDA_HOME)/include
 # Every file of the CUDA backend folder sees the CUDA headers; so does the
 # ggml engine's CUDA glue for ggml:CUDA devices (pprpc's GATED_DELTA_NET,
-# CUDA IPC at stage boundaries).
+# CUDA IPC at stage boundaries, streams that hold WAITs on the GPU).
 $(O)/daemon/backend/cuda/%.o: CPPFLAGS += -I$(CUDA_HOME)/include
-$(O)/daemon/backend/ggml/gdn_cuda.o $(O)/daemon/backend/ggml/ipc_cuda.o: CPPFLAGS += -I$(CUDA_HOME)/include
+$(O)/daemon/backend/ggml/gdn_cuda.o $(O)/daemon/backend/ggml/ipc_cuda.o $(O)/daemon/backend/ggml/stream_cuda.o: \
+	CPPFLAGS += -I$(CUDA_HOME)/include
 
 $(T)/test_cuda_ops: $(O)/tests/cuda/test_cuda_ops.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)
 	@mkdir -p $(T)

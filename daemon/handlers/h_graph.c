@@ -68,7 +68,7 @@ void graph_run_queue(struct conn *c, const struct request *r, struct graph *g)
 	graph_ref(g);
 	g->dev->graph_runs++;
 	rc->qr.release = run_release;
-	rc->qr.q.async_ok = 1;
+	rc->qr.q.async_ok = !g->sync_run;
 	rc->qr.inline_ok = device_completes_inline(g->dev) && g->work <= GRAPH_INLINE_WORK;
 	qreq_push(&rc->qr, c, r, g->dev, run_exec);
 }

@@ -52,6 +52,11 @@ struct graph {
 	uint64_t work;            /* rough cost of a run in flop (saturates; graph.c) */
 	uint64_t host_scratch;    /* host memory a run allocates (device_graph_scratch) */
 	uint64_t footprint;       /* arena, page-rounded: charged to the owner */
+	/* A run reads on the host what earlier parts of it computed (a ggml
+	 * graph's split guards, pprpc's GATED_DELTA_NET): the queue hands it
+	 * to the device only when its stream has nothing pending there, and
+	 * the device runs it to its end in the submit. */
+	bool sync_run;
 	struct graph *next, *prev;  /* owner's list */
 };
 

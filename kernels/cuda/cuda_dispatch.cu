@@ -45,7 +45,7 @@ static const kcu_preload_fn preloads[] = {
 	kcu_binary_preload, kcu_copy_preload, kcu_unary_preload, kcu_norm_preload,
 	kcu_softmax_preload, kcu_argmax_preload, kcu_rows_preload, kcu_rope_preload,
 	kcu_attention_preload, kcu_gdn_preload, kcu_gdn_gate_preload, kcu_mul_mat_preload,
-	kcu_q8_0_preload,
+	kcu_q8_0_preload, kcu_index_check_preload,
 };
 
 /* Workspace need of a node whose descriptors already passed check_dst. */

@@ -363,6 +363,7 @@ int kcu_gdn_preload(char *err, size_t errlen);
 int kcu_gdn_gate_preload(char *err, size_t errlen);
 int kcu_mul_mat_preload(char *err, size_t errlen);
 int kcu_q8_0_preload(char *err, size_t errlen);
+int kcu_index_check_preload(char *err, size_t errlen);
 
 /* Touch one kernel. */
 template <typename F>

@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include "daemon/backend/cuda/cuda_ipc.h"
+#include "daemon/backend/cuda/cuda_memops.h"
 #include "daemon/device/backend_impl.h"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -32,8 +33,6 @@ struct cuda_stream {
 	int32_t *status_host;       /* host view of kctx.status (mapped memory) */
 };
 
-struct slot_page;
-
 /* The device context, also the buffer type's. */
 struct cuda_dev {
 	struct device *dev;         /* the daemon's device: floor, statistics */
@@ -47,14 +46,10 @@ struct cuda_dev {
 	int use_graphs;            /* capture graphs on first run, replay after */
 	struct cuda_ipc_cache ipc;  /* other processes' pools opened (worker) */
 	/* cuda_stream.c */
-	pthread_mutex_t lock;      /* idle, slot pages */
+	pthread_mutex_t lock;      /* idle */
 	struct cuda_stream *idle;  /* given back by closed connections, reused */
 	uint64_t next_stream_id;
-	struct slot_page *pages;
-	/* 64-bit stream memory operations work: WAITs held on the GPU, SIGNALs
-	 * written from the stream, slots for both */
-	bool memops;
-	char waits_why[160];       /* why not */
+	struct cuda_slots slots;   /* WAITs on the GPU, SIGNALs from streams */
 };
 
 /* Make the device current on the calling thread (worker, loop, ...). */

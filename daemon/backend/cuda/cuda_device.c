@@ -35,9 +35,9 @@ static void cuda_get_props(void *ctx, struct device_props *ret)
 	snprintf(ret->desc, sizeof(ret->desc), "%s", c->desc);
 	ret->kind = "cuda";
 	ret->host_visible = false;
-	ret->holds_waits = c->memops;
+	ret->holds_waits = c->slots.memops;
 	ret->completes_inline = false;
-	snprintf(ret->waits_why, sizeof(ret->waits_why), "%s", c->memops ? "" : c->waits_why);
+	snprintf(ret->waits_why, sizeof(ret->waits_why), "%s", c->slots.memops ? "" : c->slots.waits_why);
 	/* 1 Pflop: about a second of an H100/H200's dense tensor cores; a
 	 * 70B-parameter model's 512-token ubatch is ~72 Tflop. */
 	ret->graph_gflop_auto = 1ull << 20;

@@ -15,10 +15,13 @@
  * process's (ipc_cuda.h), so a stage boundary between two GPU ranks of one
  * host is a device-to-device copy, as between native cuda:N devices.
  *
- * Streams complete inline, as the CPU device's do: a GRAPH_RUN computes
- * inside its submit, on the device's worker (never on the loop: a ggml
- * graph reports no small work, graph.c), so queues, fences, sticky errors,
- * timelines and SEND/RECV work as on the native cpu device.
+ * Streams of a ggml-cuda device hold timeline WAITs on the GPU and
+ * complete from CUDA's callback thread, as the native cuda:N device's do
+ * (stream_cuda.h).  Elsewhere they complete inline, as the CPU device's
+ * do: a GRAPH_RUN computes inside its submit, on the device's worker (never
+ * on the loop: a ggml graph reports no small work, graph.c).  Either way
+ * queues, fences, sticky errors, timelines and SEND/RECV work as on the
+ * native devices.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -27,6 +30,7 @@
 
 #include "daemon/backend/ggml/dev_ggml.h"
 #include "daemon/backend/ggml/ipc_cuda.h"
+#include "daemon/backend/ggml/stream_cuda.h"
 #include "daemon/device/backend_impl.h"
 #include "daemon/exec/hostmem.h"
 #include "daemon/objects/graph.h"
@@ -46,6 +50,10 @@ struct ggml_device {
 	struct bmap *map;  /* sorted by base */
 	size_t n, cap;
 	struct gge_ipc_cuda *ipc;  /* ggml-cuda: made by the worker at first use */
+	/* ggml-cuda: streams that hold WAITs on the GPU (stream_cuda.h), or
+	 * NULL and why not */
+	struct gge_cuda_streams *streams;
+	char waits_why[160];
 };
 
 struct gge_dev *dev_ggml_engine(struct device *d)
@@ -90,6 +98,11 @@ static ggml_backend_buffer_t lookup(struct ggml_device *gd, const void *p, uint6
 	return b;
 }
 
+bool dev_ggml_gpu_streams(struct device *d)
+{
+	return d->ggml->streams != NULL;
+}
+
 ggml_backend_buffer_t dev_ggml_buffer(struct device *d, const void *base)
 {
 	struct ggml_device *gd = d->ggml;
@@ -114,11 +127,11 @@ static void gdev_get_props(void *ctx, struct device_props *ret)
 	snprintf(ret->desc, sizeof(ret->desc), "%.110s%s", gd->g->desc, gd->staged ? " (staged)" : "");
 	ret->kind = "ggml";
 	ret->host_visible = gd->g->host && !gd->staged;
-	/* The worker computes every stream's graphs: a WAIT is held by the
-	 * queue until its value is reached, as on the CPU device. */
-	ret->holds_waits = false;
-	ret->completes_inline = true;
-	ret->waits_why[0] = '\0';
+	/* Elsewhere the worker computes every stream's graphs: a WAIT is held
+	 * by the queue until its value is reached, as on the CPU device. */
+	ret->holds_waits = gd->streams != NULL;
+	ret->completes_inline = gd->streams == NULL;
+	snprintf(ret->waits_why, sizeof(ret->waits_why), "%s", gd->waits_why);
 }
 
 /* A host device sees what requests reserved of host memory too, as the
@@ -136,17 +149,55 @@ static int gdev_mem_info(void *ctx, uint64_t *ret_free, uint64_t *ret_total)
 	return 0;
 }
 
-/* Every stream runs on the worker with the device's one ggml backend. */
+/* ggml-cuda: a stream of its own per pprpc stream.  Elsewhere every stream
+ * runs on the worker with the device's one ggml backend. */
 static int gdev_stream_open(void *ctx, void **ret_sctx, char *err, size_t errlen)
 {
+	struct ggml_device *gd = ctx;
+
+#ifdef PPRPC_HAVE_CUDA
+	if (gd->streams)
+		return gge_cuda_stream_open(gd->streams, ret_sctx, err, errlen);
+#endif
 	(void)err, (void)errlen;
-	*ret_sctx = ctx;
+	*ret_sctx = gd;
 	return 0;
 }
 
 static void gdev_stream_close(void *ctx, void *sctx)
 {
+#ifdef PPRPC_HAVE_CUDA
+	struct ggml_device *gd = ctx;
+
+	if (gd->streams)
+		gge_cuda_stream_close(gd->streams, sctx);
+#else
 	(void)ctx, (void)sctx;
+#endif
+}
+
+static int gdev_slot_alloc(void *ctx, volatile uint64_t **ret_slot)
+{
+#ifdef PPRPC_HAVE_CUDA
+	struct ggml_device *gd = ctx;
+
+	if (gd->streams)
+		return gge_cuda_slot_alloc(gd->streams, ret_slot);
+#endif
+	(void)ctx, (void)ret_slot;
+	return PPRPC_EUNSUPP;
+}
+
+static void gdev_slot_free(void *ctx, volatile uint64_t *slot)
+{
+#ifdef PPRPC_HAVE_CUDA
+	struct ggml_device *gd = ctx;
+
+	if (gd->streams)
+		gge_cuda_slot_free(gd->streams, slot);
+#else
+	(void)ctx, (void)slot;
+#endif
 }
 
 static void gdev_graph_release(void *ctx, struct graph *g)
@@ -167,6 +218,8 @@ static void gdev_destroy(void *ctx)
 	free(gd->map);
 #ifdef PPRPC_HAVE_CUDA
 	gge_ipc_cuda_close(gd->ipc);
+	/* their backends before the device's */
+	gge_cuda_streams_close(gd->streams);
 #endif
 	gge_dev_close(gd->g);
 	pthread_mutex_destroy(&gd->lock);
@@ -178,6 +231,8 @@ static const struct device_i gdev_device_i = {
 	.mem_info = gdev_mem_info,
 	.stream_open = gdev_stream_open,
 	.stream_close = gdev_stream_close,
+	.slot_alloc = gdev_slot_alloc,
+	.slot_free = gdev_slot_free,
 	.graph_release = gdev_graph_release,
 	.destroy = gdev_destroy,
 };
@@ -489,10 +544,23 @@ int ggml_backend_open(struct device *d, const char *arg, const struct device_con
 	 * metrics read the native devices' counters. */
 	gge_dev_gdn_config(gd->g, conf->ggml_native_gdn, &d->gdn_stats, d->gdn_ggml, conf->floor);
 	gge_dev_gdn_status(gd->g, d->gdn_native, sizeof(d->gdn_native));
+	ret->stream = &gdev_stream_i;
+#ifdef PPRPC_HAVE_CUDA
+	if (gd->g->cuda_ordinal >= 0 && !gd->staged) {
+		char why[160];
+
+		/* Without them (no memory operations, PPRPC_GGML_GPU_WAITS=0)
+		 * the device holds WAITs on the host, as ggml-cpu does. */
+		rc = gge_cuda_streams_open(gd->g, &gd->streams, why, sizeof(why));
+		if (rc == 0)
+			ret->stream = &gge_cuda_stream_i;
+		else
+			snprintf(gd->waits_why, sizeof(gd->waits_why), "%s", why);
+	}
+#endif
 	ret->dev = &gdev_device_i;
 	ret->dev_ctx = gd;
 	ret->buf = buffer_table(gd);
 	ret->buf_ctx = gd;
-	ret->stream = &gdev_stream_i;
 	return 0;
 }

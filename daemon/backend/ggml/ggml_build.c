@@ -302,6 +302,8 @@ void gge_graph_free(struct gge_graph *gg)
 	free(gg->guards);
 	free(gg->gdn);
 	free(gg->scratch);
+	free(gg->gpu_refs);
+	gge_buf_free(gg->shadow);
 	free(gg);
 }
 

@@ -194,6 +194,12 @@ struct gge_graph {
 	struct gge_gdn_node *gdn;    /* GATED_DELTA_NET nodes by position (ggml_gdn.c) */
 	int ngdn;
 	void *scratch;               /* host copy of indices on device buffers */
+	/* gge_graph_shadow: the copies of the client's index tensors that the
+	 * GPU checks fill, and what to fill them from */
+	ggml_backend_buffer_t shadow;
+	struct gge_guard_ref *gpu_refs;
+	int ngpu_refs;
+	bool gpu_ready;              /* gge_graph_shadow succeeded */
 	size_t scratch_size;
 	uint64_t host_bytes;         /* what the graph holds in host memory */
 };
@@ -205,6 +211,16 @@ int gge_graph_build(struct gge_dev *g, const Pprpc__GgmlTensor *const *t, size_t
 /* Run it (the device's worker thread): PPRPC_ERANGE when an index is out of
  * range (nothing after that node ran), PPRPC_EDEVICE when ggml fails. */
 int gge_graph_compute(struct gge_dev *g, struct gge_graph *gg, char *err, size_t errlen);
+/* The same on another backend of the device (a stream's own: stream_cuda.c). */
+int gge_graph_compute_on(struct gge_dev *g, ggml_backend_t be, struct gge_graph *gg, char *err, size_t errlen);
+/* What every run does first, on the worker: the queued uploads landed,
+ * the buffers' init_tensor on the first run. */
+int gge_graph_prepare(struct gge_dev *g, struct gge_graph *gg, char *err, size_t errlen);
+/* Can a run be enqueued on a GPU stream behind work that has not run yet
+ * (a timeline WAIT held there)?  Not when something must be read on the
+ * host in the middle of it: a split guard, pprpc's GATED_DELTA_NET (its
+ * gate scan), or a START guard the GPU cannot check (gge_guards_gpu_count). */
+bool gge_graph_async_ok(const struct gge_graph *gg);
 void gge_graph_free(struct gge_graph *gg);
 
 /* GGML_SUPPORTS: would the device run tensors[node]?  A negative code for
@@ -229,8 +245,39 @@ int gge_guards_next_split(const struct gge_graph *gg, int from);
 
 enum { GGE_GUARD_PROVEN = 0, GGE_GUARD_START = 1, GGE_GUARD_SPLIT = 2 };
 
-/* Run node positions [from, to) with ggml's backend (ggml_run.c). */
-int gge_run_segment(struct gge_dev *g, struct gge_graph *gg, int from, int to, char *err, size_t errlen);
+/* START guards checked on the GPU for one run at most; a graph with more
+ * runs on the host's checks (gge_graph_async_ok). */
+#define GGE_GPU_CHECKS_MAX 64
+/* A START guard as the GPU checks it (stream_cuda.c): the client's index
+ * tensor (src) is copied into the graph's own (dst), which the graph's
+ * nodes read, with the layout, the bound and the guard's number for
+ * gge_guard_describe. */
+struct gge_guard_ref {
+	const void *src;
+	void *dst;
+	int64_t ne[4], nb[4];
+	int64_t bound;
+	bool is64;
+	int guard;
+};
+/* How many START guards a run must check (covered ones left out), or -1
+ * when one cannot be checked on the GPU: a bound of 0, an element not
+ * aligned to its size, bytes a node of the graph writes (its copy would go
+ * stale within the run). */
+int gge_guards_gpu_count(const struct gge_graph *gg);
+/* Give each of them the graph's own copy of its index tensor, in a buffer
+ * of the device (gg->shadow), which the graph's nodes read from now on,
+ * and list them in gg->gpu_refs.  For a device whose streams check indices
+ * on the GPU, once, at create.  0 or a negative code with the reason. */
+int gge_graph_shadow(struct gge_dev *g, struct gge_graph *gg, char *err, size_t errlen);
+/* The message of a failed guard, as the host check words it. */
+void gge_guard_describe(const struct gge_graph *gg, int guard, int64_t value, const int64_t at[4], char *err,
+			size_t errlen);
+
+/* Run node positions [from, to) on be, one of the device's backends
+ * (ggml_run.c). */
+int gge_run_segment(struct gge_dev *g, ggml_backend_t be, struct gge_graph *gg, int from, int to, char *err,
+		    size_t errlen);
 
 /* GATED_DELTA_NET (ggml_gdn.c).  A node, and which kernel runs it. */
 struct gge_gdn_node {
@@ -246,7 +293,7 @@ int gge_gdn_plan(struct gge_dev *g, struct gge_graph *gg);
 int gge_gdn_next_native(const struct gge_graph *gg, int from);
 /* Run position pos, one of those, with pprpc's kernel (or ggml's, when this
  * run's gates say so).  0 or a negative code with the reason. */
-int gge_gdn_run(struct gge_dev *g, struct gge_graph *gg, int pos, char *err, size_t errlen);
+int gge_gdn_run(struct gge_dev *g, ggml_backend_t be, struct gge_graph *gg, int pos, char *err, size_t errlen);
 /* Count the nodes in [from, to) that ggml's backend just ran. */
 void gge_gdn_count_ggml(struct gge_dev *g, const struct gge_graph *gg, int from, int to);
 /* Decide which of pprpc's kernels the device could use (gge_dev_open). */

@@ -308,7 +308,7 @@ static int run_cuda(struct gge_dev *g, const struct gge_gdn_node *n, int *ret_wh
 	return 0;
 }
 
-int gge_gdn_run(struct gge_dev *g, struct gge_graph *gg, int pos, char *err, size_t errlen)
+int gge_gdn_run(struct gge_dev *g, ggml_backend_t be, struct gge_graph *gg, int pos, char *err, size_t errlen)
 {
 	const struct gge_gdn_node *n = at(gg, pos);
 	int why = -1, rc;
@@ -324,5 +324,5 @@ int gge_gdn_run(struct gge_dev *g, struct gge_graph *gg, int pos, char *err, siz
 	 * does (or it has no room): ggml's kernel computes the node, over
 	 * whatever pprpc's wrote. */
 	count(&g->gdn_ggml[why]);
-	return gge_run_segment(g, gg, pos, pos + 1, err, errlen);
+	return gge_run_segment(g, be, gg, pos, pos + 1, err, errlen);
 }

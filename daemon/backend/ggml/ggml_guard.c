@@ -204,10 +204,27 @@ static const uint8_t *host_bytes(struct gge_graph *gg, const struct ggml_tensor 
 	return gg->scratch;
 }
 
-static int check_one(struct gge_graph *gg, const struct gge_guard *gd, char *err, size_t errlen)
+void gge_guard_describe(const struct gge_graph *gg, int guard, int64_t value, const int64_t at[4], char *err,
+			size_t errlen)
 {
+	const struct gge_guard *gd;
+
+	if (guard < 0 || guard >= gg->nguards) {
+		snprintf(err, errlen, "index %" PRId64 " outside its table (check #%d)", value, guard);
+		return;
+	}
+	gd = &gg->guards[guard];
+	snprintf(err, errlen,
+		 "node #%d (%s): index %" PRId64 " at [%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
+		 "] of tensor #%d is outside [0, %" PRId64 ")",
+		 gg->order[gd->pos], ggml_op_name(gg->cg->nodes[gd->pos]->op), value, at[0], at[1], at[2], at[3],
+		 gd->idx, gd->bound);
+}
+
+static int check_one(struct gge_graph *gg, int guard, char *err, size_t errlen)
+{
+	const struct gge_guard *gd = &gg->guards[guard];
 	const struct ggml_tensor *x = gg->t[gd->idx];
-	const struct ggml_tensor *node = gg->cg->nodes[gd->pos];
 	uint64_t extent = gg->plan[gd->idx].extent;
 	const uint8_t *p;
 
@@ -234,14 +251,120 @@ static int check_one(struct gge_graph *gg, const struct gge_guard *gd, char *err
 						memcpy(&v, e, sizeof(v));
 					}
 					if (v < 0 || v >= gd->bound) {
-						snprintf(err, errlen,
-							 "node #%d (%s): index %" PRId64 " at [%" PRId64 ",%" PRId64
-							 ",%" PRId64 ",%" PRId64 "] of tensor #%d is outside [0, %" PRId64
-							 ")", gg->order[gd->pos], ggml_op_name(node->op), v, i0, i1, i2,
-							 i3, gd->idx, gd->bound);
+						const int64_t at[4] = { i0, i1, i2, i3 };
+
+						gge_guard_describe(gg, guard, v, at, err, errlen);
 						return PPRPC_ERANGE;
 					}
 				}
+	return 0;
+}
+
+/* Does a node of the graph write bytes of tensor idx? */
+static bool written(const struct gge_graph *gg, int idx)
+{
+	const struct ggml_tensor *x = gg->t[idx];
+	uint64_t ex = gg->plan[idx].extent;
+
+	for (int k = 0; k < gg->nnodes; k++) {
+		const struct ggml_tensor *w = gg->cg->nodes[k];
+		uint64_t ew = gg->plan[gg->order[k]].reach;
+
+		if (!ggml_op_is_empty(w->op) && ew && lo(w) < lo(x) + ex && lo(x) < lo(w) + ew)
+			return true;
+	}
+	return false;
+}
+
+/* Guard i, when the GPU must check it: 1; 0 when not; -1 when it cannot. */
+static int gpu_check(const struct gge_graph *gg, int i)
+{
+	const struct gge_guard *gd = &gg->guards[i];
+	const struct ggml_tensor *x = gg->t[gd->idx];
+	const size_t es = x->type == GGML_TYPE_I64 ? sizeof(int64_t) : sizeof(int32_t);
+
+	if (gd->when != GGE_GUARD_START || gd->covered || !gg->plan[gd->idx].extent)
+		return 0;
+	/* A bad index is copied as 0, which must be in range; whole
+	 * elements are loaded. */
+	if (gd->bound < 1 || (uintptr_t)x->data % es)
+		return -1;
+	for (int d = 0; d < 4; d++)
+		if ((size_t)x->nb[d] % es)
+			return -1;
+	return written(gg, gd->idx) ? -1 : 1;
+}
+
+int gge_guards_gpu_count(const struct gge_graph *gg)
+{
+	int n = 0;
+
+	for (int i = 0; i < gg->nguards; i++) {
+		int c = gpu_check(gg, i);
+
+		if (c < 0)
+			return -1;
+		n += c;
+	}
+	return n;
+}
+
+int gge_graph_shadow(struct gge_dev *g, struct gge_graph *gg, char *err, size_t errlen)
+{
+	const uint64_t align = g->alignment > 256 ? g->alignment : 256;
+	int n = gge_guards_gpu_count(gg), k = 0;
+	uint64_t size = 0, at = 0;
+	uint8_t *base;
+	int rc;
+
+	if (n < 0) {
+		snprintf(err, errlen, "the graph's index checks cannot run on the GPU");
+		return PPRPC_EINTERNAL;
+	}
+	gg->gpu_ready = n == 0;
+	if (n == 0)
+		return 0;
+	gg->gpu_refs = calloc((size_t)n, sizeof(*gg->gpu_refs));
+	if (!gg->gpu_refs) {
+		snprintf(err, errlen, "out of memory for the graph's index checks");
+		return PPRPC_ENOMEM;
+	}
+	for (int i = 0; i < gg->nguards; i++)
+		if (gpu_check(gg, i) > 0)
+			size += (gg->plan[gg->guards[i].idx].extent + align - 1) / align * align;
+	rc = gge_buf_alloc(g, size, &gg->shadow, err, errlen);
+	if (rc < 0)
+		return rc;
+	base = ggml_backend_buffer_get_base(gg->shadow);
+	for (int i = 0; i < gg->nguards; i++) {
+		const struct gge_guard *gd = &gg->guards[i];
+		struct ggml_tensor *x = gg->t[gd->idx];
+		struct gge_guard_ref *r = &gg->gpu_refs[k];
+
+		if (gpu_check(gg, i) <= 0)
+			continue;
+		r->src = x->data;
+		r->dst = base + at;
+		memcpy(r->ne, x->ne, sizeof(r->ne));
+		for (int d = 0; d < 4; d++)
+			r->nb[d] = (int64_t)x->nb[d];
+		r->bound = gd->bound;
+		r->is64 = x->type == GGML_TYPE_I64;
+		r->guard = i;
+		at += (gg->plan[gd->idx].extent + align - 1) / align * align;
+		k++;
+	}
+	/* Only now (gpu_check reads the client's addresses): the users read
+	 * the checked copies.  A START guard's tensor is uncovered once, so
+	 * each is moved once. */
+	for (int j = 0; j < k; j++) {
+		struct ggml_tensor *x = gg->t[gg->guards[gg->gpu_refs[j].guard].idx];
+
+		x->data = gg->gpu_refs[j].dst;
+		x->buffer = gg->shadow;
+	}
+	gg->ngpu_refs = k;
+	gg->gpu_ready = true;
 	return 0;
 }
 
@@ -253,7 +376,7 @@ int gge_guards_check(struct gge_graph *gg, int from, int to, int when, char *err
 
 		if (gd->pos < from || gd->pos >= to || gd->when != when || gd->covered)
 			continue;
-		rc = check_one(gg, gd, err, errlen);
+		rc = check_one(gg, i, err, errlen);
 		if (rc < 0)
 			return rc;
 	}

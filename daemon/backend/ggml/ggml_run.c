@@ -36,16 +36,17 @@ static int init_tensors(struct gge_graph *gg, char *err, size_t errlen)
 	return 0;
 }
 
-int gge_run_segment(struct gge_dev *g, struct gge_graph *gg, int from, int to, char *err, size_t errlen)
+int gge_run_segment(struct gge_dev *g, ggml_backend_t be, struct gge_graph *gg, int from, int to, char *err,
+		    size_t errlen)
 {
 	struct ggml_cgraph view;
 	enum ggml_status st;
 
 	if (from == 0 && to == gg->nnodes) {
-		st = ggml_backend_graph_compute(g->backend, gg->cg);
+		st = ggml_backend_graph_compute(be, gg->cg);
 	} else {
 		view = ggml_graph_view(gg->cg, from, to);
-		st = ggml_backend_graph_compute(g->backend, &view);
+		st = ggml_backend_graph_compute(be, &view);
 	}
 	if (st == GGML_STATUS_SUCCESS)
 		return 0;
@@ -54,7 +55,7 @@ int gge_run_segment(struct gge_dev *g, struct gge_graph *gg, int from, int to, c
 	return st == GGML_STATUS_ALLOC_FAILED ? PPRPC_ENOMEM : PPRPC_EDEVICE;
 }
 
-int gge_graph_compute(struct gge_dev *g, struct gge_graph *gg, char *err, size_t errlen)
+int gge_graph_prepare(struct gge_dev *g, struct gge_graph *gg, char *err, size_t errlen)
 {
 	int rc;
 
@@ -69,6 +70,20 @@ int gge_graph_compute(struct gge_dev *g, struct gge_graph *gg, char *err, size_t
 			return rc;
 		gg->inited = true;
 	}
+	return 0;
+}
+
+int gge_graph_compute(struct gge_dev *g, struct gge_graph *gg, char *err, size_t errlen)
+{
+	return gge_graph_compute_on(g, g->backend, gg, err, errlen);
+}
+
+int gge_graph_compute_on(struct gge_dev *g, ggml_backend_t be, struct gge_graph *gg, char *err, size_t errlen)
+{
+	int rc = gge_graph_prepare(g, gg, err, errlen);
+
+	if (rc < 0)
+		return rc;
 	rc = gge_guards_check(gg, 0, gg->nnodes, GGE_GUARD_START, err, errlen);
 	for (int from = 0; rc == 0 && from < gg->nnodes;) {
 		int to = gge_guards_next_split(gg, from + 1), native = gge_gdn_next_native(gg, from);
@@ -79,16 +94,24 @@ int gge_graph_compute(struct gge_dev *g, struct gge_graph *gg, char *err, size_t
 		if (rc < 0)
 			break;
 		if (native == from) {
-			rc = gge_gdn_run(g, gg, from, err, errlen);
+			rc = gge_gdn_run(g, be, gg, from, err, errlen);
 			from++;
 			continue;
 		}
 		if (native < to)
 			to = native;
-		rc = gge_run_segment(g, gg, from, to, err, errlen);
+		rc = gge_run_segment(g, be, gg, from, to, err, errlen);
 		if (rc == 0)
 			gge_gdn_count_ggml(g, gg, from, to);
 		from = to;
 	}
 	return rc;
+}
+
+bool gge_graph_async_ok(const struct gge_graph *gg)
+{
+	int checks = gge_guards_gpu_count(gg);
+
+	return gge_guards_count(gg, GGE_GUARD_SPLIT) == 0 && gge_gdn_next_native(gg, 0) == gg->nnodes &&
+	       checks >= 0 && checks <= GGE_GPU_CHECKS_MAX;
 }

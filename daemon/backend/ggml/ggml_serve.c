@@ -105,6 +105,15 @@ int ggml_serve_graph_create(struct pprpcd *d, struct owner *o, const Pprpc__Ggml
 		return rc;
 	}
 	r.g->dev_priv = gg;
+	/* A device whose streams run graphs behind held WAITs checks the
+	 * client's indices on the GPU, into copies of its own; without them
+	 * (no memory for the copies) the graph waits for its stream. */
+	r.g->sync_run = !gge_graph_async_ok(gg);
+	if (!r.g->sync_run && dev_ggml_gpu_streams(r.dev)) {
+		char why[200];
+
+		r.g->sync_run = gge_graph_shadow(dev_ggml_engine(r.dev), gg, why, sizeof(why)) < 0;
+	}
 	*ret_g = r.g;
 	return 0;
 }

@@ -1,0 +1,411 @@
+/*
+ * daemon/backend/ggml/stream_cuda.c — a ggml-cuda device's streams: WAITs
+ * held on the GPU, runs enqueued behind them (stream_cuda.h).
+ *
+ * Streams of closed connections are kept and reused, as the native CUDA
+ * device keeps its own: freeing a ggml backend frees its memory pool, and
+ * freeing device memory may wait for the whole device, which can be held
+ * by a timeline wait that only this thread would release.
+ */
+#include "daemon/backend/ggml/stream_cuda.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pprpc/types.h"
+
+#ifdef PPRPC_HAVE_CUDA
+
+#include <pthread.h>
+
+#include <cuda_runtime_api.h>
+
+#include "daemon/backend/cuda/cuda_memops.h"
+#include "daemon/objects/graph.h"
+#include "ggml-backend-impl.h"
+#include "kernels/cuda/cuda_ops.h"
+
+struct gge_cuda_stream;
+
+struct gge_cuda_streams {
+	struct gge_dev *g;
+	int ordinal;               /* of pprpcd's runtime */
+	char name[48];             /* "ggml:CUDA0", for messages */
+	struct cuda_slots slots;
+	pthread_mutex_t lock;      /* idle */
+	struct gge_cuda_stream *idle;
+};
+
+struct gge_cuda_stream {
+	struct gge_cuda_stream *next;   /* the idle list */
+	struct gge_cuda_streams *cs;
+	cudaStream_t stream;            /* pprpcd's: waits, signals, checks, completions */
+	ggml_backend_t be;              /* ggml's: the graphs */
+	/* in: recorded on stream, waited for by be; out: the other way */
+	ggml_backend_event_t ev_in, ev_out;
+	/* stream has work since be last waited for it (a WAIT, checks) */
+	bool ahead;
+	struct kern_index_fault *fault;      /* host-mapped */
+	struct kern_index_fault *fault_dev;  /* its device address */
+	unsigned *claim;                     /* device memory: elects the reporter */
+	unsigned gen;                        /* of the last check launch */
+	struct kern_index_check checks[GGE_GPU_CHECKS_MAX];
+};
+
+static int cuda_fail(const struct gge_cuda_streams *cs, cudaError_t e, const char *what, char *err, size_t errlen)
+{
+	cudaGetLastError();
+	snprintf(err, errlen, "%s: %s: %s", cs->name, what, cudaGetErrorString(e));
+	return PPRPC_EDEVICE;
+}
+
+static int use(const struct gge_cuda_streams *cs, char *err, size_t errlen)
+{
+	cudaError_t e = cudaSetDevice(cs->ordinal);
+
+	return e == cudaSuccess ? 0 : cuda_fail(cs, e, "cannot make the device current", err, errlen);
+}
+
+/* ---- streams -------------------------------------------------------------------- */
+
+static void stream_destroy(struct gge_cuda_stream *s)
+{
+	if (s->ev_in)
+		ggml_backend_event_free(s->ev_in);
+	if (s->ev_out)
+		ggml_backend_event_free(s->ev_out);
+	if (s->be)
+		ggml_backend_free(s->be);
+	if (s->fault)
+		cudaFreeHost(s->fault);
+	if (s->claim)
+		cudaFree(s->claim);
+	if (s->stream)
+		cudaStreamDestroy(s->stream);
+	cudaGetLastError();
+	free(s);
+}
+
+static int stream_create(struct gge_cuda_streams *cs, struct gge_cuda_stream **ret, char *err, size_t errlen)
+{
+	struct gge_cuda_stream *s = calloc(1, sizeof(*s));
+	cudaError_t e;
+	int rc;
+
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return PPRPC_ENOMEM;
+	}
+	s->cs = cs;
+	if ((rc = use(cs, err, errlen)) < 0)
+		goto fail;
+	if ((e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+	    (e = cudaHostAlloc((void **)&s->fault, sizeof(*s->fault), cudaHostAllocMapped)) != cudaSuccess ||
+	    (e = cudaHostGetDevicePointer((void **)&s->fault_dev, s->fault, 0)) != cudaSuccess ||
+	    (e = cudaMalloc((void **)&s->claim, sizeof(*s->claim))) != cudaSuccess ||
+	    (e = cudaMemset(s->claim, 0, sizeof(*s->claim))) != cudaSuccess) {
+		rc = cuda_fail(cs, e, "a stream and its fault word", err, errlen);
+		goto fail;
+	}
+	memset(s->fault, 0, sizeof(*s->fault));
+	s->be = ggml_backend_dev_init(cs->g->dev, NULL);
+	s->ev_in = s->be ? ggml_backend_event_new(cs->g->dev) : NULL;
+	s->ev_out = s->ev_in ? ggml_backend_event_new(cs->g->dev) : NULL;
+	if (!s->ev_out) {
+		snprintf(err, errlen, "%s: no ggml backend with two events for the connection's stream", cs->name);
+		rc = PPRPC_EDEVICE;
+		goto fail;
+	}
+	*ret = s;
+	return 0;
+fail:
+	stream_destroy(s);
+	return rc;
+}
+
+int gge_cuda_stream_open(struct gge_cuda_streams *cs, void **ret_sctx, char *err, size_t errlen)
+{
+	struct gge_cuda_stream *s;
+	int rc = 0;
+
+	pthread_mutex_lock(&cs->lock);
+	s = cs->idle;
+	if (s)
+		cs->idle = s->next;
+	pthread_mutex_unlock(&cs->lock);
+	if (!s)
+		rc = stream_create(cs, &s, err, errlen);
+	if (rc < 0)
+		return rc;
+	s->next = NULL;
+	*ret_sctx = s;
+	return 0;
+}
+
+/* Back to the idle list: its work may still run, which is harmless (the
+ * next user's work queues behind it on the same streams). */
+void gge_cuda_stream_close(struct gge_cuda_streams *cs, void *sctx)
+{
+	struct gge_cuda_stream *s = sctx;
+
+	pthread_mutex_lock(&cs->lock);
+	s->next = cs->idle;
+	cs->idle = s;
+	pthread_mutex_unlock(&cs->lock);
+}
+
+int gge_cuda_slot_alloc(struct gge_cuda_streams *cs, volatile uint64_t **ret_slot)
+{
+	return cuda_slots_alloc(&cs->slots, ret_slot);
+}
+
+void gge_cuda_slot_free(struct gge_cuda_streams *cs, volatile uint64_t *slot)
+{
+	cuda_slots_free(&cs->slots, slot);
+}
+
+int gge_cuda_streams_open(struct gge_dev *g, struct gge_cuda_streams **ret, char *why, size_t whylen)
+{
+	const char *env = getenv("PPRPC_GGML_GPU_WAITS");
+	struct gge_cuda_streams *cs;
+	ggml_backend_event_t probe;
+	char kwhy[200] = "";
+	int rc;
+
+	if (g->cuda_ordinal < 0) {
+		snprintf(why, whylen, "pprpcd's CUDA runtime does not see the device (%s)", g->gdn_why);
+		return PPRPC_EUNSUPP;
+	}
+	if (env && !strcmp(env, "0")) {
+		snprintf(why, whylen, "PPRPC_GGML_GPU_WAITS=0");
+		return PPRPC_EUNSUPP;
+	}
+	/* ggml's events are what orders its stream with pprpc's. */
+	probe = ggml_backend_event_new(g->dev);
+	if (!probe) {
+		snprintf(why, whylen, "ggml's backend for the device has no events");
+		return PPRPC_EUNSUPP;
+	}
+	ggml_backend_event_free(probe);
+	cs = calloc(1, sizeof(*cs));
+	if (!cs) {
+		snprintf(why, whylen, "out of memory");
+		return PPRPC_ENOMEM;
+	}
+	cs->g = g;
+	cs->ordinal = g->cuda_ordinal;
+	snprintf(cs->name, sizeof(cs->name), "ggml:%.40s", g->name);
+	if ((rc = use(cs, why, whylen)) < 0) {
+		free(cs);
+		return rc;
+	}
+	/* Every kernel loaded now (the index checks among them): a lazy load
+	 * behind a held stream would hang (doc/gpu-wait.md). */
+	if ((rc = kern_cuda_preload(kwhy, sizeof(kwhy))) < 0) {
+		snprintf(why, whylen, "%s", kwhy);
+		free(cs);
+		return rc;
+	}
+	cuda_slots_init(&cs->slots, cs->ordinal);
+	if (!cs->slots.memops) {
+		snprintf(why, whylen, "%s", cs->slots.waits_why);
+		cuda_slots_fini(&cs->slots);
+		free(cs);
+		return PPRPC_EUNSUPP;
+	}
+	pthread_mutex_init(&cs->lock, NULL);
+	*ret = cs;
+	return 0;
+}
+
+void gge_cuda_streams_close(struct gge_cuda_streams *cs)
+{
+	if (!cs)
+		return;
+	cudaSetDevice(cs->ordinal);
+	while (cs->idle) {
+		struct gge_cuda_stream *s = cs->idle;
+
+		cs->idle = s->next;
+		cudaStreamSynchronize(s->stream);
+		ggml_backend_synchronize(s->be);
+		stream_destroy(s);
+	}
+	cuda_slots_fini(&cs->slots);
+	pthread_mutex_destroy(&cs->lock);
+	free(cs);
+}
+
+/* ---- submissions ---------------------------------------------------------------- */
+
+/* One run in flight: what its completion needs to word an index fault. */
+struct run {
+	struct gge_cuda_stream *s;
+	const struct gge_graph *gg;  /* held by the command until done ran */
+	device_done_fn done;
+	void *arg;
+};
+
+/* CUDA's callback thread, in stream order: the checks of this run are the
+ * last that wrote the fault word (the next run's come after this callback
+ * on the stream), so it is read and cleared here. */
+static void run_done(void *p, int status, const char *why)
+{
+	struct run *r = p;
+	volatile struct kern_index_fault *f = r->s->fault;
+	char msg[320];
+
+	if (f->hit) {
+		const int64_t at[4] = { f->at[0], f->at[1], f->at[2], f->at[3] };
+		char what[256];
+
+		gge_guard_describe(r->gg, f->id, f->value, at, what, sizeof(what));
+		f->hit = 0;
+		if (status == 0) {
+			snprintf(msg, sizeof(msg), "%s: %s", r->s->cs->name, what);
+			status = PPRPC_ERANGE;
+			why = msg;
+		}
+	}
+	r->done(r->arg, status, why);
+	free(r);
+}
+
+/* Behind a run that failed to enqueue: its checks' report, if any, goes. */
+static void fault_drop(void *p, int status, const char *why)
+{
+	struct gge_cuda_stream *s = p;
+
+	(void)status, (void)why;
+	s->fault->hit = 0;
+}
+
+/* The client's indices, checked into the graph's copies on pprpc's stream
+ * before the run (gge_graph_shadow). */
+static int enqueue_checks(struct gge_cuda_stream *s, const struct gge_graph *gg, char *err, size_t errlen)
+{
+	char why[200] = "";
+	int n = gg->ngpu_refs;
+
+	if (!gg->gpu_ready || n > GGE_GPU_CHECKS_MAX) {
+		snprintf(err, errlen, "%s: the graph's index checks are not set up for the GPU", s->cs->name);
+		return PPRPC_EINTERNAL;
+	}
+	for (int i = 0; i < n; i++) {
+		const struct gge_guard_ref *r = &gg->gpu_refs[i];
+		struct kern_index_check *c = &s->checks[i];
+
+		c->src = r->src;
+		c->dst = r->dst;
+		memcpy(c->ne, r->ne, sizeof(c->ne));
+		memcpy(c->nb, r->nb, sizeof(c->nb));
+		c->bound = r->bound;
+		c->is64 = r->is64;
+		c->id = r->guard;
+	}
+	/* (0 is the claim word's first value: never a generation) */
+	if (n && ++s->gen == 0)
+		s->gen = 1;
+	if (n && kern_cuda_index_check(s->stream, s->checks, n, s->fault_dev, s->claim, s->gen, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "%s: %s", s->cs->name, why);
+		return PPRPC_EDEVICE;
+	}
+	s->ahead |= n > 0;
+	return 0;
+}
+
+static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, void *arg, char *err, size_t errlen)
+{
+	struct gge_cuda_stream *s = sctx;
+	struct gge_cuda_streams *cs = s->cs;
+	struct gge_graph *gg = g->dev_priv;
+	enum ggml_status st;
+	struct run *r;
+	cudaError_t e;
+	char why[512];
+	int rc;
+
+	if (g->kind != GRAPH_GGML || !gg) {
+		snprintf(err, errlen, "a ggml device runs ggml graphs only");
+		return PPRPC_EINTERNAL;
+	}
+	if (g->sync_run) {
+		/* The queue handed it over with nothing of its stream pending:
+		 * it runs to its end here, reading what it must on the way. */
+		rc = gge_graph_compute_on(cs->g, s->be, gg, why, sizeof(why));
+		done(arg, rc, rc < 0 ? why : NULL);
+		return 0;
+	}
+	if ((rc = use(cs, err, errlen)) < 0 || (rc = gge_graph_prepare(cs->g, gg, err, errlen)) < 0)
+		return rc;
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		snprintf(err, errlen, "out of memory");
+		return PPRPC_ENOMEM;
+	}
+	*r = (struct run){ s, gg, done, arg };
+	if ((rc = enqueue_checks(s, gg, err, errlen)) < 0)
+		goto fail;
+	if (s->ahead) {
+		if ((e = cudaEventRecord((cudaEvent_t)s->ev_in->context, s->stream)) != cudaSuccess) {
+			rc = cuda_fail(cs, e, "event record", err, errlen);
+			goto fail;
+		}
+		ggml_backend_event_wait(s->be, s->ev_in);
+		s->ahead = false;
+	}
+	st = ggml_backend_graph_compute_async(s->be, gg->cg);
+	if (st != GGML_STATUS_SUCCESS) {
+		snprintf(err, errlen, "%s: graph compute failed (%s)", cs->name, ggml_status_to_string(st));
+		rc = st == GGML_STATUS_ALLOC_FAILED ? PPRPC_ENOMEM : PPRPC_EDEVICE;
+		goto fail;
+	}
+	gge_gdn_count_ggml(cs->g, gg, 0, gg->nnodes);
+	ggml_backend_event_record(s->ev_out, s->be);
+	if ((e = cudaStreamWaitEvent(s->stream, (cudaEvent_t)s->ev_out->context, 0)) != cudaSuccess) {
+		rc = cuda_fail(cs, e, "event wait", err, errlen);
+		goto fail;
+	}
+	rc = cuda_completion_add(s->stream, cs->name, NULL, NULL, run_done, r, err, errlen);
+	if (rc < 0)
+		goto fail;
+	return 0;
+fail:
+	free(r);
+	/* The checks may have run: what they report belongs to no run. */
+	if (cuda_completion_add(s->stream, cs->name, NULL, NULL, fault_drop, s, why, sizeof(why)) < 0)
+		s->fault->hit = 0;
+	return rc;
+}
+
+static int gcs_wait_submit(void *sctx, volatile uint64_t *slot, device_done_fn done, void *arg, char *err,
+			   size_t errlen)
+{
+	struct gge_cuda_stream *s = sctx;
+	int rc = use(s->cs, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	rc = cuda_memop_wait(&s->cs->slots, s->stream, s->cs->name, slot, done, arg, err, errlen);
+	s->ahead |= rc == 0 && slot;
+	return rc;
+}
+
+static int gcs_write_submit(void *sctx, volatile uint64_t *slot, uint64_t value, device_done_fn done, void *arg,
+			    char *err, size_t errlen)
+{
+	struct gge_cuda_stream *s = sctx;
+	int rc = use(s->cs, err, errlen);
+
+	return rc < 0 ? rc
+		      : cuda_memop_write(&s->cs->slots, s->stream, s->cs->name, slot, value, done, arg, err, errlen);
+}
+
+const struct stream_i gge_cuda_stream_i = {
+	.graph_submit = gcs_graph_submit,
+	.wait_submit = gcs_wait_submit,
+	.write_submit = gcs_write_submit,
+};
+
+#endif /* PPRPC_HAVE_CUDA */
