@@ -46,6 +46,8 @@ struct gge_cuda_stream {
 	ggml_backend_event_t ev_in, ev_out;
 	/* stream has work since be last waited for it (a WAIT, checks) */
 	bool ahead;
+	/* completions queued on stream and not run yet (pend_done) */
+	int inflight;
 	struct kern_index_fault *fault;      /* host-mapped */
 	struct kern_index_fault *fault_dev;  /* its device address */
 	unsigned *claim;                     /* device memory: elects the reporter */
@@ -239,46 +241,103 @@ void gge_cuda_streams_close(struct gge_cuda_streams *cs)
 
 /* ---- submissions ---------------------------------------------------------------- */
 
-/* One run in flight: what its completion needs to word an index fault. */
-struct run {
+/*
+ * Work goes to the GPU only behind work still there (a held WAIT, a run
+ * enqueued behind one): with nothing of the stream in flight a run is
+ * waited for on this thread and a SIGNAL stored from it, as on a CPU
+ * device.  A completion from CUDA's callback thread costs more than this
+ * thread's synchronize, at every command that waits for the run (SEND,
+ * TENSOR_GET): the 0.95 B llama decoding through two ranks on one H200
+ * gave 402 and 424 tok/s with every run completed by a callback (ggml-rpc
+ * 473, 479), 525 and 538 so (ggml-rpc 480, 481), 517 with host-side waits
+ * (ggml-rpc 455; bench/llama-vs-rpc, doc/results/h200-llama.md).
+ */
+
+/* One submission in flight on the GPU: what its completion needs. */
+struct pend {
 	struct gge_cuda_stream *s;
-	const struct gge_graph *gg;  /* held by the command until done ran */
-	device_done_fn done;
+	const struct gge_graph *gg;  /* a run: its checks' report (held by the command until done ran) */
+	bool drop_fault;             /* behind a run that failed to enqueue: its checks' report goes */
+	device_done_fn done;         /* NULL: nobody waits */
 	void *arg;
 };
 
-/* CUDA's callback thread, in stream order: the checks of this run are the
- * last that wrote the fault word (the next run's come after this callback
- * on the stream), so it is read and cleared here. */
-static void run_done(void *p, int status, const char *why)
+static bool quiet(struct gge_cuda_stream *s)
 {
-	struct run *r = p;
-	volatile struct kern_index_fault *f = r->s->fault;
-	char msg[320];
+	return __atomic_load_n(&s->inflight, __ATOMIC_ACQUIRE) == 0;
+}
+
+/* The checks of gg ran (and nothing wrote the fault word since): their
+ * report, if any, fails a run that went well. */
+static int take_fault(struct gge_cuda_stream *s, const struct gge_graph *gg, int status, const char **why, char *msg,
+		      size_t msglen)
+{
+	volatile struct kern_index_fault *f = s->fault;
 
 	if (f->hit) {
 		const int64_t at[4] = { f->at[0], f->at[1], f->at[2], f->at[3] };
 		char what[256];
 
-		gge_guard_describe(r->gg, f->id, f->value, at, what, sizeof(what));
+		gge_guard_describe(gg, f->id, f->value, at, what, sizeof(what));
 		f->hit = 0;
 		if (status == 0) {
-			snprintf(msg, sizeof(msg), "%s: %s", r->s->cs->name, what);
+			snprintf(msg, msglen, "%s: %s", s->cs->name, what);
 			status = PPRPC_ERANGE;
-			why = msg;
+			*why = msg;
 		}
 	}
-	r->done(r->arg, status, why);
-	free(r);
+	return status;
 }
 
-/* Behind a run that failed to enqueue: its checks' report, if any, goes. */
-static void fault_drop(void *p, int status, const char *why)
+/* CUDA's callback thread, in stream order: a run's checks are the last
+ * that wrote the fault word (the next run's are enqueued behind this
+ * callback, which holds the stream until it returns). */
+static void pend_done(void *p, int status, const char *why)
 {
-	struct gge_cuda_stream *s = p;
+	struct pend *pd = p;
+	struct gge_cuda_stream *s = pd->s;
+	device_done_fn done = pd->done;
+	void *arg = pd->arg;
+	char msg[320];
 
-	(void)status, (void)why;
-	s->fault->hit = 0;
+	if (pd->gg)
+		status = take_fault(s, pd->gg, status, &why, msg, sizeof(msg));
+	else if (pd->drop_fault)
+		s->fault->hit = 0;
+	free(pd);
+	/* Before done: the command after it may find the stream quiet (what
+	 * it enqueues runs after this callback returns). */
+	__atomic_fetch_sub(&s->inflight, 1, __ATOMIC_RELEASE);
+	if (done)
+		done(arg, status, why);
+}
+
+static struct pend *pend_new(struct gge_cuda_stream *s, const struct gge_graph *gg, device_done_fn done, void *arg,
+			     char *err, size_t errlen)
+{
+	struct pend *pd = calloc(1, sizeof(*pd));
+
+	if (!pd) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	*pd = (struct pend){ s, gg, false, done, arg };
+	return pd;
+}
+
+/* Queue pd's completion behind what the stream holds; in flight until it
+ * ran.  On failure pd is freed. */
+static int pend_add(struct gge_cuda_stream *s, struct pend *pd, char *err, size_t errlen)
+{
+	int rc;
+
+	__atomic_fetch_add(&s->inflight, 1, __ATOMIC_ACQ_REL);
+	rc = cuda_completion_add(s->stream, s->cs->name, NULL, NULL, pend_done, pd, err, errlen);
+	if (rc < 0) {
+		__atomic_fetch_sub(&s->inflight, 1, __ATOMIC_RELEASE);
+		free(pd);
+	}
+	return rc;
 }
 
 /* The client's indices, checked into the graph's copies on pprpc's stream
@@ -320,8 +379,9 @@ static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 	struct gge_cuda_stream *s = sctx;
 	struct gge_cuda_streams *cs = s->cs;
 	struct gge_graph *gg = g->dev_priv;
+	const char *w = NULL;
 	enum ggml_status st;
-	struct run *r;
+	struct pend *pd;
 	cudaError_t e;
 	char why[512];
 	int rc;
@@ -339,12 +399,6 @@ static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 	}
 	if ((rc = use(cs, err, errlen)) < 0 || (rc = gge_graph_prepare(cs->g, gg, err, errlen)) < 0)
 		return rc;
-	r = calloc(1, sizeof(*r));
-	if (!r) {
-		snprintf(err, errlen, "out of memory");
-		return PPRPC_ENOMEM;
-	}
-	*r = (struct run){ s, gg, done, arg };
 	if ((rc = enqueue_checks(s, gg, err, errlen)) < 0)
 		goto fail;
 	if (s->ahead) {
@@ -362,19 +416,33 @@ static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 		goto fail;
 	}
 	gge_gdn_count_ggml(cs->g, gg, 0, gg->nnodes);
+	if (quiet(s)) {
+		/* The checks ran before the graph (it waited for them). */
+		ggml_backend_synchronize(s->be);
+		rc = take_fault(s, gg, 0, &w, why, sizeof(why));
+		done(arg, rc, w);
+		return 0;
+	}
 	ggml_backend_event_record(s->ev_out, s->be);
 	if ((e = cudaStreamWaitEvent(s->stream, (cudaEvent_t)s->ev_out->context, 0)) != cudaSuccess) {
 		rc = cuda_fail(cs, e, "event wait", err, errlen);
 		goto fail;
 	}
-	rc = cuda_completion_add(s->stream, cs->name, NULL, NULL, run_done, r, err, errlen);
+	pd = pend_new(s, gg, done, arg, err, errlen);
+	if (!pd) {
+		rc = PPRPC_ENOMEM;
+		goto fail;
+	}
+	rc = pend_add(s, pd, err, errlen);
 	if (rc < 0)
 		goto fail;
 	return 0;
 fail:
-	free(r);
 	/* The checks may have run: what they report belongs to no run. */
-	if (cuda_completion_add(s->stream, cs->name, NULL, NULL, fault_drop, s, why, sizeof(why)) < 0)
+	pd = pend_new(s, NULL, NULL, NULL, why, sizeof(why));
+	if (pd)
+		pd->drop_fault = true;
+	if (!pd || pend_add(s, pd, why, sizeof(why)) < 0)
 		s->fault->hit = 0;
 	return rc;
 }
@@ -383,23 +451,54 @@ static int gcs_wait_submit(void *sctx, volatile uint64_t *slot, device_done_fn d
 			   size_t errlen)
 {
 	struct gge_cuda_stream *s = sctx;
-	int rc = use(s->cs, err, errlen);
+	struct pend *pd;
+	int rc;
 
-	if (rc < 0)
+	if (!slot && quiet(s)) {
+		done(arg, 0, NULL);
+		return 0;
+	}
+	if ((rc = use(s->cs, err, errlen)) < 0)
 		return rc;
-	rc = cuda_memop_wait(&s->cs->slots, s->stream, s->cs->name, slot, done, arg, err, errlen);
-	s->ahead |= rc == 0 && slot;
-	return rc;
+	pd = pend_new(s, NULL, done, arg, err, errlen);
+	if (!pd)
+		return PPRPC_ENOMEM;
+	__atomic_fetch_add(&s->inflight, 1, __ATOMIC_ACQ_REL);
+	rc = cuda_memop_wait(&s->cs->slots, s->stream, s->cs->name, slot, pend_done, pd, err, errlen);
+	if (rc < 0) {
+		__atomic_fetch_sub(&s->inflight, 1, __ATOMIC_RELEASE);
+		free(pd);
+		return rc;
+	}
+	s->ahead |= slot != NULL;
+	return 0;
 }
 
 static int gcs_write_submit(void *sctx, volatile uint64_t *slot, uint64_t value, device_done_fn done, void *arg,
 			    char *err, size_t errlen)
 {
 	struct gge_cuda_stream *s = sctx;
-	int rc = use(s->cs, err, errlen);
+	struct pend *pd;
+	int rc;
 
-	return rc < 0 ? rc
-		      : cuda_memop_write(&s->cs->slots, s->stream, s->cs->name, slot, value, done, arg, err, errlen);
+	if (quiet(s)) {
+		/* the stream's work is done: what the GPU would store */
+		__atomic_store_n(slot, value, __ATOMIC_RELEASE);
+		done(arg, 0, NULL);
+		return 0;
+	}
+	if ((rc = use(s->cs, err, errlen)) < 0)
+		return rc;
+	pd = pend_new(s, NULL, done, arg, err, errlen);
+	if (!pd)
+		return PPRPC_ENOMEM;
+	__atomic_fetch_add(&s->inflight, 1, __ATOMIC_ACQ_REL);
+	rc = cuda_memop_write(&s->cs->slots, s->stream, s->cs->name, slot, value, pend_done, pd, err, errlen);
+	if (rc < 0) {
+		__atomic_fetch_sub(&s->inflight, 1, __ATOMIC_RELEASE);
+		free(pd);
+	}
+	return rc;
 }
 
 const struct stream_i gge_cuda_stream_i = {
