@@ -9,7 +9,9 @@
  * table), must be checked when the run starts (an input), or only in the
  * middle of the run (computed by something else, or by an ARGSORT whose
  * bytes another node overwrote through an aliasing placement); and that a
- * run computes what ggml computes, or stops with PPRPC_ERANGE.
+ * run computes what ggml computes, or stops with PPRPC_ERANGE.  And which
+ * start checks a GPU stream can make into copies of the graph's own
+ * (gge_graph_shadow).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -261,6 +263,71 @@ static void test_shared_input_ids(void **state)
 	net_free(&n);
 }
 
+/* The GPU's index checks (ggml-cuda streams, stream_cuda.c): the client's
+ * ids tensor, read by two GET_ROWS, is checked once against the shorter
+ * table into the graph's own copy, which the graph reads from then on; the
+ * client's tensor stays where it was.  Here the copy the GPU would make is
+ * made by hand, and the run reads it. */
+static void test_gpu_checks_copy(void **state)
+{
+	struct net n;
+	struct ggml_tensor *ids, *tall, *first;
+	int32_t good[3] = { 0, 3, 1 };
+	const struct gge_guard_ref *r;
+	const uint8_t *base;
+	char err[256] = "";
+
+	(void)state;
+	net_init(&n);
+	tall = ggml_new_tensor_2d(n.ctx, GGML_TYPE_F32, K, E);
+	n.emb = ggml_new_tensor_2d(n.ctx, GGML_TYPE_F32, K, 4);
+	ids = ggml_new_tensor_1d(n.ctx, GGML_TYPE_I32, 3);
+	first = ggml_get_rows(n.ctx, tall, ids);
+	n.out = ggml_add(n.ctx, ggml_get_rows(n.ctx, n.emb, ids), first);
+	assert_int_equal(net_build(&n, &first, 1, NULL, NULL), 0);
+	assert_int_equal(gge_guards_gpu_count(n.gg), 1);
+	assert_true(gge_graph_async_ok(n.gg));
+	assert_int_equal(gge_graph_shadow(g_dev, n.gg, err, sizeof(err)), 0);
+	assert_true(n.gg->gpu_ready);
+	assert_int_equal(n.gg->ngpu_refs, 1);
+	r = &n.gg->gpu_refs[0];
+	assert_ptr_equal(r->src, ids->data);
+	assert_int_equal(r->bound, 4);
+	assert_false(r->is64);
+	assert_int_equal(r->ne[0], 3);
+	base = ggml_backend_buffer_get_base(n.gg->shadow);
+	assert_true((const uint8_t *)r->dst >= base &&
+		    (const uint8_t *)r->dst + sizeof(good) <= base + ggml_backend_buffer_get_size(n.gg->shadow));
+	ggml_backend_tensor_set(tall, (float[K * E]){ 0 }, 0, ggml_nbytes(tall));
+	ggml_backend_tensor_set(ids, good, 0, sizeof(good));
+	memcpy(r->dst, r->src, sizeof(good));
+	expect_run_matches(&n);
+	net_free(&n);
+}
+
+/* Ids a node of the graph overwrites after their user read them: a copy
+ * made before the run would go stale within it, so the GPU cannot check
+ * them (the run waits for its stream and the host checks, as on ggml-cpu). */
+static void test_gpu_checks_refused(void **state)
+{
+	struct net n;
+	struct ggml_tensor *ids, *table, *tix, *user;
+
+	(void)state;
+	net_init(&n);
+	n.emb = ggml_new_tensor_2d(n.ctx, GGML_TYPE_F32, K, E);
+	ids = ggml_new_tensor_1d(n.ctx, GGML_TYPE_I32, 2);
+	table = ggml_new_tensor_2d(n.ctx, GGML_TYPE_I32, 1, 4);
+	tix = ggml_new_tensor_1d(n.ctx, GGML_TYPE_I32, 2);
+	user = ggml_get_rows(n.ctx, n.emb, ids);
+	n.out = ggml_get_rows(n.ctx, table, tix); /* [1, 2] i32, placed over ids */
+	assert_int_equal(net_build(&n, &user, 1, n.out, ids), 0);
+	expect_classes(&n, 2, 0, 0);
+	assert_int_equal(gge_guards_gpu_count(n.gg), -1);
+	assert_false(gge_graph_async_ok(n.gg));
+	net_free(&n);
+}
+
 /* A contiguous view [4, 1, 3] of a [4, 3] f32 tensor: ggml's contiguity
  * ignores nb[1] (ne[1] is 1), but a kernel walking its rows as one run uses
  * it (ggml-cpu's SCALE: row i at i * nb[1]).  A stride pointing past the
@@ -337,6 +404,8 @@ int main(void)
 		cmocka_unit_test(test_aliased_ids_checked),
 		cmocka_unit_test(test_input_ids_at_start),
 		cmocka_unit_test(test_shared_input_ids),
+		cmocka_unit_test(test_gpu_checks_copy),
+		cmocka_unit_test(test_gpu_checks_refused),
 		cmocka_unit_test(test_row_walk_reach),
 	};
 
