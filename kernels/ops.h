@@ -226,6 +226,31 @@ void kern_gdn_stats_read(const struct kern_gdn_stats *s, struct kern_gdn_stats *
 /* Name of a fallback reason ("nan-gate", "blas-dims", "nomem"); "?" else. */
 const char *kern_gdn_fallback_name(int reason);
 
+/* An index tensor checked before the kernels that follow its indices run
+ * (the ggml engine's checks on a GPU stream: kern_cuda_index_check).  Its
+ * elements (i32, or i64 with is64; ne/nb as ggml's, each element aligned
+ * to its size) are copied from src to the same place at dst, one in
+ * [0, bound) as it is, one outside as 0, so the kernels queued behind,
+ * which read dst, stay inside their tables (bound >= 1).  id names the
+ * check in a report. */
+#define KERN_INDEX_CHECKS_PER_LAUNCH 8
+struct kern_index_check {
+	const void *src;
+	void *dst;
+	int64_t ne[4], nb[4];
+	int64_t bound;
+	int32_t is64;
+	int32_t id;
+};
+/* One index found outside: its check's id, value and coordinates, then
+ * hit = 1 (written last). */
+struct kern_index_fault {
+	int32_t hit;
+	int32_t id;
+	int64_t value;
+	int64_t at[4];
+};
+
 /* Chunk length the CPU uses for i[1] = 0, and the shortest T (per
  * sequence) that takes the chunked form.  Measured with bench-kda_cpu
  * (numbers in kernels/cpu/cpu_gdn_select.c): C = 16 is fastest, chunked

@@ -91,30 +91,12 @@ bool kern_cuda_gdn_chunked_fits(int64_t d_k, int64_t d_v, int64_t t);
 int kern_cuda_gdn_gate_scan(void *stream, const float *x, int64_t n, int32_t *flag, char *err,
 			    size_t errlen);
 
-/* Indices checked on the GPU (cuda_index_check.cu): every element of each
- * check's tensor (i32, or i64 with is64; ne/nb as ggml's, src and dst
- * device pointers, each element aligned to its size) is copied from src to
- * the same place at dst; one in [0, bound) as it is, one outside as 0, so
- * the kernels queued behind, which read dst, stay inside their tables
- * (bound >= 1).  One outside is reported in *fault (host-mapped, cleared by
- * the caller: the id of its check, value and coordinates, then hit = 1),
- * elected through *claim (a device word: gen must differ from the previous
- * call's on the same word).  Enqueued on stream; 0 or PPRPC_EDEVICE. */
-#define KERN_INDEX_CHECKS_PER_LAUNCH 8
-struct kern_index_check {
-	const void *src;
-	void *dst;
-	int64_t ne[4], nb[4];
-	int64_t bound;
-	int32_t is64;
-	int32_t id;
-};
-struct kern_index_fault {
-	int32_t hit;
-	int32_t id;
-	int64_t value;
-	int64_t at[4];
-};
+/* Indices checked on the GPU (cuda_index_check.cu; the descriptors:
+ * ops.h): each check's elements copied from src to dst, one outside
+ * [0, bound) as 0 and reported in *fault (host-mapped, cleared by the
+ * caller), elected through *claim (a device word: gen must differ from the
+ * previous call's on the same word).  Enqueued on stream; 0 or
+ * PPRPC_EDEVICE. */
 int kern_cuda_index_check(void *stream, const struct kern_index_check *c, int n, struct kern_index_fault *fault,
 			  unsigned *claim, unsigned gen, char *err, size_t errlen);
 

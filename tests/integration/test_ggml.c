@@ -806,6 +806,63 @@ static void gpu_waits_seen(pprpc_client *c, uint64_t *last, uint64_t more)
 	pprpc_stats_free(st);
 }
 
+/* The two connections of test_wait_holds_run: m's stream, and c2's
+ * timeline t2 that m's WAITs name; m's SIGNALs go to its own t1. */
+struct held {
+	struct model *m;
+	pprpc_client *c2;
+	pprpc_timeline t2;
+	uint64_t t1, graph;
+};
+
+/* Queued on m: WAIT for t2 >= wv, the run, SIGNAL t1 = sv.  Held: nothing
+ * of them ran after 300 ms (a HOST_WAIT for sv times out); c2's SIGNAL of
+ * wv releases them, and the FENCE behind them reports no failure. */
+static void held_run(struct held *h, uint64_t wv, uint64_t sv)
+{
+	Pprpc__Wait w = PPRPC__WAIT__INIT;
+	Pprpc__GraphRun r = PPRPC__GRAPH_RUN__INIT;
+	Pprpc__Signal sg = PPRPC__SIGNAL__INIT;
+	Pprpc__HostWait hw = PPRPC__HOST_WAIT__INIT;
+	ProtobufCMessage *rep = NULL;
+	char err[320] = "";
+
+	w.device = DEV_GGML;
+	w.timeline = h->t2.id;
+	w.value = wv;
+	w.rank = g_d.addr;
+	r.graph = h->graph;
+	sg.timeline = h->t1;
+	sg.value = sv;
+	send_queued(h->m, MSG_WAIT, &w.base, NULL, 0);
+	send_queued(h->m, MSG_GRAPH_RUN, &r.base, NULL, 0);
+	send_queued(h->m, MSG_SIGNAL, &sg.base, NULL, 0);
+	hw.timeline = h->t1;
+	hw.value = sv;
+	hw.timeout_ms = 300;
+	assert_int_equal(call(h->m, MSG_HOST_WAIT, &hw.base, NULL, 0, &pprpc__host_wait_reply__descriptor, &rep, err,
+			      sizeof(err)), PPRPC_ETIMEDOUT);
+	assert_int_equal(pprpc_signal(h->c2, h->t2, wv), 0);
+	hw.timeout_ms = 5000;
+	assert_int_equal(call(h->m, MSG_HOST_WAIT, &hw.base, NULL, 0, &pprpc__host_wait_reply__descriptor, &rep, err,
+			      sizeof(err)), 0);
+	meta_free(rep);
+	assert_int_equal(fence(h->m, NULL, NULL, 0), 0);
+}
+
+/* The remote output (at off in the compute buffer) against the local run. */
+static void expect_remote_out(struct model *m, uint64_t off)
+{
+	ggml_fp16_t want[T * M], got[T * M], zero[T * M];
+
+	memset(zero, 0, sizeof(zero));
+	get_remote(m, m->rc, off, got, sizeof(got));
+	assert_int_equal(ggml_backend_graph_compute(g_cpu, m->gf), GGML_STATUS_SUCCESS);
+	ggml_backend_tensor_get(m->out, want, 0, sizeof(want));
+	expect_out(got, want, T * M);
+	assert_memory_not_equal(got, zero, sizeof(got));
+}
+
 /* A queued WAIT on another connection's timeline holds the graph run behind
  * it; the SIGNAL releases it and the result is there.  Timelines are their
  * owner's: the WAIT names this daemon as the rank (it subscribes over a
@@ -813,17 +870,13 @@ static void gpu_waits_seen(pprpc_client *c, uint64_t *last, uint64_t more)
 static void test_wait_holds_run(void **state)
 {
 	struct model m;
-	pprpc_client *c2 = NULL;
 	pprpc_connect_opts o = { .client_name = "test_ggml" };
-	pprpc_timeline t2;
+	struct held h = { .m = &m };
 	Pprpc__Wait w = PPRPC__WAIT__INIT;
 	Pprpc__GraphRun r = PPRPC__GRAPH_RUN__INIT;
 	Pprpc__TimelineCreate tc = PPRPC__TIMELINE_CREATE__INIT;
-	Pprpc__Signal sg = PPRPC__SIGNAL__INIT;
-	Pprpc__HostWait hw = PPRPC__HOST_WAIT__INIT;
 	ProtobufCMessage *rep = NULL;
-	uint64_t g = 0, t1;
-	ggml_fp16_t want[T * M], got[T * M], zero[T * M];
+	ggml_fp16_t zero[T * M];
 	int32_t bad[T], got_ids[T];
 	uint64_t off = 0, waits = UINT64_MAX;
 	char err[320] = "";
@@ -831,49 +884,23 @@ static void test_wait_holds_run(void **state)
 	(void)state;
 	open_model(&m);
 	off = (uint64_t)((uint8_t *)m.out->data - (uint8_t *)ggml_backend_buffer_get_base(m.bc));
-	assert_int_equal(pprpc_connect(g_d.addr, &o, &c2), 0);
-	assert_int_equal(pprpc_timeline_create(c2, DEV_GGML, 0, &t2), 0);
+	assert_int_equal(pprpc_connect(g_d.addr, &o, &h.c2), 0);
+	assert_int_equal(pprpc_timeline_create(h.c2, DEV_GGML, 0, &h.t2), 0);
 	tc.device = DEV_GGML;
 	assert_int_equal(call(&m, MSG_TIMELINE_CREATE, &tc.base, NULL, 0, &pprpc__timeline_create_reply__descriptor,
 			      &rep, NULL, 0), 0);
-	t1 = ((Pprpc__TimelineCreateReply *)rep)->timeline;
+	h.t1 = ((Pprpc__TimelineCreateReply *)rep)->timeline;
 	meta_free(rep);
-	assert_int_equal(create(&m, &g, err, sizeof(err)), 0);
+	assert_int_equal(create(&m, &h.graph, err, sizeof(err)), 0);
 	fill_inputs(&m, 9);
 	upload(&m, m.E);
 	upload(&m, m.ids);
 	upload(&m, m.pos);
 	memset(zero, 0, sizeof(zero));
 	set_remote(&m, m.rc, off, zero, sizeof(zero));
-
-	w.device = DEV_GGML;
-	w.timeline = t2.id;
-	w.value = 1;
-	w.rank = g_d.addr;
-	r.graph = g;
-	sg.timeline = t1;
-	sg.value = 1;
-	send_queued(&m, MSG_WAIT, &w.base, NULL, 0);
-	send_queued(&m, MSG_GRAPH_RUN, &r.base, NULL, 0);
-	send_queued(&m, MSG_SIGNAL, &sg.base, NULL, 0);
-	/* held: neither the run nor the SIGNAL behind it */
-	hw.timeline = t1;
-	hw.value = 1;
-	hw.timeout_ms = 300;
-	assert_int_equal(call(&m, MSG_HOST_WAIT, &hw.base, NULL, 0, &pprpc__host_wait_reply__descriptor, &rep, err,
-			      sizeof(err)), PPRPC_ETIMEDOUT);
-	assert_int_equal(pprpc_signal(c2, t2, 1), 0);
-	hw.timeout_ms = 5000;
-	assert_int_equal(call(&m, MSG_HOST_WAIT, &hw.base, NULL, 0, &pprpc__host_wait_reply__descriptor, &rep, err,
-			      sizeof(err)), 0);
-	meta_free(rep);
-	assert_int_equal(fence(&m, NULL, NULL, 0), 0);
-	get_remote(&m, m.rc, off, got, sizeof(got));
-	assert_int_equal(ggml_backend_graph_compute(g_cpu, m.gf), GGML_STATUS_SUCCESS);
-	ggml_backend_tensor_get(m.out, want, 0, sizeof(want));
-	expect_out(got, want, T * M);
-	assert_memory_not_equal(got, zero, sizeof(got));
-	gpu_waits_seen(c2, &waits, 1);
+	held_run(&h, 1, 1);
+	expect_remote_out(&m, off);
+	gpu_waits_seen(h.c2, &waits, 1);
 
 	/* Ids outside the table behind a held WAIT: where the WAIT is held
 	 * on the GPU they are checked there (nothing of them exists on the
@@ -884,11 +911,15 @@ static void test_wait_holds_run(void **state)
 	bad[3] = V + 4;
 	ggml_backend_tensor_set(m.ids, bad, 0, sizeof(bad));
 	upload(&m, m.ids);
+	w.device = DEV_GGML;
+	w.timeline = h.t2.id;
 	w.value = 2;
+	w.rank = g_d.addr;
+	r.graph = h.graph;
 	send_queued(&m, MSG_WAIT, &w.base, NULL, 0);
 	send_queued(&m, MSG_GRAPH_RUN, &r.base, NULL, 0);
 	usleep(200 * 1000); /* the WAIT is held by then */
-	assert_int_equal(pprpc_signal(c2, t2, 2), 0);
+	assert_int_equal(pprpc_signal(h.c2, h.t2, 2), 0);
 	assert_int_equal(fence(&m, NULL, err, sizeof(err)), PPRPC_ERANGE);
 	assert_non_null(strstr(err, "GET_ROWS"));
 	assert_non_null(strstr(err, "index 54 at [3,0,0,0]"));
@@ -901,27 +932,10 @@ static void test_wait_holds_run(void **state)
 	upload(&m, m.E);
 	upload(&m, m.ids);
 	upload(&m, m.pos);
-	w.value = 3;
-	sg.value = 2;
-	send_queued(&m, MSG_WAIT, &w.base, NULL, 0);
-	send_queued(&m, MSG_GRAPH_RUN, &r.base, NULL, 0);
-	send_queued(&m, MSG_SIGNAL, &sg.base, NULL, 0);
-	hw.value = 2;
-	hw.timeout_ms = 200;
-	assert_int_equal(call(&m, MSG_HOST_WAIT, &hw.base, NULL, 0, &pprpc__host_wait_reply__descriptor, &rep, err,
-			      sizeof(err)), PPRPC_ETIMEDOUT);
-	assert_int_equal(pprpc_signal(c2, t2, 3), 0);
-	hw.timeout_ms = 5000;
-	assert_int_equal(call(&m, MSG_HOST_WAIT, &hw.base, NULL, 0, &pprpc__host_wait_reply__descriptor, &rep, err,
-			      sizeof(err)), 0);
-	meta_free(rep);
-	assert_int_equal(fence(&m, NULL, NULL, 0), 0);
-	get_remote(&m, m.rc, off, got, sizeof(got));
-	assert_int_equal(ggml_backend_graph_compute(g_cpu, m.gf), GGML_STATUS_SUCCESS);
-	ggml_backend_tensor_get(m.out, want, 0, sizeof(want));
-	expect_out(got, want, T * M);
-	gpu_waits_seen(c2, &waits, 2);
-	pprpc_close(c2);
+	held_run(&h, 3, 2);
+	expect_remote_out(&m, off);
+	gpu_waits_seen(h.c2, &waits, 2);
+	pprpc_close(h.c2);
 	close_model(&m);
 }
 

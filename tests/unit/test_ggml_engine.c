@@ -234,26 +234,34 @@ static void test_input_ids_at_start(void **state)
 	net_free(&n);
 }
 
-/* One input ids tensor indexing two tables (llama.cpp's KV slots index
- * every layer's cache): read once, against the shorter table, and a value
- * only the taller one has is refused naming the node of the shorter. */
+/* One input ids tensor of 3 indexing two tables, of E and of 4 rows
+ * (llama.cpp's KV slots index every layer's cache), built. */
+static struct ggml_tensor *shared_ids_net(struct net *n)
+{
+	struct ggml_tensor *ids, *tall, *first;
+
+	net_init(n);
+	tall = ggml_new_tensor_2d(n->ctx, GGML_TYPE_F32, K, E);
+	n->emb = ggml_new_tensor_2d(n->ctx, GGML_TYPE_F32, K, 4);
+	ids = ggml_new_tensor_1d(n->ctx, GGML_TYPE_I32, 3);
+	first = ggml_get_rows(n->ctx, tall, ids);
+	n->out = ggml_add(n->ctx, ggml_get_rows(n->ctx, n->emb, ids), first);
+	assert_int_equal(net_build(n, &first, 1, NULL, NULL), 0);
+	ggml_backend_tensor_set(tall, (float[K * E]){ 0 }, 0, ggml_nbytes(tall));
+	return ids;
+}
+
+/* Shared ids: read once, against the shorter table, and a value only the
+ * taller one has is refused naming the node of the shorter. */
 static void test_shared_input_ids(void **state)
 {
 	struct net n;
-	struct ggml_tensor *ids, *tall, *first;
+	struct ggml_tensor *ids = shared_ids_net(&n);
 	int32_t good[3] = { 0, 3, 1 }, bad[3] = { 0, 5, 1 };
 	char err[256] = "";
 
 	(void)state;
-	net_init(&n);
-	tall = ggml_new_tensor_2d(n.ctx, GGML_TYPE_F32, K, E);
-	n.emb = ggml_new_tensor_2d(n.ctx, GGML_TYPE_F32, K, 4);
-	ids = ggml_new_tensor_1d(n.ctx, GGML_TYPE_I32, 3);
-	first = ggml_get_rows(n.ctx, tall, ids);
-	n.out = ggml_add(n.ctx, ggml_get_rows(n.ctx, n.emb, ids), first);
-	assert_int_equal(net_build(&n, &first, 1, NULL, NULL), 0);
 	expect_classes(&n, 2, 0, 0);
-	ggml_backend_tensor_set(tall, (float[K * E]){ 0 }, 0, ggml_nbytes(tall));
 	ggml_backend_tensor_set(ids, good, 0, sizeof(good));
 	expect_run_matches(&n);
 	ggml_backend_tensor_set(ids, bad, 0, sizeof(bad));
@@ -263,42 +271,34 @@ static void test_shared_input_ids(void **state)
 	net_free(&n);
 }
 
-/* The GPU's index checks (ggml-cuda streams, stream_cuda.c): the client's
- * ids tensor, read by two GET_ROWS, is checked once against the shorter
- * table into the graph's own copy, which the graph reads from then on; the
- * client's tensor stays where it was.  Here the copy the GPU would make is
- * made by hand, and the run reads it. */
+/* The GPU's index checks (ggml-cuda streams, stream_cuda.c): shared ids
+ * are checked once, against the shorter table, into the graph's own copy,
+ * which the graph reads from then on; the client's tensor stays where it
+ * was.  Here the copy the GPU would make is made by hand, and the run
+ * reads it. */
 static void test_gpu_checks_copy(void **state)
 {
 	struct net n;
-	struct ggml_tensor *ids, *tall, *first;
+	struct ggml_tensor *ids = shared_ids_net(&n);
 	int32_t good[3] = { 0, 3, 1 };
-	const struct gge_guard_ref *r;
+	const struct kern_index_check *r;
 	const uint8_t *base;
 	char err[256] = "";
 
 	(void)state;
-	net_init(&n);
-	tall = ggml_new_tensor_2d(n.ctx, GGML_TYPE_F32, K, E);
-	n.emb = ggml_new_tensor_2d(n.ctx, GGML_TYPE_F32, K, 4);
-	ids = ggml_new_tensor_1d(n.ctx, GGML_TYPE_I32, 3);
-	first = ggml_get_rows(n.ctx, tall, ids);
-	n.out = ggml_add(n.ctx, ggml_get_rows(n.ctx, n.emb, ids), first);
-	assert_int_equal(net_build(&n, &first, 1, NULL, NULL), 0);
 	assert_int_equal(gge_guards_gpu_count(n.gg), 1);
 	assert_true(gge_graph_async_ok(n.gg));
 	assert_int_equal(gge_graph_shadow(g_dev, n.gg, err, sizeof(err)), 0);
 	assert_true(n.gg->gpu_ready);
-	assert_int_equal(n.gg->ngpu_refs, 1);
-	r = &n.gg->gpu_refs[0];
+	assert_int_equal(n.gg->ngpu_checks, 1);
+	r = &n.gg->gpu_checks[0];
 	assert_ptr_equal(r->src, ids->data);
 	assert_int_equal(r->bound, 4);
-	assert_false(r->is64);
+	assert_int_equal(r->is64, 0);
 	assert_int_equal(r->ne[0], 3);
 	base = ggml_backend_buffer_get_base(n.gg->shadow);
 	assert_true((const uint8_t *)r->dst >= base &&
 		    (const uint8_t *)r->dst + sizeof(good) <= base + ggml_backend_buffer_get_size(n.gg->shadow));
-	ggml_backend_tensor_set(tall, (float[K * E]){ 0 }, 0, ggml_nbytes(tall));
 	ggml_backend_tensor_set(ids, good, 0, sizeof(good));
 	memcpy(r->dst, r->src, sizeof(good));
 	expect_run_matches(&n);

@@ -302,7 +302,7 @@ void gge_graph_free(struct gge_graph *gg)
 	free(gg->guards);
 	free(gg->gdn);
 	free(gg->scratch);
-	free(gg->gpu_refs);
+	free(gg->gpu_checks);
 	gge_buf_free(gg->shadow);
 	free(gg);
 }

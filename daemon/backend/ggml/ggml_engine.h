@@ -197,8 +197,8 @@ struct gge_graph {
 	/* gge_graph_shadow: the copies of the client's index tensors that the
 	 * GPU checks fill, and what to fill them from */
 	ggml_backend_buffer_t shadow;
-	struct gge_guard_ref *gpu_refs;
-	int ngpu_refs;
+	struct kern_index_check *gpu_checks;
+	int ngpu_checks;
 	bool gpu_ready;              /* gge_graph_shadow succeeded */
 	size_t scratch_size;
 	uint64_t host_bytes;         /* what the graph holds in host memory */
@@ -248,18 +248,6 @@ enum { GGE_GUARD_PROVEN = 0, GGE_GUARD_START = 1, GGE_GUARD_SPLIT = 2 };
 /* START guards checked on the GPU for one run at most; a graph with more
  * runs on the host's checks (gge_graph_async_ok). */
 #define GGE_GPU_CHECKS_MAX 64
-/* A START guard as the GPU checks it (stream_cuda.c): the client's index
- * tensor (src) is copied into the graph's own (dst), which the graph's
- * nodes read, with the layout, the bound and the guard's number for
- * gge_guard_describe. */
-struct gge_guard_ref {
-	const void *src;
-	void *dst;
-	int64_t ne[4], nb[4];
-	int64_t bound;
-	bool is64;
-	int guard;
-};
 /* How many START guards a run must check (covered ones left out), or -1
  * when one cannot be checked on the GPU: a bound of 0, an element not
  * aligned to its size, bytes a node of the graph writes (its copy would go
@@ -267,7 +255,8 @@ struct gge_guard_ref {
 int gge_guards_gpu_count(const struct gge_graph *gg);
 /* Give each of them the graph's own copy of its index tensor, in a buffer
  * of the device (gg->shadow), which the graph's nodes read from now on,
- * and list them in gg->gpu_refs.  For a device whose streams check indices
+ * and list them in gg->gpu_checks (src: the client's tensor, dst: the copy,
+ * id: the guard's number for gge_guard_describe).  For a device whose streams check indices
  * on the GPU, once, at create.  0 or a negative code with the reason. */
 int gge_graph_shadow(struct gge_dev *g, struct gge_graph *gg, char *err, size_t errlen);
 /* The message of a failed guard, as the host check words it. */

@@ -324,8 +324,8 @@ int gge_graph_shadow(struct gge_dev *g, struct gge_graph *gg, char *err, size_t 
 	gg->gpu_ready = n == 0;
 	if (n == 0)
 		return 0;
-	gg->gpu_refs = calloc((size_t)n, sizeof(*gg->gpu_refs));
-	if (!gg->gpu_refs) {
+	gg->gpu_checks = calloc((size_t)n, sizeof(*gg->gpu_checks));
+	if (!gg->gpu_checks) {
 		snprintf(err, errlen, "out of memory for the graph's index checks");
 		return PPRPC_ENOMEM;
 	}
@@ -339,7 +339,7 @@ int gge_graph_shadow(struct gge_dev *g, struct gge_graph *gg, char *err, size_t 
 	for (int i = 0; i < gg->nguards; i++) {
 		const struct gge_guard *gd = &gg->guards[i];
 		struct ggml_tensor *x = gg->t[gd->idx];
-		struct gge_guard_ref *r = &gg->gpu_refs[k];
+		struct kern_index_check *r = &gg->gpu_checks[k];
 
 		if (gpu_check(gg, i) <= 0)
 			continue;
@@ -350,7 +350,7 @@ int gge_graph_shadow(struct gge_dev *g, struct gge_graph *gg, char *err, size_t 
 			r->nb[d] = (int64_t)x->nb[d];
 		r->bound = gd->bound;
 		r->is64 = x->type == GGML_TYPE_I64;
-		r->guard = i;
+		r->id = i;
 		at += (gg->plan[gd->idx].extent + align - 1) / align * align;
 		k++;
 	}
@@ -358,12 +358,12 @@ int gge_graph_shadow(struct gge_dev *g, struct gge_graph *gg, char *err, size_t 
 	 * the checked copies.  A START guard's tensor is uncovered once, so
 	 * each is moved once. */
 	for (int j = 0; j < k; j++) {
-		struct ggml_tensor *x = gg->t[gg->guards[gg->gpu_refs[j].guard].idx];
+		struct ggml_tensor *x = gg->t[gg->guards[gg->gpu_checks[j].id].idx];
 
-		x->data = gg->gpu_refs[j].dst;
+		x->data = gg->gpu_checks[j].dst;
 		x->buffer = gg->shadow;
 	}
-	gg->ngpu_refs = k;
+	gg->ngpu_checks = k;
 	gg->gpu_ready = true;
 	return 0;
 }

@@ -52,7 +52,6 @@ struct gge_cuda_stream {
 	struct kern_index_fault *fault_dev;  /* its device address */
 	unsigned *claim;                     /* device memory: elects the reporter */
 	unsigned gen;                        /* of the last check launch */
-	struct kern_index_check checks[GGE_GPU_CHECKS_MAX];
 };
 
 static int cuda_fail(const struct gge_cuda_streams *cs, cudaError_t e, const char *what, char *err, size_t errlen)
@@ -325,14 +324,25 @@ static struct pend *pend_new(struct gge_cuda_stream *s, const struct gge_graph *
 	return pd;
 }
 
-/* Queue pd's completion behind what the stream holds; in flight until it
- * ran.  On failure pd is freed. */
-static int pend_add(struct gge_cuda_stream *s, struct pend *pd, char *err, size_t errlen)
+enum pend_kind { PEND_AFTER, PEND_WAIT, PEND_WRITE };
+
+/* Queue pd behind what the stream holds: its completion alone, or a WAIT
+ * on slot or a write of value into it first; in flight until the
+ * completion ran.  On failure pd is freed. */
+static int pend_submit(struct gge_cuda_stream *s, struct pend *pd, enum pend_kind kind, volatile uint64_t *slot,
+		       uint64_t value, char *err, size_t errlen)
 {
+	const struct cuda_slots *sl = &s->cs->slots;
+	const char *name = s->cs->name;
 	int rc;
 
 	__atomic_fetch_add(&s->inflight, 1, __ATOMIC_ACQ_REL);
-	rc = cuda_completion_add(s->stream, s->cs->name, NULL, NULL, pend_done, pd, err, errlen);
+	if (kind == PEND_WAIT)
+		rc = cuda_memop_wait(sl, s->stream, name, slot, pend_done, pd, err, errlen);
+	else if (kind == PEND_WRITE)
+		rc = cuda_memop_write(sl, s->stream, name, slot, value, pend_done, pd, err, errlen);
+	else
+		rc = cuda_completion_add(s->stream, name, NULL, NULL, pend_done, pd, err, errlen);
 	if (rc < 0) {
 		__atomic_fetch_sub(&s->inflight, 1, __ATOMIC_RELEASE);
 		free(pd);
@@ -340,37 +350,40 @@ static int pend_add(struct gge_cuda_stream *s, struct pend *pd, char *err, size_
 	return rc;
 }
 
+/* A WAIT or a write of the stream, to the GPU behind what it holds. */
+static int memop_submit(struct gge_cuda_stream *s, enum pend_kind kind, volatile uint64_t *slot, uint64_t value,
+			device_done_fn done, void *arg, char *err, size_t errlen)
+{
+	struct pend *pd;
+	int rc = use(s->cs, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	pd = pend_new(s, NULL, done, arg, err, errlen);
+	return pd ? pend_submit(s, pd, kind, slot, value, err, errlen) : PPRPC_ENOMEM;
+}
+
 /* The client's indices, checked into the graph's copies on pprpc's stream
  * before the run (gge_graph_shadow). */
 static int enqueue_checks(struct gge_cuda_stream *s, const struct gge_graph *gg, char *err, size_t errlen)
 {
 	char why[200] = "";
-	int n = gg->ngpu_refs;
+	int n = gg->ngpu_checks;
 
-	if (!gg->gpu_ready || n > GGE_GPU_CHECKS_MAX) {
+	if (!gg->gpu_ready) {
 		snprintf(err, errlen, "%s: the graph's index checks are not set up for the GPU", s->cs->name);
 		return PPRPC_EINTERNAL;
 	}
-	for (int i = 0; i < n; i++) {
-		const struct gge_guard_ref *r = &gg->gpu_refs[i];
-		struct kern_index_check *c = &s->checks[i];
-
-		c->src = r->src;
-		c->dst = r->dst;
-		memcpy(c->ne, r->ne, sizeof(c->ne));
-		memcpy(c->nb, r->nb, sizeof(c->nb));
-		c->bound = r->bound;
-		c->is64 = r->is64;
-		c->id = r->guard;
-	}
+	if (!n)
+		return 0;
 	/* (0 is the claim word's first value: never a generation) */
-	if (n && ++s->gen == 0)
+	if (++s->gen == 0)
 		s->gen = 1;
-	if (n && kern_cuda_index_check(s->stream, s->checks, n, s->fault_dev, s->claim, s->gen, why, sizeof(why)) < 0) {
+	if (kern_cuda_index_check(s->stream, gg->gpu_checks, n, s->fault_dev, s->claim, s->gen, why, sizeof(why)) < 0) {
 		snprintf(err, errlen, "%s: %s", s->cs->name, why);
 		return PPRPC_EDEVICE;
 	}
-	s->ahead |= n > 0;
+	s->ahead = true;
 	return 0;
 }
 
@@ -433,7 +446,7 @@ static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 		rc = PPRPC_ENOMEM;
 		goto fail;
 	}
-	rc = pend_add(s, pd, err, errlen);
+	rc = pend_submit(s, pd, PEND_AFTER, NULL, 0, err, errlen);
 	if (rc < 0)
 		goto fail;
 	return 0;
@@ -442,7 +455,7 @@ fail:
 	pd = pend_new(s, NULL, NULL, NULL, why, sizeof(why));
 	if (pd)
 		pd->drop_fault = true;
-	if (!pd || pend_add(s, pd, why, sizeof(why)) < 0)
+	if (!pd || pend_submit(s, pd, PEND_AFTER, NULL, 0, why, sizeof(why)) < 0)
 		s->fault->hit = 0;
 	return rc;
 }
@@ -451,35 +464,21 @@ static int gcs_wait_submit(void *sctx, volatile uint64_t *slot, device_done_fn d
 			   size_t errlen)
 {
 	struct gge_cuda_stream *s = sctx;
-	struct pend *pd;
 	int rc;
 
 	if (!slot && quiet(s)) {
 		done(arg, 0, NULL);
 		return 0;
 	}
-	if ((rc = use(s->cs, err, errlen)) < 0)
-		return rc;
-	pd = pend_new(s, NULL, done, arg, err, errlen);
-	if (!pd)
-		return PPRPC_ENOMEM;
-	__atomic_fetch_add(&s->inflight, 1, __ATOMIC_ACQ_REL);
-	rc = cuda_memop_wait(&s->cs->slots, s->stream, s->cs->name, slot, pend_done, pd, err, errlen);
-	if (rc < 0) {
-		__atomic_fetch_sub(&s->inflight, 1, __ATOMIC_RELEASE);
-		free(pd);
-		return rc;
-	}
-	s->ahead |= slot != NULL;
-	return 0;
+	rc = memop_submit(s, PEND_WAIT, slot, 0, done, arg, err, errlen);
+	s->ahead |= rc == 0 && slot;
+	return rc;
 }
 
 static int gcs_write_submit(void *sctx, volatile uint64_t *slot, uint64_t value, device_done_fn done, void *arg,
 			    char *err, size_t errlen)
 {
 	struct gge_cuda_stream *s = sctx;
-	struct pend *pd;
-	int rc;
 
 	if (quiet(s)) {
 		/* the stream's work is done: what the GPU would store */
@@ -487,18 +486,7 @@ static int gcs_write_submit(void *sctx, volatile uint64_t *slot, uint64_t value,
 		done(arg, 0, NULL);
 		return 0;
 	}
-	if ((rc = use(s->cs, err, errlen)) < 0)
-		return rc;
-	pd = pend_new(s, NULL, done, arg, err, errlen);
-	if (!pd)
-		return PPRPC_ENOMEM;
-	__atomic_fetch_add(&s->inflight, 1, __ATOMIC_ACQ_REL);
-	rc = cuda_memop_write(&s->cs->slots, s->stream, s->cs->name, slot, value, pend_done, pd, err, errlen);
-	if (rc < 0) {
-		__atomic_fetch_sub(&s->inflight, 1, __ATOMIC_RELEASE);
-		free(pd);
-	}
-	return rc;
+	return memop_submit(s, PEND_WRITE, slot, value, done, arg, err, errlen);
 }
 
 const struct stream_i gge_cuda_stream_i = {
