@@ -5,6 +5,10 @@
  *
  *   bench-kda-cuda [--T 2048,8192,32768] [--H 32,96] [--D 128]
  *                  [--chunks 16,32,64] [--reps 7] [--kinds kda,gdn] [--sweep]
+ *                  [--split]
+ *
+ * --split runs the chunked form with i[4] = 1 (operands as two bf16
+ * planes, three mma per product: about fp32's accuracy, ops.h).
  *
  * Per (kind, T, H): one sequence (B = 1), H_k = H_v = H, d_k = d_v = D, in-op
  * L2 norm, gates in [-0.5, 0] (GDN one per head, KDA one per key channel),
@@ -185,6 +189,8 @@ static void problem_free(struct problem *p)
 		cudaFree(p->mem[i]);
 }
 
+static bool g_split;  /* --split: i[4] = 1 for the chunked runs */
+
 /* One timed kern_cuda_run; returns ms. */
 static double run(const struct kern_cuda_ctx *ctx, struct problem *p, int dst, int chunk,
 		  bool serial, cudaEvent_t e0, cudaEvent_t e1)
@@ -199,6 +205,7 @@ static double run(const struct kern_cuda_ctx *ctx, struct problem *p, int dst, i
 	prm.i[0] = 1;
 	prm.i[1] = chunk;
 	prm.i[2] = serial;
+	prm.i[4] = !serial && g_split;
 	CK(cudaEventRecord(e0, (cudaStream_t)ctx->stream));
 	if (kern_cuda_run(ctx, PPRPC_OP_GATED_DELTA_NET, &prm, p->sp, 6, &p->dst[dst], err,
 			  sizeof(err)) < 0) {
@@ -291,7 +298,8 @@ int main(int argc, char **argv)
 		{ "T", required_argument, NULL, 'T' },	   { "H", required_argument, NULL, 'H' },
 		{ "D", required_argument, NULL, 'D' },	   { "chunks", required_argument, NULL, 'c' },
 		{ "reps", required_argument, NULL, 'r' }, { "kinds", required_argument, NULL, 'k' },
-		{ "sweep", no_argument, NULL, 's' },	   { NULL, 0, NULL, 0 },
+		{ "sweep", no_argument, NULL, 's' },	   { "split", no_argument, NULL, 'p' },
+		{ NULL, 0, NULL, 0 },
 	};
 	struct kern_cuda_ctx ctx;
 	struct kern_gdn_stats gs;
@@ -334,9 +342,12 @@ int main(int argc, char **argv)
 		case 's':
 			sweep = 1;
 			break;
+		case 'p':
+			g_split = true;
+			break;
 		default:
 			fprintf(stderr, "usage: %s [--T list] [--H list] [--D n] [--chunks list] "
-					"[--reps n] [--kinds kda,gdn] [--sweep]\n", argv[0]);
+					"[--reps n] [--kinds kda,gdn] [--sweep] [--split]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -359,7 +370,7 @@ int main(int argc, char **argv)
 		for (int j = 0; j < Hs.n; j++)
 			for (int c = 0; c < chunks.n; c++) {
 				size_t w = kern_cuda_gdn_ws_bytes(D, D, Hs.v[j], Ts.v[i], 1,
-								  (int)chunks.v[c]);
+								  (int)chunks.v[c], g_split);
 				ws = w > ws ? w : ws;
 			}
 	memset(&ctx, 0, sizeof(ctx));
@@ -372,8 +383,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "preload: %s\n", err);
 		return 1;
 	}
-	printf("workspace %.2f GiB; D = %lld, reps %d; ms = median [min - max]\n",
-	       ws / 1073741824.0, (long long)D, reps);
+	printf("workspace %.2f GiB; D = %lld, reps %d; chunked operands %s; ms = median [min - max]\n",
+	       ws / 1073741824.0, (long long)D, reps, g_split ? "split bf16 (i[4] = 1)" : "bf16");
 
 	for (int kda = 0; kda < 2; kda++) {
 		if (!(kinds & (1 << kda)))

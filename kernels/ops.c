@@ -39,7 +39,7 @@ static const struct kern_op_desc op_table[PPRPC_OP_COUNT] = {
 	[PPRPC_OP_ATTENTION] = { .name = "ATTENTION", .nsrc = 3, .f_used = 0x1, .i_used = 0x1,
 				 .infer = kern_infer_attention },
 	[PPRPC_OP_GATED_DELTA_NET] = { .name = "GATED_DELTA_NET", .nsrc = 6, .f_used = 0x3,
-				       .i_used = 0xf, .infer = kern_infer_gated_delta_net },
+				       .i_used = 0x1f, .infer = kern_infer_gated_delta_net },
 };
 
 const struct kern_op_desc *kern_op_desc(int op)

@@ -104,8 +104,15 @@
  *             on bf16 tensor cores (fp32 accumulation and state), whose
  *             tolerance is RMSE / RMS <= 5e-3 of o and of the final state
  *             against the serial form (tests/cuda/test_cuda_ops.c), not
- *             the 1e-5 above; chunk length for i[1] = 0: 32 for fewer than
- *             64 (b, h) with T >= 2048, else 16.  d_k other than 64 / 128,
+ *             the 1e-5 above; chunk length for i[1] = 0: 16.
+ *             i[4] = precision of that chunked form: 0 = one bf16 per
+ *             operand (the fastest); 1 = split, each operand as a bf16
+ *             and its bf16 remainder and every product as three mma
+ *             (about fp32's accuracy: RMSE / RMS <= 1e-4 in the tests,
+ *             NMSE within test-backend-ops' 1e-7; C = 64 at d_k = 128
+ *             does not fit the shared memory and falls back to serial,
+ *             "arch"); other values PPRPC_EINVAL.  The CPU's forms are
+ *             fp32 either way and ignore it.  d_k other than 64 / 128,
  *             d_v not a multiple of 32 up to 256, a GPU without bf16 mma
  *             and a workspace too small for one (b, h) fall back to serial
  *             (counted).  A NaN gate turns its whole chunk NaN there (the

@@ -79,6 +79,10 @@ static int check_params(const char *name, const struct pprpc_op_params *p, char 
 		return kern_errf(err, errlen, PPRPC_EINVAL,
 				 "%s: i[3] (head broadcast) = %d, must be 0 (h / (H_v/H_k)) or 1 "
 				 "(h %% H_k)", name, (int)p->i[3]);
+	if (p && p->i[4] != 0 && p->i[4] != 1)
+		return kern_errf(err, errlen, PPRPC_EINVAL,
+				 "%s: i[4] (CUDA chunked precision) = %d, must be 0 (bf16) or 1 "
+				 "(split bf16)", name, (int)p->i[4]);
 	if (p && p->i[1] != 0 && p->i[2] != 0)
 		return kern_errf(err, errlen, PPRPC_EINVAL,
 				 "%s: i[1] (chunk length) and i[2] (force serial) exclude each other",

@@ -44,6 +44,18 @@
  * Ragged tails: tokens past T in the last chunk are zeros with gate 0 and
  * beta 0, so they contribute exactly nothing and are never stored.
  *
+ * Precision (template P, i[4]): with P = 1 every mma operand is one bf16
+ * (about 2^-9 relative each: RMSE / RMS ~3.6e-3 of the fp32 result, NMSE
+ * ~1e-5).  With P = 2 ("split") each operand x is stored as two bf16
+ * planes, hi = bf16(x) and lo = bf16(x - hi), and every product is
+ * hi hi + hi lo + lo hi on the same tensor cores (the dropped lo lo term
+ * is ~2^-18 relative): about 16 significant bits per operand and fp32
+ * accumulation, which is what ggml's fp32 kernel and test-backend-ops'
+ * NMSE bound of 1e-7 ask for.  Three times the mma, twice the operand
+ * bytes (scratch, shared memory, the loads); the fp32 parts (A, T, the
+ * state) are unchanged.  C = 64 with two planes fits the shared memory
+ * at d_k = 64 only (kcu_gdn_chunked_check: "arch" otherwise).
+ *
  * Scratch lives in ctx->workspace (no allocation here, so the launches can
  * be captured in a CUDA graph).  When the workspace cannot hold every
  * (b, h) at once, the (b, h) run in groups that fit, one kernel pair per
@@ -71,8 +83,11 @@ typedef __nv_bfloat16 bf16;
 
 struct chunk_args {
 	gdn_args a;
-	/* scratch of this group, per (b, h) item il: rows il * tp + token */
+	/* scratch of this group, per (b, h) item il: rows il * tp + token;
+	 * with two planes (P = 2) each matrix's low parts follow at +plane
+	 * elements of its own size */
 	bf16 *w, *u, *qg, *kg, *aq;
+	int64_t wpl, upl, aqpl;  /* plane sizes: w / qg / kg, u, aq */
 	float *gl;        /* [il][chunk][d_k] */
 	int64_t nch, tp;  /* chunks per sequence, nch * C */
 	int64_t item0;    /* first (b, h) item (h fastest) of the group */
@@ -103,7 +118,7 @@ struct prep_smem {
  * exp(g)) are channel-major [D][C + 4] fp32 (so a thread's 4 tokens are
  * one float4); A [C][C + 4] fp32; bf16 operands padded by 8 elements so
  * the mma tile loads hit distinct banks. */
-static __host__ __device__ inline prep_smem prep_layout(int C, int D, bool kda, int dv)
+static __host__ __device__ inline prep_smem prep_layout(int C, int D, bool kda, int dv, int P)
 {
 	prep_smem l;
 	size_t o = 0;
@@ -114,9 +129,9 @@ static __host__ __device__ inline prep_smem prep_layout(int C, int D, bool kda, 
 	l.dT = carve(&o, (size_t)(kda ? D : 0) * (C + 4) * 4);
 	l.A = carve(&o, (size_t)C * (C + 4) * 4);
 	l.bet = carve(&o, (size_t)C * 4);
-	l.Tb = carve(&o, (size_t)C * (C + 8) * 2);
-	l.Kb = carve(&o, (size_t)C * (D + 8) * 2);
-	l.Vb = carve(&o, (size_t)C * (dv + 8) * 2);
+	l.Tb = carve(&o, (size_t)P * C * (C + 8) * 2);
+	l.Kb = carve(&o, (size_t)P * C * (D + 8) * 2);
+	l.Vb = carve(&o, (size_t)P * C * (dv + 8) * 2);
 	/* the w / u staging tiles are written only once kT .. dT are dead:
 	 * overlaid on them, a C = 16 CTA fits four to an SM */
 	if (al128((size_t)PREP_WARPS * 16 * 20 * 4) <= l.A - l.kT)
@@ -136,26 +151,26 @@ struct rec_smem {
  * 4 at 2.554 ms, with 2 at 2.567 ms (the same within noise; it still fits
  * three CTAs per SM); C = 32 with 3 at 3.215 ms against 2.792 ms with 2,
  * whose 72 KB keep three CTAs per SM where 3 buffers leave two. */
-static __host__ __device__ inline int rec_stages(int C)
+static __host__ __device__ inline int rec_stages(int C, int P)
 {
-	return C == 16 ? 4 : 2;
+	return C == 16 && P == 1 ? 4 : 2;
 }
 
 /* rec_stages buffers of the per-chunk operands (W, QG, KG, U, AQ, GL at
  * the offsets below plus buf per buffer). */
-static __host__ __device__ inline rec_smem rec_layout(int C, int D)
+static __host__ __device__ inline rec_smem rec_layout(int C, int D, int P)
 {
 	rec_smem l;
 	size_t o = 0;
 
-	l.W = carve(&o, (size_t)C * (D + 8) * 2);
-	l.QG = carve(&o, (size_t)C * (D + 8) * 2);
-	l.KG = carve(&o, (size_t)C * (D + 8) * 2);
-	l.U = carve(&o, (size_t)C * (DVB + 8) * 2);
-	l.AQ = carve(&o, (size_t)C * (C + 8) * 2);
+	l.W = carve(&o, (size_t)P * C * (D + 8) * 2);
+	l.QG = carve(&o, (size_t)P * C * (D + 8) * 2);
+	l.KG = carve(&o, (size_t)P * C * (D + 8) * 2);
+	l.U = carve(&o, (size_t)P * C * (DVB + 8) * 2);
+	l.AQ = carve(&o, (size_t)P * C * (C + 8) * 2);
 	l.GL = carve(&o, (size_t)D * 4);
 	l.buf = o;
-	o *= rec_stages(C);
+	o *= rec_stages(C, P);
 	l.total = o;
 	return l;
 }
@@ -247,6 +262,19 @@ static __device__ __forceinline__ float f4(const float4 &v, int i)
 	return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
+/* x into a bf16 matrix of P planes, element i: plane 0 bf16(x); with P = 2
+ * plane 1 (pl elements on) the remainder bf16(x - plane 0), exact in fp32,
+ * so the pair holds x to about 2^-17 relative. */
+template <int P>
+static __device__ __forceinline__ void put_bf16(bf16 *m, int64_t pl, int64_t i, float x)
+{
+	const bf16 h = __float2bfloat16(x);
+
+	m[i] = h;
+	if (P == 2)
+		m[pl + i] = __float2bfloat16(x - __bfloat162float(h));
+}
+
 typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> frag_a;
 typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major> frag_at;
 typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> frag_b;
@@ -254,7 +282,7 @@ typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_c;
 
 /* ---- phase 1: one CTA per (chunk, item) ---------------------------------- */
 
-template <int C, int D, bool KDA>
+template <int C, int D, bool KDA, int P>
 __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k_prep(chunk_args ca)
 {
 #if __CUDA_ARCH__ >= 800
@@ -263,7 +291,7 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k
 	constexpr int LT = C + 4, LK = D + 8, LB = C + 8;
 	constexpr int SOLVERS = C < 32 ? 32 : C;  /* whole warps solve for T */
 	const int dv = (int)a.d_v, LV = dv + 8;
-	const prep_smem L = prep_layout(C, D, KDA, dv);
+	const prep_smem L = prep_layout(C, D, KDA, dv, P);
 	float *kT = (float *)(sm + L.kT), *qT = (float *)(sm + L.qT), *gT = (float *)(sm + L.gT);
 	float *dT = (float *)(sm + L.dT);
 	float *A = (float *)(sm + L.A), *bet = (float *)(sm + L.bet);
@@ -396,7 +424,7 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k
 				pv = load_tokens<8>(pv, a.v.nb[2], cn - r0, vv);
 #pragma unroll
 				for (int u = 0; u < 8; u++)
-					Vb[(r0 + u) * LV + c] = __float2bfloat16(vv[u]);
+					put_bf16<P>(Vb, (int64_t)C * LV, (r0 + u) * LV + c, vv[u]);
 			}
 		}
 	}
@@ -544,13 +572,13 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k
 				if (id < 16)
 					A[i * LT + j] = bet[i] * val;
 				else
-					aq[i * C + j] = __float2bfloat16(j <= i ? val : 0.0f);
+					put_bf16<P>(aq, ca.aqpl, i * C + j, j <= i ? val : 0.0f);
 			}
 		}
 		/* Aq's upper blocks are read by the 16 x 16 tiles of k_recur. */
 		for (int x = tid; x < C * C; x += PREP_THREADS)
 			if ((x % C) / 4 > (x / C) / 4)
-				aq[x] = __float2bfloat16(0.0f);
+				put_bf16<P>(aq, ca.aqpl, x, 0.0f);
 	}
 	__syncthreads();
 
@@ -586,7 +614,7 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k
 
 #pragma unroll
 			for (int i = 0; i < C; i++)
-				Tb[i * LB + j] = __float2bfloat16(t[i] * bj);
+				put_bf16<P>(Tb, C * LB, i * LB + j, t[i] * bj);
 		}
 	} else {
 		/* Meanwhile the other warps write the gated q and k and build the
@@ -606,9 +634,9 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k
 			for (int u = 0; u < 4; u++) {
 				const float G = f4(G4, u), eg = ex2(G);
 
-				ca.qg[(row0 + r0 + u) * D + c] = __float2bfloat16(f4(qv, u) * eg);
-				ca.kg[(row0 + r0 + u) * D + c] = __float2bfloat16(f4(kv, u) * ex2(Gl - G));
-				Kb[(r0 + u) * LK + c] = __float2bfloat16(f4(kv, u) * eg);
+				put_bf16<P>(ca.qg, ca.wpl, (row0 + r0 + u) * D + c, f4(qv, u) * eg);
+				put_bf16<P>(ca.kg, ca.wpl, (row0 + r0 + u) * D + c, f4(kv, u) * ex2(Gl - G));
+				put_bf16<P>(Kb, C * LK, (r0 + u) * LK + c, f4(kv, u) * eg);
 			}
 		}
 		for (int x = w0; x < D; x += nw)
@@ -617,7 +645,9 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k
 	__syncthreads();
 
 	/* w = T diag(beta) Gam k, u = T diag(beta) v: 16 x 16 output tiles, staged per
-	 * warp in fp32 and written out as bf16 rows. */
+	 * warp in fp32 and written out as bf16 rows (P planes).  With two
+	 * planes each product is hi hi + hi lo + lo hi (lo lo is below fp32's
+	 * rounding of the sum). */
 	{
 		float *stage = (float *)(sm + L.stage) + warp * 16 * 20;
 		const int ntn = (D + dv) / 16, nt = (C / 16) * ntn;
@@ -631,32 +661,40 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k
 			const bf16 *Bm = isw ? Kb + ni * 16 : Vb + (ni - D / 16) * 16;
 			const int ldb = isw ? LK : LV;
 			frag_c acc;
-			frag_a fa;
-			frag_b fb;
+			frag_a fa, fal;
+			frag_b fb, fbl;
 
 			wmma::fill_fragment(acc, 0.0f);
 #pragma unroll
 			for (int kk = 0; kk < C / 16; kk++) {
 				wmma::load_matrix_sync(fa, Tb + mi * 16 * LB + kk * 16, LB);
 				wmma::load_matrix_sync(fb, Bm + kk * 16 * ldb, ldb);
+				if (P == 2) {
+					wmma::load_matrix_sync(fal, Tb + C * LB + mi * 16 * LB + kk * 16, LB);
+					wmma::load_matrix_sync(fbl, Bm + C * ldb + kk * 16 * ldb, ldb);
+					wmma::mma_sync(acc, fal, fb, acc);
+					wmma::mma_sync(acc, fa, fbl, acc);
+				}
 				wmma::mma_sync(acc, fa, fb, acc);
 			}
 			wmma::store_matrix_sync(stage, acc, 20, wmma::mem_row_major);
 			__syncwarp();
 			{
 				const float *sp = stage + rr * 20 + cc;
-				__align__(16) bf16 pk[8];
+				__align__(16) bf16 pk[P][8];
 				bf16 *dst = isw ? ca.w + (row0 + mi * 16 + rr) * D + ni * 16 + cc
 						: ca.u + (row0 + mi * 16 + rr) * dv + (ni - D / 16) * 16 + cc;
+				const int64_t pl = isw ? ca.wpl : ca.upl;
+				float x[8];
 
-				const float4 lo = *(const float4 *)sp, hi = *(const float4 *)(sp + 4);
-
+				*(float4 *)x = *(const float4 *)sp;
+				*(float4 *)(x + 4) = *(const float4 *)(sp + 4);
 #pragma unroll
-				for (int e = 0; e < 4; e++) {
-					pk[e] = __float2bfloat16(f4(lo, e));
-					pk[4 + e] = __float2bfloat16(f4(hi, e));
-				}
-				*(uint4 *)dst = *(const uint4 *)pk;
+				for (int e = 0; e < 8; e++)
+					put_bf16<P>(pk[0], 8, e, x[e]);
+#pragma unroll
+				for (int q = 0; q < P; q++)
+					*(uint4 *)(dst + q * pl) = *(const uint4 *)pk[q];
 			}
 			__syncwarp();
 		}
@@ -714,6 +752,48 @@ static __device__ __forceinline__ unsigned movtrans(unsigned x)
 	return y;
 }
 
+/* Plane q (put_bf16's) of the pair (x0, x1), packed and transposed as
+ * movtrans does: q = 0 the bf16 values, q = 1 the remainders. */
+static __device__ __forceinline__ unsigned plane_t(float x0, float x1, int q)
+{
+	__nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+
+	if (q)
+		return movtrans(pack_bf16(x0 - __low2float(h), x1 - __high2float(h)));
+	return movtrans(*(unsigned *)&h);
+}
+
+/* acc[j] += A B[j] for the NT n tiles of one k step: A a 16 x 16 tile of
+ * a shared operand at a (planes pl elements apart; ldmatrix, transposed
+ * when trans), B the k-th fragments of each plane in b.  One plane: one
+ * mma; two: hi hi + hi lo + lo hi. */
+template <int P, int NT, int NK>
+static __device__ __forceinline__ void mma3(float (*acc)[4], const bf16 *a, int pl,
+					    const unsigned (&b)[P][NK][NT][2], int k, bool trans)
+{
+	unsigned fa[4];
+
+	if (trans)
+		ldm_x4t(fa, a);
+	else
+		ldm_x4(fa, a);
+#pragma unroll
+	for (int j = 0; j < NT; j++) {
+		if (P == 2)
+			mma16816(acc[j], fa, b[P - 1][k][j]);
+		mma16816(acc[j], fa, b[0][k][j]);
+	}
+	if (P == 2) {
+		if (trans)
+			ldm_x4t(fa, a + pl);
+		else
+			ldm_x4(fa, a + pl);
+#pragma unroll
+		for (int j = 0; j < NT; j++)
+			mma16816(acc[j], fa, b[0][k][j]);
+	}
+}
+
 /* Each warp owns WN = 16 of the block's DVB value columns (NT = 2 mma n
  * tiles, so every A fragment loaded from shared memory feeds two mma: the
  * A loads, not the mma, bound this kernel) and, for them, the whole
@@ -726,7 +806,7 @@ static __device__ __forceinline__ unsigned movtrans(unsigned x)
  *   O += Aq v_new -> o;   S += KG^T v_new.
  * The warps never exchange data: two barriers per chunk guard the shared
  * buffers only. */
-template <int C, int D>
+template <int C, int D, int P>
 __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 {
 #if __CUDA_ARCH__ >= 800
@@ -734,8 +814,10 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 	const gdn_args &a = ca.a;
 	constexpr int LK = D + 8, LU = DVB + 8, LQ = C + 8, MS = D / 16, MC = C / 16;
 	constexpr int NT = WN / 8, KS = MC <= 2 ? 2 : 1;
-	constexpr int NST = C == 16 ? 4 : 2;  /* rec_stages(C) */
-	const rec_smem L = rec_layout(C, D);
+	constexpr int NST = C == 16 && P == 1 ? 4 : 2;  /* rec_stages(C, P) */
+	/* plane sizes of the shared operands (elements) */
+	constexpr int PW = C * LK, PU = C * LU, PQ = C * LQ;
+	const rec_smem L = rec_layout(C, D, P);
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
 	const int jb = blockIdx.x, wc = warp * WN;
 	const int64_t il = blockIdx.y, item = ca.item0 + il;
@@ -764,22 +846,30 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 			const int x = tid + i * REC_THREADS, r = x / (D / 8), c = x % (D / 8) * 8;
 
 			if (NW % REC_THREADS == 0 || x < NW) {
-				cp16(W + r * LK + c, w + r * D + c);
-				cp16(QG + r * LK + c, qg + r * D + c);
-				cp16(KG + r * LK + c, kg + r * D + c);
+#pragma unroll
+				for (int q = 0; q < P; q++) {
+					cp16(W + q * PW + r * LK + c, w + q * ca.wpl + r * D + c);
+					cp16(QG + q * PW + r * LK + c, qg + q * ca.wpl + r * D + c);
+					cp16(KG + q * PW + r * LK + c, kg + q * ca.wpl + r * D + c);
+				}
 			}
 		}
 #pragma unroll
 		for (int i = 0; i < (NU + REC_THREADS - 1) / REC_THREADS; i++) {
 			const int x = tid + i * REC_THREADS, r = x / (DVB / 8), c = x % (DVB / 8) * 8;
 
-			if (NU % REC_THREADS == 0 || x < NU)
-				cp16(U + r * LU + c, u + r * dv + c);
+			if (NU % REC_THREADS == 0 || x < NU) {
+#pragma unroll
+				for (int q = 0; q < P; q++)
+					cp16(U + q * PU + r * LU + c, u + q * ca.upl + r * dv + c);
+			}
 		}
 		for (int x = tid; x < C * C / 8; x += REC_THREADS) {
 			const int r = x / (C / 8), c = x % (C / 8) * 8;
 
-			cp16(AQ + r * LQ + c, aq + r * C + c);
+#pragma unroll
+			for (int q = 0; q < P; q++)
+				cp16(AQ + q * PQ + r * LQ + c, aq + q * ca.aqpl + r * C + c);
 		}
 		for (int x = tid; x < D / 4; x += REC_THREADS)
 			cp16(GL + x * 4, ca.gl + (il * ca.nch + n) * D + x * 4);
@@ -807,7 +897,8 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 		const bf16 *KG = (const bf16 *)(base + L.KG), *U = (const bf16 *)(base + L.U);
 		const bf16 *AQ = (const bf16 *)(base + L.AQ);
 		const float *GL = (const float *)(base + L.GL);
-		unsigned bs[MS][NT][2], bv[MC][NT][2], fa[4];
+		/* B fragments per plane: bs[q] of S0, bv[q] of v_new */
+		unsigned bs[P][MS][NT][2], bv[P][MC][NT][2];
 		float o[MC][NT][4];
 
 		/* every warp is done with chunk n - 1's buffer, which now takes
@@ -828,8 +919,11 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 
 #pragma unroll
 			for (int j = 0; j < NT; j++) {
-				bs[m][j][0] = movtrans(pack_bf16(sacc[m][j][0], sacc[m][j][1]));
-				bs[m][j][1] = movtrans(pack_bf16(sacc[m][j][2], sacc[m][j][3]));
+#pragma unroll
+				for (int q = 0; q < P; q++) {
+					bs[q][m][j][0] = plane_t(sacc[m][j][0], sacc[m][j][1], q);
+					bs[q][m][j][1] = plane_t(sacc[m][j][2], sacc[m][j][3], q);
+				}
 				sacc[m][j][0] *= d0;
 				sacc[m][j][1] *= d0;
 				sacc[m][j][2] *= d1;
@@ -840,7 +934,8 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 		/* X = W S0 -> v_new = U - X;  O = QG S0.  The d_k sums run as KS
 		 * independent chains of mma (even and odd k steps where registers
 		 * allow), added at the end: a chain of dependent mma is this
-		 * kernel's critical path. */
+		 * kernel's critical path.  With two planes every product here and
+		 * below is three mma (mma3). */
 #pragma unroll
 		for (int m = 0; m < MC; m++) {
 			float x[KS][NT][4], y[KS][NT][4];
@@ -855,14 +950,8 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 						x[z][j][e] = y[z][j][e] = 0.0f;
 #pragma unroll
 			for (int k = 0; k < MS; k++) {
-				ldm_x4(fa, W + ar * LK + 16 * k + ac);
-#pragma unroll
-				for (int j = 0; j < NT; j++)
-					mma16816(x[k % KS][j], fa, bs[k][j]);
-				ldm_x4(fa, QG + ar * LK + 16 * k + ac);
-#pragma unroll
-				for (int j = 0; j < NT; j++)
-					mma16816(y[k % KS][j], fa, bs[k][j]);
+				mma3<P, NT>(x[k % KS], W + ar * LK + 16 * k + ac, PW, bs, k, false);
+				mma3<P, NT>(y[k % KS], QG + ar * LK + 16 * k + ac, PW, bs, k, false);
 			}
 #pragma unroll
 			for (int j = 0; j < NT; j++)
@@ -877,14 +966,26 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 #pragma unroll
 			for (int j = 0; j < NT; j++) {
 				const int uc = wc + 8 * j + 2 * t4;
-				const __nv_bfloat162 u0 = *(const __nv_bfloat162 *)&U[(16 * m + g) * LU + uc];
-				const __nv_bfloat162 u1 = *(const __nv_bfloat162 *)&U[(16 * m + g + 8) * LU + uc];
+				float u[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
 
+#pragma unroll
+				for (int q = 0; q < P; q++) {
+					const __nv_bfloat162 u0 =
+						*(const __nv_bfloat162 *)&U[q * PU + (16 * m + g) * LU + uc];
+					const __nv_bfloat162 u1 =
+						*(const __nv_bfloat162 *)&U[q * PU + (16 * m + g + 8) * LU + uc];
+
+					u[0] += __low2float(u0);
+					u[1] += __high2float(u0);
+					u[2] += __low2float(u1);
+					u[3] += __high2float(u1);
+				}
 				/* v_new rows are the k index of the products below */
-				bv[m][j][0] = movtrans(pack_bf16(__low2float(u0) - x[0][j][0],
-								 __high2float(u0) - x[0][j][1]));
-				bv[m][j][1] = movtrans(pack_bf16(__low2float(u1) - x[0][j][2],
-								 __high2float(u1) - x[0][j][3]));
+#pragma unroll
+				for (int q = 0; q < P; q++) {
+					bv[q][m][j][0] = plane_t(u[0] - x[0][j][0], u[1] - x[0][j][1], q);
+					bv[q][m][j][1] = plane_t(u[2] - x[0][j][2], u[3] - x[0][j][3], q);
+				}
 			}
 		}
 
@@ -898,12 +999,8 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 				const int ar = 16 * m + (lane & 15), ac = (lane >> 4) * 8;
 
 #pragma unroll
-				for (int k = 0; k <= m; k++) {
-					ldm_x4(fa, AQ + ar * LQ + 16 * k + ac);
-#pragma unroll
-					for (int j = 0; j < NT; j++)
-						mma16816(o[m][j], fa, bv[k][j]);
-				}
+				for (int k = 0; k <= m; k++)
+					mma3<P, NT>(o[m], AQ + ar * LQ + 16 * k + ac, PQ, bv, k, false);
 #pragma unroll
 				for (int hr = 0; hr < 2; hr++) {
 					const int r = 16 * m + g + 8 * hr;
@@ -927,12 +1024,9 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 			const int q = lane >> 3;
 
 #pragma unroll
-			for (int k = 0; k < MC; k++) {
-				ldm_x4t(fa, KG + (16 * k + (q >> 1) * 8 + (lane & 7)) * LK + 16 * m + (q & 1) * 8);
-#pragma unroll
-				for (int j = 0; j < NT; j++)
-					mma16816(sacc[m][j], fa, bv[k][j]);
-			}
+			for (int k = 0; k < MC; k++)
+				mma3<P, NT>(sacc[m], KG + (16 * k + (q >> 1) * 8 + (lane & 7)) * LK + 16 * m + (q & 1) * 8,
+					    PW, bv, k, true);
 		}
 	}
 #pragma unroll
@@ -950,24 +1044,44 @@ __global__ void __launch_bounds__(REC_THREADS) k_recur(chunk_args ca)
 
 typedef void (*kfn)(chunk_args);
 
-template <int C, int D>
+template <int C, int D, int P>
 static kfn prep_fn(bool kda)
 {
-	return kda ? k_prep<C, D, true> : k_prep<C, D, false>;
+	return kda ? k_prep<C, D, true, P> : k_prep<C, D, false, P>;
 }
 
-static kfn pick_prep(int C, int D, bool kda)
+template <int P>
+static kfn pick_prep_p(int C, int D, bool kda)
 {
 	if (D == 64)
-		return C == 16 ? prep_fn<16, 64>(kda) : C == 32 ? prep_fn<32, 64>(kda) : prep_fn<64, 64>(kda);
-	return C == 16 ? prep_fn<16, 128>(kda) : C == 32 ? prep_fn<32, 128>(kda) : prep_fn<64, 128>(kda);
+		return C == 16 ? prep_fn<16, 64, P>(kda) : C == 32 ? prep_fn<32, 64, P>(kda)
+								   : prep_fn<64, 64, P>(kda);
+	return C == 16 ? prep_fn<16, 128, P>(kda) : C == 32 ? prep_fn<32, 128, P>(kda)
+							    : prep_fn<64, 128, P>(kda);
 }
 
-static kfn pick_recur(int C, int D)
+template <int P>
+static kfn pick_recur_p(int C, int D)
 {
 	if (D == 64)
-		return C == 16 ? k_recur<16, 64> : C == 32 ? k_recur<32, 64> : k_recur<64, 64>;
-	return C == 16 ? k_recur<16, 128> : C == 32 ? k_recur<32, 128> : k_recur<64, 128>;
+		return C == 16 ? k_recur<16, 64, P> : C == 32 ? k_recur<32, 64, P> : k_recur<64, 64, P>;
+	return C == 16 ? k_recur<16, 128, P> : C == 32 ? k_recur<32, 128, P> : k_recur<64, 128, P>;
+}
+
+static kfn pick_prep(int C, int D, bool kda, int P)
+{
+	return P == 2 ? pick_prep_p<2>(C, D, kda) : pick_prep_p<1>(C, D, kda);
+}
+
+static kfn pick_recur(int C, int D, int P)
+{
+	return P == 2 ? pick_recur_p<2>(C, D) : pick_recur_p<1>(C, D);
+}
+
+/* Operand planes of a call: two for the split form (i[4] = 1). */
+static int planes(const gdn_args *a)
+{
+	return a->split ? 2 : 1;
 }
 
 static int raise_smem(kfn f, size_t smem, char *err, size_t errlen)
@@ -983,20 +1097,21 @@ static int raise_smem(kfn f, size_t smem, char *err, size_t errlen)
 		       "GATED_DELTA_NET chunked", err, errlen);
 }
 
-/* Scratch bytes of one (b, h), unrounded. */
-static size_t item_bytes(int64_t d_k, int64_t d_v, int64_t t, int C)
+/* Scratch bytes of one (b, h), unrounded: P planes of the bf16 operands. */
+static size_t item_bytes(int64_t d_k, int64_t d_v, int64_t t, int C, int P)
 {
 	const int64_t nch = (t + C - 1) / C, tp = nch * C;
 
-	return (size_t)tp * (3 * d_k + d_v + C) * 2 + (size_t)nch * d_k * 4;
+	return (size_t)P * tp * (3 * d_k + d_v + C) * 2 + (size_t)nch * d_k * 4;
 }
 
 /* Six regions, each rounded up to the workspace alignment. */
 #define WS_SLACK (6 * KCU_WS_ALIGN)
 
-size_t kcu_gdn_chunked_ws(int64_t d_k, int64_t d_v, int64_t h_v, int64_t t, int64_t b, int chunk)
+size_t kcu_gdn_chunked_ws(int64_t d_k, int64_t d_v, int64_t h_v, int64_t t, int64_t b, int chunk,
+			  bool split)
 {
-	return item_bytes(d_k, d_v, t, chunk) * (size_t)(h_v * b) + WS_SLACK;
+	return item_bytes(d_k, d_v, t, chunk, split ? 2 : 1) * (size_t)(h_v * b) + WS_SLACK;
 }
 
 bool kcu_gdn_chunked_layout_ok(int64_t d_k, int64_t d_v)
@@ -1018,11 +1133,11 @@ int kcu_gdn_chunked_check(const struct kern_cuda_ctx *ctx, const gdn_args *a, in
 		return KCU_GDN_ARCH;
 	}
 	if (major < 8 ||
-	    prep_layout(chunk, (int)a->d_k, a->kda, (int)a->d_v).total > (size_t)optin ||
-	    rec_layout(chunk, (int)a->d_k).total > (size_t)optin)
+	    prep_layout(chunk, (int)a->d_k, a->kda, (int)a->d_v, planes(a)).total > (size_t)optin ||
+	    rec_layout(chunk, (int)a->d_k, planes(a)).total > (size_t)optin)
 		return KCU_GDN_ARCH;
 	if (!ctx->workspace ||
-	    ctx->workspace_bytes < item_bytes(a->d_k, a->d_v, a->t, chunk) + WS_SLACK)
+	    ctx->workspace_bytes < item_bytes(a->d_k, a->d_v, a->t, chunk, planes(a)) + WS_SLACK)
 		return KCU_GDN_NOMEM;
 	return KCU_GDN_OK;
 }
@@ -1030,12 +1145,12 @@ int kcu_gdn_chunked_check(const struct kern_cuda_ctx *ctx, const gdn_args *a, in
 int kcu_gdn_chunked(const struct kern_cuda_ctx *ctx, const gdn_args *a, int chunk, char *err,
 		    size_t errlen)
 {
-	const int C = chunk, D = (int)a->d_k;
+	const int C = chunk, D = (int)a->d_k, P = planes(a);
 	const int64_t items = a->h_v * a->b, nch = (a->t + C - 1) / C, tp = nch * C;
-	const size_t per = item_bytes(a->d_k, a->d_v, a->t, C);
-	const size_t ps = prep_layout(C, D, a->kda, (int)a->d_v).total;
-	const size_t rs = rec_layout(C, D).total;
-	const kfn prep = pick_prep(C, D, a->kda), recur = pick_recur(C, D);
+	const size_t per = item_bytes(a->d_k, a->d_v, a->t, C, P);
+	const size_t ps = prep_layout(C, D, a->kda, (int)a->d_v, P).total;
+	const size_t rs = rec_layout(C, D, P).total;
+	const kfn prep = pick_prep(C, D, a->kda, P), recur = pick_recur(C, D, P);
 	cudaStream_t st = kcu_stream(ctx);
 	int64_t group = (int64_t)((ctx->workspace_bytes - WS_SLACK) / per);
 	int rc;
@@ -1061,11 +1176,14 @@ int kcu_gdn_chunked(const struct kern_cuda_ctx *ctx, const gdn_args *a, int chun
 		ca.nch = nch;
 		ca.tp = tp;
 		ca.item0 = i0;
-		ca.w = (bf16 *)kcu_take(&ar, (size_t)gi * tp * D * 2);
-		ca.qg = (bf16 *)kcu_take(&ar, (size_t)gi * tp * D * 2);
-		ca.kg = (bf16 *)kcu_take(&ar, (size_t)gi * tp * D * 2);
-		ca.u = (bf16 *)kcu_take(&ar, (size_t)gi * tp * a->d_v * 2);
-		ca.aq = (bf16 *)kcu_take(&ar, (size_t)gi * tp * C * 2);
+		ca.wpl = gi * tp * D;
+		ca.upl = gi * tp * a->d_v;
+		ca.aqpl = gi * tp * C;
+		ca.w = (bf16 *)kcu_take(&ar, (size_t)P * ca.wpl * 2);
+		ca.qg = (bf16 *)kcu_take(&ar, (size_t)P * ca.wpl * 2);
+		ca.kg = (bf16 *)kcu_take(&ar, (size_t)P * ca.wpl * 2);
+		ca.u = (bf16 *)kcu_take(&ar, (size_t)P * ca.upl * 2);
+		ca.aq = (bf16 *)kcu_take(&ar, (size_t)P * ca.aqpl * 2);
 		ca.gl = (float *)kcu_take(&ar, (size_t)gi * nch * D * 4);
 		prep<<<dim3((unsigned)nch, (unsigned)gi), PREP_THREADS, ps, st>>>(ca);
 		recur<<<dim3((unsigned)(a->d_v / DVB), (unsigned)gi), REC_THREADS, rs, st>>>(ca);
@@ -1111,15 +1229,17 @@ int kcu_gdn_chunked_preload(char *err, size_t errlen)
 	static const int cs[3] = { 16, 32, 64 }, ds[2] = { 64, 128 };
 	int rc = 0;
 
-	for (int c = 0; c < 3 && !rc; c++)
-		for (int d = 0; d < 2 && !rc; d++)
-			for (int kda = 0; kda < 2 && !rc; kda++)
-				rc = preload_one(pick_prep(cs[c], ds[d], kda),
-						 prep_layout(cs[c], ds[d], kda, DV_MAX).total, err,
-						 errlen);
-	for (int c = 0; c < 3 && !rc; c++)
-		for (int d = 0; d < 2 && !rc; d++)
-			rc = preload_one(pick_recur(cs[c], ds[d]), rec_layout(cs[c], ds[d]).total, err,
-					 errlen);
+	for (int p = 1; p <= 2; p++) {
+		for (int c = 0; c < 3 && !rc; c++)
+			for (int d = 0; d < 2 && !rc; d++)
+				for (int kda = 0; kda < 2 && !rc; kda++)
+					rc = preload_one(pick_prep(cs[c], ds[d], kda, p),
+							 prep_layout(cs[c], ds[d], kda, DV_MAX, p).total,
+							 err, errlen);
+		for (int c = 0; c < 3 && !rc; c++)
+			for (int d = 0; d < 2 && !rc; d++)
+				rc = preload_one(pick_recur(cs[c], ds[d], p),
+						 rec_layout(cs[c], ds[d], p).total, err, errlen);
+	}
 	return rc;
 }

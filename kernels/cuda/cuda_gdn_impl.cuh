@@ -17,6 +17,7 @@ struct gdn_args {
 	int64_t h_k;
 	bool kda, l2;
 	bool tiled;  /* i[3] = 1: value head h reads q/k head h % H_k */
+	bool split;  /* i[4] = 1: the chunked form's operands as two bf16 planes */
 	float scale, eps;
 };
 
@@ -33,7 +34,8 @@ int kcu_gdn_serial(const struct kern_cuda_ctx *ctx, const gdn_args *a, char *err
 enum kcu_gdn_unsupp {
 	KCU_GDN_OK = 0,
 	KCU_GDN_LAYOUT,   /* d_k not 64 or 128, or d_v not a multiple of 32 up to 256 */
-	KCU_GDN_ARCH,     /* no bf16 tensor cores (compute capability < 8.0) */
+	KCU_GDN_ARCH,     /* no bf16 tensor cores (compute capability < 8.0) or too
+			   * little shared memory for this chunk length */
 	KCU_GDN_NOMEM,    /* the workspace cannot hold the scratch of one (b, h) */
 };
 
@@ -52,7 +54,8 @@ int kcu_gdn_chunked(const struct kern_cuda_ctx *ctx, const gdn_args *a, int chun
 /* Workspace bytes the chunked form would like: all (b, h) at once.  With
  * less it runs the (b, h) in groups that fit (slower: fewer CTAs per
  * launch); below one (b, h)'s share it cannot run at all. */
-size_t kcu_gdn_chunked_ws(int64_t d_k, int64_t d_v, int64_t h_v, int64_t t, int64_t b, int chunk);
+size_t kcu_gdn_chunked_ws(int64_t d_k, int64_t d_v, int64_t h_v, int64_t t, int64_t b, int chunk,
+			  bool split);
 
 int kcu_gdn_chunked_preload(char *err, size_t errlen);
 

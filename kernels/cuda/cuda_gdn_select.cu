@@ -69,6 +69,7 @@ KCU_DECL(gated_delta_net)
 	a.rep = v->ne[1] / q->ne[1];
 	a.h_k = q->ne[1];
 	a.tiled = p->i[3] == 1;
+	a.split = p->i[4] == 1;
 	a.kda = src[3]->ne[0] != 1;
 	a.l2 = p->i[0] == 1;
 	a.scale = p->f[0];
@@ -106,7 +107,7 @@ extern "C" bool kern_cuda_gdn_chunked_fits(int64_t d_k, int64_t d_v, int64_t t)
 }
 
 extern "C" size_t kern_cuda_gdn_ws_bytes(int64_t d_k, int64_t d_v, int64_t h_v, int64_t t,
-					 int64_t b, int chunk)
+					 int64_t b, int chunk, bool split)
 {
-	return kcu_gdn_chunked_ws(d_k, d_v, h_v, t, b, chunk);
+	return kcu_gdn_chunked_ws(d_k, d_v, h_v, t, b, chunk, split);
 }

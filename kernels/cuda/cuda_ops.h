@@ -63,13 +63,14 @@ size_t kern_cuda_workspace_bytes(int op, const struct pprpc_op_params *p,
 				 const struct kern_tensor *dst);
 
 /* Workspace bytes with which GATED_DELTA_NET's chunked form (chunk length
- * chunk: 16, 32 or 64) runs every (b, h) in one launch.  It is not a need:
+ * chunk: 16, 32 or 64; split: i[4] = 1, twice the operand bytes) runs
+ * every (b, h) in one launch.  It is not a need:
  * with less it runs the (b, h) in groups that fit, and with less than one
  * (b, h)'s share (kern_cuda_gdn_ws_bytes(.., h_v = 1, .., b = 1, ..)) the
  * serial form runs instead (kern_gdn_stats fallback "nomem").  A backend
  * that can afford it sizes its workspace with this for long prefills. */
 size_t kern_cuda_gdn_ws_bytes(int64_t d_k, int64_t d_v, int64_t h_v, int64_t t, int64_t b,
-			      int chunk);
+			      int chunk, bool split);
 
 /* GATED_DELTA_NET's automatic choice on CUDA (i[1] = i[2] = 0;
  * cuda_gdn_select.cu, measured in doc/results/kda-cuda.md): the chunked

@@ -1022,6 +1022,33 @@ static void gdn_tiled(struct tc *c)
 	snprintf(c->name + strlen(c->name), sizeof(c->name) - strlen(c->name), " tiled");
 }
 
+/* The chunked form with split operands (i[4] = 1) against the CPU's
+ * serial form, held to RMSE / RMS <= 1e-4 (the bf16 form's 5e-3 would
+ * fail it by about 30x): chunk 0 = automatic; tiled: ggml's head order
+ * without the in-op L2 norm, as the ggml engine runs it; ws_one: a
+ * workspace for one (b, h) only, so the (b, h) run in groups. */
+static void gdn_split_case(struct env *e, int64_t d, int64_t Hk, int64_t Hv, int64_t T, int64_t B,
+			   bool kda, double gs, int chunk, int path, bool tiled, bool ws_one,
+			   uint64_t seed)
+{
+	struct tc c;
+
+	gdn_build(&c, d, d, Hk, Hv, T, B, kda, !tiled, false, gs, seed);
+	if (tiled)
+		gdn_tiled(&c);
+	snprintf(c.name + strlen(c.name), sizeof(c.name) - strlen(c.name), " C=%d split%s", chunk,
+		 ws_one ? ", groups of 1" : "");
+	c.p.i[1] = chunk;
+	c.p.i[4] = 1;
+	if (ws_one)
+		c.ws_limit = kern_cuda_gdn_ws_bytes(d, d, 1, T, 1, chunk ? chunk : 16, true);
+	c.cpu_serial = true;
+	c.gdn_path = path;
+	c.metric = M_GDN_RMSE;
+	c.tol = 1e-4;
+	go(e, &c);
+}
+
 static void t_gdn(struct env *e)
 {
 	static const int64_t Ts[] = { 1, 2, 31, 32, 33, 128, 512, 2048, 8192 };
@@ -1074,7 +1101,7 @@ static void t_gdn(struct env *e)
 	go(e, &c);
 	gdn_build(&c, 64, 64, 2, 2, 256, 1, false, true, false, 0.3, seed++);
 	c.p.i[1] = 32;
-	c.ws_limit = kern_cuda_gdn_ws_bytes(64, 64, 1, 256, 1, 32) - 512;
+	c.ws_limit = kern_cuda_gdn_ws_bytes(64, 64, 1, 256, 1, 32, false) - 512;
 	c.gdn_path = GP_FALLBACK + KERN_GDN_FB_NOMEM;
 	c.metric = M_GDN;
 	c.tol = 1e-4;
@@ -1082,13 +1109,28 @@ static void t_gdn(struct env *e)
 	gdn_build(&c, 128, 128, 1, 3, 700, 2, true, true, false, 0.3, seed++);
 	snprintf(c.name + strlen(c.name), sizeof(c.name) - strlen(c.name), " C=32, groups of 1");
 	c.p.i[1] = 32;
-	c.ws_limit = kern_cuda_gdn_ws_bytes(128, 128, 1, 700, 1, 32);
+	c.ws_limit = kern_cuda_gdn_ws_bytes(128, 128, 1, 700, 1, 32, false);
 	c.cpu_serial = true;
 	c.gdn_path = chunk_path(32);
 	c.metric = M_GDN_RMSE;
 	c.tol = 5e-3;
 	go(e, &c);
 	gdn_graph_case(e);
+	/* The split precision: every chunk length, d 64 and 128, GDN and KDA,
+	 * ragged and long T, strong decay, the automatic choice, ggml's head
+	 * order, groups of one (b, h); C = 64 at d = 128 does not fit the
+	 * shared memory with two planes and falls back ("arch"). */
+	for (int kda = 0; kda < 2; kda++) {
+		gdn_split_case(e, 128, 2, 4, 300, 2, kda, 0.3, 16, chunk_path(16), false, false, seed++);
+		gdn_split_case(e, 128, 2, 4, 2048, 1, kda, 0.3, 32, chunk_path(32), false, false, seed++);
+		gdn_split_case(e, 64, 2, 4, 513, 2, kda, 0.3, 64, chunk_path(64), false, false, seed++);
+		gdn_split_case(e, 64, 2, 2, 1000, 1, kda, 10.0, 16, chunk_path(16), false, false, seed++);
+		gdn_split_case(e, 128, 1, 3, 8192, 1, kda, 0.01, 0, chunk_path(16), false, false, seed++);
+		gdn_split_case(e, 128, 2, 6, 300, 2, kda, 0.3, 0, chunk_path(16), true, false, seed++);
+		gdn_split_case(e, 64, 3, 6, 90, 2, kda, 0.3, 0, chunk_path(16), true, true, seed++);
+	}
+	gdn_split_case(e, 128, 2, 2, 256, 1, true, 0.3, 64, GP_FALLBACK + KERN_GDN_FB_ARCH, false,
+		       false, seed++);
 	/* ggml's head order (i[3] = 1: value head h reads q/k head h % H_k),
 	 * as the ggml engine runs ggml's op, without the in-op L2 norm:
 	 * serial, chunked, and chunked with the (b, h) in groups of one. */
@@ -1110,7 +1152,7 @@ static void t_gdn(struct env *e)
 		gdn_build(&c, 64, 64, 3, 6, 90, 2, kda, false, false, 0.3, seed++);
 		gdn_tiled(&c);
 		snprintf(c.name + strlen(c.name), sizeof(c.name) - strlen(c.name), " groups of 1");
-		c.ws_limit = kern_cuda_gdn_ws_bytes(64, 64, 1, 90, 1, 16);
+		c.ws_limit = kern_cuda_gdn_ws_bytes(64, 64, 1, 90, 1, 16, false);
 		c.cpu_serial = true;
 		c.gdn_path = chunk_path(16);
 		c.metric = M_GDN_RMSE;

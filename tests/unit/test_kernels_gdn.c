@@ -646,6 +646,9 @@ static void test_gdn_rules_accept(void **state)
 	p = prm(-2.0f, 1, 1e-6f);
 	assert_int_equal(infer(&s, &p, &out, err), 0);
 	assert_int_equal(out.ne[0], 6 * 2 * 5 * 3 + 8 * 6 * 2 * 3);
+	/* The split precision of CUDA's chunked form (the CPU ignores it). */
+	p.i[4] = 1;
+	assert_int_equal(infer(&s, &p, &out, err), 0);
 
 	/* Non-contiguous sources are fine (a transposed state). */
 	s = good(8);
@@ -787,8 +790,11 @@ static void test_gdn_rules_reject(void **state)
 	bad.i[3] = 2;
 	EXPECT_REJECT(s, &bad, PPRPC_EINVAL, "i[3]");
 	bad = prm(1.0f, 0, 0);
-	bad.i[4] = 1;
+	bad.i[4] = 2;
 	EXPECT_REJECT(s, &bad, PPRPC_EINVAL, "i[4]");
+	bad = prm(1.0f, 0, 0);
+	bad.i[5] = 1;
+	EXPECT_REJECT(s, &bad, PPRPC_EINVAL, "i[5]");
 }
 
 /* The kernel entry re-validates: a bad shape never reaches the loop. */

@@ -181,9 +181,10 @@ int gdn_cuda_run(struct gge_gdn_cuda *c, uint64_t floor, const struct pprpc_op_p
 	 * (b, h) it would run the serial form, which ggml's kernel does as
 	 * well. */
 	if (p->i[1] == 0 && p->i[2] == 0 && kern_cuda_gdn_chunked_fits(d_k, d_v, t)) {
-		const size_t one = kern_cuda_gdn_ws_bytes(d_k, d_v, 1, t, 1, chunk);
+		const bool split = p->i[4] == 1;
+		const size_t one = kern_cuda_gdn_ws_bytes(d_k, d_v, 1, t, 1, chunk, split);
 
-		ws_grow(c, kern_cuda_gdn_ws_bytes(d_k, d_v, h_v, t, b, chunk), one, floor);
+		ws_grow(c, kern_cuda_gdn_ws_bytes(d_k, d_v, h_v, t, b, chunk, split), one, floor);
 		if (c->ws_bytes < one) {
 			*ret_outcome = GDN_CUDA_NOMEM;
 			return 0;
