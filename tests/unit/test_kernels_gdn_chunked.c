@@ -554,7 +554,8 @@ static void test_rules_chunk_params(void **state)
 		assert_int_equal(kern_op_infer(PPRPC_OP_GATED_DELTA_NET, &p, sp, 6, &out, err,
 					       sizeof(err)), PPRPC_EINVAL);
 		assert_non_null(strstr(err, "exclude"));
-		/* i[3] is the head order (0 or 1); i[4] on is unused. */
+		/* i[3] is the head order (0 or 1); i[4] the CUDA chunked form's
+		 * precision (0 or 1); i[5] on are unused. */
 		p = params(&c);
 		p.i[3] = 1;
 		assert_int_equal(kern_op_infer(PPRPC_OP_GATED_DELTA_NET, &p, sp, 6, &out, err,
@@ -566,8 +567,16 @@ static void test_rules_chunk_params(void **state)
 		p = params(&c);
 		p.i[4] = 1;
 		assert_int_equal(kern_op_infer(PPRPC_OP_GATED_DELTA_NET, &p, sp, 6, &out, err,
+					       sizeof(err)), 0);
+		p.i[4] = 2;
+		assert_int_equal(kern_op_infer(PPRPC_OP_GATED_DELTA_NET, &p, sp, 6, &out, err,
 					       sizeof(err)), PPRPC_EINVAL);
 		assert_non_null(strstr(err, "i[4]"));
+		p = params(&c);
+		p.i[5] = 1;
+		assert_int_equal(kern_op_infer(PPRPC_OP_GATED_DELTA_NET, &p, sp, 6, &out, err,
+					       sizeof(err)), PPRPC_EINVAL);
+		assert_non_null(strstr(err, "i[5]"));
 	}
 	cin_free(&in);
 }
