@@ -646,8 +646,8 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k
 
 	/* w = T diag(beta) Gam k, u = T diag(beta) v: 16 x 16 output tiles, staged per
 	 * warp in fp32 and written out as bf16 rows (P planes).  With two
-	 * planes each product is hi hi + hi lo + lo hi (lo lo is below fp32's
-	 * rounding of the sum). */
+	 * planes each product is hi hi + hi lo + lo hi (lo lo, about 2^-18
+	 * relative, is dropped). */
 	{
 		float *stage = (float *)(sm + L.stage) + warp * 16 * 20;
 		const int ntn = (D + dv) / 16, nt = (C / 16) * ntn;
@@ -681,7 +681,7 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k
 			__syncwarp();
 			{
 				const float *sp = stage + rr * 20 + cc;
-				__align__(16) bf16 pk[P][8];
+				__align__(16) bf16 pk[P * 8];  /* plane q at pk + 8 q */
 				bf16 *dst = isw ? ca.w + (row0 + mi * 16 + rr) * D + ni * 16 + cc
 						: ca.u + (row0 + mi * 16 + rr) * dv + (ni - D / 16) * 16 + cc;
 				const int64_t pl = isw ? ca.wpl : ca.upl;
@@ -691,10 +691,10 @@ __global__ void __launch_bounds__(PREP_THREADS, C == 16 ? 4 : C == 32 ? 2 : 1) k
 				*(float4 *)(x + 4) = *(const float4 *)(sp + 4);
 #pragma unroll
 				for (int e = 0; e < 8; e++)
-					put_bf16<P>(pk[0], 8, e, x[e]);
+					put_bf16<P>(pk, 8, e, x[e]);
 #pragma unroll
 				for (int q = 0; q < P; q++)
-					*(uint4 *)(dst + q * pl) = *(const uint4 *)pk[q];
+					*(uint4 *)(dst + q * pl) = *(const uint4 *)(pk + 8 * q);
 			}
 			__syncwarp();
 		}
