@@ -10,6 +10,10 @@
 #   make bench-kda-cuda  GATED_DELTA_NET serial vs chunked on a GPU (build/bin/bench-kda-cuda)
 #
 # Optional parts are detected, not assumed; the build says what it found.
+#
+#   make llama           fetch and build the pinned llama.cpp first (LLAMA_RELEASE=v0.4.0: another)
+
+.DEFAULT_GOAL := all
 
 # A sanitizer build gets its own tree (make does not track flags, so the
 # plain objects must never be reused): SANITIZE=address,undefined builds in
@@ -122,10 +126,25 @@ endif
 
 # ---- the pinned llama.cpp / ggml (doc/ggml.md) ------------------------------
 # `make llama` fetches (scripts/fetch-llama.sh) and builds (scripts/build-llama.sh)
-# the pinned release into the git-ignored ext/; nothing is rebuilt when nothing
-# changed.  GGML=auto links the ggml engine into pprpcd when those libraries are
-# there; GGML=1 requires them; GGML=0 builds without.
-LLAMA_DIR   ?= ext/llama.cpp
+# a release of scripts/llama-releases into the git-ignored ext/; nothing is
+# rebuilt when nothing changed.  LLAMA_RELEASE selects the release (default:
+# the file's first, v0.5.0); each has its own source and build tree, and
+# pprpc built against one has its own build tree too (build/ for the
+# default, build/llama-<tag> for another).  GGML=auto links the ggml engine
+# into pprpcd when those libraries are there; GGML=1 requires them; GGML=0
+# builds without.
+LLAMA_RELEASE_DEFAULT := $(shell awk '!/^\#/ && NF { print $$1; exit }' scripts/llama-releases)
+LLAMA_RELEASE ?= $(LLAMA_RELEASE_DEFAULT)
+ifeq ($(shell awk -v t='$(LLAMA_RELEASE)' '!/^\#/ && $$1 == t' scripts/llama-releases),)
+$(error LLAMA_RELEASE=$(LLAMA_RELEASE) is not in scripts/llama-releases)
+endif
+export LLAMA_RELEASE
+ifneq ($(LLAMA_RELEASE),$(LLAMA_RELEASE_DEFAULT))
+ifeq ($(origin BUILD),file)
+BUILD := $(BUILD)/llama-$(LLAMA_RELEASE)
+endif
+endif
+LLAMA_DIR   ?= ext/llama.cpp-$(LLAMA_RELEASE)
 LLAMA_BUILD ?= $(LLAMA_DIR)/build-cpu
 GGML_LIB_DIR ?= $(LLAMA_BUILD)/bin
 GGML ?= auto
@@ -139,11 +158,21 @@ else
 GGML_ON := 0
 endif
 ifeq ($(GGML_ON),1)
+# ggml's version and commit, which the plugin and the engine compare with the
+# libraries they meet at run time (ggml_version(), ggml_commit()).
+GGML_VERSION := $(shell sed -n 's/^set(GGML_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\))/\2/p' $(LLAMA_DIR)/ggml/CMakeLists.txt | paste -sd.)
+GGML_COMMIT := $(shell awk -v t='$(LLAMA_RELEASE)' '!/^\#/ && $$1 == t { print substr($$3, 1, 7) }' scripts/llama-releases)
+GGML_RELEASE_NUM := $(shell echo $(LLAMA_RELEASE) | awk -F'[v.]' '{ print $$2 * 10000 + $$3 * 100 + $$4 }')
 # -isystem: ggml's internal headers (ggml-impl.h) define static helpers
 # that every includer would otherwise be warned about.
-GGML_INC := -isystem $(LLAMA_DIR)/ggml/include -isystem $(LLAMA_DIR)/ggml/src
-GGML_LIBS := -L$(GGML_LIB_DIR) -Wl,-rpath,$(abspath $(GGML_LIB_DIR)) -lggml -lggml-base
-GGML_INFO := $(GGML_LIB_DIR)
+GGML_INC := -isystem $(LLAMA_DIR)/ggml/include -isystem $(LLAMA_DIR)/ggml/src \
+	-DPPRPC_GGML_VERSION='"$(GGML_VERSION)"' -DPPRPC_GGML_COMMIT='"$(GGML_COMMIT)"' \
+	-DPPRPC_LLAMA_RELEASE='"$(LLAMA_RELEASE)"' -DPPRPC_LLAMA_RELEASE_NUM=$(GGML_RELEASE_NUM)
+# The CPU backend is a module of ggml (GGML_BACKEND_DL, one per instruction
+# set); ggml's loader finds it beside libggml-base (daemon/backend/ggml/ggml_load.c).
+GGML_LINK := -L$(GGML_LIB_DIR) -lggml -lggml-base -ldl
+GGML_LIBS := $(GGML_LINK) -Wl,-rpath,$(abspath $(GGML_LIB_DIR))
+GGML_INFO := $(GGML_LIB_DIR) (llama.cpp $(LLAMA_RELEASE), ggml $(GGML_VERSION))
 CPPFLAGS += -DPPRPC_HAVE_GGML=1
 # The engine (daemon/backend/ggml/, rules/ included) replaces its stand-in.
 GGML_SKIP := daemon/backend/ggml_none.c
@@ -247,9 +276,17 @@ $(L)/libpprpc.so: $(LIBPPRPC_OBJS)
 # (the shared library always links protobuf-c and libcrypto dynamically: a
 # static archive of non-PIC code cannot go into a shared object)
 
-$(B)/pprpcd: $(O)/daemon/main.o $(DAEMON_OBJS) $(PROTO_OBJS) $(UTIL_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)
+PPRPCD_OBJS := $(O)/daemon/main.o $(DAEMON_OBJS) $(PROTO_OBJS) $(UTIL_OBJS) $(TRANSPORT_OBJS) $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)
+PPRPCD_LIBS := $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS)
+$(B)/pprpcd: $(PPRPCD_OBJS)
 	@mkdir -p $(B)
-	$(CC) $(LDFLAGS) -o $@ $^ $(UV_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) $(CUDA_LIBS) $(RDMA_LIBS) $(GGML_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(PPRPCD_LIBS) $(GGML_LIBS) -lm
+
+# The installed pprpcd finds ggml in PREFIX/lib/pprpc, relative to itself
+# ($$ORIGIN), never in the build tree: a rank installs on its own.
+$(BUILD)/install/pprpcd: $(PPRPCD_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PPRPCD_LIBS) $(GGML_LINK) $(if $(GGML_LINK),-Wl$(comma)-rpath$(comma)'$$ORIGIN/../lib/pprpc') -lm
 
 $(B)/%: $(O)/tools/%.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(B)
@@ -295,8 +332,16 @@ endif
 # Without the pinned llama.cpp build the drivers print why they skip.
 .PHONY: test-llama test-llama-full
 ifeq ($(GGML_ON),1)
-LLAMA_TEST_DEPS := $(PLUGIN) $(B)/pprpcd $(B)/pprpcctl $(T)/gguf-add-vocab
+LLAMA_TEST_DEPS := $(PLUGIN) $(B)/pprpcd $(B)/pprpcctl $(T)/gguf-add-vocab $(T)/amx_emul.so $(T)/ggml_version_shim.so
 $(O)/tests/llama/%.o: CPPFLAGS += $(GGML_INC)
+# LD_PRELOAD shims for llama.cpp's tools (tests/llama/amx.sh, release.sh):
+# never sanitized, they load into the tools as they are.
+$(T)/amx_emul.so: tests/llama/amx_emul.c
+	@mkdir -p $(T)
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -fPIC -shared $(GGML_INC) -o $@ $< -ldl
+$(T)/ggml_version_shim.so: tests/llama/ggml_version_shim.c
+	@mkdir -p $(T)
+	$(CC) -std=gnu11 $(WARN) -O2 -fPIC -shared -o $@ $<
 $(T)/gguf-add-vocab: $(O)/tests/llama/gguf-add-vocab.o
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $< -L$(GGML_LIB_DIR) -Wl,-rpath,$(abspath $(GGML_LIB_DIR)) -lggml-base
@@ -338,7 +383,7 @@ $(B)/bench-ggml_gdn: $(O)/bench/ggml_gdn.o $(O)/tests/integration/ggml_wire.o $(
 # test_ggml computes its references with ggml itself (ggml_wire.c turns a
 # local ggml graph into the wire form).
 $(T)/test_ggml $(T)/test_ggml_gdn: $(T)/%: $(O)/tests/integration/%.o $(O)/tests/integration/ggml_wire.o \
-		$(O)/tests/integration/harness.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
+		$(O)/daemon/backend/ggml/ggml_load.o $(O)/tests/integration/harness.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	@mkdir -p $(T)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(PBC_LIBS) $(CRYPTO_LIBS) $(GGML_LIBS) -lm
 
@@ -382,9 +427,9 @@ GGML_RULES_SRCS := $(wildcard daemon/backend/ggml/rules/*.c)
 ifeq ($(GGML_ON),1)
 GGML_RULES_OBJS := $(call obj,$(GGML_RULES_SRCS))
 $(GGML_RULES_OBJS) $(O)/tests/unit/test_ggml_rules.o: CPPFLAGS += $(GGML_INC)
-$(T)/test_ggml_rules: $(O)/tests/unit/test_ggml_rules.o $(GGML_RULES_OBJS)
+$(T)/test_ggml_rules: $(O)/tests/unit/test_ggml_rules.o $(GGML_RULES_OBJS) $(O)/daemon/backend/ggml/ggml_load.o
 	@mkdir -p $(T)
-	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(GGML_LIBS) -lggml-cpu -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(GGML_LIBS) -lm
 # The rules over every graph llama.cpp's test-llama-archs builds (an LD_PRELOAD
 # shim; minutes, so not in `make unit`).  ARCH=name runs one architecture.
 $(T)/ggml_rules_archs.so: tests/unit/test_ggml_rules_archs.c $(GGML_RULES_SRCS)
@@ -533,11 +578,20 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 INSTALL_BINS := pprpcd pprpcctl pp-fence-test pprpc-demo
 .PHONY: install
-install: all
+# With the ggml engine, ggml's libraries and backend modules (the CPU
+# variants, ggml-cuda when the build has it) go to PREFIX/lib/pprpc, symlinks
+# kept, for pprpcd alone: llama.cpp's tools keep their own ggml, which the
+# plugin uses (and checks, util/ggml_release.h).
+GGML_INSTALL_LIBS := $(if $(GGML_LINK),$(wildcard $(GGML_LIB_DIR)/libggml.so* $(GGML_LIB_DIR)/libggml-base.so* \
+	$(GGML_LIB_DIR)/libggml-cpu*.so $(GGML_LIB_DIR)/libggml-cuda*.so))
+install: all $(BUILD)/install/pprpcd
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include \
 		$(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/pprpc \
 		$(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
-	for b in $(INSTALL_BINS); do [ ! -x $(B)/$$b ] || install -m 755 $(B)/$$b $(DESTDIR)$(PREFIX)/bin/; done
+	install -m 755 $(BUILD)/install/pprpcd $(DESTDIR)$(PREFIX)/bin/
+	for b in $(filter-out pprpcd,$(INSTALL_BINS)); do [ ! -x $(B)/$$b ] || install -m 755 $(B)/$$b $(DESTDIR)$(PREFIX)/bin/; done
+	$(if $(GGML_INSTALL_LIBS),install -d $(DESTDIR)$(PREFIX)/lib/pprpc && cp -P $(GGML_INSTALL_LIBS) $(DESTDIR)$(PREFIX)/lib/pprpc/ \
+		&& cp $(GGML_LIB_DIR)/pprpc-llama-release $(DESTDIR)$(PREFIX)/lib/pprpc/llama-release)
 	install -m 755 $(L)/libpprpc.so $(DESTDIR)$(PREFIX)/lib/$(LIB_FILE)
 	ln -sf $(LIB_FILE) $(DESTDIR)$(PREFIX)/lib/libpprpc.so.$(LIB_SOVERSION)
 	ln -sf libpprpc.so.$(LIB_SOVERSION) $(DESTDIR)$(PREFIX)/lib/libpprpc.so

@@ -14,14 +14,14 @@
 #   refcpu   bench-ggml_gdn --ref-cpu at T = 2048, H = 32: both CUDA kernels
 #            against ggml-cpu
 # Environment: BUILD (pprpc build with CUDA, default build-gpu), LLAMA_CUDA_BIN
-# (a CUDA build of the pinned llama.cpp, default ext/llama.cpp/build-cuda/bin:
+# (a CUDA build of the pinned llama.cpp, default ext/llama.cpp-<tag>/build-cuda/bin:
 # its libggml*.so go on LD_LIBRARY_PATH, so pprpcd's ggml has CUDA0), DEVICE
 # (the ggml device, default CUDA0; CPU tries the script on a CPU build).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-gpu}
 DEVICE=${DEVICE:-CUDA0}
-LB=$(realpath "${LLAMA_CUDA_BIN:-ext/llama.cpp/build-cuda/bin}")
+LB=$(realpath "${LLAMA_CUDA_BIN:-$(. scripts/llama-release.sh && echo "$LLAMA_SRC_DEFAULT")/build-cuda/bin}")
 export LD_LIBRARY_PATH=$LB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 PLUGIN=$(realpath "$BUILD/lib/libggml-pprpc.so")
 TMP=$(mktemp -d /tmp/ggml-gdn-gpu-XXXXXX)

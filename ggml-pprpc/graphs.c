@@ -152,6 +152,7 @@ static void create_msg(struct pg_device *d, const struct pg_wire *w, Pprpc__Ggml
 	m->tensors = w->tp;
 	m->n_nodes = w->nnodes;
 	m->nodes = w->nodes;
+	m->ggml_version = (char *)ggml_version();
 }
 
 /* Send w's create with run set; *ret_pc is settled later (settle). */

@@ -24,6 +24,7 @@
 #include "ggml-pprpc/pg.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
+#include "util/ggml_release.h"
 
 static struct pg_registry *g_reg;
 
@@ -138,6 +139,16 @@ static int add_devices(struct pg_registry *pr, struct pg_rank *r, char *err, siz
 
 		if (!di || !di->kind || strcmp(di->kind, "ggml") != 0)
 			continue; /* native devices run pprpc graphs, not ggml's */
+		/* the rank validates and runs graphs with its own ggml: one of
+		 * another release would misread ours (util/ggml_release.h) */
+		if (!di->ggml_version || strcmp(di->ggml_version, ggml_version()) != 0) {
+			snprintf(err, errlen, "device %s runs ggml %s, this process ggml %s (llama.cpp %s): "
+				 "run ranks and client of one llama.cpp release",
+				 di->name, di->ggml_version && *di->ggml_version ? di->ggml_version : "(not said: an older pprpcd)",
+				 ggml_version(), PPRPC_LLAMA_RELEASE);
+			rc = PPRPC_EVERSION;
+			break;
+		}
 		if (pr->ndev >= PG_MAX_DEVICES) {
 			snprintf(err, errlen, "more than %d devices", PG_MAX_DEVICES);
 			rc = PPRPC_ELIMIT;
@@ -212,6 +223,14 @@ __attribute__((visibility("default"))) ggml_backend_reg_t ggml_backend_init(void
 
 ggml_backend_reg_t ggml_backend_init(void)
 {
+	char err[400];
+
+	/* before anything else of ggml's is touched: another release may number
+	 * ops and lay out op_params otherwise (util/ggml_release.h) */
+	if (pprpc_ggml_release_check(ggml_version(), ggml_commit(), err, sizeof(err)) < 0) {
+		PG_LOG_ERROR("pprpc: not loading the PPRPC backend: %s\n", err);
+		return NULL;
+	}
 	if (!g_reg)
 		g_reg = registry_new();
 	return g_reg ? &g_reg->reg : NULL;

@@ -416,6 +416,7 @@ int pg_wire_pack_graph(const struct pg_wire *w, uint32_t device, uint8_t **ret, 
 	m.tensors = w->tp;
 	m.n_nodes = w->nnodes;
 	m.nodes = w->nodes;
+	m.ggml_version = (char *)ggml_version();
 	return pack(&m.base, ret, ret_len);
 }
 

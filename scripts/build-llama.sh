@@ -1,24 +1,44 @@
 #!/usr/bin/env bash
-# Build the pinned llama.cpp release (fetched by scripts/fetch-llama.sh) with
-# CMake into a git-ignored build tree, once: ninja rebuilds nothing when
-# nothing changed.  CPU build by default; LLAMA_CUDA=1 adds ggml-cuda (sm_90).
+# Build a llama.cpp release of scripts/llama-releases (LLAMA_RELEASE, default
+# the first; fetched by scripts/fetch-llama.sh when missing) with CMake into a
+# git-ignored build tree, once: ninja rebuilds nothing when nothing changed.
 #
-#   scripts/build-llama.sh [SRC [BUILD]]   (default: ext/llama.cpp ext/llama.cpp/build-cpu)
+#   [LLAMA_RELEASE=v0.4.0] scripts/build-llama.sh [SRC [BUILD]]
+#       (default: ext/llama.cpp-<tag> ext/llama.cpp-<tag>/build-cpu)
 #
-# One patch is applied to the source before building (scripts/llama-patches/):
-# test-llama-archs does not call ggml_backend_load_all() in this release, so it
-# never sees a backend named by GGML_BACKEND_PATH; the patch adds that one call
-# at the top of main() (what llama-bench, llama-cli and test-backend-ops do).
-# What the test checks is unchanged.
+# The CPU backend is built the way llama.cpp's own releases build it:
+# GGML_BACKEND_DL with GGML_CPU_ALL_VARIANTS, one libggml-cpu-<variant>.so per
+# instruction-set level (x64 ... sapphirerapids on x86, armv8.0 ... armv9.2 on
+# Arm), the best one for the running CPU chosen when the process starts.  A
+# GGML_NATIVE build runs only on CPUs with every extension of the build host,
+# and a build tree is carried to ranks and to the GPU machine.  The variants
+# cost ~1 CPU-minute each (14 on x86).  LLAMA_NATIVE=1 builds the one native
+# variant instead (a developer's quick build; never carried elsewhere).
+# LLAMA_CUDA=1 adds ggml-cuda (sm_90 unless LLAMA_CUDA_ARCHS), into build-cuda.
+#
+# llama-server is built without its web UI (LLAMA_BUILD_UI and the prebuilt
+# download off: nothing but the package registries is reachable); its HTTP
+# API is complete without it.
+#
+# The patches of scripts/llama-patches/ are applied to the source first, each
+# documented in its header (scripts/llama-patches/README).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-SRC=${1:-ext/llama.cpp}
+. scripts/llama-release.sh
+SRC=${1:-$LLAMA_SRC_DEFAULT}
 if [ "${LLAMA_CUDA:-0}" = 1 ]; then BUILD=${2:-$SRC/build-cuda}; else BUILD=${2:-$SRC/build-cpu}; fi
 JOBS=${JOBS:-$(nproc)}
-TARGETS=${LLAMA_TARGETS:-"ggml-base ggml-cpu ggml llama test-backend-ops test-llama-archs llama-bench llama-simple llama-completion llama-quantize llama-imatrix llama-fit-params ggml-rpc-server"}
+# `ggml` depends on every backend module of a GGML_BACKEND_DL build (the CPU
+# variants, ggml-rpc, ggml-cuda).
+TOOLS="test-backend-ops test-llama-archs llama-bench llama-simple llama-completion llama-quantize llama-imatrix llama-fit-params ggml-rpc-server llama-server"
+TARGETS=${LLAMA_TARGETS:-"ggml llama $TOOLS"}
 
 [ -d "$SRC" ] || scripts/fetch-llama.sh "$SRC"
+if [ -d "$SRC/.git" ]; then
+	got=$(git -C "$SRC" rev-parse HEAD)
+	[ "$got" = "$LLAMA_COMMIT" ] || { echo "build-llama: $SRC holds $got, not $LLAMA_TAG ($LLAMA_COMMIT)" >&2; exit 1; }
+fi
 
 # patch(1), not git: the GPU machine builds from a tarball of the source
 # (made from a patched tree: there a missing patch(1) is not fatal).
@@ -27,21 +47,32 @@ for p in scripts/llama-patches/*.patch; do
 	if patch -d "$SRC" -p1 -R -s -f --dry-run <"$root/$p" >/dev/null 2>&1; then
 		continue # already applied
 	fi
-	patch -d "$SRC" -p1 -s -f <"$root/$p"
+	patch -d "$SRC" -p1 -s -f --no-backup-if-mismatch <"$root/$p"
 	echo "build-llama: applied $p"
 done
 
+cpu_flags=(-DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_NATIVE=OFF)
+if [ "${LLAMA_NATIVE:-0}" = 1 ]; then
+	cpu_flags=(-DGGML_BACKEND_DL=ON -DGGML_NATIVE=ON)
+fi
 cuda_flags=()
 if [ "${LLAMA_CUDA:-0}" = 1 ]; then
 	cuda_flags=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${LLAMA_CUDA_ARCHS:-90}")
 fi
+stamp="$LLAMA_TAG ${cpu_flags[*]} ${cuda_flags[*]}"
+if [ -f "$BUILD/build.ninja" ] && [ "$(cat "$BUILD/pprpc-config" 2>/dev/null)" != "$stamp" ]; then
+	echo "build-llama: $BUILD was configured otherwise ($(cat "$BUILD/pprpc-config" 2>/dev/null || echo unknown)); reconfiguring"
+	rm -rf "$BUILD"
+fi
 if [ ! -f "$BUILD/build.ninja" ]; then
 	cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-		-DBUILD_SHARED_LIBS=ON -DGGML_RPC=ON -DGGML_NATIVE="${LLAMA_NATIVE:-ON}" \
+		-DBUILD_SHARED_LIBS=ON -DGGML_RPC=ON "${cpu_flags[@]}" \
 		-DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=ON \
-		-DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+		-DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF \
 		-DLLAMA_BUILD_EXAMPLES="$([ -d "$SRC/examples" ] && echo ON || echo OFF)" \
-		"${cuda_flags[@]}" >/dev/null
+		"${cuda_flags[@]}" >"$BUILD.cmake.log" 2>&1 || { tail -20 "$BUILD.cmake.log" >&2; exit 1; }
+	mv "$BUILD.cmake.log" "$BUILD/pprpc-cmake.log"
+	echo "$stamp" >"$BUILD/pprpc-config"
 fi
 # Progress lines and compiler warnings of the foreign code stay in the log.
 log="$BUILD/pprpc-build.log"
@@ -52,7 +83,9 @@ if ! ninja -C "$BUILD" -j "$JOBS" $TARGETS >"$log" 2>&1; then
 	exit 1
 fi
 for t in $TARGETS; do
-	case $t in ggml|ggml-base|ggml-cpu|ggml-cuda|llama) continue ;; esac # libraries
+	case $t in ggml*|llama) continue ;; esac # libraries
 	[ -x "$BUILD/bin/$t" ] || { echo "build-llama: $BUILD/bin/$t missing after the build" >&2; exit 1; }
 done
-echo "build-llama: $BUILD ready"
+ls "$BUILD"/bin/libggml-cpu*.so >/dev/null 2>&1 || { echo "build-llama: no CPU backend in $BUILD/bin" >&2; exit 1; }
+echo "$LLAMA_TAG $LLAMA_COMMIT" >"$BUILD/bin/pprpc-llama-release"
+echo "build-llama: $BUILD ready ($LLAMA_TAG; CPU variants:$(cd "$BUILD/bin" && ls libggml-cpu*.so | sed 's/libggml-cpu-\{0,1\}\(.*\)\.so/ \1/' | tr -d '\n'))"

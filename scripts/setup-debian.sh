@@ -13,7 +13,7 @@ pkgs=(
 	libsystemd-dev
 	libcmocka-dev
 	clang libclang-rt-14-dev   # libFuzzer targets and sanitizers
-	cmake ninja-build git      # the pinned llama.cpp (scripts/build-llama.sh)
+	cmake ninja-build git patch  # the pinned llama.cpp (scripts/build-llama.sh)
 	python3-numpy python3-yaml python3-tqdm  # gguf-py: the model generator (bench/)
 	# make test-rdma: a QEMU guest with Soft-RoCE (tests/vm/); the guest kernel
 	# itself is downloaded (not installed) by tests/vm/run.sh

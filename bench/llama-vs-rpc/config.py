@@ -23,7 +23,7 @@ before allocating).  Exit 0 when every run succeeded and every hash matched,
 1 otherwise, 2 for bad usage.
 
 Environment: LLAMA_BIN (llama.cpp's bin folder, default
-ext/llama.cpp/build-cpu/bin), PPRPC_BUILD (default build).
+ext/llama.cpp-<tag>/build-cpu/bin of LLAMA_RELEASE or the default release), PPRPC_BUILD (default build).
 """
 
 
@@ -61,7 +61,9 @@ def parse(argv=None):
                     help="what the traced round runs: the prompt run (default) or a decode run")
     ap.add_argument("--workdir", help="logs (default build/llama-vs-rpc/run-TIME)")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per llama.cpp invocation (default 900)")
-    ap.add_argument("--llama-bin", default=os.environ.get("LLAMA_BIN", os.path.join(ROOT, "ext/llama.cpp/build-cpu/bin")))
+    with open(os.path.join(ROOT, "scripts", "llama-releases")) as f:  # the default release: the first
+        tag = os.environ.get("LLAMA_RELEASE") or [l.split()[0] for l in f if l.strip() and not l.startswith("#")][0]
+    ap.add_argument("--llama-bin", default=os.environ.get("LLAMA_BIN", os.path.join(ROOT, "ext", "llama.cpp-" + tag, "build-cpu", "bin")))
     ap.add_argument("--pprpc-build", default=os.environ.get("PPRPC_BUILD", os.path.join(ROOT, "build")))
     return ap.parse_args(argv)
 

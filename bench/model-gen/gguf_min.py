@@ -16,13 +16,21 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
+def default_llama_dir():
+    """ext/llama.cpp-<tag> of $LLAMA_RELEASE, else of the first release of
+    scripts/llama-releases (the default)."""
+    with open(os.path.join(ROOT, "scripts", "llama-releases")) as f:
+        tags = [l.split()[0] for l in f if l.strip() and not l.startswith("#")]
+    return os.path.join(ROOT, "ext", "llama.cpp-" + os.environ.get("LLAMA_RELEASE", tags[0]))
+
+
 def load_constants():
     """gguf-py's constants module: $GGUF_PY/gguf/constants.py, else the pinned
-    release under $LLAMA_DIR (default ext/llama.cpp)."""
+    release under $LLAMA_DIR (default ext/llama.cpp-<tag>, default_llama_dir)."""
     cands = []
     if os.environ.get("GGUF_PY"):
         cands.append(os.path.join(os.environ["GGUF_PY"], "gguf", "constants.py"))
-    llama_dir = os.environ.get("LLAMA_DIR", os.path.join(ROOT, "ext", "llama.cpp"))
+    llama_dir = os.environ.get("LLAMA_DIR", default_llama_dir())
     cands.append(os.path.join(llama_dir, "gguf-py", "gguf", "constants.py"))
     for path in cands:
         if os.path.isfile(path):

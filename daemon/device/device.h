@@ -77,6 +77,7 @@ struct device {
 	uint64_t ggml_alignment;
 	uint64_t ggml_max_size;
 	uint32_t ggml_dev_type;
+	const char *ggml_version;
 };
 
 /* Settings a backend may use (from pprpcd.conf / flags). */

@@ -23,6 +23,8 @@ void devinfo_fill(struct pprpcd *d, struct devinfo_set *set)
 		di->ggml_alignment = dev->ggml_alignment;
 		di->ggml_max_size = dev->ggml_max_size;
 		di->ggml_dev_type = dev->ggml_dev_type;
+		if (dev->ggml_version)
+			di->ggml_version = (char *)dev->ggml_version;
 		set->ptrs[i] = di;
 	}
 }

@@ -17,7 +17,7 @@ shards=${1:-6}
 case "$shards" in
 ''|*[!0-9]*|0) echo "usage: tests/gpu/backend-ops-full.sh [SHARDS] (a whole number from 1; got '$shards')" >&2; exit 2 ;;
 esac
-LLAMA_BIN=${LLAMA_BIN:-ext/llama.cpp/build-cpu/bin}
+LLAMA_BIN=${LLAMA_BIN:-$(. scripts/llama-release.sh && echo "$LLAMA_SRC_DEFAULT")/build-cpu/bin}
 tmp=$(mktemp -d /tmp/pprpc-tbo-shards-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 

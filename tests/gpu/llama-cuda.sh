@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # tests/gpu/llama-cuda.sh — on the GPU machine: build the pinned llama.cpp
-# with ggml-cuda (sm_90) from a source tarball made here, into ext/llama.cpp
+# with ggml-cuda (sm_90) from a source tarball made here, into ext/llama.cpp-<tag> (LLAMA_RELEASE)
 # (git-ignored, kept while the machine stays warm).  Nothing is fetched there.
 #
 #   tests/gpu/llama-cuda.sh TARBALL [PACK_DIR]
 #
-# TARBALL: `git -C ext/llama.cpp archive HEAD | xz` without models/docs
+# TARBALL: `git -C ext/llama.cpp-<tag> archive HEAD | xz` without models/docs
 # (tests/gpu/README.md).  With PACK_DIR, the built libraries and tools are
 # also written there as xz pieces of at most 15 MiB (a later, cold machine
 # unpacks them instead of building again: cat PACK_DIR/llama-cuda.txz.* | xz -d | tar x).
@@ -13,9 +13,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 tarball=$1
 pack=${2:-}
-src=ext/llama.cpp
+src=$(. scripts/llama-release.sh && echo "$LLAMA_SRC_DEFAULT")
 build=$src/build-cuda
-targets="ggml-base ggml-cpu ggml-cuda ggml llama test-backend-ops test-llama-archs llama-bench llama-completion llama-fit-params ggml-rpc-server"
+targets="ggml llama test-backend-ops test-llama-archs llama-bench llama-completion llama-fit-params ggml-rpc-server"
 if [ ! -x "$build/bin/test-backend-ops" ] || [ ! -f "$build/bin/libggml-cuda.so" ]; then
 	if [ ! -d "$src" ]; then
 		mkdir -p "$src"

@@ -8,7 +8,7 @@
 # Prints the environment to source.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=ext/llama.cpp/build-cuda/bin
+bin=$(. scripts/llama-release.sh && echo "$LLAMA_SRC_DEFAULT")/build-cuda/bin
 if [ ! -f "$bin/libggml-cuda.so" ]; then
 	mkdir -p "$bin"
 	xz -dc gpu-pack/llama-cuda-min.txz | tar -x -C "$bin"

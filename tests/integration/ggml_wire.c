@@ -103,6 +103,7 @@ int gw_serialize(struct ggml_cgraph *cg, const struct gw_map *map, int nmap, uin
 	memset(out, 0, sizeof(*out));
 	pprpc__ggml_graph_create__init(&out->msg);
 	out->msg.device = device;
+	out->msg.ggml_version = (char *)ggml_version();
 	out->nodes = calloc((size_t)n + 1, sizeof(*out->nodes));
 	if (!out->nodes)
 		return -1;

@@ -30,6 +30,7 @@
 
 #include <cmocka.h>
 
+#include "daemon/backend/ggml/ggml_load.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml.h"
@@ -371,6 +372,7 @@ static void run_and_compare(struct model *m, uint64_t graph)
 
 static int setup(void **state)
 {
+	char lerr[256];
 	static char devices[96];
 	static const char *extra[] = { "--devices", devices, "--threads", "2", NULL };
 	const char *env = getenv("PPRPC_TEST_GGML_DEVICE");
@@ -381,6 +383,11 @@ static int setup(void **state)
 		g_exact = strcmp(env, "ggml:CPU") == 0;
 	}
 	snprintf(devices, sizeof(devices), "%s,cpu", g_dev);
+	/* the local reference: ggml-cpu, a module of a GGML_BACKEND_DL ggml */
+	if (gge_backends_load(lerr, sizeof(lerr)) < 0) {
+		fprintf(stderr, "%s\n", lerr);
+		return -1;
+	}
 	g_cpu = ggml_backend_init_by_type(GGML_BACKEND_DEVICE_TYPE_CPU, NULL);
 	if (!g_cpu)
 		return -1;

@@ -29,6 +29,7 @@
 #include <cmocka.h>
 #include <math.h>
 
+#include "daemon/backend/ggml/ggml_load.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "ggml.h"
@@ -401,10 +402,16 @@ static void test_default_off(void **state)
 
 static int setup(void **state)
 {
+	char lerr[256];
 	static const char *const extra[] = { "--devices", "ggml:CPU", "--threads", "2", "--ggml-native-gdn", "auto",
 					     NULL };
 
 	(void)state;
+	/* the local reference: ggml-cpu, a module of a GGML_BACKEND_DL ggml */
+	if (gge_backends_load(lerr, sizeof(lerr)) < 0) {
+		fprintf(stderr, "%s\n", lerr);
+		return -1;
+	}
 	g_cpu = ggml_backend_init_by_type(GGML_BACKEND_DEVICE_TYPE_CPU, NULL);
 	if (!g_cpu)
 		return -1;

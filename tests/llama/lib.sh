@@ -5,11 +5,11 @@
 # stay in a temporary directory, printed when a test fails.
 #
 # Environment: BUILD (pprpc build tree, default build), LLAMA_BIN (llama.cpp
-# binaries, default ext/llama.cpp/build-cpu/bin), GGML_ON (0 = skip: the
+# binaries, default ext/llama.cpp-<tag>/build-cpu/bin of the default release), GGML_ON (0 = skip: the
 # llama.cpp build is absent), RANK_THREADS (threads per rank, default 1).
 
 BUILD=${BUILD:-build}
-LLAMA_BIN=${LLAMA_BIN:-ext/llama.cpp/build-cpu/bin}
+LLAMA_BIN=${LLAMA_BIN:-$(. scripts/llama-release.sh && echo "$LLAMA_SRC_DEFAULT")/build-cpu/bin}
 PPRPCD=${PPRPCD:-$BUILD/bin/pprpcd}
 PPRPCCTL=${PPRPCCTL:-$BUILD/bin/pprpcctl}
 PLUGIN=${PLUGIN:-$BUILD/lib/libggml-pprpc.so}

@@ -7,6 +7,8 @@
 #   archs.sh         test-llama-archs with two ranks (a fixed list of architectures; --full: all)
 #   generate.sh      greedy generation with llama-completion over two ranks = the CPU's tokens
 #   rank-loss.sh     a rank killed during generation: clear error within a bound, the other serves on
+#   amx.sh           the local side on a CPU with AMX (emulated): the scheduler abort of an AMX Xeon, fixed
+#   release.sh       the plugin refuses a ggml of another release; the tools list its devices
 # Each starts its own pprpcd ranks on 127.0.0.1 and stops them.
 set -u
 cd "$(dirname "$0")/../.."
@@ -16,7 +18,7 @@ if [ "${GGML_ON:-1}" = 0 ]; then
 	exit 0
 fi
 rc=0
-for t in backend-ops backend-ops-gdn archs generate rank-loss; do
+for t in backend-ops backend-ops-gdn archs generate rank-loss amx release; do
 	echo "== tests/llama/$t.sh $mode"
 	case $t in
 	backend-ops|archs) tests/llama/$t.sh $mode || rc=1 ;;

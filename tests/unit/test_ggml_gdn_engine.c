@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "daemon/backend/ggml/ggml_engine.h"
+#include "daemon/backend/ggml/ggml_load.h"
 #include "ggml-alloc.h"
 #include "pprpc/types.h"
 #include "tests/integration/ggml_wire.h"
@@ -405,6 +406,11 @@ static int setup(void **state)
 	char err[256];
 
 	(void)state;
+	/* ggml-cpu is a module of a GGML_BACKEND_DL ggml: loaded first */
+	if (gge_backends_load(err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s\n", err);
+		return -1;
+	}
 	g_cpu = ggml_backend_init_by_type(GGML_BACKEND_DEVICE_TYPE_CPU, NULL);
 	return g_cpu && gge_dev_open("CPU", 1, &g_dev, err, sizeof(err)) == 0 ? 0 : -1;
 }

@@ -24,10 +24,39 @@
 #include "ggml.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
-#include "ggml-cpu.h"
 
+#include "daemon/backend/ggml/ggml_load.h"
 #include "daemon/backend/ggml/rules/ggml_rules.h"
 #include "pprpc/types.h"
+
+/* the accumulator precision F32: ggml_prec_set_acc from v0.5.0 on (the
+ * per-op setters are deprecated there) */
+#if PPRPC_LLAMA_RELEASE_NUM >= 500
+#define SET_ACC_F32(t) ggml_prec_set_acc((t), GGML_PREC_F32)
+#else
+#define SET_ACC_F32(t) ((t)->op == GGML_OP_MUL_MAT ? ggml_mul_mat_set_prec((t), GGML_PREC_F32) \
+						   : ggml_flash_attn_ext_set_prec((t), GGML_PREC_F32))
+#endif
+
+/* ggml-cpu with one thread: a module of a GGML_BACKEND_DL ggml, so loaded
+ * first and reached through its registry. */
+static ggml_backend_t cpu_backend(void)
+{
+	typedef void (*set_n_fn)(ggml_backend_t, int);
+	char err[256];
+	ggml_backend_t cpu;
+	set_n_fn set_n;
+
+	if (gge_backends_load(err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	cpu = ggml_backend_init_by_type(GGML_BACKEND_DEVICE_TYPE_CPU, NULL);
+	assert_non_null(cpu);
+	set_n = (set_n_fn)ggml_backend_reg_get_proc_address(ggml_backend_dev_backend_reg(ggml_backend_get_device(cpu)),
+							      "ggml_backend_set_n_threads");
+	if (set_n)
+		set_n(cpu, 1);
+	return cpu;
+}
 
 #define F32 GGML_TYPE_F32
 #define F16 GGML_TYPE_F16
@@ -158,8 +187,15 @@ static void build_samples(struct ggml_context *ctx)
 		add("mul_mat_q4_k", ggml_mul_mat(ctx, wk, ggml_new_tensor_2d(ctx, F32, 256, 5)), 0);
 		add("mul_mat_f16_bcast", ggml_mul_mat(ctx, wf, ggml_new_tensor_4d(ctx, F32, 64, 8, 4, 3)), 0);
 		struct ggml_tensor *prec = ggml_mul_mat(ctx, wq, x2);
-		ggml_mul_mat_set_prec(prec, GGML_PREC_F32);
+		SET_ACC_F32(prec);
 		add("mul_mat_prec", prec, 0);
+#if PPRPC_LLAMA_RELEASE_NUM >= 500
+		/* v0.5.0: src1 may be quantized to 8 bits, accumulated in BF16 */
+		struct ggml_tensor *prec_src = ggml_mul_mat(ctx, wq, x2);
+		assert_true(ggml_prec_set_acc(prec_src, GGML_PREC_BF16));
+		assert_true(ggml_prec_set_src(prec_src, GGML_PREC_Q8, 1));
+		add("mul_mat_prec_src", prec_src, 0);
+#endif
 		struct ggml_tensor *had = ggml_mul_mat(ctx, ggml_new_tensor_2d(ctx, F32, 64, 64), x2);
 		ggml_mul_mat_set_hint(had, GGML_HINT_SRC0_IS_HADAMARD);
 		add("mul_mat_hadamard", had, 0);
@@ -246,7 +282,7 @@ static void build_samples(struct ggml_context *ctx)
 		struct ggml_tensor *v = ggml_new_tensor_4d(ctx, F16, 64, 32, 2, 1);
 		struct ggml_tensor *fa = ggml_flash_attn_ext(ctx, q, k, v, ggml_new_tensor_4d(ctx, F16, 32, 8, 1, 1),
 							     0.125f, 0.0f, 0.0f);
-		ggml_flash_attn_ext_set_prec(fa, GGML_PREC_F32);
+		SET_ACC_F32(fa);
 		ggml_flash_attn_ext_add_sinks(fa, ggml_new_tensor_1d(ctx, F32, 4));
 		add("flash_attn_ext", fa, 0);
 		add("flash_attn_ext_nomask_q8", ggml_flash_attn_ext(ctx, q, ggml_new_tensor_4d(ctx, GGML_TYPE_Q8_0, 64, 32, 2, 1),
@@ -292,6 +328,14 @@ static void build_samples(struct ggml_context *ctx)
 		add("dsv4_hc_pre", ggml_dsv4_hc_pre(ctx, ggml_new_tensor_3d(ctx, F32, 64, 4, 8), ggml_new_tensor_2d(ctx, F32, 4, 8)), 0);
 		add("dsv4_hc_post", ggml_dsv4_hc_post(ctx, ggml_new_tensor_2d(ctx, F32, 64, 8), ggml_new_tensor_3d(ctx, F32, 64, 4, 8),
 						     ggml_new_tensor_2d(ctx, F32, 4, 8), ggml_new_tensor_3d(ctx, F32, 4, 4, 8)), 0);
+#if PPRPC_LLAMA_RELEASE_NUM >= 500
+		/* v0.5.0: the gated pre (qwen4exp), the post without comb */
+		add("dsv4_hc_pre_gated", ggml_dsv4_hc_pre_gated(ctx, ggml_new_tensor_3d(ctx, F32, 64, 4, 8),
+								ggml_new_tensor_3d(ctx, F32, 64, 4, 8), 0.25f), 0);
+		add("dsv4_hc_post_nocomb", ggml_dsv4_hc_post(ctx, ggml_new_tensor_2d(ctx, F32, 64, 8),
+							     ggml_new_tensor_3d(ctx, F32, 64, 4, 8),
+							     ggml_new_tensor_2d(ctx, F32, 4, 8), NULL), 0);
+#endif
 	}
 
 	/* misc and state-space */
@@ -476,6 +520,13 @@ static void test_matmul(void **state)
 	MUTATE(n, "src0 Q8_K (no vec_dot)", m->src[0] = ggml_new_tensor_2d(ctx, GGML_TYPE_Q8_K, 256, 32));
 	MUTATE(n, "result F16", m->type = F16);
 	MUTATE(n, "precision 3", m->op_params[0] = 3);
+	MUTATE(n, "src0 precision", m->op_params[2] = GGML_PREC_F32);
+	MUTATE(n, "src1 precision 7", m->op_params[3] = 7);
+#if PPRPC_LLAMA_RELEASE_NUM >= 500
+	MUTATE(n, "accumulating in Q8", m->op_params[0] = GGML_PREC_Q8);
+#else
+	MUTATE(n, "src1 precision (none before v0.5.0)", m->op_params[3] = GGML_PREC_F32);
+#endif
 	MUTATE(n, "hint 7", m->op_params[1] = 7);
 	MUTATE(n, "Hadamard of a non-square src0", m->op_params[1] = GGML_HINT_SRC0_IS_HADAMARD);
 	MUTATE(sample("mul_mat_f16_bcast"), "batch not broadcastable",
@@ -494,6 +545,8 @@ static void test_matmul(void **state)
 	MUTATE(id, "src1 not a divisor of ids", m->src[1] = ggml_new_tensor_3d(ctx, F32, 64, 3, 8));
 	MUTATE(id, "experts 4-d", m->src[0] = ggml_new_tensor_4d(ctx, GGML_TYPE_Q8_0, 64, 32, 4, 2));
 	MUTATE(id, "result rows", m->ne[0] = 16);
+	MUTATE(id, "precision 3", m->op_params[0] = 3);
+	MUTATE(id, "src0 precision", m->op_params[2] = GGML_PREC_F32);
 	ggml_free(ctx);
 }
 
@@ -753,6 +806,18 @@ static void test_misc(void **state)
 	MUTATE(pr, "x 4-d", m->src[0] = ggml_new_tensor_4d(ctx, F32, 64, 4, 8, 2));
 	MUTATE(po, "comb shape", m->src[3] = ggml_new_tensor_3d(ctx, F32, 4, 3, 8));
 	MUTATE(po, "post F16", m->src[2] = ggml_new_tensor_2d(ctx, F16, 4, 8));
+#if PPRPC_LLAMA_RELEASE_NUM >= 500
+	struct ggml_tensor *pg = sample("dsv4_hc_pre_gated");
+	MUTATE(pr, "ungated scale 0 (a v0.4.0 graph)", { float z = 0.0f; memcpy(&m->op_params[0], &z, 4); });
+	MUTATE(pr, "gated flag on ungated weights", m->op_params[1] = 1);
+	MUTATE(pg, "gated flag 2", m->op_params[1] = 2);
+	MUTATE(pg, "scale NaN", { float z = NAN; memcpy(&m->op_params[0], &z, 4); });
+	MUTATE(pg, "gate of another shape", m->src[1] = ggml_new_tensor_3d(ctx, F32, 64, 4, 7));
+	MUTATE(pg, "ungated with a gate", m->op_params[1] = 0);
+	MUTATE(sample("dsv4_hc_post_nocomb"), "residual shape", m->src[1] = ggml_new_tensor_3d(ctx, F32, 64, 4, 7));
+#else
+	MUTATE(po, "no comb (v0.5.0 only)", m->src[3] = NULL);
+#endif
 	ggml_free(ctx);
 }
 
@@ -770,6 +835,13 @@ static void test_reduce(void **state)
 	MUTATE(sample("repeat"), "not a multiple", m->ne[0] = 96);
 	MUTATE(sample("sum_rows"), "sum_rows F16", { m->src[0] = ggml_new_tensor_4d(ctx, F16, 64, 8, 4, 1); m->type = F16; });
 	MUTATE(sample("argmax"), "argmax 3-d", m->src[0] = ggml_new_tensor_3d(ctx, F32, 64, 8, 2));
+	/* rows not float-aligned: ggml-cuda's strided reduction reads them as floats */
+	WITH_COPY(sample("sum_rows"), {
+		struct ggml_tensor a = *m->src[0];
+		a.nb[1] = 64 * 4 + 2;
+		m->src[0] = &a;
+		expect_bad(m, "sum_rows rows at 2-byte offsets");
+	});
 	ggml_free(ctx);
 }
 
@@ -787,7 +859,7 @@ static void test_cpu_compute(void **state)
 	struct ggml_init_params p = { .mem_size = 64u << 20, .mem_buffer = NULL, .no_alloc = false };
 	struct ggml_context *ctx = ggml_init(p);
 	assert_non_null(ctx);
-	ggml_backend_t cpu = ggml_backend_cpu_init();
+	ggml_backend_t cpu = cpu_backend();
 	assert_non_null(cpu);
 
 	const int D = 64, H = 4, T = 8, NKV = 16, V = 100;
@@ -888,7 +960,7 @@ static void test_sampler_graph(void **state)
 	struct ggml_init_params p = { .mem_size = 16u << 20, .mem_buffer = NULL, .no_alloc = false };
 	struct ggml_context *ctx = ggml_init(p);
 	assert_non_null(ctx);
-	ggml_backend_t cpu = ggml_backend_cpu_init();
+	ggml_backend_t cpu = cpu_backend();
 	assert_non_null(cpu);
 
 	const int nv = 50;
@@ -1038,11 +1110,11 @@ static void test_fuzz_compute(void **state)
 	const bool use_fork = !be_name || strcmp(be_name, "CPU") == 0;
 	ggml_backend_t cpu;
 	if (use_fork) {
-		cpu = ggml_backend_cpu_init();
-		assert_non_null(cpu);
-		ggml_backend_cpu_set_n_threads(cpu, 1);
+		cpu = cpu_backend();
 	} else {
-		ggml_backend_load_all();
+		char err[256];
+		if (gge_backends_load(err, sizeof(err)) < 0)
+			fail_msg("%s", err);
 		cpu = ggml_backend_init_by_name(be_name, NULL);
 		if (!cpu)
 			fail_msg("no ggml backend %s", be_name);

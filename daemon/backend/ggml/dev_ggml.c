@@ -540,6 +540,7 @@ int ggml_backend_open(struct device *d, const char *arg, const struct device_con
 	d->ggml_alignment = gd->g->alignment;
 	d->ggml_max_size = gd->g->max_size;
 	d->ggml_dev_type = (uint32_t)gd->g->type;
+	d->ggml_version = ggml_version();
 	/* GATED_DELTA_NET on pprpc's kernels: counted where STATS and the
 	 * metrics read the native devices' counters. */
 	gge_dev_gdn_config(gd->g, conf->ggml_native_gdn, &d->gdn_stats, d->gdn_ggml, conf->floor);

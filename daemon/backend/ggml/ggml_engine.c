@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "daemon/backend/ggml/ggml_load.h"
 #include "daemon/exec/hostmem.h"
 #include "ggml-backend-impl.h"
 #include "pprpc/types.h"
@@ -82,11 +83,15 @@ void gge_dev_worker_init(struct gge_dev *g)
 
 int gge_dev_open(const char *name, int threads, struct gge_dev **ret_g, char *err, size_t errlen)
 {
-	ggml_backend_dev_t dev = ggml_backend_dev_by_name(name);
+	ggml_backend_dev_t dev;
 	struct gge_dev *g;
 	char names[200];
 	int rc;
 
+	rc = gge_backends_load(err, errlen);
+	if (rc < 0)
+		return rc;
+	dev = ggml_backend_dev_by_name(name);
 	if (!dev) {
 		list_devices(names, sizeof(names));
 		snprintf(err, errlen, "unknown ggml device '%s' (this ggml has: %s)", name, names[0] ? names : "none");

@@ -10,6 +10,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "daemon/backend/ggml/dev_ggml.h"
 #include "daemon/backend/ggml/ggml_serve.h"
@@ -81,6 +82,12 @@ int ggml_serve_graph_create(struct pprpcd *d, struct owner *o, const Pprpc__Ggml
 	r.dev = ggml_dev(d, m->device, &rc, err, errlen);
 	if (!r.dev)
 		return rc;
+	if (!m->ggml_version || strcmp(m->ggml_version, ggml_version()) != 0) {
+		snprintf(err, errlen, "this rank runs ggml %s (llama.cpp %s), the graph comes from ggml %s: "
+			 "op numbering and parameters differ between releases, so it cannot be validated",
+			 ggml_version(), PPRPC_LLAMA_RELEASE, m->ggml_version && *m->ggml_version ? m->ggml_version : "(not said)");
+		return PPRPC_EVERSION;
+	}
 	if (m->n_nodes > d->opts.max_graph_nodes) {
 		snprintf(err, errlen, "graph node limit (%u) exceeded: the graph has %zu nodes", d->opts.max_graph_nodes,
 			 m->n_nodes);

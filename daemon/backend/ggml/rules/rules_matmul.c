@@ -29,6 +29,35 @@ static int matmul_types(struct rule_ctx *c, const struct ggml_tensor *a, const s
 	return 0;
 }
 
+/* The precision parameters of MUL_MAT and MUL_MAT_ID: op_params[0] the
+ * accumulator, [3] what src1 may be converted to (v0.5.0's ggml_prec_set_acc /
+ * ggml_prec_set_src; [2] is src0's slot, which ggml never sets).  ggml-cpu
+ * reads none of them; ggml-cuda's mat-vec takes any nonzero accumulator as
+ * F32 and its supports_op refuses MUL_MAT_ID with src1 F32.  v0.4.0 knows
+ * op_params[0] alone, as DEFAULT or F32. */
+static bool prec_known(int32_t p, bool src)
+{
+#if PPRPC_LLAMA_RELEASE_NUM >= 500
+	return p == GGML_PREC_UNDEFINED || p == GGML_PREC_F32 || p == GGML_PREC_BF16 || p == GGML_PREC_F16 ||
+	       (src && (p == GGML_PREC_Q8 || p == GGML_PREC_Q4));
+#else
+	return p == GGML_PREC_DEFAULT || p == GGML_PREC_F32 || (src && p == 0);
+#endif
+}
+
+static int matmul_prec(struct rule_ctx *c)
+{
+	const int32_t acc = rules_i32(c->node, 0), src0 = rules_i32(c->node, 2), src1 = rules_i32(c->node, 3);
+
+	REQ(c, prec_known(acc, false), "unknown accumulator precision %d", acc);
+	REQ(c, src0 == 0, "src0 precision %d: ggml sets none", src0);
+	REQ(c, prec_known(src1, true), "unknown src1 precision %d", src1);
+#if PPRPC_LLAMA_RELEASE_NUM < 500
+	REQ(c, src1 == 0, "src1 precision %d: this ggml has none", src1);
+#endif
+	return 0;
+}
+
 /* both kernels: rows of src0 and src1 are contiguous, dst is not permuted */
 static int matmul_layout(struct rule_ctx *c, const struct ggml_tensor *a, const struct ggml_tensor *b)
 {
@@ -52,8 +81,8 @@ int rule_mul_mat(struct rule_ctx *c)
 	REQ(c, !ggml_is_transposed(a), "src0 must not be transposed");
 	TRY(rules_new4(c, GGML_TYPE_F32, a->ne[1], b->ne[1], b->ne[2], b->ne[3]));
 
-	const int32_t prec = rules_i32(n, 0), hint = rules_i32(n, 1);
-	REQ(c, prec == GGML_PREC_DEFAULT || prec == GGML_PREC_F32, "unknown precision %d", prec);
+	const int32_t hint = rules_i32(n, 1);
+	TRY(matmul_prec(c));
 	REQ(c, hint == GGML_HINT_NONE || hint == GGML_HINT_SRC0_IS_HADAMARD, "unknown hint %d", hint);
 
 	TRY(matmul_types(c, a, b));
@@ -89,6 +118,7 @@ int rule_mul_mat_id(struct rule_ctx *c)
 	REQ(c, b->ne[1] > 0 && ids->ne[0] % b->ne[1] == 0, "ids ne[0]=%lld is not a multiple of src1 ne[1]=%lld",
 	    (long long)ids->ne[0], (long long)b->ne[1]);
 	TRY(rules_new4(c, GGML_TYPE_F32, as->ne[1], ids->ne[0], b->ne[2], 1));
+	TRY(matmul_prec(c));
 
 	TRY(matmul_types(c, as, b));
 	TRY(matmul_layout(c, as, b));

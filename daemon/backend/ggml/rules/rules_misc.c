@@ -131,8 +131,28 @@ int rule_dsv4_hc_pre(struct rule_ctx *c)
 	TRY(rules_type(c, x, "x", TB_F32));
 	TRY(rules_type(c, w, "weights", TB_F32));
 	REQ(c, x->ne[1] > 0 && x->ne[3] == 1, "x " NE_FMT " must be [n_embd, hc, n_tokens]", NE_ARGS(x));
+#if PPRPC_LLAMA_RELEASE_NUM >= 500
+	/* v0.5.0: f32[0] scales the result, i32[1] = 1 makes the weights a
+	 * per-element gate of x's shape (ggml_dsv4_hc_pre_gated); both kernels
+	 * take any nonzero flag as gated and read the weights by that shape */
+	const int32_t gated = rules_i32(c->node, 1);
+	const float scale = rules_f32(c->node, 0);
+	REQ(c, gated == 0 || gated == 1, "gated flag %d (0 or 1)", gated);
+	REQ(c, isfinite(scale), "scale is not finite");
+	if (gated) {
+		REQ(c, w->ne[0] == x->ne[0] && w->ne[1] == x->ne[1] && w->ne[2] == x->ne[2] && w->ne[3] == 1,
+		    "gate " NE_FMT " does not match x " NE_FMT, NE_ARGS(w), NE_ARGS(x));
+	} else {
+		/* the ungated constructor always writes 1 (a zero would be a graph
+		 * of v0.4.0, whose kernel ignored the scale) */
+		REQ(c, scale == 1.0f, "scale %g of the ungated form (ggml writes 1)", (double)scale);
+		REQ(c, w->ne[0] == x->ne[1] && w->ne[1] == x->ne[2] && w->ne[2] == 1 && w->ne[3] == 1,
+		    "weights " NE_FMT " do not match x " NE_FMT, NE_ARGS(w), NE_ARGS(x));
+	}
+#else
 	REQ(c, w->ne[0] == x->ne[1] && w->ne[1] == x->ne[2] && w->ne[2] == 1 && w->ne[3] == 1,
 	    "weights " NE_FMT " do not match x " NE_FMT, NE_ARGS(w), NE_ARGS(x));
+#endif
 	TRY(rules_strides_elems(c, x, "x"));
 	TRY(rules_strides_elems(c, w, "weights"));
 	return rules_new4(c, GGML_TYPE_F32, x->ne[0], x->ne[2], 1, 1);
@@ -140,10 +160,16 @@ int rule_dsv4_hc_pre(struct rule_ctx *c)
 
 int rule_dsv4_hc_post(struct rule_ctx *c)
 {
+#if PPRPC_LLAMA_RELEASE_NUM >= 500
+	/* v0.5.0: no comb = the identity (the kernels read the residual only) */
+	TRY(rules_srcs(c, 0x7, 0x8));
+#else
 	TRY(rules_srcs(c, 0xf, 0));
+#endif
 	const struct ggml_tensor *x = rules_src(c, 0), *res = rules_src(c, 1), *post = rules_src(c, 2), *comb = rules_src(c, 3);
+	const int nsrc = comb ? 4 : 3;
 
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < nsrc; i++)
 		TRY(rules_type(c, rules_src(c, i), "input", TB_F32));
 	const int64_t n_embd = x->ne[0], n_tokens = x->ne[1], hc = res->ne[1];
 	REQ(c, hc > 0 && x->ne[2] == 1 && x->ne[3] == 1, "x " NE_FMT " must be [n_embd, n_tokens]", NE_ARGS(x));
@@ -151,9 +177,9 @@ int rule_dsv4_hc_post(struct rule_ctx *c)
 	    "residual " NE_FMT " does not match x " NE_FMT, NE_ARGS(res), NE_ARGS(x));
 	REQ(c, post->ne[0] == hc && post->ne[1] == n_tokens && post->ne[2] == 1 && post->ne[3] == 1,
 	    "post " NE_FMT " must be [%lld, %lld]", NE_ARGS(post), (long long)hc, (long long)n_tokens);
-	REQ(c, comb->ne[0] == hc && comb->ne[1] == hc && comb->ne[2] == n_tokens && comb->ne[3] == 1,
+	REQ(c, !comb || (comb->ne[0] == hc && comb->ne[1] == hc && comb->ne[2] == n_tokens && comb->ne[3] == 1),
 	    "comb " NE_FMT " must be [%lld, %lld, %lld]", NE_ARGS(comb), (long long)hc, (long long)hc, (long long)n_tokens);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < nsrc; i++)
 		TRY(rules_strides_elems(c, rules_src(c, i), "input"));
 	return rules_new4(c, GGML_TYPE_F32, n_embd, hc, n_tokens, 1);
 }

@@ -22,6 +22,8 @@ int rule_sum_rows(struct rule_ctx *c)
 
 	TRY(rules_type(c, a, "src0", TB_F32));
 	TRY(rules_nb0(c, a, "src0"));
+	/* ggml-cuda (v0.5.0) takes strided rows and reads them as floats */
+	TRY(rules_strides_elems(c, a, "src0"));
 	TRY(rules_new4(c, a->type, 1, a->ne[1], a->ne[2], a->ne[3]));
 	return 0;
 }
@@ -33,6 +35,7 @@ int rule_mean(struct rule_ctx *c)
 
 	TRY(rules_type(c, a, "src0", TB_F32));
 	TRY(rules_nb0(c, a, "src0"));
+	TRY(rules_strides_elems(c, a, "src0"));
 	return rules_new4(c, GGML_TYPE_F32, 1, a->ne[1], a->ne[2], a->ne[3]);
 }
 
