@@ -21,7 +21,7 @@
 # API is complete without it.
 #
 # The patches of scripts/llama-patches/ are applied to the source first, each
-# documented in its header (scripts/llama-patches/README).
+# documented in scripts/llama-patches/README.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD

@@ -356,7 +356,7 @@ static int send_failed(struct qcmd *q, struct xsend *x, const struct xs_act *a)
 			 "nothing for %" PRIu64 " ms (stopped or wedged?); its link was dropped", x->sm.id, x->peer,
 			 x->xf->d->opts.peer_timeout_ms);
 	else
-		snprintf(q->err, sizeof(q->err), "SEND of transfer %" PRIu64 " failed: %s", x->sm.id,
+		snprintf(q->err, sizeof(q->err), "SEND of transfer %" PRIu64 " to %.63s failed: %s", x->sm.id, x->peer,
 			 st == PPRPC_ETIMEDOUT ? "the destination did not pull it within the transfer timeout"
 			 : st == PPRPC_ECLOSED ? "the destination's link closed"
 					       : pprpc_err_text(st));

@@ -4,7 +4,8 @@
 # program built with `pkg-config --cflags --libs pprpc` links and runs, every
 # public header compiles alone as C and as C++, handles of different kinds do
 # not convert into each other, and the shipped systemd unit passes
-# `systemd-analyze verify`.
+# `systemd-analyze verify`, and an installed rank runs with the build tree
+# hidden (ggml in PREFIX/lib/pprpc).
 set -u
 cd "$(dirname "$0")/../.."
 dest=$(mktemp -d /tmp/pprpc-install-XXXXXX)
@@ -91,6 +92,60 @@ if command -v systemd-analyze >/dev/null; then
 else
 	echo "skip: systemd-analyze not installed"
 fi
+# A rank installs on its own: with the ggml engine, ggml's libraries are in
+# PREFIX/lib/pprpc and pprpcd finds them relative to itself.  The installed
+# pprpcd runs in a mount namespace where the build tree and ext/ (llama.cpp's
+# build) are hidden under empty tmpfs mounts, serves ggml:CPU, and a graph
+# goes through the installed plugin: test-backend-ops (from the llama.cpp
+# build, outside the namespace) compares the rank's results with its CPU's.
+if [ -e "$p/lib/libggml-pprpc.so" ]; then
+	root=$PWD
+	run=$(readelf -d "$p/bin/pprpcd" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
+	[ "$run" = '$ORIGIN/../lib/pprpc' ] && ok "pprpcd RUNPATH is \$ORIGIN/../lib/pprpc" || bad "pprpcd RUNPATH: '$run'"
+	ls "$p"/lib/pprpc/libggml-base.so* "$p"/lib/pprpc/libggml.so* >/dev/null 2>&1 && ok "ggml's libraries in lib/pprpc" ||
+		bad "no ggml libraries in lib/pprpc"
+	nvar=$(ls "$p"/lib/pprpc/libggml-cpu*.so 2>/dev/null | wc -l)
+	[ "$nvar" -gt 0 ] && ok "$nvar ggml CPU backend variant(s) in lib/pprpc" || bad "no ggml CPU backend in lib/pprpc"
+	hide="mount -t tmpfs none $root/ext && mount -t tmpfs none $root/${BUILD:-build} && [ -z \"\$(ls -A $root/ext)\" ]"
+	ns=""
+	for u in "unshare -m" "unshare -Urm"; do
+		if $u sh -c "$hide" 2>/dev/null; then ns=$u; break; fi
+	done
+	if [ -z "$ns" ]; then
+		bad "cannot hide the build tree (unshare -m / -Urm refused): the installed rank is not tested"
+	else
+		rm -f "$dest/port"
+		$ns sh -c "$hide && exec $p/bin/pprpcd --listen 127.0.0.1:0 --port-file $dest/port --devices ggml:CPU --threads 1 --log-level info" \
+			>"$dest/rank.log" 2>&1 &
+		rpid=$!
+		for _ in $(seq 1 500); do [ -s "$dest/port" ] || ! kill -0 $rpid 2>/dev/null && break; sleep 0.02; done
+		if [ -s "$dest/port" ]; then
+			ok "the installed pprpcd serves ggml:CPU with the build tree hidden ($ns)"
+			maps=$(grep -o '/[^ ]*libggml[^ ]*\.so[^ ]*' /proc/$rpid/maps | sort -u | tr '\n' ' ')
+			case "$maps" in
+			*"$root/ext"*|"") bad "the rank's ggml libraries: $maps" ;;
+			*) ok "the rank maps ggml from the install: $(echo $maps | sed "s|$p/||g")" ;;
+			esac
+			lb=${LLAMA_BIN:-$(. scripts/llama-release.sh && echo "$LLAMA_SRC_DEFAULT")/build-cpu/bin}
+			if [ -n "${SANITIZE:-}" ]; then
+				echo "skip: the installed plugin in llama.cpp's (unsanitized) test-backend-ops: SANITIZE build"
+			elif GGML_BACKEND_PATH="$p/lib/libggml-pprpc.so" PPRPC_RANKS=127.0.0.1:$(cat "$dest/port") \
+				"$lb/test-backend-ops" -b PPRPC0 -o MUL_MAT -p "type_a=f16,type_b=f32,m=16,n=1,k=256" >"$dest/tbo.log" 2>&1 &&
+				grep -q "[1-9][0-9]*/[0-9]* tests passed" "$dest/tbo.log"; then
+				ok "a graph through the installed plugin: $(grep -o '[0-9]*/[0-9]* tests passed' "$dest/tbo.log" | head -n 1)"
+			else
+				tail -n 15 "$dest/tbo.log"
+				bad "a graph through the installed plugin and the installed rank"
+			fi
+		else
+			cat "$dest/rank.log"
+			bad "the installed pprpcd did not start with the build tree hidden"
+		fi
+		kill -TERM $rpid 2>/dev/null
+		wait $rpid 2>/dev/null
+	fi
+fi
+
 # The installed daemon starts from the shipped example configuration.
 "$p/bin/pprpcd" -c "$p/share/pprpc/pprpcd.conf" --check-config >/dev/null && ok "shipped pprpcd.conf validates" ||
 	bad "shipped pprpcd.conf"

@@ -562,6 +562,9 @@ static void test_hostile_graphs(void **state)
 	assert_int_equal(m.wg.t[itr].op, GGML_OP_TRANSPOSE);
 	t = m.wg.t;
 
+	/* a graph of another ggml release, or one that does not say */
+	HOSTILE(&m, m.wg.msg.ggml_version, (char *)"0.0.1", PPRPC_EVERSION, "the graph comes from ggml 0.0.1");
+	HOSTILE(&m, m.wg.msg.ggml_version, (char *)"", PPRPC_EVERSION, "(not said)");
 	/* types */
 	HOSTILE(&m, t[iw].type, 4u, PPRPC_ETYPE, "removed ggml type");
 	HOSTILE(&m, t[iw].type, 9999u, PPRPC_ETYPE, "ggml type");

@@ -64,7 +64,9 @@ secs=$(printf "%d.%03d" $((ms / 1000)) $((ms % 1000)))
 echo "tool ended ${secs}s after the kill, exit status $rc, having printed $(wc -c <"$TMP_ROOT/gen.txt") bytes"
 grep "pprpc" "$TMP_ROOT/gen.log" | grep -v "^.*pprpc: PPRPC[0-9]* = " | tail -n 3
 [ $rc != 0 ] || fail "the tool exited 0 although a rank died"
-grep -q "rank 1 .*${RANK_ADDRS[1]}" "$TMP_ROOT/gen.log" || fail "no error naming rank 1 (${RANK_ADDRS[1]})"
+# the tool's error names rank 1, or rank 0's SEND to it (whichever noticed first)
+grep -Eq "rank 1 .*${RANK_ADDRS[1]}|SEND of transfer [0-9]* to ${RANK_ADDRS[1]} failed" "$TMP_ROOT/gen.log" ||
+	fail "no error naming rank 1 (${RANK_ADDRS[1]})"
 
 # the survivor
 "$PPRPCCTL" status --rank "${RANK_ADDRS[0]}" >"$TMP_ROOT/status.txt" 2>&1 || { cat "$TMP_ROOT/status.txt" >&2; fail "rank 0 does not answer"; }
