@@ -6,6 +6,7 @@
 #                    (--ggml-native-gdn on, then auto): every case, and the counters
 #   archs.sh         test-llama-archs with two ranks (a fixed list of architectures; --full: all)
 #   generate.sh      greedy generation with llama-completion over two ranks = the CPU's tokens
+#   server.sh        llama-server over two ranks, HTTP /completion plain and streamed = the CPU server's
 #   rank-loss.sh     a rank killed during generation: clear error within a bound, the other serves on
 #   amx.sh           the local side on a CPU with AMX (emulated): the scheduler abort of an AMX Xeon, fixed
 #   release.sh       the plugin refuses a ggml of another release; the tools list its devices
@@ -18,7 +19,7 @@ if [ "${GGML_ON:-1}" = 0 ]; then
 	exit 0
 fi
 rc=0
-for t in backend-ops backend-ops-gdn archs generate rank-loss amx release; do
+for t in backend-ops backend-ops-gdn archs generate server rank-loss amx release; do
 	echo "== tests/llama/$t.sh $mode"
 	case $t in
 	backend-ops|archs) tests/llama/$t.sh $mode || rc=1 ;;
