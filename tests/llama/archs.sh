@@ -99,7 +99,9 @@ echo "  $(echo $cpu_skip | wc -w) variants in every configuration, the CPU's inc
 echo "  $(echo $meta_skip | wc -w) Meta rows of variants that pass elsewhere (the architecture does not support tensor split):$meta_skip"
 echo "test-llama-archs ($mode): $(echo $archs | wc -w) architectures in ${secs}s"
 
-bad=$(awk -F'\t' '$4 ~ /^FAIL/ || $5 == "FAIL"' "$rows" | wc -l)
+# a row is OK, SKIP or failed: anything else (an empty or cut status) fails too
+bad=$(awk -F'\t' '$4 !~ /^(OK|SKIP)/ || $5 == "FAIL"' "$rows" | wc -l)
+awk -F'\t' '$4 !~ /^(OK|SKIP|FAIL)/' "$rows" | sed 's/^/  a row without a status: /' >&2
 pprpc_rows=$(awk -F'\t' '$3 ~ /^pprpc:/ && $4 ~ /^OK/' "$rows" | wc -l)
 [ -z "$crashed" ] || fail "test-llama-archs died for:$crashed"
 [ "$bad" = 0 ] || fail "$bad rows failed"
