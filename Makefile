@@ -22,6 +22,20 @@ comma := ,
 ifeq ($(origin BUILD),undefined)
 BUILD := $(if $(SANITIZE),build/$(subst $(comma),-,$(SANITIZE)),build)
 endif
+# LLAMA_RELEASE (scripts/llama-releases; default: its first) selects the
+# llama.cpp / ggml release; pprpc built against another than the default
+# gets a tree of its own (build/llama-<tag>).
+LLAMA_RELEASE_DEFAULT := $(shell awk '!/^\#/ && NF { print $$1; exit }' scripts/llama-releases)
+LLAMA_RELEASE ?= $(LLAMA_RELEASE_DEFAULT)
+ifeq ($(shell awk -v t='$(LLAMA_RELEASE)' '!/^\#/ && $$1 == t' scripts/llama-releases),)
+$(error LLAMA_RELEASE=$(LLAMA_RELEASE) is not in scripts/llama-releases)
+endif
+export LLAMA_RELEASE
+ifneq ($(LLAMA_RELEASE),$(LLAMA_RELEASE_DEFAULT))
+ifeq ($(origin BUILD),file)
+BUILD := $(BUILD)/llama-$(LLAMA_RELEASE)
+endif
+endif
 CC       ?= cc
 PROTOC_C ?= protoc-c
 PKG_CONFIG ?= pkg-config
@@ -133,17 +147,6 @@ endif
 # default, build/llama-<tag> for another).  GGML=auto links the ggml engine
 # into pprpcd when those libraries are there; GGML=1 requires them; GGML=0
 # builds without.
-LLAMA_RELEASE_DEFAULT := $(shell awk '!/^\#/ && NF { print $$1; exit }' scripts/llama-releases)
-LLAMA_RELEASE ?= $(LLAMA_RELEASE_DEFAULT)
-ifeq ($(shell awk -v t='$(LLAMA_RELEASE)' '!/^\#/ && $$1 == t' scripts/llama-releases),)
-$(error LLAMA_RELEASE=$(LLAMA_RELEASE) is not in scripts/llama-releases)
-endif
-export LLAMA_RELEASE
-ifneq ($(LLAMA_RELEASE),$(LLAMA_RELEASE_DEFAULT))
-ifeq ($(origin BUILD),file)
-BUILD := $(BUILD)/llama-$(LLAMA_RELEASE)
-endif
-endif
 LLAMA_DIR   ?= ext/llama.cpp-$(LLAMA_RELEASE)
 LLAMA_BUILD ?= $(LLAMA_DIR)/build-cpu
 GGML_LIB_DIR ?= $(LLAMA_BUILD)/bin
