@@ -627,7 +627,7 @@ endif
 	@$(MAKE) --no-print-directory all GGML=1
 	@$(MAKE) --no-print-directory $(RUN_MODEL)
 	@mkdir -p $(LVR_OUT)
-	LLAMA_BIN=$(LLAMA_BIN) bench/llama-vs-rpc/llama-vs-rpc --model $(RUN_MODEL) \
+	LLAMA_BIN=$(LLAMA_BIN) PPRPC_BUILD=$(abspath $(BUILD)) bench/llama-vs-rpc/llama-vs-rpc --model $(RUN_MODEL) \
 		--json $(LVR_OUT)/results.json --svg $(LVR_OUT)/pipeline.svg $(LVR_ARGS)
 
 # Generated models (bench/model-gen): NAME-PRESET-sSEED-f16.gguf.
