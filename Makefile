@@ -149,8 +149,25 @@ endif
 # builds without.
 LLAMA_DIR   ?= ext/llama.cpp-$(LLAMA_RELEASE)
 LLAMA_BUILD ?= $(LLAMA_DIR)/build-cpu
+# An AddressSanitizer build of pprpc links ggml built with ASan and UBSan
+# too (`make llama-asan`: ggml alone, into build-asan), so the sanitizers
+# see ggml's kernels run on what the engine let through.
+LLAMA_ASAN_BUILD ?= $(LLAMA_DIR)/build-asan
+ifneq ($(findstring address,$(SANITIZE)),)
+GGML_LIB_DIR ?= $(LLAMA_ASAN_BUILD)/bin
+else
 GGML_LIB_DIR ?= $(LLAMA_BUILD)/bin
+endif
 GGML ?= auto
+ifneq ($(findstring address,$(SANITIZE)),)
+ifneq ($(GGML),0)
+ifeq ($(wildcard $(GGML_LIB_DIR)/libggml.so),)
+ifneq ($(wildcard $(LLAMA_BUILD)/bin/libggml.so),)
+$(error SANITIZE=$(SANITIZE) links the ASan build of ggml, $(GGML_LIB_DIR) has none: run `make llama-asan` (or GGML=0))
+endif
+endif
+endif
+endif
 ifeq ($(GGML),0)
 GGML_ON := 0
 else ifneq ($(wildcard $(GGML_LIB_DIR)/libggml.so),)
@@ -188,9 +205,11 @@ GGML_SKIP := $(wildcard daemon/backend/ggml/*.c daemon/backend/ggml/*/*.c) tests
 GGML_INFO := no ($(if $(filter 0,$(GGML)),GGML=0,run `make llama`)): no ggml devices
 endif
 
-.PHONY: llama
+.PHONY: llama llama-asan
 llama:
 	scripts/build-llama.sh $(LLAMA_DIR) $(LLAMA_BUILD)
+llama-asan:
+	LLAMA_SANITIZE=1 scripts/build-llama.sh $(LLAMA_DIR) $(LLAMA_ASAN_BUILD)
 
 # ---- sources ------------------------------------------------------------
 PROTO      := proto/pprpc.proto
@@ -481,8 +500,10 @@ soak: all $(T)/test_soak
 # The short soak again with daemon, library and test under AddressSanitizer
 # and UBSan (LeakSanitizer checks every daemon at exit): part of make test.
 ASAN_BUILD := $(if $(findstring address,$(SANITIZE)),$(BUILD),$(BUILD)/asan)
+# (with the ggml engine, ggml's own ASan build first: built once, ~5 min)
+ASAN_GGML := $(if $(filter 1,$(GGML_ON)),$(MAKE) --no-print-directory llama-asan >/dev/null &&,)
 soak-asan:
-	@$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) SANITIZE=address,undefined CUDA=0 \
+	@$(ASAN_GGML) $(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) SANITIZE=address,undefined CUDA=0 \
 		$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_soak $(ASAN_BUILD)/tests/test_faults >/dev/null
 	@echo "== soak and faults under ASan+UBSan"
 	@SOAK_ITERS=$${SOAK_ITERS:-100} PPRPCD=$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_soak
@@ -493,7 +514,7 @@ soak-asan:
 # paths, the floor accounting, the exit deadline.  .ci/run runs it after
 # `make test`.
 test-hostile:
-	@$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) SANITIZE=address,undefined CUDA=0 \
+	@$(ASAN_GGML) $(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) SANITIZE=address,undefined CUDA=0 \
 		$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_hostile $(ASAN_BUILD)/tests/slow_resolver.so >/dev/null
 	@echo "== hostile input under ASan+UBSan"
 	@PPRPCD=$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_hostile

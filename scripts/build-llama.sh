@@ -13,8 +13,13 @@
 # GGML_NATIVE build runs only on CPUs with every extension of the build host,
 # and a build tree is carried to ranks and to the GPU machine.  The variants
 # cost ~1 CPU-minute each (14 on x86).  LLAMA_NATIVE=1 builds the one native
-# variant instead (a developer's quick build; never carried elsewhere).
+# backend instead, linked in (a developer's quick build; never carried).
 # LLAMA_CUDA=1 adds ggml-cuda (sm_90 unless LLAMA_CUDA_ARCHS), into build-cuda.
+# LLAMA_SANITIZE=1 builds ggml alone with AddressSanitizer and UBSan into
+# build-asan, for pprpc's sanitizer builds (make SANITIZE=address,... loads
+# it: ggml's kernels are part of what the engine must keep safe).  It has the
+# one native CPU backend, linked into libggml (GGML_NATIVE cannot be a
+# GGML_BACKEND_DL module): it is built on, and only used on, the test host.
 #
 # llama-server is built without its web UI (LLAMA_BUILD_UI and the prebuilt
 # download off: nothing but the package registries is reachable); its HTTP
@@ -27,12 +32,15 @@ cd "$(dirname "$0")/.."
 root=$PWD
 . scripts/llama-release.sh
 SRC=${1:-$LLAMA_SRC_DEFAULT}
-if [ "${LLAMA_CUDA:-0}" = 1 ]; then BUILD=${2:-$SRC/build-cuda}; else BUILD=${2:-$SRC/build-cpu}; fi
+if [ "${LLAMA_CUDA:-0}" = 1 ]; then BUILD=${2:-$SRC/build-cuda}
+elif [ "${LLAMA_SANITIZE:-0}" = 1 ]; then BUILD=${2:-$SRC/build-asan}
+else BUILD=${2:-$SRC/build-cpu}; fi
 JOBS=${JOBS:-$(nproc)}
 # `ggml` depends on every backend module of a GGML_BACKEND_DL build (the CPU
 # variants, ggml-rpc, ggml-cuda).
 TOOLS="test-backend-ops test-llama-archs llama-bench llama-simple llama-completion llama-quantize llama-imatrix llama-fit-params ggml-rpc-server llama-server"
 TARGETS=${LLAMA_TARGETS:-"ggml llama $TOOLS"}
+[ "${LLAMA_SANITIZE:-0}" = 1 ] && TARGETS=${LLAMA_TARGETS:-ggml}
 
 [ -d "$SRC" ] || scripts/fetch-llama.sh "$SRC"
 if [ -d "$SRC/.git" ]; then
@@ -53,7 +61,10 @@ done
 
 cpu_flags=(-DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_NATIVE=OFF)
 if [ "${LLAMA_NATIVE:-0}" = 1 ]; then
-	cpu_flags=(-DGGML_BACKEND_DL=ON -DGGML_NATIVE=ON)
+	cpu_flags=(-DGGML_BACKEND_DL=OFF -DGGML_NATIVE=ON)
+fi
+if [ "${LLAMA_SANITIZE:-0}" = 1 ]; then
+	cpu_flags=(-DGGML_BACKEND_DL=OFF -DGGML_NATIVE=ON -DGGML_SANITIZE_ADDRESS=ON -DGGML_SANITIZE_UNDEFINED=ON)
 fi
 cuda_flags=()
 if [ "${LLAMA_CUDA:-0}" = 1 ]; then
