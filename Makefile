@@ -513,11 +513,27 @@ soak-asan:
 # integration`) again with daemon and test under ASan+UBSan: the refusal
 # paths, the floor accounting, the exit deadline.  .ci/run runs it after
 # `make test`.
+#  With the ggml engine, also the structure-aware sweep of every accepted
+# op (test_ggml_rules: each rule's samples with their fields broken, every
+# accepted variant computed) and the fuzz corpus with llama.cpp's own
+# graphs, both against ggml's ASan build.
 test-hostile:
 	@$(ASAN_GGML) $(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) SANITIZE=address,undefined CUDA=0 \
-		$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_hostile $(ASAN_BUILD)/tests/slow_resolver.so >/dev/null
+		$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_hostile $(ASAN_BUILD)/tests/slow_resolver.so \
+		$(if $(filter 1,$(GGML_ON)),$(ASAN_BUILD)/tests/test_ggml_rules $(ASAN_BUILD)/tests/replay_fuzz_ggml_graph) >/dev/null
 	@echo "== hostile input under ASan+UBSan"
 	@PPRPCD=$(ASAN_BUILD)/bin/pprpcd $(ASAN_BUILD)/tests/test_hostile
+ifeq ($(GGML_ON),1)
+	@echo "== every accepted ggml op with hostile fields, ggml under ASan+UBSan"
+	@$(ASAN_BUILD)/tests/test_ggml_rules
+	@echo "== the ggml fuzz corpus (llama.cpp's graphs among it), ggml under ASan+UBSan"
+	@FUZZ_GGML_REPORT=1 $(ASAN_BUILD)/tests/replay_fuzz_ggml_graph tests/fuzz/corpus/fuzz_ggml_graph
+endif
+
+# llama.cpp's own graphs into the ggml fuzz corpus (tests/fuzz/seed-ggml-graphs.sh).
+.PHONY: fuzz-seed-ggml
+fuzz-seed-ggml: $(LLAMA_TEST_DEPS)
+	@BUILD=$(BUILD) LLAMA_BIN=$(GGML_LIB_DIR) GGML_ON=$(GGML_ON) tests/fuzz/seed-ggml-graphs.sh
 
 test: all
 	@$(MAKE) --no-print-directory unit
@@ -539,7 +555,7 @@ test-rdma: all $(T)/test_rdma_ring
 
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$${f##*/}; mkdir -p tests/fuzz/corpus/$$n; \
-		echo "== $$n for $(FUZZ_SECONDS)s"; $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 tests/fuzz/corpus/$$n; done
+		echo "== $$n for $(FUZZ_SECONDS)s"; FUZZ_GGML_REPORT=1 $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 tests/fuzz/corpus/$$n; done
 
 # ---- CUDA objects and tests ------------------------------------------------
 # test-cuda is not part of `make test` (it needs a GPU to mean much).  The

@@ -281,6 +281,7 @@ int pg_graph_get(struct pg_device *d, const struct ggml_cgraph *g, pprpc_graph *
 		rc = PPRPC_ENOMEM;
 		goto out;
 	}
+	pg_dump_graph(d, key, klen);
 	rc = d->create_run ? create_run(d, &w, &pc, err, errlen) : create(d, &w, &h, err, errlen);
 	if (rc < 0)
 		goto out;

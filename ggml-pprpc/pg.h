@@ -265,6 +265,11 @@ void pg_wire_free(struct pg_wire *w);
 int pg_wire_pack_graph(const struct pg_wire *w, uint32_t device, uint8_t **ret, size_t *ret_len);
 int pg_wire_pack_op(const struct pg_wire *w, int32_t node, uint8_t **ret, size_t *ret_len);
 
+/* ---- dump.c -------------------------------------------------------------------- */
+
+/* PPRPC_DUMP_GRAPHS=DIR: write a created graph's packed message there. */
+void pg_dump_graph(const struct pg_device *d, const uint8_t *msg, size_t len);
+
 /* ---- cache.c: ggml-pprpc/cache.h ---- */
 
 /* ---- graphs.c ------------------------------------------------------------------ */

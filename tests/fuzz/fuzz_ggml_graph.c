@@ -17,7 +17,12 @@
  *
  * Input:
  *   byte 0  bit 0: 0 = the rest is a packed GgmlGraphCreate (as received),
- *           1 = a recipe (below); bit 1: also run an accepted graph
+ *           1 = a recipe (below); bit 1: also run an accepted graph;
+ *           bit 2 (with a packed message): buffers sized to the graph —
+ *           each buffer handle it names gets a guard-paged buffer as large as
+ *           its tensors reach (at most 64 MiB in all), so a graph llama.cpp
+ *           made (captured by the plugin, PPRPC_DUMP_GRAPHS; the corpus's
+ *           llama-* inputs, tests/fuzz/seed-ggml-graphs.sh) validates and runs
  *   byte 1  tensor index the probes ask about; seed of the buffers' contents
  *           (from 0x80: non-positive floats, fill_buffers)
  *   rest    as selected
@@ -29,6 +34,12 @@
  * validation is exercised right beside the accepted set.  The corpus is
  * seeded from recipes (FUZZ_GGML_SEED_DIR=dir writes each input's packed
  * message there).
+ *
+ * Under libFuzzer a custom mutator changes packed messages within the schema
+ * (a dimension, a stride, an offset, an op parameter by a small step, a
+ * source to another tensor, a flag, a node dropped), so most mutants of a
+ * real graph still validate and reach ggml's kernels; at exit the target
+ * prints how many inputs it ran, built and computed.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -53,12 +64,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define FZ_NBUF 3
 static const uint64_t buf_pages[FZ_NBUF] = { 1, 4, 16 };
+/* sized mode (byte 0 bit 2): buffers made for the input's own handles */
+#define FZ_NSIZED 8
+#define FZ_SIZED_MAX (64ull << 20)
 
 static struct {
 	struct gge_dev *g;
 	ggml_backend_buffer_t buf[FZ_NBUF];
 	uint64_t size[FZ_NBUF];
+	int nsized;
+	uint64_t sized_handle[FZ_NSIZED];
+	ggml_backend_buffer_t sized[FZ_NSIZED];
+	uint8_t *sized_map[FZ_NSIZED];
+	size_t sized_len[FZ_NSIZED];
+	unsigned long inputs, built, computed;
 } fz;
+
+/* The counts, once at exit (libFuzzer exits through exit()). */
+static void fz_report(void)
+{
+	fprintf(stderr, "fuzz_ggml_graph: %lu inputs, %lu graphs accepted, %lu ran on ggml-cpu\n", fz.inputs, fz.built,
+		fz.computed);
+}
 
 static void fz_init(void)
 {
@@ -67,6 +94,8 @@ static void fz_init(void)
 
 	if (fz.g)
 		return;
+	if (getenv("FUZZ_GGML_REPORT"))
+		atexit(fz_report);
 	if (gge_dev_open("CPU", 1, &fz.g, err, sizeof(err)) < 0) {
 		fprintf(stderr, "fuzz: %s\n", err);
 		abort();
@@ -88,7 +117,15 @@ static void fz_init(void)
 static int resolve(void *arg, uint64_t handle, struct gge_wbuf *ret, char *err, size_t errlen)
 {
 	(void)arg;
-	if (handle == 0 || handle > FZ_NBUF) {
+	for (int i = 0; i < fz.nsized; i++)
+		if (fz.sized_handle[i] == handle) {
+			if (!fz.sized[i])
+				break;
+			ret->buf = fz.sized[i];
+			ret->size = ggml_backend_buffer_get_size(fz.sized[i]);
+			return 0;
+		}
+	if (fz.nsized || handle == 0 || handle > FZ_NBUF) {
 		snprintf(err, errlen, "unknown buffer handle %llu", (unsigned long long)handle);
 		return -5;
 	}
@@ -363,13 +400,18 @@ static void exercise(const Pprpc__GgmlGraphCreate *m, int probe, int compute)
 	if (getenv("FUZZ_GGML_VERBOSE"))
 		fprintf(stderr, "build %d%s%s\n", rc, rc ? ": " : "", rc ? err : "");
 	if (rc == 0) {
+		fz.built++;
 		check_extents(gg);
-		if (compute)
+		if (compute) {
 			rc = gge_graph_compute(fz.g, gg, err, sizeof(err));
+			fz.computed += rc == 0;
+		}
 		if (getenv("FUZZ_GGML_VERBOSE") && compute) {
 			struct kern_gdn_stats st;
 
 			kern_gdn_stats_read(fz.g->gdn_native, &st);
+			if (rc)
+				fprintf(stderr, "run %d: %s\n", rc, err);
 			fprintf(stderr, "run %d; GATED_DELTA_NET so far: pprpc serial %llu chunked %llu, ggml gate %llu "
 				"shape %llu\n", rc, (unsigned long long)st.serial,
 				(unsigned long long)(st.chunked[0] + st.chunked[1] + st.chunked[2]),
@@ -468,6 +510,175 @@ static void fill_buffers(uint8_t seed)
 	}
 }
 
+/* ---- sized mode ----------------------------------------------------------------- */
+
+/* The bytes t reaches from its offset, as ggml_nbytes counts them; 0 when
+ * the fields cannot describe a tensor (the engine refuses those anyway). */
+static uint64_t reach(const Pprpc__GgmlTensor *t)
+{
+	uint64_t n;
+	int64_t blck;
+
+	if (t->type >= GGML_TYPE_COUNT || t->n_ne != 4 || t->n_nb != 4 || !ggml_type_size((enum ggml_type)t->type))
+		return 0;
+	blck = ggml_blck_size((enum ggml_type)t->type);
+	for (int i = 0; i < 4; i++)
+		if (t->ne[i] <= 0 || t->ne[i] > (1 << 26) || t->nb[i] > FZ_SIZED_MAX)
+			return 0;
+	n = (uint64_t)(t->ne[0] / blck) * ggml_type_size((enum ggml_type)t->type);
+	for (int i = 1; i < 4; i++)
+		n += (uint64_t)(t->ne[i] - 1) * t->nb[i];
+	return n;
+}
+
+/* A guard-paged buffer for each handle the message names, as large as its
+ * tensors reach (placed ones: views share their source's placement). */
+static void sized_setup(const Pprpc__GgmlGraphCreate *m)
+{
+	size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+	uint64_t need[FZ_NSIZED] = { 0 }, total = 0;
+
+	fz.nsized = 0;
+	for (size_t i = 0; i < m->n_tensors; i++) {
+		const Pprpc__GgmlTensor *t = m->tensors[i];
+		uint64_t r = reach(t);
+		int k;
+
+		if (t->view_src >= 0 || !t->buffer || !r || t->offset > FZ_SIZED_MAX)
+			continue;
+		for (k = 0; k < fz.nsized && fz.sized_handle[k] != t->buffer; k++)
+			;
+		if (k == fz.nsized) {
+			if (k == FZ_NSIZED)
+				continue;
+			fz.sized_handle[fz.nsized++] = t->buffer;
+		}
+		if (t->offset + r > need[k])
+			need[k] = t->offset + r;
+	}
+	for (int k = 0; k < fz.nsized; k++) {
+		size_t n = (size_t)((need[k] + ps - 1) / ps * ps);
+		uint8_t *p;
+
+		fz.sized[k] = NULL;
+		fz.sized_map[k] = NULL;
+		if (!n || total + n > FZ_SIZED_MAX)
+			continue;
+		p = mmap(NULL, n + 2 * ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		CHECK(p != MAP_FAILED);
+		CHECK(mprotect(p + ps, n, PROT_READ | PROT_WRITE) == 0);
+		fz.sized_map[k] = p;
+		fz.sized_len[k] = n + 2 * ps;
+		fz.sized[k] = ggml_backend_cpu_buffer_from_ptr(p + ps, n);
+		total += n;
+	}
+}
+
+static void sized_fill(const Pprpc__GgmlGraphCreate *m, uint8_t seed)
+{
+	for (int k = 0; k < fz.nsized; k++) {
+		int32_t *p;
+
+		if (!fz.sized[k])
+			continue;
+		p = ggml_backend_buffer_get_base(fz.sized[k]);
+		/* small values as both i32 (indices: 0..9, in range of any real
+		 * graph's tables; -1 among them from seed 0x40, which a guard must
+		 * catch) and f32 bit patterns (tiny, finite) */
+		for (size_t i = 0; i < ggml_backend_buffer_get_size(fz.sized[k]) / sizeof(int32_t); i++)
+			p[i] = (int32_t)((i * (seed | 1u)) % 10) - ((seed & 0x40) && i % 13 == 0);
+	}
+	/* the graph's integer inputs (token ids, positions, KV slots, expert
+	 * ids): 0, in range of every table, so the run goes on through the
+	 * kernels; with seed bit 0x40 a -1 first, for the guards */
+	for (size_t i = 0; i < m->n_tensors; i++) {
+		const Pprpc__GgmlTensor *t = m->tensors[i];
+		uint64_t r = reach(t);
+
+		if (t->op != GGML_OP_NONE || t->view_src >= 0 || (t->type != GGML_TYPE_I32 && t->type != GGML_TYPE_I64) || !r)
+			continue;
+		for (int k = 0; k < fz.nsized; k++) {
+			uint8_t *b;
+
+			if (fz.sized_handle[k] != t->buffer || !fz.sized[k] ||
+			    t->offset + r > ggml_backend_buffer_get_size(fz.sized[k]))
+				continue;
+			b = (uint8_t *)ggml_backend_buffer_get_base(fz.sized[k]) + t->offset;
+			memset(b, 0, r);
+			if (seed & 0x40)
+				memset(b, 0xff, t->type == GGML_TYPE_I64 ? 8 : 4);
+		}
+	}
+}
+
+static void sized_free(void)
+{
+	for (int k = 0; k < fz.nsized; k++)
+		if (fz.sized[k]) {
+			ggml_backend_buffer_free(fz.sized[k]);
+			munmap(fz.sized_map[k], fz.sized_len[k]);
+		}
+	fz.nsized = 0;
+}
+
+/* ---- the custom mutator (libFuzzer only) ----------------------------------------- */
+
+size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max_size) __attribute__((weak));
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned int seed);
+
+static uint32_t xs(uint32_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 17;
+	*s ^= *s << 5;
+	return *s;
+}
+
+/* One field of one tensor (or the node list) moved by a small step. */
+static void nudge(Pprpc__GgmlGraphCreate *m, uint32_t *s)
+{
+	Pprpc__GgmlTensor *t = m->tensors[xs(s) % m->n_tensors];
+	static const int32_t steps[] = { -1, 1, -2, 2, 4, -4, 32, -32 };
+	int32_t step = steps[xs(s) % 8];
+	unsigned d = xs(s) % 4;
+
+	switch (xs(s) % 10) {
+	case 0: if (t->n_ne == 4) t->ne[d] += step; break;
+	case 1: if (t->n_ne == 4) t->ne[d] = xs(s) % 2 ? t->ne[d] * 2 : t->ne[d] / 2; break;
+	case 2: if (t->n_nb == 4) t->nb[d] += (uint64_t)(int64_t)(step * (int32_t)ggml_type_size((enum ggml_type)(t->type % GGML_TYPE_COUNT))); break;
+	case 3: if (t->n_nb == 4) t->nb[d] = xs(s) % 2 ? 0 : t->nb[d] * 2; break;
+	case 4: t->offset += (uint64_t)(int64_t)(step * 32); break;
+	case 5: t->view_offs += (uint64_t)(int64_t)(step * 4); break;
+	case 6: if (t->op_params.len >= 4) ((int32_t *)t->op_params.data)[xs(s) % (t->op_params.len / 4)] += step; break;
+	case 7: if (t->n_src) t->src[xs(s) % t->n_src] = (int32_t)(xs(s) % (m->n_tensors + 1)) - 1; break;
+	case 8: t->flags ^= 1 << (xs(s) % 4); break;
+	case 9: if (m->n_nodes > 1) m->n_nodes--; break;
+	}
+}
+
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned int seed)
+{
+	ProtobufCMessage *pm = NULL;
+	Pprpc__GgmlGraphCreate *m;
+	uint32_t s = seed | 1u;
+	size_t n;
+
+	if (size < 2 || (data[0] & 1) || xs(&s) % 5 == 0 ||
+	    meta_unpack(&pprpc__ggml_graph_create__descriptor, data + 2, size - 2, &pm) < 0)
+		return LLVMFuzzerMutate ? LLVMFuzzerMutate(data, size, max_size) : size;
+	m = (Pprpc__GgmlGraphCreate *)pm;
+	if (m->n_tensors)
+		for (int k = 1 + (int)(xs(&s) % 3); k > 0; k--)
+			nudge(m, &s);
+	n = meta_size(&m->base);
+	if (n + 2 <= max_size) {
+		meta_pack(&m->base, data + 2);
+		size = n + 2;
+	}
+	meta_free(pm);
+	return size;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	ProtobufCMessage *pm = NULL;
@@ -475,6 +686,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 2)
 		return 0;
 	fz_init();
+	fz.inputs++;
 	fill_buffers(data[1]);
 	if (data[0] & 1) {
 		from_recipe(data, size);
@@ -482,7 +694,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (meta_unpack(&pprpc__ggml_graph_create__descriptor, data + 2, size - 2, &pm) < 0)
 		return 0;
+	if (data[0] & 4) {
+		sized_setup((const Pprpc__GgmlGraphCreate *)pm);
+		sized_fill((const Pprpc__GgmlGraphCreate *)pm, data[1]);
+	}
 	exercise((const Pprpc__GgmlGraphCreate *)pm, data[1], data[0] & 2);
+	sized_free();
 	meta_free(pm);
 	return 0;
 }
