@@ -61,9 +61,17 @@ for a in $archs; do
 			rt = $6; gsub(/ /, "", rt)
 			print a "\t" cfg "\t" dev "\t" st "\t" rt
 		}' >>"$rows"
-	if [ $rc != 0 ] && ! sed 's/\x1b\[[0-9;]*m//g' "$out" | grep -q "FAIL"; then
-		crashed="$crashed $a(exit $rc)"
-		echo "  $a: exit $rc without a FAIL row; last lines of its stderr:" >&2
+	# a run that ended cleanly printed its summary line last: without it a
+	# row may be cut whatever the exit status says
+	why=""
+	if ! grep -q '^Summary: ' "$out"; then
+		why="no summary line"
+	elif [ $rc != 0 ] && ! sed 's/\x1b\[[0-9;]*m//g' "$out" | grep -q "FAIL"; then
+		why="no FAIL row"
+	fi
+	if [ -n "$why" ]; then
+		crashed="$crashed $a(exit $rc, $why)"
+		echo "  $a: exit $rc, $why; last lines of its stderr:" >&2
 		grep -v '^#\|^\[\|^Using host\|^[0-9]*\s*\.\./' "$TMP_ROOT/arch-$a.log" | tail -n 8 | sed 's/^/    /' >&2
 	fi
 done
