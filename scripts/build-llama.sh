@@ -50,7 +50,12 @@ fi
 
 # patch(1), not git: the GPU machine builds from a tarball of the source
 # (made from a patched tree: there a missing patch(1) is not fatal).
+# A patch whose header has a "Releases:" line applies to those tags only.
 for p in scripts/llama-patches/*.patch; do
+	only=$(sed -n '1,/^---/s/^Releases: *//p' "$root/$p")
+	if [ -n "$only" ] && ! grep -qw -- "$LLAMA_TAG" <<<"${only%%(*}"; then
+		continue
+	fi
 	command -v patch >/dev/null || { echo "build-llama: no patch(1); $p must be in the source already"; continue; }
 	if patch -d "$SRC" -p1 -R -s -f --dry-run <"$root/$p" >/dev/null 2>&1; then
 		continue # already applied
