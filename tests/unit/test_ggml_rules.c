@@ -293,7 +293,7 @@ static void build_samples(struct ggml_context *ctx)
 	{
 		struct ggml_tensor *q = ggml_new_tensor_3d(ctx, F32, 64, 4, 8);
 		struct ggml_tensor *pos = ggml_new_tensor_1d(ctx, I32, 8);
-		struct ggml_tensor *ff = ggml_new_tensor_1d(ctx, F32, 16);
+		struct ggml_tensor *ff = ggml_new_tensor_1d(ctx, F32, 32); /* ggml-cpu reads ne[0]/2 */
 		add("rope_neox", ggml_rope_ext(ctx, q, pos, NULL, 64, GGML_ROPE_TYPE_NEOX, 4096, 10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f), 0);
 		add("rope_norm_partial_ff", ggml_rope_ext(ctx, q, pos, ff, 32, GGML_ROPE_TYPE_NORMAL, 4096, 10000.0f, 1.0f, 1.0f, 1.0f, 32.0f, 1.0f), 0);
 		add("rope_offset", ggml_rope_set_offset(ggml_rope_ext(ctx, q, pos, NULL, 32, GGML_ROPE_TYPE_NEOX, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f), 16), 0);

@@ -55,6 +55,14 @@ int rule_arange(struct rule_ctx *c)
 	return rules_new4(c, GGML_TYPE_F32, (int64_t)steps, 1, 1, 1);
 }
 
+/*
+ * cpu: ggml-cpu/ops.cpp:7775 F32 or F16 source (the rule takes F32, ggml-cuda's only type, cuda: ggml-cuda/pool2d.cu:71)
+ * cpu: ggml-cpu/ops.cpp:7803 planes walked as while (cdata < data + nbytes) { ...; cdata += nb[2] (ops.cpp:7849); dplane += ne0*ne1 }: the number of planes written is ceil(nbytes / nb[2]), which must be ne[2]*ne[3]: nb[2] is the dense plane size (nb[3] = nb[2]*ne[2]), or for a single plane at least it; nb[2] == 0 never ends
+ * cpu: ggml-cpu/ops.cpp:7824 rows at nb[1]*(iy+ky) for iy+ky < ne[1], element j read as ((float *)row)[j]: nb[0] == 4
+ * cpu: ggml-cpu/ops.cpp:7816 ix = ox*s0 - p0 in int: padding bounded, k, s > 0 (average divides by k0*k1, ops.cpp:7840)
+ * cuda: ggml-cuda/pool2d.cu:19 reads src + nc*ih*iw + i*iw + j, ignoring every stride: the source dense in all dims of size > 1
+ * cuda: ggml-cuda/pool2d.cu:91 parallel_elements = N*OC*OH*OW and nc*I_HW are int: nelements of src and dst < 2^31
+ */
 int rule_pool_2d(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x1, 0));
@@ -67,10 +75,17 @@ int rule_pool_2d(struct rule_ctx *c)
 	    "kernel %dx%d, stride %dx%d, padding %dx%d", k0, k1, s0, s1, p0, p1);
 	const int64_t w = a->ne[0] + 2 * (int64_t)p0 - k0, h = a->ne[1] + 2 * (int64_t)p1 - k1;
 	REQ(c, w >= 0 && h >= 0, "the kernel is larger than the padded input");
-	/* ggml-cpu walks the input plane by plane as one dense run; ggml-cuda is F32 only */
 	TRY(rules_type(c, a, "src0", TB_F32));
 	TRY(rules_contiguous(c, a, "src0"));
-	return rules_new4(c, GGML_TYPE_F32, w / s0 + 1, h / s1 + 1, a->ne[2], a->ne[3]);
+	/* the plane walk steps by nb[2] even where ne[2] == 1 */
+	const size_t plane = (size_t)a->ne[0] * (size_t)a->ne[1] * sizeof(float);
+	REQ(c, a->nb[2] == plane || (a->ne[2] * a->ne[3] == 1 && a->nb[2] >= plane),
+	    "src0 nb[2]=%zu, ggml-cpu steps planes by it (plane of %zu bytes)", a->nb[2], plane);
+	REQ(c, ggml_nelements(a) <= INT32_MAX, "src0 has %lld elements (ggml-cuda indexes in int)",
+	    (long long)ggml_nelements(a));
+	TRY(rules_new4(c, GGML_TYPE_F32, w / s0 + 1, h / s1 + 1, a->ne[2], a->ne[3]));
+	REQ(c, ggml_nelements(n) <= INT32_MAX, "result too large for ggml-cuda's int index");
+	return 0;
 }
 
 /* K types with a to_float */

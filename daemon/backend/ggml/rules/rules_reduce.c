@@ -87,21 +87,37 @@ int rule_concat(struct rule_ctx *c)
 	return 0;
 }
 
+/*
+ * cpu: ggml-cpu/ops.cpp:8267 F32 source only (else abort, ops.cpp:8277); ops.cpp:8202 dst nb[0] == sizeof(float), written densely at i3*ne0*ne1*ne2 + ... (ops.cpp:8227)
+ * cpu: ggml-cpu/ops.cpp:8228 circular: ggml_wrap_around(i - lp, ne_src) = (i - lp + ne_src) % ne_src (ops.cpp:7006): for i = 0 it is negative (a read before the source) unless lp <= ne_src, in every dim
+ * cpu: ggml-cpu/ops.cpp:8247 zero padding: reads (i - lp) * nb for lp <= i < ne - rp only: in bounds when ne = ne_src + lp + rp
+ * cuda: ggml-cuda/pad.cu:84 F32 in and out; pad.cu:97 strides used in elements (nb / 4): nb a multiple of 4
+ * cuda: ggml-cuda/pad.cu:7 wrap_around the same (coord + size) % size with size = ne - lp - rp (pad.cu:47): lp <= ne_src
+ * cuda: ggml-cuda/pad.cu:13 ne0..ne3, lp, rp and the indices are int; pad.cu:28 dst_idx = i3*(ne0*ne1*ne2) in int: nelements(dst) < 2^31
+ * cuda: ggml-cuda/pad.cu:70 grid (ne0/256, ne1, ne2*ne3): ne1 and ne2*ne3 at most 65535
+ */
 int rule_pad(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x1, 0));
 	const struct ggml_tensor *n = c->node, *a = rules_src(c, 0);
+	const int32_t circular = rules_i32(n, 8);
 	int64_t ne[GGML_MAX_DIMS];
 
-	for (int d = 0; d < GGML_MAX_DIMS; d++) {
-		const int32_t lp = rules_i32(n, 2 * d), rp = rules_i32(n, 2 * d + 1);
-		REQ(c, lp >= 0 && rp >= 0, "negative padding (%d, %d) in dim %d", lp, rp, d);
-		ne[d] = a->ne[d] + lp + rp;
-	}
-	const int32_t circular = rules_i32(n, 8);
 	REQ(c, circular == 0 || circular == 1, "circular=%d", circular);
 	/* circular padding wraps modulo the source extent */
 	REQ(c, !circular || !ggml_is_empty(a), "circular padding of an empty tensor");
+	for (int d = 0; d < GGML_MAX_DIMS; d++) {
+		const int32_t lp = rules_i32(n, 2 * d), rp = rules_i32(n, 2 * d + 1);
+		REQ(c, lp >= 0 && rp >= 0, "negative padding (%d, %d) in dim %d", lp, rp, d);
+		/* the wrapped index of the first output element is lp before the source */
+		REQ(c, !circular || lp <= a->ne[d], "circular left padding %d in dim %d exceeds the source's %lld",
+		    lp, d, (long long)a->ne[d]);
+		ne[d] = a->ne[d] + lp + rp;
+	}
 	TRY(rules_type(c, a, "src0", TB_F32));
-	return rules_new(c, GGML_TYPE_F32, ne);
+	TRY(rules_strides_elems(c, a, "src0"));
+	TRY(rules_new(c, GGML_TYPE_F32, ne));
+	REQ(c, ggml_nelements(n) <= INT32_MAX && n->ne[1] <= 65535 && n->ne[2] * n->ne[3] <= 65535,
+	    "result " NE_FMT " exceeds ggml-cuda's int indices or grid", NE_ARGS(n));
+	return 0;
 }

@@ -55,7 +55,11 @@ int rule_rope(struct rule_ctx *c)
 	}
 	if (ff) {
 		TRY(rules_type(c, ff, "freq factors", TB_F32));
-		REQ(c, ff->ne[0] >= n_dims / 2, "%lld freq factors for n_dims=%d", (long long)ff->ne[0], n_dims);
+		/* ggml-cpu's cache covers the whole row in every mode (ops.cpp:5981,
+		 * ops.cpp:6006: freq_factors[i0/2] for i0 < ne0), more than the
+		 * constructor's n_dims/2 (ops.cpp:6164) or ggml-cuda's iw/2 */
+		REQ(c, ff->ne[0] >= ne0 / 2, "%lld freq factors for rows of %lld (ggml-cpu reads ne[0]/2)",
+		    (long long)ff->ne[0], (long long)ne0);
 		TRY(rules_contiguous(c, ff, "freq factors"));
 	}
 
