@@ -1058,6 +1058,9 @@ static int try_compute(ggml_backend_t be, bool use_fork, struct ggml_context *ct
 	if (!ggml_backend_supports_op(be, m))
 		return 1;
 	struct ggml_cgraph *gf = ggml_new_graph_custom(ctx, 8, false);
+	/* ggml-cpu skips a node without the flag (ggml-cpu.c:3145): without
+	 * it no kernel ran here (ggml_build_forward_expand sets it) */
+	m->flags |= GGML_TENSOR_FLAG_COMPUTE;
 	ggml_graph_add_node(gf, m);
 	if (!use_fork) {
 		ggml_abort_callback_t old = ggml_set_abort_callback(fuzz_on_abort);
@@ -1104,6 +1107,16 @@ static void describe(const struct ggml_tensor *m)
 				m->src[i]->nb[2], m->src[i]->nb[3]);
 }
 
+/* one of m's sources (not m itself), at random; -1 if none */
+static int pick_src(const struct ggml_tensor *m)
+{
+	int ks[GGML_MAX_SRC], n = 0;
+	for (int k = 0; k < GGML_MAX_SRC; k++)
+		if (m->src[k] && m->src[k] != m)
+			ks[n++] = k;
+	return n ? ks[rnd() % n] : -1;
+}
+
 static void test_fuzz_compute(void **state)
 {
 	const char *be_name = getenv("RULES_FUZZ_BACKEND");
@@ -1145,8 +1158,63 @@ static void test_fuzz_compute(void **state)
 			for (int k = 0; k < GGML_MAX_SRC; k++)
 				if (m.src[k] == n)
 					m.src[k] = &m;
-			const uint32_t what = rnd() % 3;
-			if (what == 0) {
+			const uint32_t what = rnd() % 6;
+			if (what == 3) {
+				/* issue 27's F4 class: a size-1 dimension's stride is outside
+				 * ggml_nbytes, so any value passes the structural check */
+				int k = pick_src(&m);
+				if (k < 0)
+					continue;
+				srcs[k] = *m.src[k];
+				const int d = 1 + rnd() % 3;
+				if (srcs[k].ne[d] != 1 && m.ne[d] == srcs[k].ne[d]) {
+					/* an element-wise op: the result follows the source's shape */
+					m.ne[d] = 1;
+					if (!m.view_src) {
+						m.nb[1] = ggml_row_size(m.type, m.ne[0]);
+						for (int e = 2; e < GGML_MAX_DIMS; e++)
+							m.nb[e] = m.nb[e - 1] * (size_t)m.ne[e - 1];
+					}
+				}
+				const bool dense = ggml_is_contiguous(&srcs[k]);
+				srcs[k].ne[d] = 1;
+				if (dense) {
+					/* the dims above stay dense (and inside the allocation) */
+					size_t next = d == 1 ? ggml_row_size(srcs[k].type, srcs[k].ne[0])
+							     : srcs[k].nb[d - 1] * (size_t)srcs[k].ne[d - 1];
+					for (int e = d + 1; e < GGML_MAX_DIMS; e++) {
+						srcs[k].nb[e] = next;
+						next *= (size_t)srcs[k].ne[e];
+					}
+				}
+				const size_t vals[] = { 0, ggml_type_size(srcs[k].type), (size_t)1 << 40 };
+				srcs[k].nb[d] = vals[rnd() % 3];
+				m.src[k] = &srcs[k];
+			} else if (what == 4) {
+				/* F3 / F5: parameters measured against the sources' sizes
+				 * (pad amounts, n_dims, offsets around a dimension) */
+				const struct ggml_tensor *a = m.src[0] ? m.src[0] : &m;
+				const int64_t v = a->ne[rnd() % 4] + (int64_t)(rnd() % 3) - 1;
+				m.op_params[rnd() % 9] = (int32_t)v;
+			} else if (what == 5) {
+				/* F1 / F6: another type for a dense source, of the same
+				 * block size and no larger rows (its extent stays inside) */
+				int k = pick_src(&m);
+				if (k < 0 || !ggml_is_contiguous(m.src[k]))
+					continue;
+				srcs[k] = *m.src[k];
+				const enum ggml_type t = (enum ggml_type)(rnd() % GGML_TYPE_COUNT);
+				const int64_t blck = ggml_blck_size(t);
+				if (blck == 0 || srcs[k].ne[0] % blck != 0 ||
+				    ggml_row_size(t, srcs[k].ne[0]) > ggml_row_size(srcs[k].type, srcs[k].ne[0]))
+					continue;
+				srcs[k].type = t;
+				srcs[k].nb[0] = ggml_type_size(t);
+				srcs[k].nb[1] = ggml_row_size(t, srcs[k].ne[0]);
+				for (int d = 2; d < GGML_MAX_DIMS; d++)
+					srcs[k].nb[d] = srcs[k].nb[d - 1] * (size_t)srcs[k].ne[d - 1];
+				m.src[k] = &srcs[k];
+			} else if (what == 0) {
 				for (int k = 1 + rnd() % 2; k > 0; k--)
 					m.op_params[rnd() % 16] = fuzz_param();
 			} else if (what == 1) {
