@@ -1413,6 +1413,20 @@ static void test_issue27_rope_freq_factors(void **state)
 }
 
 
+/* found by the sweep once it ran kernels: SET at an offset or with strides
+ * that are not whole elements stores misaligned floats (UBSan in ggml-cpu) */
+static void test_issue27_set_alignment(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	build_samples(ctx);
+	struct ggml_tensor *si = sample("set_inplace");
+	MUTATE(si, "offset of 7 bytes", m->op_params[3] = 7);
+	MUTATE(si, "nb1 of 255 bytes", m->op_params[0] = 255);
+	MUTATE(si, "nb2 of 2 bytes", m->op_params[1] = 2);
+	expect_ok(si, "whole-element offset");
+	ggml_free(ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1439,6 +1453,7 @@ int main(void)
 		cmocka_unit_test(test_issue27_circular_pad),
 		cmocka_unit_test(test_issue27_size1_strides),
 		cmocka_unit_test(test_issue27_rope_freq_factors),
+		cmocka_unit_test(test_issue27_set_alignment),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

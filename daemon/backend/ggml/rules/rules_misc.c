@@ -8,6 +8,13 @@
 
 #include "rules_impl.h"
 
+/*
+ * cpu: ggml-cpu/ops.cpp:4777 src0 and dst contiguous, same shape (ops.cpp:4776); ops.cpp:4818 src1 nb[0] == sizeof(float)
+ * cpu: ggml-cpu/ops.cpp:4781 nb1..nb3 and offset int32 op_params taken as size_t: negative ones wrap; ops.cpp:4816 bound check lets the last element start at nbytes (<=)
+ * cpu: ggml-cpu/ops.cpp:4834 ggml_vec_cpy_f32 to dst + i3*nb3 + i2*nb2 + i1*nb1 + offset: strides and offset multiples of the element size (UBSan: misaligned float store)
+ * cuda: ggml-cuda/set.cu:8 F32 or I32, all three of one type (set.cu:9); set.cu:12 dst, src0 (set.cu:13), src1 (set.cu:14) contiguous
+ * cuda: ggml-cuda/set.cu:27 ggml_cuda_cpy(src1, a view at dst + offset with strides nb1..nb3): the same bounds and alignment
+ */
 int rule_set(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x3, 0));
@@ -32,6 +39,9 @@ int rule_set(struct rule_ctx *c)
 	REQ(c, nb1 >= 0 && nb2 >= 0 && nb3 >= 0 && offset >= 0 && offset < (1 << 30),
 	    "negative stride or offset (%d, %d, %d, %d)", nb1, nb2, nb3, offset);
 	const uint64_t es = ggml_type_size(a->type);
+	/* both kernels store elements at dst + offset + i*nb as float / int32 */
+	REQ(c, offset % es == 0 && nb1 % es == 0 && nb2 % es == 0 && nb3 % es == 0,
+	    "strides (%d, %d, %d) or offset %d not a multiple of the element size", nb1, nb2, nb3, offset);
 	uint64_t last = (uint64_t)offset;
 	const int64_t st[4] = { (int64_t)es, nb1, nb2, nb3 };
 	for (int i = 0; i < GGML_MAX_DIMS; i++)
