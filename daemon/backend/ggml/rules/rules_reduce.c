@@ -4,6 +4,10 @@
  */
 #include "rules_impl.h"
 
+/*
+ * cpu: ggml-cpu/ops.cpp:1294 a scalar result; ops.cpp:1295 nb[0] == sizeof(float); ops.cpp:1306 rows summed at i01*nb01 + i02*nb02 + i03*nb03 (loops by counts)
+ * cuda: ggml-cuda/sum.cu:28 F32; sum.cu:30 contiguously allocated: sum.cu:35 (ne = ggml_nelements) walks ggml_nelements densely
+ */
 int rule_sum(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x1, 0));
@@ -15,6 +19,10 @@ int rule_sum(struct rule_ctx *c)
 	return rules_new4(c, a->type, 1, 1, 1, 1);
 }
 
+/*
+ * cpu: ggml-cpu/ops.cpp:1470 nb[0] == sizeof(float) for src0 and dst (ops.cpp:1471); ops.cpp:1475 result [1, ne1, ne2, ne3]
+ * cuda: ggml-cuda/sumrows.cu:25 F32 in and out; sumrows.cu:27 contiguous rows, strides read in floats: nb multiples of 4
+ */
 int rule_sum_rows(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x1, 0));
@@ -28,6 +36,10 @@ int rule_sum_rows(struct rule_ctx *c)
 	return 0;
 }
 
+/*
+ * cpu: ggml-cpu/ops.cpp:1523 nb[0] == sizeof(float); ops.cpp:1527 result [1, ne1, ne2, ne3]
+ * cuda: ggml-cuda/mean.cu:19 F32 in and out; mean.cu:21 contiguous rows, strides in floats
+ */
 int rule_mean(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x1, 0));
@@ -39,6 +51,10 @@ int rule_mean(struct rule_ctx *c)
 	return rules_new4(c, GGML_TYPE_F32, 1, a->ne[1], a->ne[2], a->ne[3]);
 }
 
+/*
+ * cpu: ggml-cpu/ops.cpp:1416 nb[0] == sizeof(float) for src0 and dst (ops.cpp:1417); ops.cpp:1421 the result has src0's shape
+ * cuda: ggml-cuda/cumsum.cu:271 dst of src0's type (F32 here); strides read in elements
+ */
 int rule_cumsum(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x1, 0));
@@ -50,6 +66,10 @@ int rule_cumsum(struct rule_ctx *c)
 	return rules_new(c, a->type, a->ne);
 }
 
+/*
+ * cpu: ggml-cpu/ops.cpp:1708 ggml_can_repeat(src0, dst) (loops by counts: copies of src0's rows at its strides); ops.cpp:1719 nb0 == nb00 == sizeof(float) (the 2-byte path the same for its size)
+ * cuda: ggml-cuda's supports_op (ggml-cuda.cu) lists F32 and F16, which the engine asks; the binary-broadcast kernel reads strides in elements
+ */
 int rule_repeat(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x1, 0));
@@ -64,6 +84,11 @@ int rule_repeat(struct rule_ctx *c)
 	return rules_new(c, a->type, n->ne);
 }
 
+/*
+ * cpu: ggml-cpu/ops.cpp:2080 dispatch by type size: 1, 2, 4 bytes element-wise at the sources' strides (ops.cpp:2044 for 4), any other type ggml_compute_forward_concat_any (ops.cpp:1899)
+ * cpu: ggml-cpu/ops.cpp:1914 concat_any: contiguous rows of both sources (ops.cpp:1915), memcpy of whole rows (ops.cpp:1934); ops.cpp:1920 ne[0] whole blocks
+ * cuda: ggml-cuda/concat.cu:205 one type for all three; concat.cu:210 quantized: contiguous (dim 3) or contiguous_to_3, else aborts; concat.cu:222 block size 1 otherwise; its supports_op (ggml-cuda.cu:5387) checks the same, the engine asks it
+ */
 int rule_concat(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x3, 0));
