@@ -52,6 +52,10 @@ int rule_set(struct rule_ctx *c)
 	return 0;
 }
 
+/*
+ * cpu: ggml-cpu/ops.cpp:8390 dst nb[0] == sizeof(float); ops.cpp:8399 steps = ceilf((stop - start) / step) in float, ops.cpp:8401 asserted equal to nelements(dst): the rule computes the same float expression
+ * cuda: ggml-cuda/arange.cu:21 F32; arange.cu:30 the same steps, asserted at arange.cu:31
+ */
 int rule_arange(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0, 0));
