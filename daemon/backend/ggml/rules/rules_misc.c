@@ -106,6 +106,13 @@ int rule_pool_2d(struct rule_ctx *c)
 #define TB_INDEXER_K (TB_FLOAT | TB(GGML_TYPE_Q8_0) | TB(GGML_TYPE_Q4_0) | TB(GGML_TYPE_Q4_1) | \
 	TB(GGML_TYPE_Q5_0) | TB(GGML_TYPE_Q5_1))
 
+/*
+ * cpu: ggml-cpu/ops.cpp:12135 dst, q, weights F32, mask F16 (ops.cpp:12138); ops.cpp:12151 nb[0] the element size of dst, q, k, weights, mask (ops.cpp:12152..12155)
+ * cpu: ggml-cpu/ops.cpp:12163 k's to_float, asserted unless F32 (ops.cpp:12164): K types with one (TB_INDEXER_K)
+ * cpu: ggml-cpu/ops.cpp:12171 scratch row of n_embd = q ne[0] floats per thread, planned as k ne[0] floats (ggml-cpu/ggml-cpu.c:3047): q ne[0] == k ne[0]
+ * cpu: ggml-cpu/ops.cpp:12183 mask rows t*nbm1 + (s % nem3)*nbm3: mask ne[3] > 0 dividing the streams; ops.cpp:12186 k rows ik*nbk2 for ik < n_kv = k ne[2] == mask ne[0]
+ * cuda: ggml-cuda/lightning-indexer.cu:406 the same types; lightning-indexer.cu:423 nb[0] the element sizes; lightning-indexer.cu:429 dst nb[0] == 4 and not permuted (lightning-indexer.cu:430..432): a new tensor
+ */
 int rule_lightning_indexer(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0xf, 0));
