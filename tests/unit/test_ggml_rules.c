@@ -293,7 +293,7 @@ static void build_samples(struct ggml_context *ctx)
 	{
 		struct ggml_tensor *q = ggml_new_tensor_3d(ctx, F32, 64, 4, 8);
 		struct ggml_tensor *pos = ggml_new_tensor_1d(ctx, I32, 8);
-		struct ggml_tensor *ff = ggml_new_tensor_1d(ctx, F32, 16);
+		struct ggml_tensor *ff = ggml_new_tensor_1d(ctx, F32, 32); /* ggml-cpu reads ne[0]/2 */
 		add("rope_neox", ggml_rope_ext(ctx, q, pos, NULL, 64, GGML_ROPE_TYPE_NEOX, 4096, 10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f), 0);
 		add("rope_norm_partial_ff", ggml_rope_ext(ctx, q, pos, ff, 32, GGML_ROPE_TYPE_NORMAL, 4096, 10000.0f, 1.0f, 1.0f, 1.0f, 32.0f, 1.0f), 0);
 		add("rope_offset", ggml_rope_set_offset(ggml_rope_ext(ctx, q, pos, NULL, 32, GGML_ROPE_TYPE_NEOX, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f), 16), 0);
@@ -1058,6 +1058,9 @@ static int try_compute(ggml_backend_t be, bool use_fork, struct ggml_context *ct
 	if (!ggml_backend_supports_op(be, m))
 		return 1;
 	struct ggml_cgraph *gf = ggml_new_graph_custom(ctx, 8, false);
+	/* ggml-cpu skips a node without the flag (ggml-cpu.c:3145): without
+	 * it no kernel ran here (ggml_build_forward_expand sets it) */
+	m->flags |= GGML_TENSOR_FLAG_COMPUTE;
 	ggml_graph_add_node(gf, m);
 	if (!use_fork) {
 		ggml_abort_callback_t old = ggml_set_abort_callback(fuzz_on_abort);
@@ -1104,6 +1107,16 @@ static void describe(const struct ggml_tensor *m)
 				m->src[i]->nb[2], m->src[i]->nb[3]);
 }
 
+/* one of m's sources (not m itself), at random; -1 if none */
+static int pick_src(const struct ggml_tensor *m)
+{
+	int ks[GGML_MAX_SRC], n = 0;
+	for (int k = 0; k < GGML_MAX_SRC; k++)
+		if (m->src[k] && m->src[k] != m)
+			ks[n++] = k;
+	return n ? ks[rnd() % n] : -1;
+}
+
 static void test_fuzz_compute(void **state)
 {
 	const char *be_name = getenv("RULES_FUZZ_BACKEND");
@@ -1145,8 +1158,63 @@ static void test_fuzz_compute(void **state)
 			for (int k = 0; k < GGML_MAX_SRC; k++)
 				if (m.src[k] == n)
 					m.src[k] = &m;
-			const uint32_t what = rnd() % 3;
-			if (what == 0) {
+			const uint32_t what = rnd() % 6;
+			if (what == 3) {
+				/* issue 27's F4 class: a size-1 dimension's stride is outside
+				 * ggml_nbytes, so any value passes the structural check */
+				int k = pick_src(&m);
+				if (k < 0)
+					continue;
+				srcs[k] = *m.src[k];
+				const int d = 1 + rnd() % 3;
+				if (srcs[k].ne[d] != 1 && m.ne[d] == srcs[k].ne[d]) {
+					/* an element-wise op: the result follows the source's shape */
+					m.ne[d] = 1;
+					if (!m.view_src) {
+						m.nb[1] = ggml_row_size(m.type, m.ne[0]);
+						for (int e = 2; e < GGML_MAX_DIMS; e++)
+							m.nb[e] = m.nb[e - 1] * (size_t)m.ne[e - 1];
+					}
+				}
+				const bool dense = ggml_is_contiguous(&srcs[k]);
+				srcs[k].ne[d] = 1;
+				if (dense) {
+					/* the dims above stay dense (and inside the allocation) */
+					size_t next = d == 1 ? ggml_row_size(srcs[k].type, srcs[k].ne[0])
+							     : srcs[k].nb[d - 1] * (size_t)srcs[k].ne[d - 1];
+					for (int e = d + 1; e < GGML_MAX_DIMS; e++) {
+						srcs[k].nb[e] = next;
+						next *= (size_t)srcs[k].ne[e];
+					}
+				}
+				const size_t vals[] = { 0, ggml_type_size(srcs[k].type), (size_t)1 << 40 };
+				srcs[k].nb[d] = vals[rnd() % 3];
+				m.src[k] = &srcs[k];
+			} else if (what == 4) {
+				/* F3 / F5: parameters measured against the sources' sizes
+				 * (pad amounts, n_dims, offsets around a dimension) */
+				const struct ggml_tensor *a = m.src[0] ? m.src[0] : &m;
+				const int64_t v = a->ne[rnd() % 4] + (int64_t)(rnd() % 3) - 1;
+				m.op_params[rnd() % 9] = (int32_t)v;
+			} else if (what == 5) {
+				/* F1 / F6: another type for a dense source, of the same
+				 * block size and no larger rows (its extent stays inside) */
+				int k = pick_src(&m);
+				if (k < 0 || !ggml_is_contiguous(m.src[k]))
+					continue;
+				srcs[k] = *m.src[k];
+				const enum ggml_type t = (enum ggml_type)(rnd() % GGML_TYPE_COUNT);
+				const int64_t blck = ggml_blck_size(t);
+				if (blck == 0 || srcs[k].ne[0] % blck != 0 ||
+				    ggml_row_size(t, srcs[k].ne[0]) > ggml_row_size(srcs[k].type, srcs[k].ne[0]))
+					continue;
+				srcs[k].type = t;
+				srcs[k].nb[0] = ggml_type_size(t);
+				srcs[k].nb[1] = ggml_row_size(t, srcs[k].ne[0]);
+				for (int d = 2; d < GGML_MAX_DIMS; d++)
+					srcs[k].nb[d] = srcs[k].nb[d - 1] * (size_t)srcs[k].ne[d - 1];
+				m.src[k] = &srcs[k];
+			} else if (what == 0) {
 				for (int k = 1 + rnd() % 2; k > 0; k--)
 					m.op_params[rnd() % 16] = fuzz_param();
 			} else if (what == 1) {
@@ -1179,6 +1247,186 @@ static void test_fuzz_compute(void **state)
 	ggml_free(ctx);
 }
 
+/* ---- issue 27's classes: each node below passed the rules of 7c3ca9f ---- */
+
+/* F1: a quantizing copy whose source rows are longer than the destination's:
+ * ggml-cpu sizes the scratch row from the destination and fills it from the
+ * source (dup_to_q) */
+static void test_issue27_quantizing_copy_rows(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	/* the campaign's node: F32 [2^20] into Q8_0 [32, 32768] */
+	expect_bad(ggml_cpy(ctx, ggml_new_tensor_1d(ctx, F32, 1 << 20), ggml_new_tensor_2d(ctx, GGML_TYPE_Q8_0, 32, 32768)),
+		   "F32 [2^20] to Q8_0 [32, 32768]");
+	/* the class: every float source type, several quantized destinations, CPY, DUP-like cast and CONT */
+	const enum ggml_type srct[] = { F32, F16, GGML_TYPE_BF16 };
+	const enum ggml_type dstt[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q5_1, GGML_TYPE_Q4_K, GGML_TYPE_IQ4_NL };
+	for (size_t i = 0; i < sizeof(srct) / sizeof(srct[0]); i++)
+		for (size_t j = 0; j < sizeof(dstt) / sizeof(dstt[0]); j++) {
+			const int64_t qk = ggml_blck_size(dstt[j]);
+			/* source rows of 2 blocks into destination rows of 1: refused */
+			expect_bad(ggml_cpy(ctx, ggml_new_tensor_2d(ctx, srct[i], 2 * qk, 4),
+					    ggml_new_tensor_2d(ctx, dstt[j], qk, 8)), "rows longer than the destination's");
+			/* source rows of 1 block into destination rows of 2: the scratch holds them */
+			expect_ok(ggml_cpy(ctx, ggml_new_tensor_2d(ctx, srct[i], qk, 8),
+					   ggml_new_tensor_2d(ctx, dstt[j], 2 * qk, 4)), "rows shorter than the destination's");
+		}
+	ggml_free(ctx);
+}
+
+/* F6: copies from a type without to_float (Q8_K, Q8_1 and anything ggml.c's
+ * type_traits leaves without one) are refused; a sweep of every type pair
+ * accepts a dequantizing copy only where to_float exists */
+static void test_issue27_copy_needs_to_float(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	expect_bad(ggml_cpy(ctx, ggml_new_tensor_2d(ctx, GGML_TYPE_Q8_K, 256, 4), ggml_new_tensor_2d(ctx, F32, 256, 4)),
+		   "Q8_K to F32");
+	expect_bad(ggml_cpy(ctx, ggml_new_tensor_2d(ctx, GGML_TYPE_Q8_1, 32, 4), ggml_new_tensor_2d(ctx, F32, 32, 4)),
+		   "Q8_1 to F32");
+	expect_bad(ggml_cast(ctx, ggml_new_tensor_2d(ctx, F32, 256, 4), GGML_TYPE_Q8_K), "F32 to Q8_K");
+	expect_ok(ggml_cpy(ctx, ggml_new_tensor_2d(ctx, GGML_TYPE_Q4_K, 256, 4), ggml_new_tensor_2d(ctx, F32, 256, 4)),
+		  "Q4_K to F32");
+	int pairs = 0;
+	for (int st = 0; st < GGML_TYPE_COUNT; st++) {
+		if (ggml_blck_size((enum ggml_type)st) == 0)
+			continue; /* removed types */
+		const int64_t qs = ggml_blck_size((enum ggml_type)st);
+		for (int dt = 0; dt < GGML_TYPE_COUNT; dt++) {
+			if (ggml_blck_size((enum ggml_type)dt) == 0)
+				continue;
+			const int64_t qd = ggml_blck_size((enum ggml_type)dt);
+			const int64_t ne0 = qs > qd ? qs : qd;
+			struct ggml_tensor *n = ggml_cpy(ctx, ggml_new_tensor_2d(ctx, (enum ggml_type)st, ne0, 2),
+							 ggml_new_tensor_2d(ctx, (enum ggml_type)dt, ne0, 2));
+			char err[256];
+			if (ggml_rules_check(n, err, sizeof(err)) != 0 || st == dt)
+				continue;
+			pairs++;
+			if (ggml_is_quantized((enum ggml_type)st) && !ggml_get_type_traits((enum ggml_type)st)->to_float)
+				fail_msg("copy %s -> %s accepted without to_float", ggml_type_name((enum ggml_type)st),
+					 ggml_type_name((enum ggml_type)dt));
+			if (ggml_is_quantized((enum ggml_type)dt) && !ggml_get_type_traits((enum ggml_type)dt)->to_float)
+				fail_msg("copy %s -> %s accepted into a type nothing reads back", ggml_type_name((enum ggml_type)st),
+					 ggml_type_name((enum ggml_type)dt));
+		}
+	}
+	assert_true(pairs > 20);
+	ggml_free(ctx);
+}
+
+/* F3: circular PAD with a left pad larger than the source (the wrapped index
+ * goes negative), in every dimension; lp == ne still wraps to 0 */
+static void test_issue27_circular_pad(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	struct ggml_tensor *x = ggml_new_tensor_4d(ctx, F32, 6, 5, 3, 2);
+	for (int d = 0; d < GGML_MAX_DIMS; d++) {
+		int lp[4] = { 0, 0, 0, 0 };
+		for (int extra = 0; extra <= 2; extra++) {
+			lp[d] = (int)x->ne[d] + extra;
+			struct ggml_tensor *p = ggml_pad_ext(ctx, x, lp[0], 1, lp[1], 0, lp[2], 1, lp[3], 0);
+			p->op_params[8] = 1; /* ggml_pad_ext_circular, whose constructor asserts nothing of lp */
+			if (extra == 0)
+				expect_ok(p, "circular lp == ne");
+			else
+				expect_bad(p, "circular lp > ne");
+			/* zero padding takes any amount */
+			p->op_params[8] = 0;
+			expect_ok(p, "zero pad lp > ne");
+		}
+	}
+	ggml_free(ctx);
+}
+
+/* F4: POOL_2D over a source whose size-1 dimension has stride 4 or 0 (ggml-cpu
+ * walks planes by nb[2] until nbytes); the class: a size-1 dim's stride that
+ * a row walk steps by (SCALE over [64,1,4] with nb[1] = 1 GiB) */
+static void test_issue27_size1_strides(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	struct ggml_tensor *pl = ggml_pool_2d(ctx, ggml_new_tensor_3d(ctx, F32, 64, 8, 1), GGML_OP_POOL_MAX, 16, 1, 16, 1, 0, 0);
+	const size_t plane = 64 * 8 * 4;
+	const size_t bad2[] = { 4, 0, plane - 4 };
+	for (size_t i = 0; i < sizeof(bad2) / sizeof(bad2[0]); i++)
+		WITH_COPY(pl, {
+			struct ggml_tensor a = *pl->src[0];
+			a.nb[2] = a.nb[3] = bad2[i];
+			m->src[0] = &a;
+			expect_bad(m, "pool_2d plane stride");
+		});
+	WITH_COPY(pl, {
+		struct ggml_tensor a = *pl->src[0];
+		a.nb[2] = a.nb[3] = plane * 3; /* one plane, a padded view: the walk ends after it */
+		m->src[0] = &a;
+		expect_ok(m, "pool_2d single plane in a larger view");
+	});
+	/* nb[1] of a size-1 dim under larger ones, for every op that asks for a contiguous source */
+	struct ggml_tensor *x = ggml_new_tensor_3d(ctx, F32, 64, 1, 4);
+	struct ggml_tensor *nodes[] = { ggml_scale(ctx, x, 2.0f), ggml_clamp(ctx, x, -1.0f, 1.0f), ggml_sqr(ctx, x),
+					ggml_fill(ctx, x, 1.0f), ggml_leaky_relu(ctx, x, 0.1f, false), ggml_sum(ctx, x) };
+	const size_t bad1[] = { 1u << 30, 0, 4 };
+	for (size_t k = 0; k < sizeof(nodes) / sizeof(nodes[0]); k++) {
+		expect_ok(nodes[k], "dense source");
+		for (size_t i = 0; i < sizeof(bad1) / sizeof(bad1[0]); i++)
+			WITH_COPY(nodes[k], {
+				struct ggml_tensor a = *x;
+				a.nb[1] = bad1[i];
+				assert_true(ggml_is_contiguous(&a)); /* ggml's own check lets it through */
+				m->src[0] = &a;
+				expect_bad(m, "size-1 row stride");
+			});
+		/* a size-1 dim above every larger one keeps any stride */
+		WITH_COPY(nodes[k], {
+			struct ggml_tensor a = *x;
+			a.nb[3] = 12345 * 4;
+			m->src[0] = &a;
+			expect_ok(m, "trailing size-1 stride");
+		});
+	}
+	ggml_free(ctx);
+}
+
+/* F5: ROPE freq factors shorter than ggml-cpu reads (ne[0]/2 in every mode) */
+static void test_issue27_rope_freq_factors(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	struct ggml_tensor *q = ggml_new_tensor_3d(ctx, F32, 64, 4, 8);
+	struct ggml_tensor *pos = ggml_new_tensor_1d(ctx, I32, 8), *pos4 = ggml_new_tensor_1d(ctx, I32, 32);
+	int sections[4] = { 8, 12, 12, 0 };
+	const int modes[] = { GGML_ROPE_TYPE_NORMAL, GGML_ROPE_TYPE_NEOX, GGML_ROPE_TYPE_MROPE, GGML_ROPE_TYPE_VISION,
+			      GGML_ROPE_TYPE_IMROPE };
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		const int mode = modes[i], n_dims = 32; /* vision: ne[0]/2 */
+		for (int64_t nff = n_dims / 2; nff <= 33; nff++) {
+			struct ggml_tensor *ff = ggml_new_tensor_1d(ctx, F32, nff);
+			struct ggml_tensor *r = (mode & GGML_ROPE_TYPE_MROPE)
+				? ggml_rope_multi(ctx, q, pos4, ff, n_dims, sections, mode, 4096, 10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f)
+				: ggml_rope_ext(ctx, q, pos, ff, n_dims, mode, 4096, 10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f);
+			if (nff < 32)
+				expect_bad(r, "freq factors shorter than ne[0]/2");
+			else
+				expect_ok(r, "freq factors for the whole row");
+		}
+	}
+	ggml_free(ctx);
+}
+
+
+/* found by the sweep once it ran kernels: SET at an offset or with strides
+ * that are not whole elements stores misaligned floats (UBSan in ggml-cpu) */
+static void test_issue27_set_alignment(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	build_samples(ctx);
+	struct ggml_tensor *si = sample("set_inplace");
+	MUTATE(si, "offset of 7 bytes", m->op_params[3] = 7);
+	MUTATE(si, "nb1 of 255 bytes", m->op_params[0] = 255);
+	MUTATE(si, "nb2 of 2 bytes", m->op_params[1] = 2);
+	expect_ok(si, "whole-element offset");
+	ggml_free(ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1200,6 +1448,12 @@ int main(void)
 		cmocka_unit_test(test_cpu_compute),
 		cmocka_unit_test(test_sampler_graph),
 		cmocka_unit_test(test_fuzz_compute),
+		cmocka_unit_test(test_issue27_quantizing_copy_rows),
+		cmocka_unit_test(test_issue27_copy_needs_to_float),
+		cmocka_unit_test(test_issue27_circular_pad),
+		cmocka_unit_test(test_issue27_size1_strides),
+		cmocka_unit_test(test_issue27_rope_freq_factors),
+		cmocka_unit_test(test_issue27_set_alignment),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,9 +16,12 @@
  *   (depends on the buffer's usage and alloc size);
  * - ggml-cuda's graph fusion (rms_norm+mul+add, rope+set_rows, topk-moe,
  *   ssm_conv+silu, ...) looks at neighbouring nodes; its asserts hold for
- *   nodes that pass these rules one by one as far as we read them;
- * - ggml-cpu ROPE reads ne[0]/2 freq factors while the constructor only
- *   asks for n_dims/2.
+ *   nodes that pass these rules one by one as far as we read them.
+ *
+ * Each rule's comment lists the kernels' preconditions as
+ * "cpu: ggml-cpu/<file>:<line> ..." and "cuda: ggml-cuda/<file>:<line> ..."
+ * (paths under ext/llama.cpp-v0.5.0/ggml/src); list them with
+ *   grep -rn '^ \* \(cpu\|cuda\): ' daemon/backend/ggml/rules
  */
 #include <stdio.h>
 

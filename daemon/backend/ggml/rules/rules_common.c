@@ -99,10 +99,33 @@ int rules_dup_or_inplace(struct rule_ctx *c, const struct ggml_tensor *a)
  * [n,1] tensor is "contiguous" to ggml and still aborts the kernel.  So
  * every contiguity requirement here also pins nb[0].
  */
+/*
+ * ggml_is_contiguous also ignores nb[1] when ne[1] == 1 (and nb[2] when
+ * ne[2] == 1), but kernels that walk all rows as one run step by nb[1]
+ * (cpu: ggml-cpu/ops.cpp:4735 scale: src0->data + i1*nb01 for i1 <
+ * ggml_nrows) or all planes by nb[2] (cpu: ggml-cpu/ops.cpp:7849 pool_2d:
+ * cdata += nb[2] until nbytes): a [64,1,4] tensor with nb[1] = 1 GiB is
+ * "contiguous" and walks 3 GiB past its data.  So a contiguous tensor here is
+ * also contiguous_1 and contiguous_2 (ggml.c:1474: a free dim's next stride
+ * is ne*nb, so with ne[1] == 1 nb[2] must equal nb[1]): every stride below
+ * the last dimension of size > 1 is the dense one.  Size-1 dims above it
+ * keep any stride (no kernel that loops by counts reads them).
+ */
 int rules_contiguous(struct rule_ctx *c, const struct ggml_tensor *t, const char *name)
 {
 	REQ(c, ggml_is_contiguous(t), "%s must be contiguous", name);
+	REQ(c, ggml_is_contiguous_1(t) && ggml_is_contiguous_2(t),
+	    "%s: a size-1 dimension below a larger one has a stride of its own (nb " "[%zu,%zu,%zu,%zu])",
+	    name, t->nb[0], t->nb[1], t->nb[2], t->nb[3]);
 	return rules_nb0(c, t, name);
+}
+
+bool rules_has_to_float(enum ggml_type type)
+{
+	/* ggml.c:632 type_traits[].to_float, called unchecked by
+	 * ggml-cpu/ops.cpp:482 (dup_from_q) and the dequantizing kernels; NULL for
+	 * Q8_1 (ggml.c:745) and Q8_K (ggml.c:880) and the integer types */
+	return ggml_get_type_traits(type)->to_float != NULL;
 }
 
 int rules_contiguous_1(struct rule_ctx *c, const struct ggml_tensor *t, const char *name)

@@ -8,6 +8,13 @@
 
 #include "rules_impl.h"
 
+/*
+ * cpu: ggml-cpu/ops.cpp:4777 src0 and dst contiguous, same shape (ops.cpp:4776); ops.cpp:4818 src1 nb[0] == sizeof(float)
+ * cpu: ggml-cpu/ops.cpp:4781 nb1..nb3 and offset int32 op_params taken as size_t: negative ones wrap; ops.cpp:4816 bound check lets the last element start at nbytes (<=)
+ * cpu: ggml-cpu/ops.cpp:4834 ggml_vec_cpy_f32 to dst + i3*nb3 + i2*nb2 + i1*nb1 + offset: strides and offset multiples of the element size (UBSan: misaligned float store)
+ * cuda: ggml-cuda/set.cu:8 F32 or I32, all three of one type (set.cu:9); set.cu:12 dst, src0 (set.cu:13), src1 (set.cu:14) contiguous
+ * cuda: ggml-cuda/set.cu:27 ggml_cuda_cpy(src1, a view at dst + offset with strides nb1..nb3): the same bounds and alignment
+ */
 int rule_set(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x3, 0));
@@ -32,6 +39,9 @@ int rule_set(struct rule_ctx *c)
 	REQ(c, nb1 >= 0 && nb2 >= 0 && nb3 >= 0 && offset >= 0 && offset < (1 << 30),
 	    "negative stride or offset (%d, %d, %d, %d)", nb1, nb2, nb3, offset);
 	const uint64_t es = ggml_type_size(a->type);
+	/* both kernels store elements at dst + offset + i*nb as float / int32 */
+	REQ(c, offset % es == 0 && nb1 % es == 0 && nb2 % es == 0 && nb3 % es == 0,
+	    "strides (%d, %d, %d) or offset %d not a multiple of the element size", nb1, nb2, nb3, offset);
 	uint64_t last = (uint64_t)offset;
 	const int64_t st[4] = { (int64_t)es, nb1, nb2, nb3 };
 	for (int i = 0; i < GGML_MAX_DIMS; i++)
@@ -42,6 +52,10 @@ int rule_set(struct rule_ctx *c)
 	return 0;
 }
 
+/*
+ * cpu: ggml-cpu/ops.cpp:8390 dst nb[0] == sizeof(float); ops.cpp:8399 steps = ceilf((stop - start) / step) in float, ops.cpp:8401 asserted equal to nelements(dst): the rule computes the same float expression
+ * cuda: ggml-cuda/arange.cu:21 F32; arange.cu:30 the same steps, asserted at arange.cu:31
+ */
 int rule_arange(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0, 0));
@@ -55,6 +69,14 @@ int rule_arange(struct rule_ctx *c)
 	return rules_new4(c, GGML_TYPE_F32, (int64_t)steps, 1, 1, 1);
 }
 
+/*
+ * cpu: ggml-cpu/ops.cpp:7775 F32 or F16 source (the rule takes F32, ggml-cuda's only type, cuda: ggml-cuda/pool2d.cu:71)
+ * cpu: ggml-cpu/ops.cpp:7803 planes walked as while (cdata < data + nbytes) { ...; cdata += nb[2] (ops.cpp:7849); dplane += ne0*ne1 }: the number of planes written is ceil(nbytes / nb[2]), which must be ne[2]*ne[3]: nb[2] is the dense plane size (nb[3] = nb[2]*ne[2]), or for a single plane at least it; nb[2] == 0 never ends
+ * cpu: ggml-cpu/ops.cpp:7824 rows at nb[1]*(iy+ky) for iy+ky < ne[1], element j read as ((float *)row)[j]: nb[0] == 4
+ * cpu: ggml-cpu/ops.cpp:7816 ix = ox*s0 - p0 in int: padding bounded, k, s > 0 (average divides by k0*k1, ops.cpp:7840)
+ * cuda: ggml-cuda/pool2d.cu:19 reads src + nc*ih*iw + i*iw + j, ignoring every stride: the source dense in all dims of size > 1
+ * cuda: ggml-cuda/pool2d.cu:91 parallel_elements = N*OC*OH*OW and nc*I_HW are int: nelements of src and dst < 2^31
+ */
 int rule_pool_2d(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x1, 0));
@@ -67,16 +89,30 @@ int rule_pool_2d(struct rule_ctx *c)
 	    "kernel %dx%d, stride %dx%d, padding %dx%d", k0, k1, s0, s1, p0, p1);
 	const int64_t w = a->ne[0] + 2 * (int64_t)p0 - k0, h = a->ne[1] + 2 * (int64_t)p1 - k1;
 	REQ(c, w >= 0 && h >= 0, "the kernel is larger than the padded input");
-	/* ggml-cpu walks the input plane by plane as one dense run; ggml-cuda is F32 only */
 	TRY(rules_type(c, a, "src0", TB_F32));
 	TRY(rules_contiguous(c, a, "src0"));
-	return rules_new4(c, GGML_TYPE_F32, w / s0 + 1, h / s1 + 1, a->ne[2], a->ne[3]);
+	/* the plane walk steps by nb[2] even where ne[2] == 1 */
+	const size_t plane = (size_t)a->ne[0] * (size_t)a->ne[1] * sizeof(float);
+	REQ(c, a->nb[2] == plane || (a->ne[2] * a->ne[3] == 1 && a->nb[2] >= plane),
+	    "src0 nb[2]=%zu, ggml-cpu steps planes by it (plane of %zu bytes)", a->nb[2], plane);
+	REQ(c, ggml_nelements(a) <= INT32_MAX, "src0 has %lld elements (ggml-cuda indexes in int)",
+	    (long long)ggml_nelements(a));
+	TRY(rules_new4(c, GGML_TYPE_F32, w / s0 + 1, h / s1 + 1, a->ne[2], a->ne[3]));
+	REQ(c, ggml_nelements(n) <= INT32_MAX, "result too large for ggml-cuda's int index");
+	return 0;
 }
 
 /* K types with a to_float */
 #define TB_INDEXER_K (TB_FLOAT | TB(GGML_TYPE_Q8_0) | TB(GGML_TYPE_Q4_0) | TB(GGML_TYPE_Q4_1) | \
 	TB(GGML_TYPE_Q5_0) | TB(GGML_TYPE_Q5_1))
 
+/*
+ * cpu: ggml-cpu/ops.cpp:12135 dst, q, weights F32, mask F16 (ops.cpp:12138); ops.cpp:12151 nb[0] the element size of dst, q, k, weights, mask (ops.cpp:12152..12155)
+ * cpu: ggml-cpu/ops.cpp:12163 k's to_float, asserted unless F32 (ops.cpp:12164): K types with one (TB_INDEXER_K)
+ * cpu: ggml-cpu/ops.cpp:12171 scratch row of n_embd = q ne[0] floats per thread, planned as k ne[0] floats (ggml-cpu/ggml-cpu.c:3047): q ne[0] == k ne[0]
+ * cpu: ggml-cpu/ops.cpp:12183 mask rows t*nbm1 + (s % nem3)*nbm3: mask ne[3] > 0 dividing the streams; ops.cpp:12186 k rows ik*nbk2 for ik < n_kv = k ne[2] == mask ne[0]
+ * cuda: ggml-cuda/lightning-indexer.cu:406 the same types; lightning-indexer.cu:423 nb[0] the element sizes; lightning-indexer.cu:429 dst nb[0] == 4 and not permuted (lightning-indexer.cu:430..432): a new tensor
+ */
 int rule_lightning_indexer(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0xf, 0));

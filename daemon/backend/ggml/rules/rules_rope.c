@@ -12,6 +12,20 @@
  */
 #include "rules_impl.h"
 
+/*
+ * cpu: ggml-cpu/ops.cpp:6091 src0 F32 or F16; ops.cpp:6092 positions I32, read as pos[i2] (pos[i2 + k*ne2] for k < 4 in M-RoPE, ops.cpp:6191): ne[2] (4*ne[2]) positions, dense
+ * cpu: ggml-cpu/ops.cpp:6118 nb0 == nb00; ops.cpp:6119 nb0 == sizeof(T)
+ * cpu: ggml-cpu/ops.cpp:6126 n_dims <= ne0; ops.cpp:6127 n_dims even; ops.cpp:6223 the tail copy steps i0 += n_dims - 2: n_dims > 0 (0 never ends)
+ * cpu: ggml-cpu/ops.cpp:6129 n_offs >= 0, even (ops.cpp:6130), n_offs + n_dims <= ne0 (ops.cpp:6131)
+ * cpu: ggml-cpu/ops.cpp:6153 M-RoPE: a non-empty section among the first three; ops.cpp:6008 sector = (i0/2) % sum of sections: sum > 0, sections >= 0 and sum <= ne0 (ops.cpp:6003)
+ * cpu: ggml-cpu/ops.cpp:6157 vision: n_dims == ne0/2 and n_offs == 0 (ops.cpp:6158)
+ * cpu: ggml-cpu/ops.cpp:6163 freq factors F32; ops.cpp:5981 (NORMAL, NEOX) and ops.cpp:6006 (MROPE, VISION, IMROPE) read freq_factors[i0/2] for every i0 < ne0: ne0/2 factors, more than the n_dims/2 asserted at ops.cpp:6164
+ * cpu: ggml-cpu/ops.cpp:6183 cache of ne0 floats per thread in wdata, planned from the result's ne[0] (same as src0's: a dup)
+ * cuda: ggml-cuda/rope.cu:560 src0 F32/F16, dst the same type (rope.cu:564); rope.cu:571 strides used in elements: nb multiples of the element size
+ * cuda: ggml-cuda/rope.cu:109, rope.cu:184, rope.cu:278 freq_factors[iw/2] for iw < n_dims; rope.cu:343 (vision) freq_factors[i0/2]: within ne0/2
+ * cuda: ggml-cuda/rope.cu:612 M-RoPE sections as on the cpu; rope.cu:616 vision n_dims == ne00/2, rope.cu:617 no offset
+ * cuda: ggml-cuda/rope.cu:193 rows read in pairs (x[ix + n_dims/2]): ne0 even
+ */
 int rule_rope(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x3, 0x4));
@@ -55,7 +69,11 @@ int rule_rope(struct rule_ctx *c)
 	}
 	if (ff) {
 		TRY(rules_type(c, ff, "freq factors", TB_F32));
-		REQ(c, ff->ne[0] >= n_dims / 2, "%lld freq factors for n_dims=%d", (long long)ff->ne[0], n_dims);
+		/* ggml-cpu's cache covers the whole row in every mode (ops.cpp:5981,
+		 * ops.cpp:6006: freq_factors[i0/2] for i0 < ne0), more than the
+		 * constructor's n_dims/2 (ops.cpp:6164) or ggml-cuda's iw/2 */
+		REQ(c, ff->ne[0] >= ne0 / 2, "%lld freq factors for rows of %lld (ggml-cpu reads ne[0]/2)",
+		    (long long)ff->ne[0], (long long)ne0);
 		TRY(rules_contiguous(c, ff, "freq factors"));
 	}
 

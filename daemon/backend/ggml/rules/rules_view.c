@@ -19,6 +19,9 @@ static int view_over(struct rule_ctx *c, const struct ggml_tensor *a, size_t off
 	return 0;
 }
 
+/*
+ * cpu: ggml-cpu/ggml-cpu.c:2156 RESHAPE, VIEW (ggml-cpu.c:2164), PERMUTE (ggml-cpu.c:2160) and TRANSPOSE (ggml-cpu.c:2168) run no kernel; ggml-cuda skips them as empty ops (ggml-cuda/ggml-cuda.cu:2553): only the view's own description is checked (inside its base, the layout ggml's constructor makes)
+ */
 int rule_view(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x1, 0));
@@ -46,6 +49,7 @@ int rule_view(struct rule_ctx *c)
 	return 0;
 }
 
+/* no kernel (see rule_view): the layout of ggml's constructor over src0 */
 int rule_reshape(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x1, 0));
@@ -69,6 +73,7 @@ int rule_reshape(struct rule_ctx *c)
 	return 0;
 }
 
+/* no kernel (see rule_view): the layout of ggml's constructor over src0 */
 int rule_permute(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x1, 0));
@@ -92,6 +97,7 @@ int rule_permute(struct rule_ctx *c)
 	return 0;
 }
 
+/* no kernel (see rule_view): the layout of ggml's constructor over src0 */
 int rule_transpose(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x1, 0));
