@@ -9,7 +9,8 @@
 # `int rule_*(struct rule_ctx *)` of daemon/backend/ggml/rules/, that the text
 # between the previous rule and it (its comment and its static helpers) cites
 # both kernels, and that each cited file exists and has that line, so a
-# citation cannot silently point past the source after a release bump.
+# citation cannot silently point past the source after a release bump.  A
+# rule whose comment says "see rule_x" (same file) shares rule_x's kernels.
 #
 #   tests/ggml/rule-sources.sh [--list] [GGML_SRC]   (default: ext/llama.cpp-<tag>/ggml/src)
 # --list prints every citation (the closing note's table); exit 1 on a rule
@@ -59,10 +60,19 @@ for f in daemon/backend/ggml/rules/rules_*.c; do
 		/^int rule_[a-z0-9_]+\(struct rule_ctx/ {
 			cur = $2; sub(/\(.*/, "", cur)
 			order[++n] = cur; at[cur] = file ":" FNR
-			cites[cur] = pending; pending = ""; inbody = 1; next
+			cites[cur] = pending; pending = ""; inbody = 1
+			if (palias != "") alias[cur] = palias
+			palias = ""; next
 		}
 		inbody && /^}/ { inbody = 0; next }
 		{
+			# "see rule_x": the same kernels, cited once at rule_x
+			s = $0
+			while (match(s, /see rule_[a-z0-9_]+/)) {
+				m = substr(s, RSTART + 4, RLENGTH - 4)
+				if (inbody) alias[cur] = m; else palias = m
+				s = substr(s, RSTART + RLENGTH)
+			}
 			s = $0
 			while (match(s, /(cpu|cuda): ggml-[a-z]+\/[A-Za-z0-9_.\/-]+:[0-9]+/)) {
 				m = substr(s, RSTART, RLENGTH)
@@ -73,7 +83,13 @@ for f in daemon/backend/ggml/rules/rules_*.c; do
 				s = substr(s, RSTART + RLENGTH)
 			}
 		}
-		END { for (i = 1; i <= n; i++) printf "%s\t%s\t%s\n", order[i], at[order[i]], cites[order[i]] }
+		END {
+			for (i = 1; i <= n; i++) {
+				r = order[i]; cs = cites[r]
+				if (r in alias) cs = cs " " cites[alias[r]]
+				printf "%s\t%s\t%s\n", r, at[r], cs
+			}
+		}
 ' "$f")
 	if [ $list = 1 ]; then
 		grep -n -o -E '(cpu|cuda): ggml-[a-z]+/[A-Za-z0-9_./-]+:[0-9]+.*' "$f" | sed "s|^|  $(basename "$f"):|" || true

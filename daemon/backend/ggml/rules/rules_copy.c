@@ -147,6 +147,7 @@ int rule_cpy(struct rule_ctx *c)
 	return copy_types(c, a, n);
 }
 
+/* the copy kernels of CPY (see rule_cpy: copy_types) over a new dense result */
 int rule_cont(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x1, 0));
@@ -159,6 +160,7 @@ int rule_cont(struct rule_ctx *c)
 	return copy_types(c, a, n);
 }
 
+/* the copy kernels of CPY (see rule_cpy: copy_types), the result new or src0 in place */
 int rule_dup(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x1, 0));

@@ -135,6 +135,11 @@ int rule_lightning_indexer(struct rule_ctx *c)
 	return rules_nb0(c, m, "mask");
 }
 
+/*
+ * cpu: ggml-cpu/ops.cpp:11149 all four tensors F32; ops.cpp:11159 mixes->ne[0] == 24 (hc fixed at 4), dst [4, 4, n_tokens], scale->ne[0] >= 3, base->ne[0] == 24
+ * cpu: ggml-cpu/ops.cpp:11183 reads scale[2] and mixes/base by their byte strides, per token of mixes->ne[1]; ops.cpp:11173 n_iter > 0, iterated per token
+ * cuda: ggml-cuda/dsv4-hc.cu:202 the same types and shapes asserted; dsv4-hc.cu:230 strides passed in floats (nb / sizeof(float)), one thread per token (grid of n_tokens / 256)
+ */
 int rule_dsv4_hc_comb(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x7, 0));
@@ -159,6 +164,11 @@ int rule_dsv4_hc_comb(struct rule_ctx *c)
 	return rules_new4(c, GGML_TYPE_F32, 4, 4, mixes->ne[1], 1);
 }
 
+/*
+ * cpu: ggml-cpu/ops.cpp:11255 x, weights, dst F32; ops.cpp:11266 dst [n_embd, n_tokens]; gated: weights [n_embd, hc, n_tokens], else [hc, n_tokens] (ops.cpp:11268)
+ * cpu: ggml-cpu/ops.cpp:11294 x read at i0*nb0 + ih*nb1 + it*nb2 (x->ne[3] never read: must be 1), weights by their strides
+ * cuda: ggml-cuda/dsv4-hc.cu:244 the same types; dsv4-hc.cu:252 the same extents, strides in floats, one thread per result element (grid of n_embd*n_tokens / 256)
+ */
 int rule_dsv4_hc_pre(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x3, 0));
@@ -194,6 +204,11 @@ int rule_dsv4_hc_pre(struct rule_ctx *c)
 	return rules_new4(c, GGML_TYPE_F32, x->ne[0], x->ne[2], 1, 1);
 }
 
+/*
+ * cpu: ggml-cpu/ops.cpp:11335 x, residual, post, dst F32; ops.cpp:11346 dst [n_embd, hc, n_tokens], residual [n_embd, hc, n_tokens], post [hc, n_tokens]
+ * cpu: ggml-cpu/ops.cpp:11357 comb optional (identity), else F32 [hc, hc, n_tokens]; every input read by its byte strides (ops.cpp:11391)
+ * cuda: ggml-cuda/dsv4-hc.cu:281 the same types, comb may be absent; dsv4-hc.cu:292 strides in floats; one thread per result element (grid of n_embd*hc*n_tokens / 256)
+ */
 int rule_dsv4_hc_post(struct rule_ctx *c)
 {
 #if PPRPC_LLAMA_RELEASE_NUM >= 500

@@ -68,7 +68,7 @@ int rule_cumsum(struct rule_ctx *c)
 
 /*
  * cpu: ggml-cpu/ops.cpp:1708 ggml_can_repeat(src0, dst) (loops by counts: copies of src0's rows at its strides); ops.cpp:1719 nb0 == nb00 == sizeof(float) (the 2-byte path the same for its size)
- * cuda: ggml-cuda's supports_op (ggml-cuda.cu) lists F32 and F16, which the engine asks; the binary-broadcast kernel reads strides in elements
+ * cuda: ggml-cuda/ggml-cuda.cu:5378 supports_op lists F32 and F16 (the engine asks it); ggml-cuda/binbcast.cu:433 runs it as a broadcast of src0 over dst, strides read in elements
  */
 int rule_repeat(struct rule_ctx *c)
 {

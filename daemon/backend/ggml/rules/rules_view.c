@@ -20,7 +20,9 @@ static int view_over(struct rule_ctx *c, const struct ggml_tensor *a, size_t off
 }
 
 /*
- * cpu: ggml-cpu/ggml-cpu.c:2156 RESHAPE, VIEW (ggml-cpu.c:2164), PERMUTE (ggml-cpu.c:2160) and TRANSPOSE (ggml-cpu.c:2168) run no kernel; ggml-cuda skips them as empty ops (ggml-cuda/ggml-cuda.cu:2553): only the view's own description is checked (inside its base, the layout ggml's constructor makes)
+ * cpu: ggml-cpu/ggml-cpu.c:2156 RESHAPE, VIEW (ggml-cpu.c:2164), PERMUTE (ggml-cpu.c:2160) and TRANSPOSE (ggml-cpu.c:2168) run no kernel
+ * cuda: ggml-cuda/ggml-cuda.cu:2553 the same four are no-ops (ggml_cuda_is_view_or_noop, skipped at ggml-cuda.cu:4318)
+ * so only the view's own description is checked (inside its base, the layout ggml's constructor makes)
  */
 int rule_view(struct rule_ctx *c)
 {
