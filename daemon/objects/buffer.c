@@ -74,6 +74,9 @@ void buffer_unref(struct dbuf *b)
 {
 	if (--b->refs > 0)
 		return;
+	/* retired while held: its charge goes with the memory */
+	if (b->owner)
+		owner_drop_held(b->owner, b);
 	device_free(b->dev, b->ptr, b->size);
 	b->dev->nbuffers--;
 	free(b);
@@ -85,8 +88,16 @@ void buffer_retire(struct pprpcd *d, struct dbuf *b)
 		return;
 	htab_remove(&d->buffers, b->handle);
 	b->handle = 0;
-	owner_remove_buffer(b->owner, b);
-	b->owner = NULL;
+	/* Something still holds the memory (a graph that names it, a queued
+	 * command): it stays charged to the owner until it is really freed
+	 * (issue 27: BUFFER_FREE under a graph let --max-conn-mib 64 hold
+	 * 480 MiB). */
+	if (b->refs > 1) {
+		owner_hold_buffer(b->owner, b);
+	} else {
+		owner_remove_buffer(b->owner, b);
+		b->owner = NULL;
+	}
 	buffer_unref(b);
 }
 

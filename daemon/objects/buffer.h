@@ -21,6 +21,8 @@ struct device;
 struct dbuf {
 	uint64_t handle;       /* 0 once retired */
 	struct device *dev;
+	/* NULL once retired, except while a retired buffer is still held:
+	 * then the owner whose charge it still is (owner.h: held) */
 	struct owner *owner;
 	uint8_t *ptr;
 	uint64_t size;

@@ -288,6 +288,17 @@ static uint64_t estimate_work(const struct graph *g)
 	return work;
 }
 
+int graph_work_check(const struct pprpcd *d, const struct device *dev, uint64_t work, char *err, size_t errlen)
+{
+	uint64_t max = device_graph_flop_max(dev, d->opts.max_graph_gflop);
+
+	if (!max || work <= max)
+		return 0;
+	snprintf(err, errlen, "graph work limit (max-graph-gflop %" PRIu64 " on %s) exceeded: one run demands about %"
+		 PRIu64 " Gflop", (uint64_t)(max / 1000000000u), dev->name, (uint64_t)(work / 1000000000u));
+	return PPRPC_ELIMIT;
+}
+
 static void graph_destroy(struct graph *g)
 {
 	if (g->dev_priv)
@@ -356,17 +367,9 @@ int graph_create(struct pprpcd *d, struct owner *o, const Pprpc__GraphCreate *m,
 	 * (issue 19.9: zero-stride ATTENTION ran ~60 s, holding the device
 	 * from everyone): bounded before anything is allocated for it. */
 	g->work = estimate_work(g);
-	{
-		uint64_t max = device_graph_flop_max(g->dev, d->opts.max_graph_gflop);
-
-		if (max && g->work > max) {
-			snprintf(err, errlen, "graph work limit (max-graph-gflop %" PRIu64 " on %s) exceeded: one run "
-				 "demands about %" PRIu64 " Gflop", (uint64_t)(max / 1000000000u), g->dev->name,
-				 (uint64_t)(g->work / 1000000000u));
-			rc = PPRPC_ELIMIT;
-			goto fail;
-		}
-	}
+	rc = graph_work_check(d, g->dev, g->work, err, errlen);
+	if (rc < 0)
+		goto fail;
 	if (g->arena_size) {
 		rc = owner_charge_check(o, g->arena_size, &g->footprint, err, errlen);
 		if (rc < 0)

@@ -73,6 +73,11 @@ int graph_new_backend(struct owner *o, struct device *dev, int kind, size_t max_
 /* Keep b alive while g exists (once per buffer; at most max_bufs). */
 void graph_hold_buffer(struct graph *g, struct dbuf *b);
 
+/* max-graph-gflop for a graph of dev whose run demands about work flop:
+ * 0, or PPRPC_ELIMIT naming the limit.  Native graphs (estimate_work) and
+ * ggml graphs (gge_graph_work) both pass here at create. */
+int graph_work_check(const struct pprpcd *d, const struct device *dev, uint64_t work, char *err, size_t errlen);
+
 /* Work (flop) up to which a GRAPH_RUN may run inline on the loop (h_graph.c):
  * tens of microseconds of CPU at most, about what the two thread hand-offs
  * it saves cost.  (-DGRAPH_INLINE_WORK=0 turns it off, for measuring.) */

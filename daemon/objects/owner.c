@@ -70,6 +70,20 @@ void owner_remove_buffer(struct owner *o, struct dbuf *b)
 	o->charged -= b->footprint;
 }
 
+void owner_hold_buffer(struct owner *o, struct dbuf *b)
+{
+	LIST_DEL(o->bufs, b);
+	o->nbuffers--;
+	o->allocated -= b->size;
+	LIST_ADD(o->held, b);
+}
+
+void owner_drop_held(struct owner *o, struct dbuf *b)
+{
+	LIST_DEL(o->held, b);
+	o->charged -= b->footprint;
+}
+
 void owner_add_graph(struct owner *o, struct graph *g)
 {
 	LIST_ADD(o->graphs, g);
@@ -103,4 +117,12 @@ void owner_release(struct pprpcd *d, struct owner *o)
 		timeline_retire(d, o->timelines);
 	while (o->bufs)
 		buffer_retire(d, o->bufs);
+	/* what in-flight work still holds outlives the owner: no charge to
+	 * return to it any more */
+	while (o->held) {
+		struct dbuf *b = o->held;
+
+		owner_drop_held(o, b);
+		b->owner = NULL;
+	}
 }

@@ -41,6 +41,7 @@ struct owner {
 	uint64_t charged;            /* page-rounded device memory held (buffers, arenas) */
 	/* What it owns, one list per kind (linked through the objects' next/prev). */
 	struct dbuf *bufs;
+	struct dbuf *held;           /* retired buffers still in use: charged until freed */
 	struct graph *graphs;
 	struct timeline *timelines;
 };
@@ -59,6 +60,11 @@ int owner_charge_check(const struct owner *o, uint64_t size, uint64_t *ret_footp
  * reverse (the object's retire). */
 void owner_add_buffer(struct owner *o, struct dbuf *b);
 void owner_remove_buffer(struct owner *o, struct dbuf *b);
+/* A buffer retired while something still holds it (a graph, a queued
+ * command) leaves the handle list and the buffer count but stays charged
+ * (on the held list) until its memory is freed: owner_drop_held. */
+void owner_hold_buffer(struct owner *o, struct dbuf *b);
+void owner_drop_held(struct owner *o, struct dbuf *b);
 void owner_add_graph(struct owner *o, struct graph *g);
 void owner_remove_graph(struct owner *o, struct graph *g);
 void owner_add_timeline(struct owner *o, struct timeline *t);

@@ -1334,6 +1334,247 @@ static void test_device_names(void **state)
 	assert_int_equal(tdaemon_stop(&d), 0);
 }
 
+/* ---- issue 27: what the engine must not trust ----------------------------------- */
+
+/* A local graph over one buffer, sent to daemon d's connection m->fd: its
+ * remote buffer in *ret_rb (size of the local one), its wire form in m->wg. */
+static struct ggml_cgraph *push_local(struct model *m, struct ggml_context *ctx, struct ggml_tensor *out,
+				      ggml_backend_buffer_t *ret_lb, uint64_t *ret_rb)
+{
+	/* a small graph fits ctx_new's default graph; a long one was given
+	 * room for 16384 nodes */
+	struct ggml_cgraph *gf = ggml_get_mem_size(ctx) - ggml_used_mem(ctx) >= ggml_graph_overhead_custom(16384, false) ?
+		ggml_new_graph_custom(ctx, 16384, false) : ggml_new_graph(ctx);
+	struct gw_map map[1];
+	int code;
+
+	ggml_build_forward_expand(gf, out);
+	*ret_lb = ggml_backend_alloc_ctx_tensors(ctx, g_cpu);
+	assert_non_null(*ret_lb);
+	*ret_rb = alloc_remote(m, DEV_GGML, ggml_backend_buffer_get_size(*ret_lb), &code, NULL, 0);
+	assert_int_equal(code, 0);
+	map[0] = (struct gw_map){ *ret_lb, *ret_rb };
+	assert_int_equal(gw_serialize(gf, map, 1, DEV_GGML, &m->wg), 0);
+	return gf;
+}
+
+static int connect_to(struct tdaemon *d, struct model *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->fd = traw_connect(d);
+	m->req = 1000;
+	assert_true(m->fd >= 0);
+	assert_int_equal(wire_hello(m->fd), 0);
+	return m->fd;
+}
+
+/* 27.2: an ARGSORT that does not run (no GGML_TENSOR_FLAG_COMPUTE: ggml-cpu
+ * skips it) proves nothing: the client's bytes in its output are checked
+ * as data before GET_ROWS follows them (7c3ca9f: GGML_ASSERT abort). */
+static void test_uncomputed_sort(void **state)
+{
+	struct model m;
+	struct ggml_context *ctx = ctx_new(16);
+	struct ggml_tensor *keys, *emb, *idx, *out;
+	ggml_backend_buffer_t lb;
+	uint64_t g = 0, rb, base;
+	int32_t bad[4] = { 0, 1000000, 2, 3 };
+	char err[320] = "";
+	int ia;
+
+	(void)state;
+	connect_to(&g_d, &m);
+	keys = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 4);
+	emb = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, 4);
+	idx = ggml_argsort(ctx, keys, GGML_SORT_ORDER_ASC);
+	out = ggml_get_rows(ctx, emb, idx);
+	push_local(&m, ctx, out, &lb, &rb);
+	base = (uint64_t)(uintptr_t)ggml_backend_buffer_get_base(lb);
+	ia = gw_index(&m.wg, idx);
+	assert_true(ia >= 0);
+	/* as it is: the sort runs, its indices are proven, the run is fine */
+	assert_int_equal(create(&m, &g, err, sizeof(err)), 0);
+	assert_int_equal(run(&m, g, err, sizeof(err)), 0);
+	free_graph(&m, g);
+	/* the sort does not run: the bytes are the client's */
+	m.wg.t[ia].flags &= ~(uint32_t)GGML_TENSOR_FLAG_COMPUTE;
+	assert_int_equal(create(&m, &g, err, sizeof(err)), 0);
+	set_remote(&m, rb, (uintptr_t)idx->data - base, bad, sizeof(bad));
+	assert_int_equal(run(&m, g, err, sizeof(err)), PPRPC_ERANGE);
+	assert_non_null(strstr(err, "index 1000000"));
+	assert_true(tdaemon_alive(&g_d));
+	free_graph(&m, g);
+	close(m.fd);
+	gw_free(&m.wg);
+	ggml_backend_buffer_free(lb);
+	ggml_free(ctx);
+}
+
+/* 27.7: MUL_MAT_ID's ggml-cpu plan is n_as x ids ne0 x ne1 x 8 bytes
+ * (2 TiB here, from 40 MiB of buffers): refused at create with the
+ * memory floor named (7c3ca9f: accepted, the run's new[] threw
+ * std::bad_alloc and the rank terminated). */
+static void test_mmid_plan(void **state)
+{
+	struct model m;
+	struct ggml_context *ctx = ctx_new(16);
+	struct ggml_tensor *as, *b, *ids, *out;
+	ggml_backend_buffer_t lb;
+	uint64_t g = 0, rb;
+	char err[320] = "";
+	int code;
+
+	(void)state;
+	connect_to(&g_d, &m);
+	as = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 32, 1, 1 << 16);
+	b = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, 32, 1, 8192);
+	ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 512, 8192);
+	out = ggml_mul_mat_id(ctx, as, b, ids);
+	push_local(&m, ctx, out, &lb, &rb);
+	code = create(&m, &g, err, sizeof(err));
+	assert_int_equal(code, PPRPC_EFLOOR);
+	assert_non_null(strstr(err, "work buffer"));
+	assert_non_null(strstr(err, "memory floor"));
+	assert_true(tdaemon_alive(&g_d));
+	close(m.fd);
+	gw_free(&m.wg);
+	ggml_backend_buffer_free(lb);
+	ggml_free(ctx);
+}
+
+/* 27.8: max-graph-gflop bounds ggml graphs as native ones: a MUL_MAT of
+ * 2.1 Gflop is refused at create under a bound of 1 (7c3ca9f: accepted). */
+static void test_work_bound(void **state)
+{
+	static const char *const extra[] = { "--devices", "ggml:CPU", "--max-graph-gflop", "1", NULL };
+	struct tdaemon d;
+	struct model m;
+	struct ggml_context *ctx = ctx_new(16);
+	struct ggml_tensor *a, *b, *out;
+	ggml_backend_buffer_t lb;
+	uint64_t g = 0, rb;
+	char err[320] = "";
+
+	(void)state;
+	assert_int_equal(tdaemon_start(&d, extra), 0);
+	connect_to(&d, &m);
+	a = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 4096, 512);
+	b = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 4096, 512);
+	out = ggml_mul_mat(ctx, a, b);
+	push_local(&m, ctx, out, &lb, &rb);
+	assert_int_equal(create(&m, &g, err, sizeof(err)), PPRPC_ELIMIT);
+	assert_non_null(strstr(err, "graph work limit (max-graph-gflop 1"));
+	assert_non_null(strstr(err, "about 2 Gflop"));
+	close(m.fd);
+	gw_free(&m.wg);
+	ggml_backend_buffer_free(lb);
+	ggml_free(ctx);
+	assert_int_equal(tdaemon_stop(&d), 0);
+}
+
+static uint64_t mem_available_mib(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[128];
+	unsigned long long kb = 0;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb / 1024;
+}
+
+/* 27.9: a graph's ggml context is reserved under the memory floor before
+ * it is allocated: with 96 MiB above the floor, graphs of 8000 nodes
+ * (~3.5 MiB of context each) are refused with EFLOOR well before 200 of
+ * them (7c3ca9f: all 200 created, ~700 MiB past the floor). */
+static void test_context_floor(void **state)
+{
+	static char floor[32];
+	static const char *const extra[] = { "--devices", "ggml:CPU", "--memory-floor-mib", floor, NULL };
+	struct tdaemon d;
+	struct model m;
+	struct ggml_init_params ip = { 8200 * ggml_tensor_overhead() + ggml_graph_overhead_custom(16384, false), NULL,
+				       true };
+	struct ggml_context *ctx = ggml_init(ip);
+	struct ggml_tensor *x, *y;
+	ggml_backend_buffer_t lb;
+	uint64_t g = 0, rb;
+	char err[320] = "";
+	int rc = 0, n;
+
+	(void)state;
+	snprintf(floor, sizeof(floor), "%llu", (unsigned long long)(mem_available_mib() - 96));
+	assert_int_equal(tdaemon_start(&d, extra), 0);
+	connect_to(&d, &m);
+	x = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 16);
+	y = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 16);
+	for (int i = 0; i < 8000; i++)
+		x = ggml_add(ctx, x, y);
+	push_local(&m, ctx, x, &lb, &rb);
+	for (n = 0; n < 200 && (rc = create(&m, &g, err, sizeof(err))) == 0; n++)
+		;
+	assert_int_equal(rc, PPRPC_EFLOOR);
+	assert_non_null(strstr(err, "ggml context"));
+	assert_non_null(strstr(err, "memory floor"));
+	assert_true(n < 60);
+	close(m.fd);
+	gw_free(&m.wg);
+	ggml_backend_buffer_free(lb);
+	ggml_free(ctx);
+	assert_int_equal(tdaemon_stop(&d), 0);
+}
+
+static int free_remote(struct model *m, uint64_t buf)
+{
+	Pprpc__BufferFree f = PPRPC__BUFFER_FREE__INIT;
+
+	f.buffer = buf;
+	return call(m, MSG_BUFFER_FREE, &f.base, NULL, 0, NULL, NULL, NULL, 0);
+}
+
+/* A buffer a graph holds stays charged to the connection after BUFFER_FREE
+ * until the graph lets it go (7c3ca9f: the charge went at BUFFER_FREE, so
+ * --max-conn-mib 64 held 480 MiB). */
+static void test_held_buffer_charge(void **state)
+{
+	static const char *const extra[] = { "--devices", "ggml:CPU", "--max-conn-mib", "64", NULL };
+	struct tdaemon d;
+	struct model m;
+	struct ggml_context *ctx = ctx_new(16);
+	struct ggml_tensor *a, *out;
+	ggml_backend_buffer_t lb;
+	uint64_t g = 0, rb, again;
+	char err[320] = "";
+	int code;
+
+	(void)state;
+	assert_int_equal(tdaemon_start(&d, extra), 0);
+	connect_to(&d, &m);
+	a = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 5 << 20);   /* 40 MiB with out */
+	out = ggml_scale(ctx, a, 2.0f);
+	push_local(&m, ctx, out, &lb, &rb);
+	assert_int_equal(create(&m, &g, err, sizeof(err)), 0);
+	assert_int_equal(free_remote(&m, rb), 0);
+	/* the graph still holds the 40 MiB: 40 more do not fit in 64 */
+	alloc_remote(&m, DEV_GGML, 40 << 20, &code, err, sizeof(err));
+	assert_int_equal(code, PPRPC_ELIMIT);
+	assert_non_null(strstr(err, "connection memory limit"));
+	assert_int_equal(run(&m, g, err, sizeof(err)), 0);
+	free_graph(&m, g);
+	/* now it is really freed */
+	again = alloc_remote(&m, DEV_GGML, 40 << 20, &code, err, sizeof(err));
+	assert_int_equal(code, 0);
+	assert_int_equal(free_remote(&m, again), 0);
+	close(m.fd);
+	gw_free(&m.wg);
+	ggml_backend_buffer_free(lb);
+	ggml_free(ctx);
+	assert_int_equal(tdaemon_stop(&d), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1351,6 +1592,11 @@ int main(void)
 		cmocka_unit_test(test_memory_floor),
 		cmocka_unit_test(test_graph_charge),
 		cmocka_unit_test(test_device_names),
+		cmocka_unit_test(test_uncomputed_sort),
+		cmocka_unit_test(test_mmid_plan),
+		cmocka_unit_test(test_work_bound),
+		cmocka_unit_test(test_context_floor),
+		cmocka_unit_test(test_held_buffer_charge),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

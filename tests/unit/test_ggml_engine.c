@@ -214,6 +214,55 @@ static void test_aliased_ids_checked(void **state)
 }
 
 /* Ids the client wrote: checked when the run starts. */
+/* Issue 27.2: a leaf placed over a sort's output is no output of the sort
+ * as a backend sees the graph (ggml-cuda's fused MoE top-k writes only the
+ * view node's elements), so its indices are checked in the run, not
+ * proven; and a sort without GGML_TENSOR_FLAG_COMPUTE never runs, so it
+ * proves nothing and writes nothing: its output is an input. */
+static void test_sort_proves_only_when_it_runs(void **state)
+{
+	struct net n;
+	struct ggml_tensor *sorted, *leaf, *first[1];
+
+	(void)state;
+	net_init(&n);
+	n.emb = ggml_new_tensor_2d(n.ctx, GGML_TYPE_F32, K, E);
+	sorted = ggml_argsort(n.ctx, n.scores, GGML_SORT_ORDER_DESC);
+	leaf = ggml_new_tensor_1d(n.ctx, GGML_TYPE_I32, 2);
+	n.out = ggml_get_rows(n.ctx, n.emb, leaf);
+	first[0] = sorted;
+	assert_int_equal(net_build(&n, first, 1, leaf, sorted), 0);
+	expect_classes(&n, 0, 0, 1);
+	expect_run_matches(&n);
+	net_free(&n);
+
+	net_init(&n);
+	n.emb = ggml_new_tensor_2d(n.ctx, GGML_TYPE_F32, K, E);
+	sorted = ggml_argsort(n.ctx, n.scores, GGML_SORT_ORDER_DESC);
+	n.out = ggml_get_rows(n.ctx, n.emb, ggml_view_1d(n.ctx, sorted, 2, 0));
+	n.gf = NULL;
+	{
+		struct gw_map map;
+		char err[256] = "";
+		int ia;
+
+		n.gf = ggml_new_graph(n.ctx);
+		ggml_build_forward_expand(n.gf, n.out);
+		n.buf = ggml_backend_alloc_ctx_tensors(n.ctx, g_cpu);
+		assert_non_null(n.buf);
+		map = (struct gw_map){ n.buf, 1 };
+		assert_int_equal(gw_serialize(n.gf, &map, 1, 0, &n.w), 0);
+		ia = gw_index(&n.w, sorted);
+		assert_true(ia >= 0);
+		n.w.t[ia].flags &= ~(uint32_t)GGML_TENSOR_FLAG_COMPUTE;
+		assert_int_equal(gge_graph_build(g_dev, (const Pprpc__GgmlTensor *const *)n.w.msg.tensors,
+						 n.w.msg.n_tensors, n.w.msg.nodes, n.w.msg.n_nodes, resolve, &n, &n.gg, err,
+						 sizeof(err)), 0);
+	}
+	expect_classes(&n, 1, 0, 0);
+	net_free(&n);
+}
+
 static void test_input_ids_at_start(void **state)
 {
 	struct net n;
@@ -409,6 +458,7 @@ int main(void)
 		cmocka_unit_test(test_argsort_ids_proven),
 		cmocka_unit_test(test_argsort_wider_than_table),
 		cmocka_unit_test(test_aliased_ids_checked),
+		cmocka_unit_test(test_sort_proves_only_when_it_runs),
 		cmocka_unit_test(test_input_ids_at_start),
 		cmocka_unit_test(test_shared_input_ids),
 		cmocka_unit_test(test_gpu_checks_copy),

@@ -131,6 +131,9 @@ static void gdev_get_props(void *ctx, struct device_props *ret)
 	 * by the queue until its value is reached, as on the CPU device. */
 	ret->holds_waits = gd->streams != NULL;
 	ret->completes_inline = gd->streams == NULL;
+	/* max-graph-gflop auto, as the native devices bound it
+	 * (cpu_device.c: 32 per thread; cuda_device.c: 1 Pflop) */
+	ret->graph_gflop_auto = gd->g->host ? 32 * (uint64_t)(gd->g->threads > 0 ? gd->g->threads : 1) : 1ull << 20;
 	snprintf(ret->waits_why, sizeof(ret->waits_why), "%s", gd->waits_why);
 }
 
@@ -202,9 +205,16 @@ static void gdev_slot_free(void *ctx, volatile uint64_t *slot)
 
 static void gdev_graph_release(void *ctx, struct graph *g)
 {
-	(void)ctx;
-	if (g->kind == GRAPH_GGML)
-		gge_graph_free(g->dev_priv);
+	struct ggml_device *gd = ctx;
+	struct gge_graph *gg = g->dev_priv;
+
+	if (g->kind == GRAPH_GGML && gg) {
+		/* what ggml_serve.c reserved for its context, on the daemon's
+		 * hostmem (the one gd->hostmem points to) */
+		if (gd->hostmem && gg->reserved)
+			hostmem_release(gd->hostmem, gg->reserved);
+		gge_graph_free(gg);
+	}
 	g->dev_priv = NULL;
 }
 

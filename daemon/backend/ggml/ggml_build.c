@@ -222,6 +222,14 @@ static int count_uses(struct ggml_cgraph *cg)
 	return 0;
 }
 
+/* An upper bound: at most one guard and one GATED_DELTA_NET entry per
+ * node (ggml_guard.c's table has one index source per op). */
+uint64_t gge_graph_host_size(size_t n, size_t nnodes)
+{
+	return (uint64_t)ctx_size(n, n) + (uint64_t)n * (sizeof(struct gge_wt) + sizeof(struct ggml_tensor *)) +
+	       (uint64_t)nnodes * (sizeof(int) + 64 + sizeof(struct gge_gdn_node)) + sizeof(struct gge_graph);
+}
+
 int gge_graph_build(struct gge_dev *g, const Pprpc__GgmlTensor *const *w, size_t n, const int32_t *nodes,
 		    size_t nnodes, gge_resolve_fn resolve, void *arg, struct gge_graph **ret_gg, char *err,
 		    size_t errlen)
@@ -280,8 +288,7 @@ int gge_graph_build(struct gge_dev *g, const Pprpc__GgmlTensor *const *w, size_t
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	gg->host_bytes = ctx_size(n, n) + n * (sizeof(*gg->plan) + sizeof(*gg->t)) + nnodes * sizeof(*gg->order) +
-			 (uint64_t)gg->nguards * 32 + (uint64_t)gg->ngdn * sizeof(*gg->gdn);
+	gg->host_bytes = gge_graph_host_size(n, nnodes);
 	*ret_gg = gg;
 	return 0;
 fail:

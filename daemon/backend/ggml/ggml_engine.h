@@ -73,6 +73,9 @@ struct gge_dev {
 	uint8_t *pin;
 	uint64_t pin_used;
 	bool host;                       /* buffers are host memory */
+	/* ggml-cpu's work buffer: the largest plan of a graph created so far,
+	 * reserved under the memory floor (ggml_serve.c check_scratch; loop) */
+	uint64_t work_reserved;
 	size_t alignment, max_size;
 	enum ggml_backend_dev_type type;
 	int threads;                     /* 0 where the backend has no thread count */
@@ -202,8 +205,18 @@ struct gge_graph {
 	bool gpu_ready;              /* gge_graph_shadow succeeded */
 	size_t scratch_size;
 	uint64_t host_bytes;         /* what the graph holds in host memory */
+	/* host memory reserved under the memory floor for the graph's life
+	 * (its context: host_bytes; ggml_serve.c), released when it is freed
+	 * (dev_ggml.c) */
+	uint64_t reserved;
 };
 
+/* Host memory gge_graph_build will take for a graph of n tensors and
+ * nnodes nodes (its ggml context, ~33x the message that describes it, and
+ * the engine's tables): known from the counts alone, so it is charged to
+ * the memory floor and the connection before anything is allocated
+ * (issue 27.9).  gg->host_bytes of the graph built. */
+uint64_t gge_graph_host_size(size_t n, size_t nnodes);
 /* Validate and materialize a whole graph (steps 1-3). */
 int gge_graph_build(struct gge_dev *g, const Pprpc__GgmlTensor *const *t, size_t n, const int32_t *nodes,
 		    size_t nnodes, gge_resolve_fn resolve, void *arg, struct gge_graph **ret_gg, char *err,
@@ -222,6 +235,14 @@ int gge_graph_prepare(struct gge_dev *g, struct gge_graph *gg, char *err, size_t
  * gate scan), or a START guard the GPU cannot check (gge_guards_gpu_count). */
 bool gge_graph_async_ok(const struct gge_graph *gg);
 void gge_graph_free(struct gge_graph *gg);
+/* What one run costs, from shapes (ggml_work.c): its work in flop, for
+ * max-graph-gflop (a node no backend runs costs nothing); the scratch
+ * ggml's backend allocates for it in bytes — ggml-cpu's work buffer as its
+ * own planner (ggml_graph_plan) sizes it, another device's pool by its
+ * largest node.  gge_graph_scratch: 0, or -1 when ggml-cpu's planner cannot
+ * be found (the graph must then be refused: its plan is unknown). */
+uint64_t gge_graph_work(const struct gge_graph *gg);
+int gge_graph_scratch(const struct gge_dev *g, const struct gge_graph *gg, uint64_t *ret_bytes);
 
 /* GGML_SUPPORTS: would the device run tensors[node]?  A negative code for
  * a malformed request; else 0 with *ret_ok and, when false, the reason. */

@@ -13,9 +13,12 @@
  * nodes that write the index tensor's bytes before its user runs:
  *   - none: the values are the client's (inputs such as inp_out_ids or the
  *     KV cache slots) and are checked when the run starts (GGE_GUARD_START);
- *   - the last one is an ARGSORT or TOP_K covering the bytes, whose indices
- *     are below its source's ne[0] <= the bound: proven, nothing to check
- *     (GGE_GUARD_PROVEN; llama.cpp's MoE expert ids);
+ *   - the last one is an ARGSORT or TOP_K that runs (runs(): the flag
+ *     GGML_TENSOR_FLAG_COMPUTE, not empty, not a view op) covering the
+ *     bytes with whole elements, read through the sort node or a view node
+ *     of it (not a leaf over its bytes), whose indices are below its
+ *     source's ne[0] <= the bound: proven, nothing to check (GGE_GUARD_PROVEN;
+ *     llama.cpp's MoE expert ids);
  *   - anything else: the graph is computed up to that node, the values are
  *     checked, the run goes on (GGE_GUARD_SPLIT, ggml_run.c).
  * The search for writers is bounded (SCAN_BUDGET overlap tests per graph);
@@ -64,6 +67,68 @@ static uintptr_t lo(const struct ggml_tensor *t)
 	return (uintptr_t)t->data;
 }
 
+/* Does a backend run node w?  ggml-cpu skips a view op and a node without
+ * GGML_TENSOR_FLAG_COMPUTE (ggml-cpu.c:3140-3146, ggml_graph_compute_thread);
+ * ggml-cuda skips those and an empty tensor (ggml-cuda.cu:4322, 4630).  A
+ * node that does not run writes nothing and proves nothing: its bytes are
+ * whatever the client left there (issue 27.2: an ARGSORT without the flag
+ * "proved" indices the client wrote). */
+static bool runs(const struct ggml_tensor *w)
+{
+	return !ggml_op_is_empty(w->op) && (w->flags & GGML_TENSOR_FLAG_COMPUTE) && !ggml_is_empty(w);
+}
+
+/* Is x the node w itself, or a node that views it through view ops (their
+ * src[0] chain)?  Only then is x one of the sort's outputs as the backends
+ * see the graph: ggml-cuda fuses ARGSORT -> VIEW -> GET_ROWS (the MoE top-k,
+ * ggml-cuda.cu:3497-3537, topk-moe.cu:245) and then writes only the view's
+ * elements of the sort's bytes; it refuses to fuse when the sort has another
+ * user (ggml_can_fuse_subgraph_ext, ggml.c:7791-7803), but a leaf tensor over
+ * the same bytes is no user it can see.  A leaf alias is checked as data. */
+static bool viewed_from(const struct ggml_tensor *x, const struct ggml_tensor *w)
+{
+	for (int hops = 0; hops < 16 && x; hops++) {
+		if (x == w)
+			return true;
+		if (x->op != GGML_OP_VIEW && x->op != GGML_OP_RESHAPE && x->op != GGML_OP_PERMUTE &&
+		    x->op != GGML_OP_TRANSPOSE)
+			return false;
+		x = x->src[0];
+	}
+	return false;
+}
+
+/* Does node w, which runs and is the last writer of the bytes of index
+ * tensor x (ex bytes from lo(x)), leave every element of x below bound?
+ * Only a sort's output does: ARGSORT writes a permutation of [0, ne00) over
+ * its whole output, TOP_K the first ne0 of it per row (ggml-cpu ops.cpp
+ * argsort / top_k, ggml-cuda argsort.cu / top-k.cu), so its shape must be
+ * the one that fills every row of w (ne1..3 those of the source, ne0 the
+ * source's for ARGSORT, at most it for TOP_K); x must read whole,
+ * aligned int32 elements of those bytes (a stride that is not a multiple
+ * of 4 would compose an index of two), and ne00 must not exceed bound. */
+static bool proves(const struct ggml_tensor *w, const struct ggml_tensor *x, uint64_t ex, uint64_t ew,
+		   int64_t bound)
+{
+	const struct ggml_tensor *s = w->src[0];
+
+	if ((w->op != GGML_OP_ARGSORT && w->op != GGML_OP_TOP_K) || !s || w->type != GGML_TYPE_I32 ||
+	    x->type != GGML_TYPE_I32 || !ggml_is_contiguous(w) || s->ne[0] > bound || s->ne[0] < 1)
+		return false;
+	if (w->op == GGML_OP_ARGSORT ? w->ne[0] != s->ne[0] : w->ne[0] > s->ne[0])
+		return false;
+	for (int d = 1; d < GGML_MAX_DIMS; d++)
+		if (w->ne[d] != s->ne[d])
+			return false;
+	for (int d = 0; d < GGML_MAX_DIMS; d++)
+		if (x->ne[d] > 1 && x->nb[d] % sizeof(int32_t))
+			return false;
+	if (!viewed_from(x, w))
+		return false;
+	return ew >= ggml_nbytes(w) && lo(x) >= lo(w) && lo(x) + ex <= lo(w) + ggml_nbytes(w) &&
+	       (lo(x) - lo(w)) % sizeof(int32_t) == 0;
+}
+
 /* Could position pos's index tensor idx hold values >= bound? */
 static int classify(const struct gge_graph *gg, int pos, int idx, int64_t bound, uint64_t *budget)
 {
@@ -78,15 +143,13 @@ static int classify(const struct gge_graph *gg, int pos, int idx, int64_t bound,
 			return GGE_GUARD_SPLIT;
 		(*budget)--;
 		/* A node writes nothing outside its reach (ggml_wire.c; the
-		 * rules hold its shape to what ggml makes); view ops write
-		 * nothing at all (no backend runs them). */
-		if (ggml_op_is_empty(w->op) || !ew || !ex || lo(w) >= lo(x) + ex || lo(x) >= lo(w) + ew)
+		 * rules hold its shape to what ggml makes); a node no backend
+		 * runs writes nothing at all. */
+		if (!runs(w) || !ew || !ex || lo(w) >= lo(x) + ex || lo(x) >= lo(w) + ew)
 			continue;
-		if ((w->op == GGML_OP_ARGSORT || w->op == GGML_OP_TOP_K) && w->type == GGML_TYPE_I32 &&
-		    x->type == GGML_TYPE_I32 && ggml_is_contiguous(w) && w->src[0] && w->src[0]->ne[0] <= bound &&
-		    lo(x) >= lo(w) && lo(x) + ex <= lo(w) + ew && (lo(x) - lo(w)) % sizeof(int32_t) == 0)
-			return GGE_GUARD_PROVEN;
-		return GGE_GUARD_SPLIT;
+		/* The last writer decides: a later one over the sort's bytes
+		 * was met first and made this a SPLIT. */
+		return proves(w, x, ex, ew, bound) ? GGE_GUARD_PROVEN : GGE_GUARD_SPLIT;
 	}
 	return GGE_GUARD_START;
 }

@@ -15,6 +15,7 @@
 #include "daemon/backend/ggml/dev_ggml.h"
 #include "daemon/backend/ggml/ggml_serve.h"
 #include "daemon/device/device.h"
+#include "daemon/exec/hostmem.h"
 #include "daemon/objects/buffer.h"
 #include "daemon/objects/graph.h"
 #include "daemon/pprpcd.h"
@@ -72,11 +73,79 @@ static struct device *ggml_dev(struct pprpcd *d, uint32_t index, int *ret_rc, ch
 	return dev;
 }
 
+/* What a run will ask of ggml's backend beyond the graph's tensors, checked
+ * before any run allocates it (issue 27.7: ggml-cpu's new[] of a 74.5 GiB
+ * MUL_MAT_ID plan threw and terminated the rank).  ggml-cpu keeps one work
+ * buffer, grown to the largest plan it has run and never shrunk
+ * (ggml-cpu.cpp ggml_backend_cpu_graph_compute): its growth is reserved
+ * under the memory floor for the daemon's life, as what ggml has been
+ * allowed to commit.  A GPU's pool keeps its high-water mark as well: the
+ * graph's need must fit in the device's free memory above its floor. */
+static int check_scratch(struct pprpcd *d, struct device *dev, struct gge_dev *eng, uint64_t need, char *err,
+			 size_t errlen)
+{
+	uint64_t fr = 0, total = 0;
+	char why[240];
+	int rc;
+
+	if (eng->host) {
+		if (need <= eng->work_reserved)
+			return 0;
+		rc = hostmem_reserve(&d->hostmem, need - eng->work_reserved, why, sizeof(why));
+		if (rc < 0) {
+			snprintf(err, errlen, "the graph's ggml work buffer (%.1f MiB): %s", need / 1048576.0, why);
+			return rc;
+		}
+		eng->work_reserved = need;
+		return 0;
+	}
+	rc = device_mem_info(dev, &fr, &total);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: cannot read free memory", dev->name);
+		return rc;
+	}
+	if (need > fr || fr - need < dev->floor) {
+		snprintf(err, errlen, "%s: the graph's ggml scratch (%.1f MiB) would leave %.1f MiB free, below the "
+			 "memory floor of %.1f MiB", dev->name, need / 1048576.0, need > fr ? 0.0 : (fr - need) / 1048576.0,
+			 dev->floor / 1048576.0);
+		return PPRPC_EFLOOR;
+	}
+	return 0;
+}
+
+/* The graph built: its work bounded (max-graph-gflop, as a native graph's:
+ * issue 27.8), its scratch and context charged to the connection. */
+static int check_costs(struct pprpcd *d, struct owner *o, struct resolver *r, struct gge_graph *gg, char *err,
+		       size_t errlen)
+{
+	struct gge_dev *eng = dev_ggml_engine(r->dev);
+	uint64_t need = 0;
+	int rc = graph_work_check(d, r->dev, gge_graph_work(gg), err, errlen);
+
+	if (rc < 0)
+		return rc;
+	if (gge_graph_scratch(eng, gg, &need) < 0) {
+		snprintf(err, errlen, "ggml:%s: ggml-cpu's planner (ggml_graph_plan) was not found, so the graph's work "
+			 "buffer cannot be sized before it is allocated", eng->name);
+		return PPRPC_EINTERNAL;
+	}
+	/* the connection pays for both; the work buffer is shared by the
+	 * device's graphs, so this errs towards refusing */
+	if (need > UINT64_MAX / 2 - gg->host_bytes)
+		need = UINT64_MAX / 2 - gg->host_bytes;
+	rc = owner_charge_check(o, gg->host_bytes + need, &r->g->footprint, err, errlen);
+	if (rc < 0)
+		return rc;
+	return check_scratch(d, r->dev, eng, need, err, errlen);
+}
+
 int ggml_serve_graph_create(struct pprpcd *d, struct owner *o, const Pprpc__GgmlGraphCreate *m,
 			    struct graph **ret_g, char *err, size_t errlen)
 {
 	struct resolver r = { d, o, NULL, NULL };
 	struct gge_graph *gg = NULL;
+	uint64_t host, fp;
+	char why[240];
 	int rc = 0;
 
 	r.dev = ggml_dev(d, m->device, &rc, err, errlen);
@@ -97,29 +166,46 @@ int ggml_serve_graph_create(struct pprpcd *d, struct owner *o, const Pprpc__Ggml
 		snprintf(err, errlen, "a ggml graph has at most %d tensors (got %zu)", GGE_MAX_TENSORS, m->n_tensors);
 		return PPRPC_ETOOBIG;
 	}
-	rc = graph_new_backend(o, r.dev, GRAPH_GGML, m->n_tensors, &r.g);
+	/* The graph's context and tables, from the counts alone: charged to
+	 * the connection and reserved under the memory floor before they are
+	 * allocated, held until the graph is freed (issue 27.9: 40 graphs
+	 * took 1,242 MiB past the floor). */
+	host = gge_graph_host_size(m->n_tensors, m->n_nodes);
+	rc = owner_charge_check(o, host, &fp, err, errlen);
 	if (rc < 0)
 		return rc;
+	rc = hostmem_reserve(&d->hostmem, host, why, sizeof(why));
+	if (rc < 0) {
+		snprintf(err, errlen, "the graph's ggml context (%.1f MiB for %zu tensors): %s", host / 1048576.0,
+			 m->n_tensors, why);
+		return rc;
+	}
+	rc = graph_new_backend(o, r.dev, GRAPH_GGML, m->n_tensors, &r.g);
+	if (rc < 0) {
+		hostmem_release(&d->hostmem, host);
+		return rc;
+	}
 	rc = gge_graph_build(dev_ggml_engine(r.dev), (const Pprpc__GgmlTensor *const *)m->tensors, m->n_tensors,
 			     m->nodes, m->n_nodes, resolve, &r, &gg, err, errlen);
-	/* What the graph holds (its ggml context: some 400 bytes a tensor)
-	 * is charged to the connection, as a native graph's arena is. */
 	if (rc == 0)
-		rc = owner_charge_check(o, gg->host_bytes, &r.g->footprint, err, errlen);
+		rc = check_costs(d, o, &r, gg, err, errlen);
 	if (rc < 0) {
 		gge_graph_free(gg);
+		hostmem_release(&d->hostmem, host);
 		graph_unref(r.g);
 		return rc;
 	}
+	/* released with the graph (dev_ggml.c: gdev_graph_release) */
+	gg->reserved = host;
 	r.g->dev_priv = gg;
 	/* A device whose streams run graphs behind held WAITs checks the
 	 * client's indices on the GPU, into copies of its own; without them
 	 * (no memory for the copies) the graph waits for its stream. */
 	r.g->sync_run = !gge_graph_async_ok(gg);
 	if (!r.g->sync_run && dev_ggml_gpu_streams(r.dev)) {
-		char why[200];
+		char why2[200];
 
-		r.g->sync_run = gge_graph_shadow(dev_ggml_engine(r.dev), gg, why, sizeof(why)) < 0;
+		r.g->sync_run = gge_graph_shadow(dev_ggml_engine(r.dev), gg, why2, sizeof(why2)) < 0;
 	}
 	*ret_g = r.g;
 	return 0;
