@@ -1145,8 +1145,20 @@ static void test_fuzz_compute(void **state)
 			for (int k = 0; k < GGML_MAX_SRC; k++)
 				if (m.src[k] == n)
 					m.src[k] = &m;
-			const uint32_t what = rnd() % 3;
-			if (what == 0) {
+			const uint32_t what = rnd() % 4;
+			if (what == 3) {
+				/* the stride of a size-1 dimension (contiguity skips it,
+				 * flat-row kernels step by it): huge or zero */
+				int k = rnd() % GGML_MAX_SRC;
+				if (!m.src[k] || m.src[k] == &m)
+					continue;
+				srcs[k] = *m.src[k];
+				int d = 1 + rnd() % 3;
+				if (srcs[k].ne[d] != 1)
+					continue;
+				srcs[k].nb[d] = rnd() % 2 ? (size_t)1 << 30 : 0;
+				m.src[k] = &srcs[k];
+			} else if (what == 0) {
 				for (int k = 1 + rnd() % 2; k > 0; k--)
 					m.op_params[rnd() % 16] = fuzz_param();
 			} else if (what == 1) {
@@ -1179,6 +1191,64 @@ static void test_fuzz_compute(void **state)
 	ggml_free(ctx);
 }
 
+/* ---- issue 27, point 1 (helper B's rules): preconditions the old rules missed ---- */
+
+/* ARGSORT / TOP_K / ARGMAX walk rows flat at i * nb[1] (ops.cpp:8507, 8577):
+ * the stride of a size-1 dimension, which ggml_is_contiguous skips, is
+ * stepped for every row; a huge one reads far past the source */
+static void test_sort_size1_strides(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	const char *ops[] = { "argsort", "top_k" };
+	for (int i = 0; i < 2; i++) {
+		struct ggml_tensor *a = ggml_new_tensor_4d(ctx, F32, 64, 1, 4, 1);
+		struct ggml_tensor *n = i == 0 ? ggml_argsort(ctx, a, GGML_SORT_ORDER_ASC) : ggml_top_k(ctx, a, 4);
+		expect_ok(n, ops[i]);
+		assert_true(ggml_is_contiguous(a));
+		WITH_COPY(n, {
+			struct ggml_tensor src = *a;
+			src.nb[1] = (size_t)1 << 30;	/* ne[1] == 1: still "contiguous" to ggml */
+			assert_true(ggml_is_contiguous(&src));
+			m->src[0] = &src;
+			expect_bad(m, "size-1 dimension with a 1 GiB stride");
+			src.nb[1] = 0;
+			expect_bad(m, "size-1 dimension with a zero stride");
+		});
+		/* ggml-cuda divides by nb[1] (argsort.cu:39), zero for empty rows */
+		struct ggml_tensor *e = ggml_new_tensor_2d(ctx, F32, 0, 4);
+		struct ggml_tensor *ne = i == 0 ? ggml_argsort(ctx, e, GGML_SORT_ORDER_ASC) : ggml_top_k(ctx, e, 0);
+		expect_bad(ne, "rows of 0 elements");
+	}
+	ggml_free(ctx);
+}
+
+/* GROUP_NORM: (n_channels + n_groups - 1) / n_groups in int (ops.cpp:4230)
+ * overflows for n_groups near INT_MAX, and a task runs per group */
+static void test_group_norm_groups(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	struct ggml_tensor *x = ggml_new_tensor_4d(ctx, F32, 64, 8, 4, 1);
+	struct ggml_tensor *n = ggml_group_norm(ctx, x, 4, 1e-6f);
+	expect_ok(n, "group_norm, 4 groups over 4 channels");
+	MUTATE(n, "n_groups INT32_MAX", m->op_params[0] = INT32_MAX);
+	MUTATE(n, "more groups than channels", m->op_params[0] = 5);
+	MUTATE(n, "n_groups -1", m->op_params[0] = -1);
+	ggml_free(ctx);
+}
+
+/* the norms' ggml-cuda grid is (ne1, ne2, ne3) (norm.cu:283): y and z <= 65535 */
+static void test_norm_grid(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	struct ggml_tensor *ok = ggml_new_tensor_4d(ctx, F32, 4, 1, 65535, 1);
+	expect_ok(ggml_rms_norm(ctx, ok, 1e-6f), "rms_norm, 65535 channels");
+	struct ggml_tensor *big = ggml_new_tensor_4d(ctx, F32, 4, 1, 65536, 1);
+	expect_bad(ggml_rms_norm(ctx, big, 1e-6f), "rms_norm, 65536 channels");
+	expect_bad(ggml_norm(ctx, ggml_new_tensor_4d(ctx, F32, 4, 1, 1, 70000), 1e-6f), "norm, 70000 samples");
+	expect_bad(ggml_l2_norm(ctx, big, 1e-6f), "l2_norm, 65536 channels");
+	ggml_free(ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1200,6 +1270,9 @@ int main(void)
 		cmocka_unit_test(test_cpu_compute),
 		cmocka_unit_test(test_sampler_graph),
 		cmocka_unit_test(test_fuzz_compute),
+		cmocka_unit_test(test_sort_size1_strides),
+		cmocka_unit_test(test_group_norm_groups),
+		cmocka_unit_test(test_norm_grid),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

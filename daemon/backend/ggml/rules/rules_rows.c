@@ -67,16 +67,48 @@ int rule_set_rows(struct rule_ctx *c)
 	return rules_strides_elems(c, ix, "indices");
 }
 
+/*
+ * Strides exactly those of a fresh tensor, size-1 dimensions included.
+ * ggml_is_contiguous skips the stride of a dimension of size 1, but kernels
+ * that walk the rows as one flat run (row i at i * nb[1]) step by it anyway:
+ * a [n, 1, 4] source with nb[1] = 2^30 is "contiguous" and read 3 GiB past
+ * its end.  (Static here: rules_common.c is another helper's file.)
+ */
+static int dense(struct rule_ctx *c, const struct ggml_tensor *t, const char *name)
+{
+	size_t nb = ggml_type_size(t->type);
+	for (int i = 0; i < GGML_MAX_DIMS; i++) {
+		REQ(c, t->nb[i] == nb, "%s nb[%d]=%zu, its rows must be dense (%zu), size-1 dimensions included",
+		    name, i, t->nb[i], nb);
+		nb *= (size_t)(i == 0 ? t->ne[0] / ggml_blck_size(t->type) : t->ne[i]);
+	}
+	return 0;
+}
+
+/*
+ * ARGSORT, TOP_K, ARGMAX preconditions:
+ * cpu: ggml-cpu/ops.cpp:8507 argsort reads row i at i*nb01 for i < ggml_nrows (flat rows: nb01 stepped even when ne01 == 1)
+ * cpu: ggml-cpu/ops.cpp:8577 top_k likewise, i*nb01 for every row
+ * cpu: ggml-cpu/ops.cpp:8574 top_k scratch (ne00 + CACHE_LINE_SIZE_F32)*ith ints; ggml-cpu/ggml-cpu.c:2993 plans ne00*n_tasks ints (+ a cache line per thread, ggml-cpu.c:3059)
+ * cpu: ggml-cpu/ops.cpp:8525 argsort aborts on an order other than ASC/DESC
+ * cpu: ggml-cpu/ops.cpp:1593 argmax: rows i1 < ne01 at i1*nb01, ne00 floats each, F32 only
+ * cuda: ggml-cuda/argsort.cu:262 asserts ggml_is_contiguous(src0), then sorts ncols*nrows floats as one flat run
+ * cuda: ggml-cuda/argsort.cu:39 divides by nb01 (chunk_bytes / nb01): zero when ne00 == 0
+ * cuda: ggml-cuda/argsort.cu:48 ncols, nrows and ncols*nrows are int
+ * cuda: ggml-cuda/top-k.cu:222 asserts ggml_is_contiguous(src0); top-k.cu:241 the same nb01 divisor
+ */
 static int sort_common(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x1, 0));
 	const struct ggml_tensor *a = rules_src(c, 0);
 
-	/* both kernels: F32, rows walked as one dense run (ggml-cpu indexes row i
-	 * at i * nb01, ggml-cuda asserts contiguous) */
 	TRY(rules_type(c, a, "src0", TB_F32));
 	TRY(rules_contiguous(c, a, "src0"));
-	REQ(c, a->ne[0] <= INT32_MAX, "rows of %lld elements exceed INT32_MAX", (long long)a->ne[0]);
+	TRY(dense(c, a, "src0"));
+	REQ(c, a->ne[0] > 0, "rows of 0 elements (ggml-cuda divides by the row size)");
+	const int64_t nrows = a->ne[1] * a->ne[2] * a->ne[3];
+	REQ(c, a->ne[0] <= INT32_MAX && nrows <= INT32_MAX / a->ne[0],
+	    "%lld rows of %lld elements exceed ggml-cuda's int counts", (long long)nrows, (long long)a->ne[0]);
 	return 0;
 }
 
