@@ -265,6 +265,8 @@ static void build_samples(struct ggml_context *ctx)
 		add("set_rows_q8_0", ggml_set_rows(ctx, ggml_new_tensor_2d(ctx, GGML_TYPE_Q8_0, 64, 100), x2, idx), 0);
 		add("argsort", ggml_argsort(ctx, x, GGML_SORT_ORDER_DESC), 0);
 		add("top_k", ggml_top_k(ctx, x, 4), 0);
+		/* one row per head: the sweep's size-1 stride mutation reaches nb[1] */
+		add("argsort_1row", ggml_argsort(ctx, ggml_new_tensor_4d(ctx, F32, 64, 1, 4, 1), GGML_SORT_ORDER_ASC), 0);
 	}
 
 	/* attention */
@@ -1149,14 +1151,18 @@ static void test_fuzz_compute(void **state)
 			if (what == 3) {
 				/* the stride of a size-1 dimension (contiguity skips it,
 				 * flat-row kernels step by it): huge or zero */
-				int k = rnd() % GGML_MAX_SRC;
-				if (!m.src[k] || m.src[k] == &m)
+				int cand[GGML_MAX_SRC * 3][2], nc = 0;
+				for (int k = 0; k < GGML_MAX_SRC; k++)
+					for (int d = 1; m.src[k] && m.src[k] != &m && d < GGML_MAX_DIMS; d++)
+						if (m.src[k]->ne[d] == 1) {
+							cand[nc][0] = k;
+							cand[nc++][1] = d;
+						}
+				if (nc == 0)
 					continue;
+				const int pick = rnd() % nc, k = cand[pick][0];
 				srcs[k] = *m.src[k];
-				int d = 1 + rnd() % 3;
-				if (srcs[k].ne[d] != 1)
-					continue;
-				srcs[k].nb[d] = rnd() % 2 ? (size_t)1 << 30 : 0;
+				srcs[k].nb[cand[pick][1]] = rnd() % 2 ? (size_t)1 << 30 : 0;
 				m.src[k] = &srcs[k];
 			} else if (what == 0) {
 				for (int k = 1 + rnd() % 2; k > 0; k--)
