@@ -1255,6 +1255,61 @@ static void test_norm_grid(void **state)
 	ggml_free(ctx);
 }
 
+/* SSM_SCAN writes the result state at i3 * s->nb[3] (ops.cpp:9821), a
+ * stride contiguity skips when s has one slot; ggml-cuda picks its kernel
+ * by A->nb[1] (ssm-scan.cu:827) */
+static void test_ssm_scan_size1_strides(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	struct ggml_tensor *s = ggml_new_tensor_4d(ctx, F32, 128, 16, 4, 1);
+	struct ggml_tensor *sx = ggml_new_tensor_4d(ctx, F32, 16, 4, 8, 2);
+	struct ggml_tensor *dt = ggml_new_tensor_3d(ctx, F32, 4, 8, 2);
+	struct ggml_tensor *A = ggml_new_tensor_2d(ctx, F32, 1, 4);
+	struct ggml_tensor *B = ggml_new_tensor_4d(ctx, F32, 128, 2, 8, 2);
+	struct ggml_tensor *ids = ggml_new_tensor_1d(ctx, I32, 2);
+	struct ggml_tensor *n = ggml_ssm_scan(ctx, s, sx, dt, A, B, B, ids, 1);
+	expect_ok(n, "ssm_scan over one state slot");
+	WITH_COPY(n, {
+		struct ggml_tensor ss = *s;
+		ss.nb[3] = (size_t)1 << 30;
+		assert_true(ggml_is_contiguous(&ss));
+		m->src[0] = &ss;
+		expect_bad(m, "one state slot with a 1 GiB stride");
+	});
+	struct ggml_tensor *A1 = ggml_new_tensor_2d(ctx, F32, 1, 1);
+	struct ggml_tensor *sx1 = ggml_new_tensor_4d(ctx, F32, 16, 1, 8, 2);
+	struct ggml_tensor *n1 = ggml_ssm_scan(ctx, ggml_new_tensor_4d(ctx, F32, 128, 16, 1, 2), sx1,
+					       ggml_new_tensor_3d(ctx, F32, 1, 8, 2), A1,
+					       ggml_new_tensor_4d(ctx, F32, 128, 1, 8, 2),
+					       ggml_new_tensor_4d(ctx, F32, 128, 1, 8, 2), ids, 2);
+	expect_ok(n1, "ssm_scan, one head, K 2");
+	WITH_COPY(n1, {
+		struct ggml_tensor a = *A1;
+		a.nb[1] = 8;	/* Mamba-1's path in ggml-cuda, which asserts K == 1 */
+		assert_true(ggml_is_contiguous(&a));
+		m->src[3] = &a;
+		expect_bad(m, "A [1,1] with nb[1] 8");
+	});
+	ggml_free(ctx);
+}
+
+/* ADD_ID on ggml-cuda: a grid of (ne1, ne2) and min(ne0, 768) threads
+ * (add-id.cu:50-51): rows past ne[3] == 1 are never written, empty rows
+ * launch nothing */
+static void test_add_id_grid(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	struct ggml_tensor *ids = ggml_new_tensor_2d(ctx, I32, 4, 8);
+	expect_bad(ggml_add_id(ctx, ggml_new_tensor_4d(ctx, F32, 64, 4, 8, 2), ggml_new_tensor_2d(ctx, F32, 64, 6), ids),
+		   "add_id over a 4-d src0");
+	expect_bad(ggml_add_id(ctx, ggml_new_tensor_3d(ctx, F32, 0, 4, 8), ggml_new_tensor_2d(ctx, F32, 0, 6), ids),
+		   "add_id of empty rows");
+	/* GET_ROWS: ggml-cuda asserts ne12 > 0 (getrows.cu:183) */
+	expect_bad(ggml_get_rows(ctx, ggml_new_tensor_4d(ctx, F32, 16, 10, 4, 0), ggml_new_tensor_3d(ctx, I32, 5, 4, 0)),
+		   "get_rows with indices ne[2] 0");
+	ggml_free(ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1279,6 +1334,8 @@ int main(void)
 		cmocka_unit_test(test_sort_size1_strides),
 		cmocka_unit_test(test_group_norm_groups),
 		cmocka_unit_test(test_norm_grid),
+		cmocka_unit_test(test_ssm_scan_size1_strides),
+		cmocka_unit_test(test_add_id_grid),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,7 +19,15 @@
 	TB(GGML_TYPE_IQ1_S) | TB(GGML_TYPE_IQ1_M) | TB(GGML_TYPE_IQ4_NL) | TB(GGML_TYPE_IQ4_XS) | \
 	TB(GGML_TYPE_TQ1_0) | TB(GGML_TYPE_TQ2_0))
 
-/* ggml_get_rows(a, b): rows b[i, j, k] of a[:, :, j, k] */
+/*
+ * ggml_get_rows(a, b): rows b[i, j, k] of a[:, :, j, k]
+ * cpu: ggml-cpu/ops.cpp:4992 quantized rows through the type's to_float (NULL for Q8_1 and Q8_K: checked, not trusted to the mask)
+ * cpu: ggml-cpu/ops.cpp:5015 asserts 0 <= index < ne01 (5056, 5097, 5138): indices are data, ggml_guard.c
+ * cpu: ggml-cpu/ops.cpp:5017 rows at i01*nb01 + i11*nb02 + i12*nb03, result rows by nb1..nb3 (index-bounded)
+ * cuda: ggml-cuda/getrows.cu:181 asserts ne00 even for block types (every accepted block is); getrows.cu:203 ne00 % QK_K for K-quants (the block)
+ * cuda: ggml-cuda/getrows.cu:183 asserts ne12 > 0 and ne11 * ne12 <= UINT32_MAX (184, 220-221, 253-254)
+ * cuda: ggml-cuda/getrows.cu:176 index strides in elements (nb1x / 4)
+ */
 int rule_get_rows(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x3, 0));
@@ -37,10 +45,22 @@ int rule_get_rows(struct rule_ctx *c)
 	/* ggml-cuda: the index grid is 32-bit */
 	REQ(c, b->ne[2] == 0 || b->ne[1] <= (int64_t)(UINT32_MAX / (uint64_t)b->ne[2]),
 	    "indices " NE_FMT " exceed the 32-bit grid", NE_ARGS(b));
+	REQ(c, b->ne[2] > 0, "indices " NE_FMT ": ggml-cuda asserts ne[2] > 0", NE_ARGS(b));
+	if (ggml_is_quantized(a->type))
+		REQ(c, ggml_get_type_traits(a->type)->to_float != NULL, "%s has no to_float", ggml_type_name(a->type));
 	return 0;
 }
 
-/* ggml_set_rows(a, b, c): a[c[i, j, k], :, j, k] = b[i, :, j, k]; result = view of a */
+/*
+ * ggml_set_rows(a, b, c): a[c[i, j, k], :, j, k] = b[i, :, j, k]; result = view of a
+ * cpu: ggml-cpu/ops.cpp:5236 asserts src0 F32 or F16
+ * cpu: ggml-cpu/ops.cpp:5252 stores through the destination type's from_float (rules_can_quantize_to, rules_copy.c)
+ * cpu: ggml-cpu/ops.cpp:5263 asserts 0 <= index < ne1 (data: ggml_guard.c)
+ * cpu: ggml-cpu/ops.cpp:5280 F16 source rows converted in wdata: ne00 floats per task (ggml-cpu.c:2933 plans it)
+ * cuda: ggml-cuda/set-rows.cu:380 asserts src0 F32, or F16 into F16; set-rows.cu:381 indices I64 or I32
+ * cuda: ggml-cuda/set-rows.cu:84 asserts ne00 % the destination block size (the destination's ne0 == ne00, block-checked)
+ * cuda: ggml-cuda/set-rows.cu:321 aborts on a destination type without a kernel (346, 371; supports_op refuses them)
+ */
 int rule_set_rows(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x7, 0));
