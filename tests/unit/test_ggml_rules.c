@@ -1310,6 +1310,36 @@ static void test_add_id_grid(void **state)
 	ggml_free(ctx);
 }
 
+/* MUL_MAT on ggml-cuda hands nb01 / nb11 in elements to cuBLAS as lda / ldb
+ * (ggml-cuda.cu:1426, 1432), which it refuses below the row length: a
+ * single-row src0 or src1 is "contiguous" to ggml with any nb[1] */
+static void test_mul_mat_row_strides(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	struct ggml_tensor *w = ggml_new_tensor_2d(ctx, F16, 64, 1);
+	struct ggml_tensor *x = ggml_new_tensor_2d(ctx, F32, 64, 16);
+	struct ggml_tensor *n = ggml_mul_mat(ctx, w, x);
+	expect_ok(n, "mul_mat of one weight row");
+	WITH_COPY(n, {
+		struct ggml_tensor ws = *w;
+		ws.nb[1] = 0;
+		assert_true(ggml_is_contiguous(&ws));
+		m->src[0] = &ws;
+		expect_bad(m, "src0 nb[1] 0");
+		ws.nb[1] = 2;
+		expect_bad(m, "src0 nb[1] below the row");
+	});
+	struct ggml_tensor *n1 = ggml_mul_mat(ctx, ggml_new_tensor_2d(ctx, F16, 64, 8), ggml_new_tensor_2d(ctx, F32, 64, 1));
+	expect_ok(n1, "mul_mat of one token");
+	WITH_COPY(n1, {
+		struct ggml_tensor xs = *n1->src[1];
+		xs.nb[1] = 4;
+		m->src[1] = &xs;
+		expect_bad(m, "src1 nb[1] below the row");
+	});
+	ggml_free(ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1336,6 +1366,7 @@ int main(void)
 		cmocka_unit_test(test_norm_grid),
 		cmocka_unit_test(test_ssm_scan_size1_strides),
 		cmocka_unit_test(test_add_id_grid),
+		cmocka_unit_test(test_mul_mat_row_strides),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

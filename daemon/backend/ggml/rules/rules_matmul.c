@@ -78,7 +78,8 @@ static int matmul_layout(struct rule_ctx *c, const struct ggml_tensor *a, const 
  * cpu: ggml-cpu/ggml-cpu.c:1332 src1 converted by vec_dot_type's from_float must be F32 (or F16 into an F32 vec_dot_type, 1334)
  * cpu: ggml-cpu/ggml-cpu.c:2892 scratch = row_size(vec_dot_type, nelements(src1)); vec_dot_type blocks (Q8_0 32, Q8_1 32, Q8_K 256) divide every accepted src0 block (Q1_0 128, Q2_0 64, NVFP4 64, K 256)
  * cpu: ggml-cpu/ggml-cpu.c:1526 src1 columns flat (i11 + i12*ne11 + ...)*row_size when contiguous or converted, else by nb11..13
- * cuda: ggml-cuda/mmid.cu:136 (MUL_MAT_ID) tokens < 2^22, ggml-cuda/mmid.cu:137 experts used < 2^10
+ * cuda: ggml-cuda/ggml-cuda.cu:1426 s01 = nb01 / type size, ggml-cuda.cu:1432 s11 = nb11 / type size, passed to cuBLAS as lda / ldb (1546-1567): >= ne00, or CUBLAS_CHECK aborts
+ * cuda: ggml-cuda/ggml-cuda.cu:1425 asserts nb00, nb10 the element sizes
  * cuda: ggml-cuda supports_op refuses F16 src1 with non-F16 weights and TQ* weights (rules: matmul_types)
  */
 int rule_mul_mat(struct rule_ctx *c)
@@ -99,6 +100,14 @@ int rule_mul_mat(struct rule_ctx *c)
 
 	TRY(matmul_types(c, a, b));
 	TRY(matmul_layout(c, a, b));
+	/* ggml-cuda's cuBLAS paths take nb01 / nb11 in elements as lda / ldb,
+	 * which cuBLAS refuses (and CUBLAS_CHECK aborts) below the row length;
+	 * for a size-1 dim ggml_is_contiguous lets any stride through.
+	 * (ggml_row_size's plain assert on the block holds: ggml_wire.c checks it.) */
+	REQ(c, a->nb[1] >= ggml_row_size(a->type, a->ne[0]), "src0 nb[1]=%zu below its row size %zu", a->nb[1],
+	    ggml_row_size(a->type, a->ne[0]));
+	REQ(c, b->nb[1] >= ggml_row_size(b->type, b->ne[0]), "src1 nb[1]=%zu below its row size %zu", b->nb[1],
+	    ggml_row_size(b->type, b->ne[0]));
 	if (hint == GGML_HINT_SRC0_IS_HADAMARD) {
 		/* ggml-cpu's fwht writes ne10 floats per result row and asserts a power
 		 * of two; ggml-cuda's asserts src1 and the result have the same shape */
