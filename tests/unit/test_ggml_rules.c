@@ -1220,7 +1220,8 @@ static void test_sort_size1_strides(void **state)
 			src.nb[1] = 0;
 			expect_bad(m, "size-1 dimension with a zero stride");
 		});
-		/* ggml-cuda divides by nb[1] (argsort.cu:39), zero for empty rows */
+		/* empty rows: nothing to sort (an empty node, which ggml-cuda skips:
+		 * a precaution, not a hole) */
 		struct ggml_tensor *e = ggml_new_tensor_2d(ctx, F32, 0, 4);
 		struct ggml_tensor *ne = i == 0 ? ggml_argsort(ctx, e, GGML_SORT_ORDER_ASC) : ggml_top_k(ctx, e, 0);
 		expect_bad(ne, "rows of 0 elements");
@@ -1252,6 +1253,9 @@ static void test_norm_grid(void **state)
 	expect_bad(ggml_rms_norm(ctx, big, 1e-6f), "rms_norm, 65536 channels");
 	expect_bad(ggml_norm(ctx, ggml_new_tensor_4d(ctx, F32, 4, 1, 1, 70000), 1e-6f), "norm, 70000 samples");
 	expect_bad(ggml_l2_norm(ctx, big, 1e-6f), "l2_norm, 65536 channels");
+	/* SOFT_MAX's grid is (ne1, ne2, ne3) as well (softmax.cu:340) */
+	expect_ok(ggml_soft_max(ctx, ok), "soft_max, 65535 heads");
+	expect_bad(ggml_soft_max(ctx, big), "soft_max, 65536 heads");
 	ggml_free(ctx);
 }
 
@@ -1293,9 +1297,10 @@ static void test_ssm_scan_size1_strides(void **state)
 	ggml_free(ctx);
 }
 
-/* ADD_ID on ggml-cuda: a grid of (ne1, ne2) and min(ne0, 768) threads
- * (add-id.cu:50-51): rows past ne[3] == 1 are never written, empty rows
- * launch nothing */
+/* ADD_ID on ggml-cuda: a grid of (ne1, ne2) (add-id.cu:51): rows past
+ * ne[3] == 1 are never written and would return the buffer's old bytes;
+ * empty rows (an empty node, skipped by ggml-cuda) are refused as a
+ * precaution */
 static void test_add_id_grid(void **state)
 {
 	struct ggml_context *ctx = meta_ctx();
@@ -1304,7 +1309,8 @@ static void test_add_id_grid(void **state)
 		   "add_id over a 4-d src0");
 	expect_bad(ggml_add_id(ctx, ggml_new_tensor_3d(ctx, F32, 0, 4, 8), ggml_new_tensor_2d(ctx, F32, 0, 6), ids),
 		   "add_id of empty rows");
-	/* GET_ROWS: ggml-cuda asserts ne12 > 0 (getrows.cu:183) */
+	/* GET_ROWS: ggml-cuda asserts ne12 > 0 (getrows.cu:183; the node is
+	 * then empty and skipped: a precaution) */
 	expect_bad(ggml_get_rows(ctx, ggml_new_tensor_4d(ctx, F32, 16, 10, 4, 0), ggml_new_tensor_3d(ctx, I32, 5, 4, 0)),
 		   "get_rows with indices ne[2] 0");
 	ggml_free(ctx);

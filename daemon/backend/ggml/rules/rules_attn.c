@@ -25,6 +25,8 @@ static int sinks_check(struct rule_ctx *c, const struct ggml_tensor *sinks, int6
  * cpu: ggml-cpu/ops.cpp:5639 src0, dst by nb01..03 (index-bounded); ops.cpp:5626 sinks[i02]: one per head
  * cpu: ggml-cpu/ops.cpp:5615 ALiBi slopes from n_head = ne02 (log2 of 0 never reached: no rows)
  * cuda: ggml-cuda/softmax.cu:395 asserts F32 src0/dst, softmax.cu:398 mask F16 or F32
+ * cuda: ggml-cuda/softmax.cu:340 grid (ne01, ne02, ne03): ne02, ne03 <= 65535 or the launch fails (CUDA_CHECK aborts)
+ * cuda: ggml-cuda/softmax.cu:66 the flat row index is int, softmax.cu:72 rows read flat at rowx*ncols: contiguous src0/dst
  */
 int rule_soft_max(struct rule_ctx *c)
 {
@@ -33,6 +35,8 @@ int rule_soft_max(struct rule_ctx *c)
 
 	TRY(rules_contiguous(c, a, "src0"));
 	TRY(rules_type(c, a, "src0", TB_F32));
+	REQ(c, a->ne[2] <= 65535 && a->ne[3] <= 65535 && ggml_nrows(a) <= INT32_MAX,
+	    "src0 " NE_FMT " exceeds ggml-cuda's grid (ne[2], ne[3] <= 65535, int rows)", NE_ARGS(a));
 	if (mask) {
 		TRY(rules_type(c, mask, "mask", TB_F16 | TB_F32));
 		TRY(rules_contiguous(c, mask, "mask"));

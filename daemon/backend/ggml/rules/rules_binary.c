@@ -94,7 +94,7 @@ int rule_sub_mul_div(struct rule_ctx *c)
  * cpu: ggml-cpu/ops.cpp:744 reads ids at i1*nb20 + i2*nb21, i1 < ne1, i2 < ne2, then asserts 0 <= id < ne11 (data: ggml_guard.c)
  * cpu: ggml-cpu/ops.cpp:739 row coordinates in int from the flat row index
  * cuda: ggml-cuda/add-id.cu:42 asserts nb00, nb10, nb20 are the element sizes
- * cuda: ggml-cuda/add-id.cu:50 min(ne00, 768) threads: zero for an empty row, an invalid launch
+ * cuda: ggml-cuda/add-id.cu:50 min(ne00, 768) threads: zero for empty rows (an empty node, skipped at ggml-cuda.cu:4630; refused anyway)
  * cuda: ggml-cuda/add-id.cu:51 grid (ne01, ne02): ne02 <= 65535, and no ne03 at all: rows of i3 > 0 stay unwritten
  * cuda: ggml-cuda/add-id.cu:16 writes dst densely (nb1 = ne0 * 4): a new tensor
  */

@@ -113,7 +113,8 @@ static int dense(struct rule_ctx *c, const struct ggml_tensor *t, const char *na
  * cpu: ggml-cpu/ops.cpp:8525 argsort aborts on an order other than ASC/DESC
  * cpu: ggml-cpu/ops.cpp:1593 argmax: rows i1 < ne01 at i1*nb01, ne00 floats each, F32 only
  * cuda: ggml-cuda/argsort.cu:262 asserts ggml_is_contiguous(src0), then sorts ncols*nrows floats as one flat run
- * cuda: ggml-cuda/argsort.cu:39 divides by nb01 (chunk_bytes / nb01): zero when ne00 == 0
+ * cuda: ggml-cuda/argsort.cu:39 divides by nb01 (chunk_bytes / nb01) on the CUB path (ne00 > 1024): a size-1 dim's nb01 of 0 traps the host
+ * cuda: ggml-cuda/ggml-cuda.cu:4630 skips empty nodes, so empty rows never reach it (refused anyway: nothing to sort)
  * cuda: ggml-cuda/argsort.cu:48 ncols, nrows and ncols*nrows are int
  * cuda: ggml-cuda/top-k.cu:222 asserts ggml_is_contiguous(src0); top-k.cu:241 the same nb01 divisor
  */
@@ -125,7 +126,7 @@ static int sort_common(struct rule_ctx *c)
 	TRY(rules_type(c, a, "src0", TB_F32));
 	TRY(rules_contiguous(c, a, "src0"));
 	TRY(dense(c, a, "src0"));
-	REQ(c, a->ne[0] > 0, "rows of 0 elements (ggml-cuda divides by the row size)");
+	REQ(c, a->ne[0] > 0, "rows of 0 elements (nothing to sort)");
 	const int64_t nrows = a->ne[1] * a->ne[2] * a->ne[3];
 	REQ(c, a->ne[0] <= INT32_MAX && nrows <= INT32_MAX / a->ne[0],
 	    "%lld rows of %lld elements exceed ggml-cuda's int counts", (long long)nrows, (long long)a->ne[0]);
