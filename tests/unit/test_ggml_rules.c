@@ -1256,6 +1256,9 @@ static void test_norm_grid(void **state)
 	/* SOFT_MAX's grid is (ne1, ne2, ne3) as well (softmax.cu:340) */
 	expect_ok(ggml_soft_max(ctx, ok), "soft_max, 65535 heads");
 	expect_bad(ggml_soft_max(ctx, big), "soft_max, 65536 heads");
+	/* TRI's too (tri.cu:53) */
+	expect_ok(ggml_tri(ctx, ggml_new_tensor_4d(ctx, F32, 2, 2, 65535, 1), GGML_TRI_TYPE_LOWER), "tri, 65535 matrices");
+	expect_bad(ggml_tri(ctx, ggml_new_tensor_4d(ctx, F32, 2, 2, 65536, 1), GGML_TRI_TYPE_LOWER), "tri, 65536 matrices");
 	ggml_free(ctx);
 }
 

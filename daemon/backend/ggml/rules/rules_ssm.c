@@ -125,6 +125,7 @@ int rule_ssm_scan(struct rule_ctx *c)
  * cuda: ggml-cuda/gated_delta_net.cu:247 asserts q and k heads equal; gated_delta_net.cu:261 contiguous rows (261-263), same q/k strides (264)
  * cuda: ggml-cuda/gated_delta_net.cu:265 asserts gate ne0 == 1 unless KDA; gated_delta_net.cu:266 g, beta, state contiguous (266-268)
  * cuda: ggml-cuda/gated_delta_net.cu:218 aborts on a head size without a kernel (16, 32, 64, 128)
+ * cuda: ggml-cuda/gated_delta_net.cu:183 grid (H, n_seqs, ...): n_seqs <= 65535
  */
 int rule_gated_delta_net(struct rule_ctx *c)
 {
@@ -170,6 +171,7 @@ int rule_gated_delta_net(struct rule_ctx *c)
 	    NE_ARGS(beta), NE_ARGS(v));
 	/* ggml-cuda has kernels for these head sizes only (its supports_op does not check) */
 	REQ(c, S_v == 16 || S_v == 32 || S_v == 64 || S_v == 128, "head size %lld (16, 32, 64 or 128)", (long long)S_v);
+	REQ(c, H <= INT32_MAX && B <= 65535, "%lld heads x %lld sequences exceed ggml-cuda's grid", (long long)H, (long long)B);
 	return 0;
 }
 
@@ -199,6 +201,7 @@ int rule_solve_tri(struct rule_ctx *c)
  * cpu: ggml-cpu/ops.cpp:2294 asserts src0 contiguous; ops.cpp:2307 aborts on another triangle type
  * cpu: ggml-cpu/ops.cpp:2315 rows by nb01..03 from the flat row index, ne0 each; the predicate compares column and row
  * cuda: ggml-cuda/tri.cu:100 asserts src0 and dst of one type; tri.cu:134 aborts on another triangle type
+ * cuda: ggml-cuda/tri.cu:53 grid (ne01, ne02, ne03): ne02, ne03 <= 65535
  */
 int rule_tri(struct rule_ctx *c)
 {
@@ -210,5 +213,7 @@ int rule_tri(struct rule_ctx *c)
 	TRY(rules_contiguous(c, a, "src0"));
 	REQ(c, a->ne[0] == a->ne[1], "src0 " NE_FMT " must be square", NE_ARGS(a));
 	REQ(c, type >= GGML_TRI_TYPE_UPPER_DIAG && type <= GGML_TRI_TYPE_LOWER, "unknown triangle type %d", type);
+	REQ(c, a->ne[1] <= INT32_MAX && a->ne[2] <= 65535 && a->ne[3] <= 65535,
+	    "src0 " NE_FMT " exceeds ggml-cuda's grid", NE_ARGS(a));
 	return rules_new(c, a->type, a->ne);
 }
