@@ -354,6 +354,9 @@ static void build_samples(struct ggml_context *ctx)
 		struct ggml_tensor *ids = ggml_new_tensor_1d(ctx, I32, 2);
 		add("ssm_scan_mamba2", ggml_ssm_scan(ctx, s, sx, dt, A, B, C, ids, 1), 0);
 		add("ssm_scan_k3", ggml_ssm_scan(ctx, s, sx, dt, A, B, C, ids, 3), 0);
+		/* one state slot for both sequences: the sweep's size-1 stride
+		 * mutation reaches s->nb[3], the result state's write stride */
+		add("ssm_scan_1slot", ggml_ssm_scan(ctx, ggml_new_tensor_4d(ctx, F32, 128, 16, 4, 1), sx, dt, A, B, C, ids, 1), 0);
 	}
 	{
 		struct ggml_tensor *q = ggml_new_tensor_4d(ctx, F32, 32, 2, 3, 2);
@@ -1060,6 +1063,9 @@ static int try_compute(ggml_backend_t be, bool use_fork, struct ggml_context *ct
 	if (!ggml_backend_supports_op(be, m))
 		return 1;
 	struct ggml_cgraph *gf = ggml_new_graph_custom(ctx, 8, false);
+	/* ggml-cpu skips a node without this flag (ggml-cpu.c:3145), and a
+	 * constructor-built sample never gets it: without it nothing ran */
+	m->flags |= GGML_TENSOR_FLAG_COMPUTE;
 	ggml_graph_add_node(gf, m);
 	if (!use_fork) {
 		ggml_abort_callback_t old = ggml_set_abort_callback(fuzz_on_abort);
