@@ -265,6 +265,8 @@ static void build_samples(struct ggml_context *ctx)
 		add("set_rows_q8_0", ggml_set_rows(ctx, ggml_new_tensor_2d(ctx, GGML_TYPE_Q8_0, 64, 100), x2, idx), 0);
 		add("argsort", ggml_argsort(ctx, x, GGML_SORT_ORDER_DESC), 0);
 		add("top_k", ggml_top_k(ctx, x, 4), 0);
+		/* one row per head: the sweep's size-1 stride mutation reaches nb[1] */
+		add("argsort_1row", ggml_argsort(ctx, ggml_new_tensor_4d(ctx, F32, 64, 1, 4, 1), GGML_SORT_ORDER_ASC), 0);
 	}
 
 	/* attention */
@@ -352,6 +354,9 @@ static void build_samples(struct ggml_context *ctx)
 		struct ggml_tensor *ids = ggml_new_tensor_1d(ctx, I32, 2);
 		add("ssm_scan_mamba2", ggml_ssm_scan(ctx, s, sx, dt, A, B, C, ids, 1), 0);
 		add("ssm_scan_k3", ggml_ssm_scan(ctx, s, sx, dt, A, B, C, ids, 3), 0);
+		/* one state slot for both sequences: the sweep's size-1 stride
+		 * mutation reaches s->nb[3], the result state's write stride */
+		add("ssm_scan_1slot", ggml_ssm_scan(ctx, ggml_new_tensor_4d(ctx, F32, 128, 16, 4, 1), sx, dt, A, B, C, ids, 1), 0);
 	}
 	{
 		struct ggml_tensor *q = ggml_new_tensor_4d(ctx, F32, 32, 2, 3, 2);
@@ -1158,7 +1163,7 @@ static void test_fuzz_compute(void **state)
 			for (int k = 0; k < GGML_MAX_SRC; k++)
 				if (m.src[k] == n)
 					m.src[k] = &m;
-			const uint32_t what = rnd() % 6;
+			const uint32_t what = rnd() % 7;
 			if (what == 3) {
 				/* issue 27's F4 class: a size-1 dimension's stride is outside
 				 * ggml_nbytes, so any value passes the structural check */
@@ -1213,6 +1218,22 @@ static void test_fuzz_compute(void **state)
 				srcs[k].nb[1] = ggml_row_size(t, srcs[k].ne[0]);
 				for (int d = 2; d < GGML_MAX_DIMS; d++)
 					srcs[k].nb[d] = srcs[k].nb[d - 1] * (size_t)srcs[k].ne[d - 1];
+				m.src[k] = &srcs[k];
+			} else if (what == 6) {
+				/* the stride of a size-1 dimension (contiguity skips it,
+				 * flat-row kernels step by it): huge or zero */
+				int cand[GGML_MAX_SRC * 3][2], nc = 0;
+				for (int k = 0; k < GGML_MAX_SRC; k++)
+					for (int d = 1; m.src[k] && m.src[k] != &m && d < GGML_MAX_DIMS; d++)
+						if (m.src[k]->ne[d] == 1) {
+							cand[nc][0] = k;
+							cand[nc++][1] = d;
+						}
+				if (nc == 0)
+					continue;
+				const int pick = rnd() % nc, k = cand[pick][0];
+				srcs[k] = *m.src[k];
+				srcs[k].nb[cand[pick][1]] = rnd() % 2 ? (size_t)1 << 30 : 0;
 				m.src[k] = &srcs[k];
 			} else if (what == 0) {
 				for (int k = 1 + rnd() % 2; k > 0; k--)
@@ -1427,6 +1448,158 @@ static void test_issue27_set_alignment(void **state)
 	ggml_free(ctx);
 }
 
+/* ---- issue 27, point 1 (helper B's rules): preconditions the old rules missed ---- */
+
+/* ARGSORT / TOP_K / ARGMAX walk rows flat at i * nb[1] (ops.cpp:8507, 8577):
+ * the stride of a size-1 dimension, which ggml_is_contiguous skips, is
+ * stepped for every row; a huge one reads far past the source */
+static void test_sort_size1_strides(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	const char *ops[] = { "argsort", "top_k" };
+	for (int i = 0; i < 2; i++) {
+		struct ggml_tensor *a = ggml_new_tensor_4d(ctx, F32, 64, 1, 4, 1);
+		struct ggml_tensor *n = i == 0 ? ggml_argsort(ctx, a, GGML_SORT_ORDER_ASC) : ggml_top_k(ctx, a, 4);
+		expect_ok(n, ops[i]);
+		assert_true(ggml_is_contiguous(a));
+		WITH_COPY(n, {
+			struct ggml_tensor src = *a;
+			src.nb[1] = (size_t)1 << 30;	/* ne[1] == 1: still "contiguous" to ggml */
+			assert_true(ggml_is_contiguous(&src));
+			m->src[0] = &src;
+			expect_bad(m, "size-1 dimension with a 1 GiB stride");
+			src.nb[1] = 0;
+			expect_bad(m, "size-1 dimension with a zero stride");
+		});
+		/* empty rows: nothing to sort (an empty node, which ggml-cuda skips:
+		 * a precaution, not a hole) */
+		struct ggml_tensor *e = ggml_new_tensor_2d(ctx, F32, 0, 4);
+		struct ggml_tensor *ne = i == 0 ? ggml_argsort(ctx, e, GGML_SORT_ORDER_ASC) : ggml_top_k(ctx, e, 0);
+		expect_bad(ne, "rows of 0 elements");
+	}
+	ggml_free(ctx);
+}
+
+/* GROUP_NORM: (n_channels + n_groups - 1) / n_groups in int (ops.cpp:4230)
+ * overflows for n_groups near INT_MAX, and a task runs per group */
+static void test_group_norm_groups(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	struct ggml_tensor *x = ggml_new_tensor_4d(ctx, F32, 64, 8, 4, 1);
+	struct ggml_tensor *n = ggml_group_norm(ctx, x, 4, 1e-6f);
+	expect_ok(n, "group_norm, 4 groups over 4 channels");
+	MUTATE(n, "n_groups INT32_MAX", m->op_params[0] = INT32_MAX);
+	MUTATE(n, "more groups than channels", m->op_params[0] = 5);
+	MUTATE(n, "n_groups -1", m->op_params[0] = -1);
+	ggml_free(ctx);
+}
+
+/* the norms' ggml-cuda grid is (ne1, ne2, ne3) (norm.cu:283): y and z <= 65535 */
+static void test_norm_grid(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	struct ggml_tensor *ok = ggml_new_tensor_4d(ctx, F32, 4, 1, 65535, 1);
+	expect_ok(ggml_rms_norm(ctx, ok, 1e-6f), "rms_norm, 65535 channels");
+	struct ggml_tensor *big = ggml_new_tensor_4d(ctx, F32, 4, 1, 65536, 1);
+	expect_bad(ggml_rms_norm(ctx, big, 1e-6f), "rms_norm, 65536 channels");
+	expect_bad(ggml_norm(ctx, ggml_new_tensor_4d(ctx, F32, 4, 1, 1, 70000), 1e-6f), "norm, 70000 samples");
+	expect_bad(ggml_l2_norm(ctx, big, 1e-6f), "l2_norm, 65536 channels");
+	/* SOFT_MAX's grid is (ne1, ne2, ne3) as well (softmax.cu:340) */
+	expect_ok(ggml_soft_max(ctx, ok), "soft_max, 65535 heads");
+	expect_bad(ggml_soft_max(ctx, big), "soft_max, 65536 heads");
+	/* TRI's too (tri.cu:53) */
+	expect_ok(ggml_tri(ctx, ggml_new_tensor_4d(ctx, F32, 2, 2, 65535, 1), GGML_TRI_TYPE_LOWER), "tri, 65535 matrices");
+	expect_bad(ggml_tri(ctx, ggml_new_tensor_4d(ctx, F32, 2, 2, 65536, 1), GGML_TRI_TYPE_LOWER), "tri, 65536 matrices");
+	ggml_free(ctx);
+}
+
+/* SSM_SCAN writes the result state at i3 * s->nb[3] (ops.cpp:9821), a
+ * stride contiguity skips when s has one slot; ggml-cuda picks its kernel
+ * by A->nb[1] (ssm-scan.cu:827) */
+static void test_ssm_scan_size1_strides(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	struct ggml_tensor *s = ggml_new_tensor_4d(ctx, F32, 128, 16, 4, 1);
+	struct ggml_tensor *sx = ggml_new_tensor_4d(ctx, F32, 16, 4, 8, 2);
+	struct ggml_tensor *dt = ggml_new_tensor_3d(ctx, F32, 4, 8, 2);
+	struct ggml_tensor *A = ggml_new_tensor_2d(ctx, F32, 1, 4);
+	struct ggml_tensor *B = ggml_new_tensor_4d(ctx, F32, 128, 2, 8, 2);
+	struct ggml_tensor *ids = ggml_new_tensor_1d(ctx, I32, 2);
+	struct ggml_tensor *n = ggml_ssm_scan(ctx, s, sx, dt, A, B, B, ids, 1);
+	expect_ok(n, "ssm_scan over one state slot");
+	WITH_COPY(n, {
+		struct ggml_tensor ss = *s;
+		ss.nb[3] = (size_t)1 << 30;
+		assert_true(ggml_is_contiguous(&ss));
+		m->src[0] = &ss;
+		expect_bad(m, "one state slot with a 1 GiB stride");
+	});
+	struct ggml_tensor *A1 = ggml_new_tensor_2d(ctx, F32, 1, 1);
+	struct ggml_tensor *sx1 = ggml_new_tensor_4d(ctx, F32, 16, 1, 8, 2);
+	struct ggml_tensor *n1 = ggml_ssm_scan(ctx, ggml_new_tensor_4d(ctx, F32, 128, 16, 1, 2), sx1,
+					       ggml_new_tensor_3d(ctx, F32, 1, 8, 2), A1,
+					       ggml_new_tensor_4d(ctx, F32, 128, 1, 8, 2),
+					       ggml_new_tensor_4d(ctx, F32, 128, 1, 8, 2), ids, 2);
+	expect_ok(n1, "ssm_scan, one head, K 2");
+	WITH_COPY(n1, {
+		struct ggml_tensor a = *A1;
+		a.nb[1] = 8;	/* Mamba-1's path in ggml-cuda, which asserts K == 1 */
+		assert_true(ggml_is_contiguous(&a));
+		m->src[3] = &a;
+		expect_bad(m, "A [1,1] with nb[1] 8");
+	});
+	ggml_free(ctx);
+}
+
+/* ADD_ID on ggml-cuda: a grid of (ne1, ne2) (add-id.cu:51): rows past
+ * ne[3] == 1 are never written and would return the buffer's old bytes;
+ * empty rows (an empty node, skipped by ggml-cuda) are refused as a
+ * precaution */
+static void test_add_id_grid(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	struct ggml_tensor *ids = ggml_new_tensor_2d(ctx, I32, 4, 8);
+	expect_bad(ggml_add_id(ctx, ggml_new_tensor_4d(ctx, F32, 64, 4, 8, 2), ggml_new_tensor_2d(ctx, F32, 64, 6), ids),
+		   "add_id over a 4-d src0");
+	expect_bad(ggml_add_id(ctx, ggml_new_tensor_3d(ctx, F32, 0, 4, 8), ggml_new_tensor_2d(ctx, F32, 0, 6), ids),
+		   "add_id of empty rows");
+	/* GET_ROWS: ggml-cuda asserts ne12 > 0 (getrows.cu:183; the node is
+	 * then empty and skipped: a precaution) */
+	expect_bad(ggml_get_rows(ctx, ggml_new_tensor_4d(ctx, F32, 16, 10, 4, 0), ggml_new_tensor_3d(ctx, I32, 5, 4, 0)),
+		   "get_rows with indices ne[2] 0");
+	ggml_free(ctx);
+}
+
+/* MUL_MAT on ggml-cuda hands nb01 / nb11 in elements to cuBLAS as lda / ldb
+ * (ggml-cuda.cu:1426, 1432), which it refuses below the row length: a
+ * single-row src0 or src1 is "contiguous" to ggml with any nb[1] */
+static void test_mul_mat_row_strides(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	struct ggml_tensor *w = ggml_new_tensor_2d(ctx, F16, 64, 1);
+	struct ggml_tensor *x = ggml_new_tensor_2d(ctx, F32, 64, 16);
+	struct ggml_tensor *n = ggml_mul_mat(ctx, w, x);
+	expect_ok(n, "mul_mat of one weight row");
+	WITH_COPY(n, {
+		struct ggml_tensor ws = *w;
+		ws.nb[1] = 0;
+		assert_true(ggml_is_contiguous(&ws));
+		m->src[0] = &ws;
+		expect_bad(m, "src0 nb[1] 0");
+		ws.nb[1] = 2;
+		expect_bad(m, "src0 nb[1] below the row");
+	});
+	struct ggml_tensor *n1 = ggml_mul_mat(ctx, ggml_new_tensor_2d(ctx, F16, 64, 8), ggml_new_tensor_2d(ctx, F32, 64, 1));
+	expect_ok(n1, "mul_mat of one token");
+	WITH_COPY(n1, {
+		struct ggml_tensor xs = *n1->src[1];
+		xs.nb[1] = 4;
+		m->src[1] = &xs;
+		expect_bad(m, "src1 nb[1] below the row");
+	});
+	ggml_free(ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1454,6 +1627,12 @@ int main(void)
 		cmocka_unit_test(test_issue27_size1_strides),
 		cmocka_unit_test(test_issue27_rope_freq_factors),
 		cmocka_unit_test(test_issue27_set_alignment),
+		cmocka_unit_test(test_sort_size1_strides),
+		cmocka_unit_test(test_group_norm_groups),
+		cmocka_unit_test(test_norm_grid),
+		cmocka_unit_test(test_ssm_scan_size1_strides),
+		cmocka_unit_test(test_add_id_grid),
+		cmocka_unit_test(test_mul_mat_row_strides),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

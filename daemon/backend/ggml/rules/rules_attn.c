@@ -18,6 +18,16 @@ static int sinks_check(struct rule_ctx *c, const struct ggml_tensor *sinks, int6
 	return rules_contiguous(c, sinks, "sinks");
 }
 
+/*
+ * SOFT_MAX preconditions:
+ * cpu: ggml-cpu/ops.cpp:5621 scratch (ne00 + CACHE_LINE_SIZE_F32)*ith floats; ggml-cpu.c:2936 plans ne0*n_tasks (+ a cache line per thread)
+ * cpu: ggml-cpu/ops.cpp:5643 mask rows i01 (< mask ne1), i02 % ne12, i03 % ne13, ne00 elements each: mask ne0 == ne00, ne1 >= ne01, ne12/ne13 > 0 dividing
+ * cpu: ggml-cpu/ops.cpp:5639 src0, dst by nb01..03 (index-bounded); ops.cpp:5626 sinks[i02]: one per head
+ * cpu: ggml-cpu/ops.cpp:5615 ALiBi slopes from n_head = ne02 (log2 of 0 never reached: no rows)
+ * cuda: ggml-cuda/softmax.cu:395 asserts F32 src0/dst, softmax.cu:398 mask F16 or F32
+ * cuda: ggml-cuda/softmax.cu:340 grid (ne01, ne02, ne03): ne02, ne03 <= 65535 or the launch fails (CUDA_CHECK aborts)
+ * cuda: ggml-cuda/softmax.cu:66 the flat row index is int, softmax.cu:72 rows read flat at rowx*ncols: contiguous src0/dst
+ */
 int rule_soft_max(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x1, 0x6));
@@ -25,6 +35,8 @@ int rule_soft_max(struct rule_ctx *c)
 
 	TRY(rules_contiguous(c, a, "src0"));
 	TRY(rules_type(c, a, "src0", TB_F32));
+	REQ(c, a->ne[2] <= 65535 && a->ne[3] <= 65535 && ggml_nrows(a) <= INT32_MAX,
+	    "src0 " NE_FMT " exceeds ggml-cuda's grid (ne[2], ne[3] <= 65535, int rows)", NE_ARGS(a));
 	if (mask) {
 		TRY(rules_type(c, mask, "mask", TB_F16 | TB_F32));
 		TRY(rules_contiguous(c, mask, "mask"));
@@ -39,6 +51,15 @@ int rule_soft_max(struct rule_ctx *c)
 	return rules_contiguous(c, n, "result");
 }
 
+/*
+ * FLASH_ATTN_EXT preconditions:
+ * cpu: ggml-cpu/ggml-cpu.c:2997 scratch from neq2, DK = k->ne[0], DV = v->ne[0] and n_tasks
+ * cpu: ggml-cpu/ops.cpp:8690 K through its type's vec_dot, Q by vec_dot_type's from_float (asserted, 8693); ops.cpp:8691 V by to_float (asserted, 8694)
+ * cpu: ggml-cpu/ops.cpp:8732 Q converted DK at a time: DK a multiple of K's vec_dot block (DK == k->ne[0], block-checked)
+ * cpu: ggml-cpu/ops.cpp:8721 mask row iq1 (< mask ne1), KV positions < mask ne0, heads iq2 % mask ne2, iq3 % mask ne3
+ * cpu: ggml-cpu/ops.cpp:8662 rk2 = neq2/nek2, ops.cpp:8725 divides by it (8665/8729 for V): neq2 a positive multiple of nek2, nev2
+ * cuda: ggml-cuda supports_op picks the kernel per head size and type; the rules keep the shapes and types both index with
+ */
 int rule_flash_attn_ext(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x7, 0x18));
@@ -82,5 +103,8 @@ int rule_flash_attn_ext(struct rule_ctx *c)
 	TRY(rules_nb0(c, q, "q"));
 	TRY(rules_nb0(c, k, "k"));
 	TRY(rules_nb0(c, v, "v"));
+	/* the mask lists types; the trait is what the kernel calls */
+	REQ(c, ggml_get_type_traits(k->type)->to_float && ggml_get_type_traits(v->type)->to_float,
+	    "k %s / v %s without to_float", ggml_type_name(k->type), ggml_type_name(v->type));
 	return 0;
 }

@@ -69,6 +69,19 @@ static int matmul_layout(struct rule_ctx *c, const struct ggml_tensor *a, const 
 	return 0;
 }
 
+/*
+ * MUL_MAT preconditions:
+ * cpu: ggml-cpu/ggml-cpu.c:1277 asserts dst [ne01, ne11, ne12, ne13] (1277-1280)
+ * cpu: ggml-cpu/ggml-cpu.c:1283 asserts nb00, nb10 the element sizes; ggml-cpu.c:1287 nb0 == 4 and nb0 <= nb1 <= nb2 <= nb3 (1288-1290)
+ * cpu: ggml-cpu/ggml-cpu.c:1298 r2 = ne12 / ne02, r3 = ne13 / ne03: ne02, ne03 > 0 and dividing
+ * cpu: ggml-cpu/ggml-cpu.c:1306 llamafile_sgemm on a contiguous src1 with lda = nb01 / type size, ldb = nb11 / type size (used for rows < ne only)
+ * cpu: ggml-cpu/ggml-cpu.c:1332 src1 converted by vec_dot_type's from_float must be F32 (or F16 into an F32 vec_dot_type, 1334)
+ * cpu: ggml-cpu/ggml-cpu.c:2892 scratch = row_size(vec_dot_type, nelements(src1)); vec_dot_type blocks (Q8_0 32, Q8_1 32, Q8_K 256) divide every accepted src0 block (Q1_0 128, Q2_0 64, NVFP4 64, K 256)
+ * cpu: ggml-cpu/ggml-cpu.c:1526 src1 columns flat (i11 + i12*ne11 + ...)*row_size when contiguous or converted, else by nb11..13
+ * cuda: ggml-cuda/ggml-cuda.cu:1426 s01 = nb01 / type size, ggml-cuda.cu:1432 s11 = nb11 / type size, passed to cuBLAS as lda / ldb (1546-1567): >= ne00, or CUBLAS_CHECK aborts
+ * cuda: ggml-cuda/ggml-cuda.cu:1425 asserts nb00, nb10 the element sizes
+ * cuda: ggml-cuda supports_op refuses F16 src1 with non-F16 weights and TQ* weights (rules: matmul_types)
+ */
 int rule_mul_mat(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x3, 0));
@@ -87,6 +100,14 @@ int rule_mul_mat(struct rule_ctx *c)
 
 	TRY(matmul_types(c, a, b));
 	TRY(matmul_layout(c, a, b));
+	/* ggml-cuda's cuBLAS paths take nb01 / nb11 in elements as lda / ldb,
+	 * which cuBLAS refuses (and CUBLAS_CHECK aborts) below the row length;
+	 * for a size-1 dim ggml_is_contiguous lets any stride through.
+	 * (ggml_row_size's plain assert on the block holds: ggml_wire.c checks it.) */
+	REQ(c, a->nb[1] >= ggml_row_size(a->type, a->ne[0]), "src0 nb[1]=%zu below its row size %zu", a->nb[1],
+	    ggml_row_size(a->type, a->ne[0]));
+	REQ(c, b->nb[1] >= ggml_row_size(b->type, b->ne[0]), "src1 nb[1]=%zu below its row size %zu", b->nb[1],
+	    ggml_row_size(b->type, b->ne[0]));
 	if (hint == GGML_HINT_SRC0_IS_HADAMARD) {
 		/* ggml-cpu's fwht writes ne10 floats per result row and asserts a power
 		 * of two; ggml-cuda's asserts src1 and the result have the same shape */
@@ -98,6 +119,12 @@ int rule_mul_mat(struct rule_ctx *c)
 }
 
 /*
+ * MUL_MAT_ID preconditions:
+ * cpu: ggml-cpu/ggml-cpu.c:1571 asserts nb00, nb10 the element sizes; ggml-cpu.c:1575 dst nb0 == 4, not permuted (1576-1578)
+ * cpu: ggml-cpu/ggml-cpu.c:1609 asserts wsize covers src1 converted + n_as counters + n_as*ids->ne[0]*ids->ne[1] row maps (planned at ggml-cpu.c:2908-2917: charged by the engine, F7)
+ * cpu: ggml-cpu/ggml-cpu.c:1620 asserts src1 F32 when it is not vec_dot_type
+ * cpu: ggml-cpu/ggml-cpu.c:1659 matrix_row_counts[id] with the id read from data (ggml_guard.c)
+ * cuda: ggml-cuda/mmid.cu:136 asserts n_tokens < 2^22; mmid.cu:137 n_expert_used < 2^10; mmid.cu:147 shared memory for them
  *  as  -> [cols, rows, n_expert]
  *  b   -> [cols, n_expert_used (or 1, broadcast), n_tokens]
  *  ids -> [n_expert_used, n_tokens] (i32)
@@ -133,7 +160,11 @@ int rule_mul_mat_id(struct rule_ctx *c)
 	return 0;
 }
 
-/* ggml_out_prod(a, b): [a->ne[0], b->ne[0], b->ne[2], b->ne[3]] (training; F32 on both backends) */
+/*
+ * ggml_out_prod(a, b): [a->ne[0], b->ne[0], b->ne[2], b->ne[3]] (training; F32 on both backends)
+ * cpu: ggml-cpu/ops.cpp:4371 F32: dst rows by nb, src0 by nb01..03 with i02 = i12 / (ne12/ne02): ne02, ne03 > 0 and dividing
+ * cuda: ggml-cuda/out-prod.cu:33 asserts F32 x3; out-prod.cu:37 ne01 == ne11, ne0 == ne00, ne1 == ne10 (37-39); out-prod.cu:41 broadcast divisible (41-42)
+ */
 int rule_out_prod(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x3, 0));

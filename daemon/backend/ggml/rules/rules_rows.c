@@ -19,7 +19,15 @@
 	TB(GGML_TYPE_IQ1_S) | TB(GGML_TYPE_IQ1_M) | TB(GGML_TYPE_IQ4_NL) | TB(GGML_TYPE_IQ4_XS) | \
 	TB(GGML_TYPE_TQ1_0) | TB(GGML_TYPE_TQ2_0))
 
-/* ggml_get_rows(a, b): rows b[i, j, k] of a[:, :, j, k] */
+/*
+ * ggml_get_rows(a, b): rows b[i, j, k] of a[:, :, j, k]
+ * cpu: ggml-cpu/ops.cpp:4992 quantized rows through the type's to_float (NULL for Q8_1 and Q8_K: checked, not trusted to the mask)
+ * cpu: ggml-cpu/ops.cpp:5015 asserts 0 <= index < ne01 (5056, 5097, 5138): indices are data, ggml_guard.c
+ * cpu: ggml-cpu/ops.cpp:5017 rows at i01*nb01 + i11*nb02 + i12*nb03, result rows by nb1..nb3 (index-bounded)
+ * cuda: ggml-cuda/getrows.cu:181 asserts ne00 even for block types (every accepted block is); getrows.cu:203 ne00 % QK_K for K-quants (the block)
+ * cuda: ggml-cuda/getrows.cu:183 asserts ne12 > 0 and ne11 * ne12 <= UINT32_MAX (184, 220-221, 253-254)
+ * cuda: ggml-cuda/getrows.cu:176 index strides in elements (nb1x / 4)
+ */
 int rule_get_rows(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x3, 0));
@@ -37,10 +45,22 @@ int rule_get_rows(struct rule_ctx *c)
 	/* ggml-cuda: the index grid is 32-bit */
 	REQ(c, b->ne[2] == 0 || b->ne[1] <= (int64_t)(UINT32_MAX / (uint64_t)b->ne[2]),
 	    "indices " NE_FMT " exceed the 32-bit grid", NE_ARGS(b));
+	REQ(c, b->ne[2] > 0, "indices " NE_FMT ": ggml-cuda asserts ne[2] > 0", NE_ARGS(b));
+	if (ggml_is_quantized(a->type))
+		REQ(c, ggml_get_type_traits(a->type)->to_float != NULL, "%s has no to_float", ggml_type_name(a->type));
 	return 0;
 }
 
-/* ggml_set_rows(a, b, c): a[c[i, j, k], :, j, k] = b[i, :, j, k]; result = view of a */
+/*
+ * ggml_set_rows(a, b, c): a[c[i, j, k], :, j, k] = b[i, :, j, k]; result = view of a
+ * cpu: ggml-cpu/ops.cpp:5236 asserts src0 F32 or F16
+ * cpu: ggml-cpu/ops.cpp:5252 stores through the destination type's from_float (rules_can_quantize_to, rules_copy.c)
+ * cpu: ggml-cpu/ops.cpp:5263 asserts 0 <= index < ne1 (data: ggml_guard.c)
+ * cpu: ggml-cpu/ops.cpp:5280 F16 source rows converted in wdata: ne00 floats per task (ggml-cpu.c:2933 plans it)
+ * cuda: ggml-cuda/set-rows.cu:380 asserts src0 F32, or F16 into F16; set-rows.cu:381 indices I64 or I32
+ * cuda: ggml-cuda/set-rows.cu:84 asserts ne00 % the destination block size (the destination's ne0 == ne00, block-checked)
+ * cuda: ggml-cuda/set-rows.cu:321 aborts on a destination type without a kernel (346, 371; supports_op refuses them)
+ */
 int rule_set_rows(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x7, 0));
@@ -67,16 +87,49 @@ int rule_set_rows(struct rule_ctx *c)
 	return rules_strides_elems(c, ix, "indices");
 }
 
+/*
+ * Strides exactly those of a fresh tensor, size-1 dimensions included.
+ * ggml_is_contiguous skips the stride of a dimension of size 1, but kernels
+ * that walk the rows as one flat run (row i at i * nb[1]) step by it anyway:
+ * a [n, 1, 4] source with nb[1] = 2^30 is "contiguous" and read 3 GiB past
+ * its end.  (Static here: rules_common.c is another helper's file.)
+ */
+static int dense(struct rule_ctx *c, const struct ggml_tensor *t, const char *name)
+{
+	size_t nb = ggml_type_size(t->type);
+	for (int i = 0; i < GGML_MAX_DIMS; i++) {
+		REQ(c, t->nb[i] == nb, "%s nb[%d]=%zu, its rows must be dense (%zu), size-1 dimensions included",
+		    name, i, t->nb[i], nb);
+		nb *= (size_t)(i == 0 ? t->ne[0] / ggml_blck_size(t->type) : t->ne[i]);
+	}
+	return 0;
+}
+
+/*
+ * ARGSORT, TOP_K, ARGMAX preconditions:
+ * cpu: ggml-cpu/ops.cpp:8507 argsort reads row i at i*nb01 for i < ggml_nrows (flat rows: nb01 stepped even when ne01 == 1)
+ * cpu: ggml-cpu/ops.cpp:8577 top_k likewise, i*nb01 for every row
+ * cpu: ggml-cpu/ops.cpp:8574 top_k scratch (ne00 + CACHE_LINE_SIZE_F32)*ith ints; ggml-cpu/ggml-cpu.c:2993 plans ne00*n_tasks ints (+ a cache line per thread, ggml-cpu.c:3059)
+ * cpu: ggml-cpu/ops.cpp:8525 argsort aborts on an order other than ASC/DESC
+ * cpu: ggml-cpu/ops.cpp:1593 argmax: rows i1 < ne01 at i1*nb01, ne00 floats each, F32 only
+ * cuda: ggml-cuda/argsort.cu:262 asserts ggml_is_contiguous(src0), then sorts ncols*nrows floats as one flat run
+ * cuda: ggml-cuda/argsort.cu:39 divides by nb01 (chunk_bytes / nb01) on the CUB path (ne00 > 1024): a size-1 dim's nb01 of 0 traps the host
+ * cuda: ggml-cuda/ggml-cuda.cu:4630 skips empty nodes, so empty rows never reach it (refused anyway: nothing to sort)
+ * cuda: ggml-cuda/argsort.cu:48 ncols, nrows and ncols*nrows are int
+ * cuda: ggml-cuda/top-k.cu:222 asserts ggml_is_contiguous(src0); top-k.cu:241 the same nb01 divisor
+ */
 static int sort_common(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x1, 0));
 	const struct ggml_tensor *a = rules_src(c, 0);
 
-	/* both kernels: F32, rows walked as one dense run (ggml-cpu indexes row i
-	 * at i * nb01, ggml-cuda asserts contiguous) */
 	TRY(rules_type(c, a, "src0", TB_F32));
 	TRY(rules_contiguous(c, a, "src0"));
-	REQ(c, a->ne[0] <= INT32_MAX, "rows of %lld elements exceed INT32_MAX", (long long)a->ne[0]);
+	TRY(dense(c, a, "src0"));
+	REQ(c, a->ne[0] > 0, "rows of 0 elements (nothing to sort)");
+	const int64_t nrows = a->ne[1] * a->ne[2] * a->ne[3];
+	REQ(c, a->ne[0] <= INT32_MAX && nrows <= INT32_MAX / a->ne[0],
+	    "%lld rows of %lld elements exceed ggml-cuda's int counts", (long long)nrows, (long long)a->ne[0]);
 	return 0;
 }
 

@@ -5,6 +5,32 @@
  */
 #include "rules_impl.h"
 
+/*
+ * Strides exactly those of a fresh tensor, size-1 dimensions included:
+ * ggml_is_contiguous skips them, and these kernels still read or write
+ * through them (ssm_scan's result state at i3 * s->nb[3], ggml-cuda's
+ * Mamba-1/2 choice by A->nb[1]).  Static: rules_common.c is another
+ * helper's file.
+ */
+static int dense(struct rule_ctx *c, const struct ggml_tensor *t, const char *name)
+{
+	size_t nb = ggml_type_size(t->type);
+	for (int i = 0; i < GGML_MAX_DIMS; i++) {
+		REQ(c, t->nb[i] == nb, "%s nb[%d]=%zu, must be dense (%zu), size-1 dimensions included",
+		    name, i, t->nb[i], nb);
+		nb *= (size_t)(i == 0 ? t->ne[0] / ggml_blck_size(t->type) : t->ne[i]);
+	}
+	return 0;
+}
+
+/*
+ * SSM_CONV preconditions:
+ * cpu: ggml-cpu/ops.cpp:9718 asserts dst ne0 == d_inner; ops.cpp:9719-9721 nb00 == nb10 == 4 and src0 rows dense (nb01 == ne00*4)
+ * cpu: ggml-cpu/ops.cpp:9712 d_conv, row length, d_inner, tokens and sequences held in int
+ * cpu: ggml-cpu/ops.cpp:9735 src0 at ir*nb01 + i2*nb00 + i3*nb02, weights at ir*nb11, read flat within a row of d_conv
+ * cuda: ggml-cuda/ssm-conv.cu:181 the same nb asserts (181-183); ssm-conv.cu:156 aborts unless d_conv is 3, 4, 5, 9 or 15
+ * cuda: ggml-cuda/ssm-conv.cu:132 asserts d_inner % threads == 0 (supports_op, ggml-cuda.cu:5489, refuses d_inner % 128)
+ */
 int rule_ssm_conv(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x3, 0));
@@ -28,6 +54,17 @@ int rule_ssm_conv(struct rule_ctx *c)
 	return 0;
 }
 
+/*
+ * SSM_SCAN preconditions:
+ * cpu: ggml-cpu/ops.cpp:9798 asserts K >= 1 and dst = nelements(x) + K*state elements (9799)
+ * cpu: ggml-cpu/ops.cpp:9800 asserts nb[0] the element size for all seven sources (9800-9806)
+ * cpu: ggml-cpu/ops.cpp:9807 asserts n_head % n_group == 0; ops.cpp:9808 Mamba-1 (A->ne[0] != 1) only with K == 1
+ * cpu: ggml-cpu/ops.cpp:9820 reads state ids[i3]*s->nb[3] (ids are data: ggml_guard.c)
+ * cpu: ggml-cpu/ops.cpp:9821 WRITES the result state at i3*s->nb[3] + s_off for i3 < n_seqs: s->nb[3] stepped even when s->ne[3] == 1
+ * cpu: ggml-cpu/ops.cpp:9824 x, dt, B, C by their nb[1..3] (index-bounded), rows dense
+ * cuda: ggml-cuda/ssm-scan.cu:827 picks Mamba-2 by A->nb[1] == 4 while supports_op (ggml-cuda.cu:5473) looks at A->ne[0]: a size-1 A with another nb[1] reaches ssm-scan.cu:274 GGML_ASSERT(K == 1) and 276-278
+ * cuda: ggml-cuda/ssm-scan.cu:241 strides passed as int; ssm-scan.cu:270, 340 abort on other d_state (supports_op refuses them)
+ */
 int rule_ssm_scan(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x7f, 0));
@@ -37,8 +74,10 @@ int rule_ssm_scan(struct rule_ctx *c)
 
 	REQ(c, K >= 1, "K=%d must be >= 1", K);
 	TRY(rules_contiguous(c, s, "s"));
+	TRY(dense(c, s, "s"));
 	TRY(rules_contiguous(c, dt, "dt"));
 	TRY(rules_contiguous(c, A, "A"));
+	TRY(dense(c, A, "A"));
 	TRY(rules_nb0(c, x, "x"));
 	TRY(rules_nb0(c, B, "B"));
 	TRY(rules_nb0(c, C, "C"));
@@ -76,6 +115,18 @@ int rule_ssm_scan(struct rule_ctx *c)
 	return rules_nb0(c, ids, "ids");
 }
 
+/*
+ * GATED_DELTA_NET preconditions:
+ * cpu: ggml-cpu/ops.cpp:10913 asserts q, k, v contiguous rows (10913-10915), g, beta, state contiguous (10916-10918)
+ * cpu: ggml-cpu/ops.cpp:10920 asserts gate ne0 1 or S_v; ops.cpp:10921 beta ne0 == 1; ops.cpp:10937 K >= 1
+ * cpu: ggml-cpu/ops.cpp:10944 scratch per thread S_v (+ S_v*S_v when K > 1) floats past a cache line; ggml-cpu.c:3037 plans the same per task
+ * cpu: ggml-cpu/ops.cpp:10950 result = S_v*H*tokens*seqs scores then K state snapshots of S_v*S_v*H*seqs (the result shape below)
+ * cpu: ggml-cpu/ops.cpp:10985 state read flat, S_v*S_v per (head, sequence)
+ * cuda: ggml-cuda/gated_delta_net.cu:247 asserts q and k heads equal; gated_delta_net.cu:261 contiguous rows (261-263), same q/k strides (264)
+ * cuda: ggml-cuda/gated_delta_net.cu:265 asserts gate ne0 == 1 unless KDA; gated_delta_net.cu:266 g, beta, state contiguous (266-268)
+ * cuda: ggml-cuda/gated_delta_net.cu:218 aborts on a head size without a kernel (16, 32, 64, 128)
+ * cuda: ggml-cuda/gated_delta_net.cu:183 grid (H, n_seqs, ...): n_seqs <= 65535
+ */
 int rule_gated_delta_net(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x3f, 0));
@@ -120,9 +171,16 @@ int rule_gated_delta_net(struct rule_ctx *c)
 	    NE_ARGS(beta), NE_ARGS(v));
 	/* ggml-cuda has kernels for these head sizes only (its supports_op does not check) */
 	REQ(c, S_v == 16 || S_v == 32 || S_v == 64 || S_v == 128, "head size %lld (16, 32, 64 or 128)", (long long)S_v);
+	REQ(c, H <= INT32_MAX && B <= 65535, "%lld heads x %lld sequences exceed ggml-cuda's grid", (long long)H, (long long)B);
 	return 0;
 }
 
+/*
+ * SOLVE_TRI preconditions:
+ * cpu: ggml-cpu/ops.cpp:10830 asserts F32 x3 (10830-10832); ops.cpp:10834 A square; ops.cpp:10835 dst shaped as B (10835-10839)
+ * cpu: ggml-cpu/ops.cpp:10864 batches by nb02/nb03 of each, rows within a batch flat: A and B contiguous
+ * cuda: ggml-cuda/solve_tri.cu:262 a warp kernel for n <= 64, k <= 32, else cuBLAS trsm over contiguous batches
+ */
 int rule_solve_tri(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x3, 0));
@@ -138,6 +196,13 @@ int rule_solve_tri(struct rule_ctx *c)
 	return rules_new(c, GGML_TYPE_F32, b->ne);
 }
 
+/*
+ * TRI preconditions:
+ * cpu: ggml-cpu/ops.cpp:2294 asserts src0 contiguous; ops.cpp:2307 aborts on another triangle type
+ * cpu: ggml-cpu/ops.cpp:2315 rows by nb01..03 from the flat row index, ne0 each; the predicate compares column and row
+ * cuda: ggml-cuda/tri.cu:100 asserts src0 and dst of one type; tri.cu:134 aborts on another triangle type
+ * cuda: ggml-cuda/tri.cu:53 grid (ne01, ne02, ne03): ne02, ne03 <= 65535
+ */
 int rule_tri(struct rule_ctx *c)
 {
 	TRY(rules_srcs(c, 0x1, 0));
@@ -148,5 +213,7 @@ int rule_tri(struct rule_ctx *c)
 	TRY(rules_contiguous(c, a, "src0"));
 	REQ(c, a->ne[0] == a->ne[1], "src0 " NE_FMT " must be square", NE_ARGS(a));
 	REQ(c, type >= GGML_TRI_TYPE_UPPER_DIAG && type <= GGML_TRI_TYPE_LOWER, "unknown triangle type %d", type);
+	REQ(c, a->ne[1] <= INT32_MAX && a->ne[2] <= 65535 && a->ne[3] <= 65535,
+	    "src0 " NE_FMT " exceeds ggml-cuda's grid", NE_ARGS(a));
 	return rules_new(c, a->type, a->ne);
 }
