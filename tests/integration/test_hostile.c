@@ -1312,6 +1312,20 @@ static void hog_give_back(void *p)
 	sleep_ms(300); /* MemAvailable follows a free with some delay */
 }
 
+/* The free figure a client sees (STATS: DEVICE_INFO of device 0), in MiB. */
+static uint64_t stats_free_mib(int fd)
+{
+	Pprpc__Stats st = PPRPC__STATS__INIT;
+	ProtobufCMessage *m = NULL;
+	uint64_t fr;
+
+	assert_int_equal(call(fd, MSG_STATS, 90, &st.base, &pprpc__stats_reply__descriptor, &m, NULL, 0), 0);
+	assert_true(((Pprpc__StatsReply *)m)->n_devices > 0);
+	fr = ((Pprpc__StatsReply *)m)->devices[0]->info->free_bytes / MIB;
+	meta_free(m);
+	return fr;
+}
+
 /* Finding 27.10: a legitimate 448 MiB buffer the client has not written yet,
  * then a zero-stride MUL_MAT [2^14, 2^12] over 4 bytes of buffer whose
  * packing temporary is 256 MiB, under a floor 512 MiB below what is
@@ -1337,7 +1351,7 @@ static void test_floor_counts_committed(void **state)
 	ProtobufCMessage *m = NULL;
 	struct tdaemon *d;
 	char msg[256] = "";
-	uint64_t rss0, rss_buf, rss_run;
+	uint64_t rss0, rss_buf, rss_run, free_mib;
 	int fd, code;
 
 	void *hog = hog_take();
@@ -1350,6 +1364,9 @@ static void test_floor_counts_committed(void **state)
 	(void)raw_buffer(fd, 448 * MIB); /* legitimate, and never written */
 	rss_buf = rss_kib(d);
 	hog_give_back(hog);
+	/* what STATS (and the metrics) show counts the buffer too: about 64 MiB
+	 * above the floor, not the 1 GiB another process just gave back */
+	free_mib = stats_free_mib(fd);
 	tw.dtype = tx.dtype = td.dtype = PPRPC_F32;
 	tw.n_ne = tx.n_ne = td.n_ne = 4;
 	tw.n_nb = tx.n_nb = td.n_nb = 4;
@@ -1373,8 +1390,12 @@ static void test_floor_counts_committed(void **state)
 	rss_run = rss_kib(d);
 	fprintf(stderr, "floor %s MiB: daemon %" PRIu64 " MiB above its start after the 448 MiB buffer, %" PRIu64
 		" MiB after the MUL_MAT: %d (%s)\n", floor, (rss_buf - rss0) / 1024, (rss_run - rss0) / 1024, code, msg);
+	fprintf(stderr, "free shown after the buffer: %" PRId64 " MiB above the floor\n",
+		(int64_t)free_mib - (int64_t)strtoull(floor, NULL, 10));
 	assert_int_equal(code, PPRPC_EFLOOR);
 	assert_non_null(strstr(msg, "memory floor"));
+	/* nominally 64 MiB above it; 7c3ca9f showed about 1 GiB */
+	assert_true(free_mib < strtoull(floor, NULL, 10) + 512);
 	ping_ms(fd, 72);
 	close(fd);
 	stop(d);
