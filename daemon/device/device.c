@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "daemon/device/backend_impl.h"
+#include "daemon/exec/hostmem.h"
 #include "daemon/exec/queue.h"
 #include "daemon/exec/staging.h"
 #include "daemon/exec/stream.h"
@@ -88,6 +89,9 @@ int device_open(uv_loop_t *loop, const char *spec, uint32_t index, const struct 
 	}
 	d->be->dev.get_props(d->be->dev_ctx, &d->be->props);
 	snprintf(d->name, sizeof(d->name), "%s", d->be->props.name);
+	/* Host-visible memory is host memory: its buffers are committed under
+	 * the one host floor (issue 27.10). */
+	d->hostmem = d->be->props.host_visible ? conf->hostmem : NULL;
 	snprintf(d->desc, sizeof(d->desc), "%s", d->be->props.desc);
 	/* a thread name: 15 characters at most */
 	snprintf(qname, sizeof(qname), "q-%.13s", d->name);
@@ -189,6 +193,7 @@ int device_alloc(struct device *d, uint64_t size, void **ret_ptr, char *err, siz
 		return rc;
 	}
 	d->allocated += size;
+	hostmem_commit(d->hostmem, size);
 	return 0;
 }
 
@@ -198,6 +203,7 @@ void device_free(struct device *d, void *ptr, uint64_t size)
 		return;
 	d->be->buf.free(d->be->buf_ctx, ptr, size);
 	d->allocated -= size;
+	hostmem_uncommit(d->hostmem, size);
 }
 
 int device_fill(struct device *d, void *dst, int value, uint64_t n)

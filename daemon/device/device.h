@@ -41,6 +41,9 @@ struct device {
 	char name[32];            /* "cpu", "cuda:0" */
 	char desc[128];
 	uint64_t floor;           /* bytes that must stay free */
+	/* host-memory devices: their buffers count as committed there from
+	 * allocation to free, touched or not (hostmem.h); NULL elsewhere */
+	struct hostmem *hostmem;
 	struct queue *q;
 	struct device_backend *be;  /* device.c: the backend's tables, contexts, properties */
 	/* statistics: loop thread unless marked */

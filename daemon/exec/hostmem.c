@@ -15,7 +15,11 @@
 void hostmem_init(struct hostmem *h, uint64_t floor)
 {
 	h->floor = floor;
+	uint64_t avail = 0, total;
+
 	atomic_store(&h->reserved, 0);
+	atomic_store(&h->committed, 0);
+	atomic_store(&h->baseline, hostmem_meminfo(&avail, &total) < 0 ? 0 : avail);
 	atomic_store(&h->avail, 0);
 	atomic_store(&h->read_ms, 0);
 }
@@ -67,9 +71,36 @@ static int available(struct hostmem *h, uint64_t n, uint64_t *ret)
 	return 0;
 }
 
+/* The baseline less what the daemon committed, or avail when that is
+ * unknown; and the baseline read anew when the daemon holds nothing. */
+static uint64_t committed_free(struct hostmem *h, uint64_t avail, uint64_t res)
+{
+	uint64_t com = atomic_load(&h->committed), base;
+
+	if (!com && !res)
+		atomic_store(&h->baseline, avail);
+	base = atomic_load(&h->baseline);
+	if (!base)
+		return avail;
+	return base > com ? base - com : 0;
+}
+
+uint64_t hostmem_free_now(struct hostmem *h, uint64_t avail)
+{
+	uint64_t res, a, b;
+
+	if (!h)
+		return avail;
+	res = atomic_load(&h->reserved);
+	a = avail > res ? avail - res : 0;
+	b = committed_free(h, avail, res);
+	b = b > res ? b - res : 0;
+	return a < b ? a : b;
+}
+
 int hostmem_reserve(struct hostmem *h, uint64_t n, char *err, size_t errlen)
 {
-	uint64_t avail, res;
+	uint64_t avail, res, fr, com;
 
 	if (available(h, n, &avail) < 0) {
 		snprintf(err, errlen, "cannot read the host's available memory (/proc/meminfo)");
@@ -77,16 +108,39 @@ int hostmem_reserve(struct hostmem *h, uint64_t n, char *err, size_t errlen)
 	}
 	res = atomic_load(&h->reserved);
 	do {
-		/* avail >= res + n + floor, without overflow */
-		if (n > avail || res > avail - n || avail - n - res < h->floor) {
+		uint64_t a = avail > res ? avail - res : 0, b = committed_free(h, avail, res);
+
+		b = b > res ? b - res : 0;
+		fr = a < b ? a : b;
+		/* fr >= n + floor, without overflow */
+		if (n > fr || fr - n < h->floor) {
+			com = atomic_load(&h->committed);
 			snprintf(err, errlen,
-				 "host memory: %.1f MiB more for this request would leave %.1f MiB available "
-				 "(%.1f MiB reserved by requests in flight), below the memory floor of %.1f MiB",
-				 n / MIB, n + res > avail ? 0.0 : (avail - n - res) / MIB, res / MIB, h->floor / MIB);
+				 "host memory: %.1f MiB more for this request would leave %.1f MiB free "
+				 "(%.1f MiB reserved by requests in flight, %.1f MiB committed to buffers), "
+				 "below the memory floor of %.1f MiB",
+				 n / MIB, n > fr ? 0.0 : (fr - n) / MIB, res / MIB, com / MIB, h->floor / MIB);
 			return PPRPC_EFLOOR;
 		}
 	} while (!atomic_compare_exchange_weak(&h->reserved, &res, res + n));
 	return 0;
+}
+
+void hostmem_commit(struct hostmem *h, uint64_t n)
+{
+	if (h)
+		atomic_fetch_add(&h->committed, n);
+}
+
+void hostmem_uncommit(struct hostmem *h, uint64_t n)
+{
+	if (h)
+		atomic_fetch_sub(&h->committed, n);
+}
+
+uint64_t hostmem_committed(struct hostmem *h)
+{
+	return h ? atomic_load(&h->committed) : 0;
 }
 
 void hostmem_release(struct hostmem *h, uint64_t n)

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1291,6 +1292,155 @@ static void test_floor_mul_mat_packing(void **state)
 	stop(d);
 }
 
+/* Memory another process of the host holds while a floor test starts and
+ * gives back in the middle: MemAvailable rises by it, the daemon's own
+ * commitments do not shrink. */
+#define HOG_BYTES (1024 * MIB)
+
+static void *hog_take(void)
+{
+	void *p = mmap(NULL, HOG_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	assert_true(p != MAP_FAILED);
+	memset(p, 1, HOG_BYTES);
+	return p;
+}
+
+static void hog_give_back(void *p)
+{
+	munmap(p, HOG_BYTES);
+	sleep_ms(300); /* MemAvailable follows a free with some delay */
+}
+
+/* The free figure a client sees (STATS: DEVICE_INFO of device 0), in MiB. */
+static uint64_t stats_free_mib(int fd)
+{
+	Pprpc__Stats st = PPRPC__STATS__INIT;
+	ProtobufCMessage *m = NULL;
+	uint64_t fr;
+
+	assert_int_equal(call(fd, MSG_STATS, 90, &st.base, &pprpc__stats_reply__descriptor, &m, NULL, 0), 0);
+	assert_true(((Pprpc__StatsReply *)m)->n_devices > 0);
+	fr = ((Pprpc__StatsReply *)m)->devices[0]->info->free_bytes / MIB;
+	meta_free(m);
+	return fr;
+}
+
+/* Finding 27.10: a legitimate 448 MiB buffer the client has not written yet,
+ * then a zero-stride MUL_MAT [2^14, 2^12] over 4 bytes of buffer whose
+ * packing temporary is 256 MiB, under a floor 512 MiB below what is
+ * available.  The buffer is committed: the floor must count it whether or
+ * not its pages were faulted in, so the packing is refused (EFLOOR) and the
+ * daemon stays well under 512 MiB above its start.  7c3ca9f checked against
+ * MemAvailable alone, which other processes move (the campaign saw it pass
+ * once and fail twice): here another process gives back 1 GiB after the
+ * buffer is allocated, every time, and 7c3ca9f let the packing run. */
+static void test_floor_counts_committed(void **state)
+{
+	enum { K = 16384, N = 4096 };
+	static char floor[32];
+	const char *common[] = { "--memory-floor-mib", floor, "--staging-mib", "8", NULL };
+	Pprpc__GraphCreate gc = PPRPC__GRAPH_CREATE__INIT;
+	Pprpc__GraphRun run = PPRPC__GRAPH_RUN__INIT;
+	Pprpc__Tensor tw = PPRPC__TENSOR__INIT, tx = PPRPC__TENSOR__INIT, td = PPRPC__TENSOR__INIT;
+	Pprpc__Tensor *ts[3] = { &tw, &tx, &td };
+	Pprpc__Node n = PPRPC__NODE__INIT, *ns[1] = { &n };
+	int64_t ne_w[4] = { K, N, 1, 1 }, ne_x[4] = { K, 1, 1, 1 }, ne_d[4] = { N, 1, 1, 1 };
+	uint64_t nb_w[4] = { 0, 0, 0, 0 }, nb_x[4] = { 4, 4 * K, 4 * K, 4 * K }, nb_d[4] = { 4, 4 * N, 4 * N, 4 * N };
+	int32_t src[2] = { 0, 1 };
+	ProtobufCMessage *m = NULL;
+	struct tdaemon *d;
+	char msg[256] = "";
+	uint64_t rss0, rss_buf, rss_run, free_mib, t0, alloc_ms;
+	int fd, code;
+
+	void *hog = hog_take();
+
+	(void)state;
+	snprintf(floor, sizeof(floor), "%" PRIu64, mem_available_mib() - 512);
+	d = start(common, NULL);
+	fd = raw_hello(d);
+	rss0 = rss_kib(d);
+	t0 = wire_now_ms();
+	(void)raw_buffer(fd, 448 * MIB); /* legitimate, and never written */
+	alloc_ms = wire_now_ms() - t0;
+	rss_buf = rss_kib(d);
+	hog_give_back(hog);
+	/* what STATS (and the metrics) show counts the buffer too: about 64 MiB
+	 * above the floor, not the 1 GiB another process just gave back */
+	free_mib = stats_free_mib(fd);
+	tw.dtype = tx.dtype = td.dtype = PPRPC_F32;
+	tw.n_ne = tx.n_ne = td.n_ne = 4;
+	tw.n_nb = tx.n_nb = td.n_nb = 4;
+	tw.ne = ne_w, tw.nb = nb_w, tw.buffer = raw_buffer(fd, 4);
+	tx.ne = ne_x, tx.nb = nb_x, tx.buffer = raw_buffer(fd, 4 * K);
+	td.ne = ne_d, td.nb = nb_d, td.buffer = raw_buffer(fd, 4 * N);
+	n.op = PPRPC_OP_MUL_MAT;
+	n.n_src = 2;
+	n.src = src;
+	n.dst = 2;
+	gc.n_tensors = 3;
+	gc.tensors = ts;
+	gc.n_nodes = 1;
+	gc.nodes = ns;
+	code = call(fd, MSG_GRAPH_CREATE, 70, &gc.base, &pprpc__graph_create_reply__descriptor, &m, msg, sizeof(msg));
+	if (code == 0) {
+		run.graph = ((Pprpc__GraphCreateReply *)m)->graph;
+		meta_free(m);
+		code = call(fd, MSG_GRAPH_RUN, 71, &run.base, NULL, NULL, msg, sizeof(msg));
+	}
+	rss_run = rss_kib(d);
+	fprintf(stderr, "floor %s MiB: daemon %" PRIu64 " MiB above its start after the 448 MiB buffer, %" PRIu64
+		" MiB after the MUL_MAT: %d (%s)\n", floor, (rss_buf - rss0) / 1024, (rss_run - rss0) / 1024, code, msg);
+	fprintf(stderr, "free shown after the buffer: %" PRId64 " MiB above the floor; BUFFER_ALLOC of 448 MiB "
+		"took %" PRIu64 " ms\n", (int64_t)free_mib - (int64_t)strtoull(floor, NULL, 10), alloc_ms);
+	assert_int_equal(code, PPRPC_EFLOOR);
+	assert_non_null(strstr(msg, "memory floor"));
+	/* nominally 64 MiB above it; 7c3ca9f showed about 1 GiB */
+	assert_true(free_mib < strtoull(floor, NULL, 10) + 512);
+	ping_ms(fd, 72);
+	close(fd);
+	stop(d);
+}
+
+/* The same class on a ggml host device: ggml's CPU buffers are malloc'ed
+ * and stay untouched until written, so under a floor 512 MiB below what is
+ * available, a 448 MiB buffer and then a 256 MiB one would commit 704 MiB,
+ * 192 MiB past the floor: the second is refused, though another process
+ * gave back 1 GiB in between (7c3ca9f let it through). */
+static void test_floor_counts_committed_ggml(void **state)
+{
+	static char floor[32];
+	const char *common[] = { "--devices", "ggml:CPU", "--memory-floor-mib", floor, NULL };
+	Pprpc__BufferAlloc a = PPRPC__BUFFER_ALLOC__INIT;
+	ProtobufCMessage *m = NULL;
+	struct tdaemon *d;
+	char msg[256] = "";
+	uint64_t rss0, rss1;
+	int fd, code;
+	void *hog = hog_take();
+
+	(void)state;
+	snprintf(floor, sizeof(floor), "%" PRIu64, mem_available_mib() - 512);
+	d = start(common, NULL);
+	fd = raw_hello(d);
+	rss0 = rss_kib(d);
+	(void)raw_buffer(fd, 448 * MIB);
+	hog_give_back(hog);
+	a.size = 256 * MIB;
+	code = call(fd, MSG_BUFFER_ALLOC, 80, &a.base, &pprpc__buffer_alloc_reply__descriptor, &m, msg, sizeof(msg));
+	if (m)
+		meta_free(m);
+	rss1 = rss_kib(d);
+	fprintf(stderr, "ggml:CPU, floor %s MiB: 448 MiB then 256 MiB committed, daemon %" PRIu64
+		" MiB resident above its start: %d (%s)\n", floor, (rss1 - rss0) / 1024, code, msg);
+	assert_int_equal(code, PPRPC_EFLOOR);
+	assert_non_null(strstr(msg, "memory floor"));
+	ping_ms(fd, 81);
+	close(fd);
+	stop(d);
+}
+
 /* ======================================================================== */
 /* 9: unbounded work from a tiny graph; drain-ms a promise                  */
 /* ======================================================================== */
@@ -1422,6 +1572,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_floor_staged_sets, teardown),
 		cmocka_unit_test_teardown(test_floor_get_copies, teardown),
 		cmocka_unit_test_teardown(test_floor_mul_mat_packing, teardown),
+		cmocka_unit_test_teardown(test_floor_counts_committed, teardown),
+		cmocka_unit_test_teardown(test_floor_counts_committed_ggml, teardown),
 		cmocka_unit_test_teardown(test_graph_work_bound, teardown),
 		cmocka_unit_test_teardown(test_drain_promise, teardown),
 	};

@@ -32,18 +32,18 @@ static void cpu_get_props(void *ctx, struct device_props *ret)
 	ret->graph_gflop_auto = 32 * (uint64_t)c->kctx.nthreads;
 }
 
-/* MemAvailable, less the host memory requests have reserved but not yet
- * touched (hostmem.h): what a buffer may take without crossing the floor. */
+/* MemAvailable less reservations, or the baseline less all the daemon has
+ * committed, the smaller (hostmem_free_now): what a buffer may take without
+ * crossing the floor, and the free figure DEVICE_INFO and the metrics show. */
 static int cpu_mem_info(void *ctx, uint64_t *ret_free, uint64_t *ret_total)
 {
 	struct cpu_dev *c = ctx;
-	uint64_t avail, total, res;
+	uint64_t avail, total;
 	int rc = hostmem_meminfo(&avail, &total);
 
 	if (rc < 0)
 		return rc;
-	res = c->hostmem ? hostmem_reserved(c->hostmem) : 0;
-	*ret_free = avail > res ? avail - res : 0;
+	*ret_free = hostmem_free_now(c->hostmem, avail);
 	*ret_total = total;
 	return 0;
 }

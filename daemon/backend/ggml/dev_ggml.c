@@ -137,18 +137,18 @@ static void gdev_get_props(void *ctx, struct device_props *ret)
 	snprintf(ret->waits_why, sizeof(ret->waits_why), "%s", gd->waits_why);
 }
 
-/* A host device sees what requests reserved of host memory too, as the
- * native cpu device does (hostmem.h): both share one memory floor. */
+/* A host device counts host memory as the native cpu device does
+ * (hostmem_free_now): reservations, and every host buffer and arena the
+ * daemon committed, touched or not (ggml's CPU buffers are malloc'ed and
+ * untouched until written: issue 27.10).  Both share one memory floor. */
 static int gdev_mem_info(void *ctx, uint64_t *ret_free, uint64_t *ret_total)
 {
 	struct ggml_device *gd = ctx;
-	uint64_t res;
 	int rc = gge_dev_memory(gd->g, ret_free, ret_total);
 
 	if (rc < 0 || !gd->g->host || !gd->hostmem)
 		return rc;
-	res = hostmem_reserved(gd->hostmem);
-	*ret_free = *ret_free > res ? *ret_free - res : 0;
+	*ret_free = hostmem_free_now(gd->hostmem, *ret_free);
 	return 0;
 }
 
