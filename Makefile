@@ -255,6 +255,7 @@ FUZZ_SRCS := $(filter-out $(GGML_SKIP),$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(T)/replay_%,$(FUZZ_SRCS))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 
+.PHONY: rule-sources
 .PHONY: all test unit integration fuzz-replay fuzz clean info run run-pprpc-bench test-install soak soak-asan test-hostile test-rdma run-fence
 # Keep intermediate objects (test and tool objects) between runs.
 .SECONDARY:
@@ -471,6 +472,11 @@ UNIT_TESTS := $(filter-out $(T)/test_ggml_rules_archs,$(UNIT_TESTS))
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 	@$(if $(filter 1,$(GGML_ON)),:,echo "== test_ggml_rules: skipped, ggml engine: $(GGML_INFO)")
+	@$(if $(filter 1,$(GGML_ON)),echo "== every ggml rule cites its kernels" && tests/ggml/rule-sources.sh $(LLAMA_DIR)/ggml/src,:)
+
+# The table of the ggml rules' source lines (issue 27's closing note).
+rule-sources:
+	@tests/ggml/rule-sources.sh --list $(LLAMA_DIR)/ggml/src
 
 # test_hostile's stand-in for a DNS that does not answer (LD_PRELOAD into
 # the daemon): never sanitized, it must load into any build of pprpcd.

@@ -10,7 +10,9 @@
 # between the previous rule and it (its comment and its static helpers) cites
 # both kernels, and that each cited file exists and has that line, so a
 # citation cannot silently point past the source after a release bump.  A
-# rule whose comment says "see rule_x" (same file) shares rule_x's kernels.
+# rule inherits the citations of the static helpers it calls (their
+# comments), and one whose comment says "see rule_x" (same file) shares
+# rule_x's.
 #
 #   tests/ggml/rule-sources.sh [--list] [GGML_SRC]   (default: ext/llama.cpp-<tag>/ggml/src)
 # --list prints every citation (the closing note's table); exit 1 on a rule
@@ -55,24 +57,43 @@ for f in daemon/backend/ggml/rules/rules_*.c; do
 			printf '%s (%s): cpu %d, cuda %d\n' "$name" "$at" $ncpu $ncuda
 		fi
 	done < <(awk -v file="$(basename "$f")" '
-		# a citation belongs to the rule whose body holds it, else to the
-		# next rule below it (its comment, its static helpers)
-		/^int rule_[a-z0-9_]+\(struct rule_ctx/ {
-			cur = $2; sub(/\(.*/, "", cur)
-			order[++n] = cur; at[cur] = file ":" FNR
-			cites[cur] = pending; pending = ""; inbody = 1
+		# A citation belongs to the function whose body holds it, else to the
+		# next function below it (its comment).  A rule has its own and those
+		# of the static helpers it calls (two levels), and with "see rule_x"
+		# those of rule_x.
+		function start(name, isrule) {
+			cur = name; cites[cur] = pending; pending = ""; inbody = 1
+			if (isrule) { order[++n] = cur; at[cur] = file ":" FNR }
 			if (palias != "") alias[cur] = palias
-			palias = ""; next
+			palias = ""
+		}
+		function gather(f, depth,   k, cs, parts, np) {
+			cs = cites[f]
+			if (depth < 2 && (f in calls)) {
+				np = split(calls[f], parts, " ")
+				for (k = 1; k <= np; k++)
+					if (parts[k] != f && (parts[k] in cites)) cs = cs " " gather(parts[k], depth + 1)
+			}
+			return cs
+		}
+		/^int rule_[a-z0-9_]+\(struct rule_ctx/ { nm = $2; sub(/\(.*/, "", nm); start(nm, 1); next }
+		/^static [^=;]*[a-z0-9_]+\([^;]*$/ {
+			nm = $0; sub(/\(.*/, "", nm); sub(/.*[^a-z0-9_]/, "", nm); start(nm, 0); next
 		}
 		inbody && /^}/ { inbody = 0; next }
 		{
-			# "see rule_x": the same kernels, cited once at rule_x
 			s = $0
 			while (match(s, /see rule_[a-z0-9_]+/)) {
 				m = substr(s, RSTART + 4, RLENGTH - 4)
 				if (inbody) alias[cur] = m; else palias = m
 				s = substr(s, RSTART + RLENGTH)
 			}
+			s = $0
+			if (inbody)
+				while (match(s, /[a-z_][a-z0-9_]*\(/)) {
+					calls[cur] = calls[cur] " " substr(s, RSTART, RLENGTH - 1)
+					s = substr(s, RSTART + RLENGTH)
+				}
 			s = $0
 			while (match(s, /(cpu|cuda): ggml-[a-z]+\/[A-Za-z0-9_.\/-]+:[0-9]+/)) {
 				m = substr(s, RSTART, RLENGTH)
@@ -85,8 +106,8 @@ for f in daemon/backend/ggml/rules/rules_*.c; do
 		}
 		END {
 			for (i = 1; i <= n; i++) {
-				r = order[i]; cs = cites[r]
-				if (r in alias) cs = cs " " cites[alias[r]]
+				r = order[i]; cs = gather(r, 0)
+				if (r in alias) cs = cs " " gather(alias[r], 0)
 				printf "%s\t%s\t%s\n", r, at[r], cs
 			}
 		}

@@ -58,7 +58,9 @@ int rule_soft_max(struct rule_ctx *c)
  * cpu: ggml-cpu/ops.cpp:8732 Q converted DK at a time: DK a multiple of K's vec_dot block (DK == k->ne[0], block-checked)
  * cpu: ggml-cpu/ops.cpp:8721 mask row iq1 (< mask ne1), KV positions < mask ne0, heads iq2 % mask ne2, iq3 % mask ne3
  * cpu: ggml-cpu/ops.cpp:8662 rk2 = neq2/nek2, ops.cpp:8725 divides by it (8665/8729 for V): neq2 a positive multiple of nek2, nev2
- * cuda: ggml-cuda supports_op picks the kernel per head size and type; the rules keep the shapes and types both index with
+ * cuda: ggml-cuda/fattn.cu:772 supports_op is "a kernel exists for these head sizes and types" (ggml_cuda_get_best_fattn_kernel), which the engine asks before a run
+ * cuda: ggml-cuda/fattn-common.cuh:994 Q and the result F32; fattn-common.cuh:997 nb[0] of Q, K, V the element size; fattn-common.cuh:1001 mask F16
+ * cuda: ggml-cuda/fattn.cu:142 the sparse path only for n_kv_max > 0 (op_params[4]), then n_kv_max <= K rows (fattn-common.cuh:1101)
  */
 int rule_flash_attn_ext(struct rule_ctx *c)
 {
