@@ -30,6 +30,7 @@ static int dense(struct rule_ctx *c, const struct ggml_tensor *t, const char *na
  * cpu: ggml-cpu/ops.cpp:9735 src0 at ir*nb01 + i2*nb00 + i3*nb02, weights at ir*nb11, read flat within a row of d_conv
  * cuda: ggml-cuda/ssm-conv.cu:181 the same nb asserts (181-183); ssm-conv.cu:156 aborts unless d_conv is 3, 4, 5, 9 or 15
  * cuda: ggml-cuda/ssm-conv.cu:132 asserts d_inner % threads == 0 (supports_op, ggml-cuda.cu:5489, refuses d_inner % 128)
+ * cuda: ggml-cuda/ssm-conv.cu:143 grid (n_s, d_inner / 128, n_t / 32): y and z <= 65535; ssm-conv.cu:127 byte strides passed as int
  */
 int rule_ssm_conv(struct rule_ctx *c)
 {
@@ -48,6 +49,12 @@ int rule_ssm_conv(struct rule_ctx *c)
 	TRY(rules_nb0(c, sx, "src0"));
 	REQ(c, sx->nb[1] == (size_t)sx->ne[0] * sizeof(float), "src0 rows must be dense");
 	TRY(rules_contiguous(c, w, "weights"));
+	/* ggml-cuda's grid (y = d_inner / 128, z = n_t / 32, at most 65535) and
+	 * its int byte strides */
+	REQ(c, d_inner / 128 < 65535 && n_t / 32 < 65535 && n_s <= INT32_MAX,
+	    "src0 " NE_FMT " exceeds ggml-cuda's grid", NE_ARGS(sx));
+	REQ(c, sx->nb[2] <= INT32_MAX && w->nb[1] <= INT32_MAX && c->node->nb[2] <= INT32_MAX,
+	    "strides beyond ggml-cuda's int byte offsets");
 	/* ggml-cuda aborts on other kernel sizes (its supports_op does not check) */
 	REQ(c, d_conv == 3 || d_conv == 4 || d_conv == 5 || d_conv == 9 || d_conv == 15,
 	    "kernel size %lld (3, 4, 5, 9 or 15)", (long long)d_conv);
