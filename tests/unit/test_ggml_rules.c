@@ -1600,6 +1600,21 @@ static void test_mul_mat_row_strides(void **state)
 	ggml_free(ctx);
 }
 
+/* MUL_MAT_ID with an F16 src1 over F16 experts: ggml-cpu converts, but
+ * ggml-cuda asserts src1 F32 (ggml-cuda.cu:1915) while its supports_op lets
+ * F16 x F16 through, so a ggml:CUDA rank aborted */
+static void test_mul_mat_id_src1_f32(void **state)
+{
+	struct ggml_context *ctx = meta_ctx();
+	struct ggml_tensor *as = ggml_new_tensor_3d(ctx, GGML_TYPE_F16, 64, 32, 4);
+	struct ggml_tensor *ids = ggml_new_tensor_2d(ctx, GGML_TYPE_I32, 2, 8);
+	struct ggml_tensor *ok = ggml_mul_mat_id(ctx, as, ggml_new_tensor_3d(ctx, F32, 64, 2, 8), ids);
+	struct ggml_tensor *bad = ggml_mul_mat_id(ctx, as, ggml_new_tensor_3d(ctx, GGML_TYPE_F16, 64, 2, 8), ids);
+	expect_ok(ok, "mul_mat_id, F16 experts, F32 src1");
+	expect_bad(bad, "mul_mat_id, F16 src1");
+	ggml_free(ctx);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1633,6 +1648,7 @@ int main(void)
 		cmocka_unit_test(test_ssm_scan_size1_strides),
 		cmocka_unit_test(test_add_id_grid),
 		cmocka_unit_test(test_mul_mat_row_strides),
+		cmocka_unit_test(test_mul_mat_id_src1_f32),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

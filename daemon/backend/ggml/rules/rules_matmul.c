@@ -125,6 +125,8 @@ int rule_mul_mat(struct rule_ctx *c)
  * cpu: ggml-cpu/ggml-cpu.c:1620 asserts src1 F32 when it is not vec_dot_type
  * cpu: ggml-cpu/ggml-cpu.c:1659 matrix_row_counts[id] with the id read from data (ggml_guard.c)
  * cuda: ggml-cuda/mmid.cu:136 asserts n_tokens < 2^22; mmid.cu:137 n_expert_used < 2^10; mmid.cu:147 shared memory for them
+ * cuda: ggml-cuda/ggml-cuda.cu:1915 asserts src1 F32 whatever src0 is (its supports_op, ggml-cuda.cu:5199, lets F16 x F16 through)
+ * cuda: ggml-cuda/ggml-cuda.cu:1955 asserts nb12 % nb11 == 0 and nb2 % nb1 == 0 on the gather path
  *  as  -> [cols, rows, n_expert]
  *  b   -> [cols, n_expert_used (or 1, broadcast), n_tokens]
  *  ids -> [n_expert_used, n_tokens] (i32)
@@ -148,6 +150,8 @@ int rule_mul_mat_id(struct rule_ctx *c)
 	TRY(matmul_prec(c));
 
 	TRY(matmul_types(c, as, b));
+	/* ggml-cuda's MUL_MAT_ID aborts on any other src1 */
+	TRY(rules_type(c, b, "src1 (MUL_MAT_ID)", TB_F32));
 	TRY(matmul_layout(c, as, b));
 	TRY(rules_nb0(c, ids, "ids"));
 	TRY(rules_strides_elems(c, ids, "ids"));
