@@ -83,8 +83,10 @@ static struct {
 /* The counts, once at exit (libFuzzer exits through exit()). */
 static void fz_report(void)
 {
-	fprintf(stderr, "fuzz_ggml_graph: %lu inputs, %lu graphs accepted, %lu ran on ggml-cpu\n", fz.inputs, fz.built,
-		fz.computed);
+	const double n = fz.inputs ? (double)fz.inputs : 1.0;
+
+	fprintf(stderr, "fuzz_ggml_graph: %lu inputs, %lu graphs accepted (%.1f%%), %lu ran on ggml-cpu (%.1f%%)\n",
+		fz.inputs, fz.built, 100.0 * fz.built / n, fz.computed, 100.0 * fz.computed / n);
 }
 
 static void fz_init(void)
