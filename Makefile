@@ -628,8 +628,9 @@ INSTALL_BINS := pprpcd pprpcctl pp-fence-test pprpc-demo
 # variants, ggml-cuda when the build has it) go to PREFIX/lib/pprpc, symlinks
 # kept, for pprpcd alone: llama.cpp's tools keep their own ggml, which the
 # plugin uses (and checks, util/ggml_release.h).
-GGML_INSTALL_LIBS := $(if $(GGML_LINK),$(wildcard $(GGML_LIB_DIR)/libggml.so* $(GGML_LIB_DIR)/libggml-base.so* \
-	$(GGML_LIB_DIR)/libggml-cpu*.so $(GGML_LIB_DIR)/libggml-cuda*.so))
+# (all of ggml's libraries: a build without the loader links its backends,
+# ggml-cpu and ggml-rpc, into libggml as NEEDED libraries)
+GGML_INSTALL_LIBS := $(if $(GGML_LINK),$(wildcard $(GGML_LIB_DIR)/libggml*.so*))
 install: all $(BUILD)/install/pprpcd
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include \
 		$(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/pprpc \

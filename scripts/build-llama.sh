@@ -69,7 +69,10 @@ if [ "${LLAMA_NATIVE:-0}" = 1 ]; then
 	cpu_flags=(-DGGML_BACKEND_DL=OFF -DGGML_NATIVE=ON)
 fi
 if [ "${LLAMA_SANITIZE:-0}" = 1 ]; then
-	cpu_flags=(-DGGML_BACKEND_DL=OFF -DGGML_NATIVE=ON -DGGML_SANITIZE_ADDRESS=ON -DGGML_SANITIZE_UNDEFINED=ON)
+	# one CPU backend linked into libggml (no loader): libggml finds it
+	# beside itself, so an installed rank (PREFIX/lib/pprpc) needs no build tree
+	cpu_flags=(-DGGML_BACKEND_DL=OFF -DGGML_NATIVE=ON -DGGML_SANITIZE_ADDRESS=ON -DGGML_SANITIZE_UNDEFINED=ON
+		"-DCMAKE_BUILD_RPATH=\$ORIGIN")
 fi
 cuda_flags=()
 if [ "${LLAMA_CUDA:-0}" = 1 ]; then
