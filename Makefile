@@ -373,9 +373,23 @@ LLAMA_TEST_DEPS :=
 endif
 ifneq ($(SANITIZE),)
 # A sanitized plugin cannot load into llama.cpp's unsanitized tools (the
-# sanitizer runtime must come first in the process).
+# sanitizer runtime must come first in the process), but their graphs can
+# run on sanitized ranks: llama.cpp's tools with the plain plugin, every
+# rank this build's pprpcd over ggml's sanitized build (a soak of
+# llama.cpp's own graphs under ASan+UBSan: generation over two ranks, and
+# test-llama-archs' architectures).
+LLAMA_SAN_SUITES := generate archs
 test-llama test-llama-full:
-	@echo "test-llama: skipped in a SANITIZE build (the llama.cpp tools are not sanitized); run it in the plain build"
+ifeq ($(GGML_ON),1)
+	@$(MAKE) --no-print-directory SANITIZE= BUILD=build build/lib/libggml-pprpc.so build/bin/pprpcctl \
+		build/tests/gguf-add-vocab >/dev/null
+	@rc=0; for t in $(LLAMA_SAN_SUITES); do \
+		echo "== tests/llama/$$t.sh: llama.cpp's graphs on ranks under $(SANITIZE) ($(B)/pprpcd, $(GGML_LIB_DIR))"; \
+		GGML_ON=1 BUILD=build PPRPCD=$(B)/pprpcd LLAMA_BIN=$(LLAMA_BUILD)/bin tests/llama/$$t.sh || rc=1; \
+	done; exit $$rc
+else
+	@echo "test-llama: skipped: pprpc built without the pinned llama.cpp (GGML_ON=0)"
+endif
 else
 test-llama: $(LLAMA_TEST_DEPS)
 	@GGML_ON=$(GGML_ON) BUILD=$(BUILD) LLAMA_BIN=$(GGML_LIB_DIR) tests/llama/run.sh

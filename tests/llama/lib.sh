@@ -102,13 +102,24 @@ stop_ranks() {
 }
 
 cleanup() {
+	local st=$? d
 	stop_ranks
+	# a sanitized rank (make SANITIZE=... test-llama) that reported, at
+	# exit (LeakSanitizer) or on the way, fails the test whatever it printed
+	for d in "${RANK_DIRS[@]}"; do
+		if grep -qE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "$d/log" 2>/dev/null; then
+			echo "FAIL: a rank's sanitizer report ($d/log):" >&2
+			grep -m 8 -A 6 -E "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" "$d/log" >&2
+			FAILED=1
+		fi
+	done
 	if [ "$FAILED" != 0 ] || [ -n "${PPRPC_KEEP_LOGS:-}" ]; then
 		dump_rank_logs
 		echo "(logs kept in $TMP_ROOT)" >&2
 	else
 		rm -rf "$TMP_ROOT"
 	fi
+	[ "$FAILED" = 0 ] || [ "$st" != 0 ] || exit 1
 }
 trap cleanup EXIT
 
