@@ -120,6 +120,26 @@ int rules_contiguous(struct rule_ctx *c, const struct ggml_tensor *t, const char
 	return rules_nb0(c, t, name);
 }
 
+/*
+ * Strides exactly those of a fresh tensor, every dimension included (also
+ * the size-1 ones above the last larger one, which rules_contiguous leaves
+ * free): for kernels that step by every stride whatever the extent — the
+ * sorts walk rows flat at i * nb[1] (ggml-cpu/ops.cpp:8507), SSM_SCAN writes
+ * its result state at i3 * s->nb[3] (ops.cpp:9821), ggml-cuda chooses its
+ * Mamba kernel by A->nb[1].
+ */
+int rules_dense(struct rule_ctx *c, const struct ggml_tensor *t, const char *name)
+{
+	size_t nb = ggml_type_size(t->type);
+
+	for (int i = 0; i < GGML_MAX_DIMS; i++) {
+		REQ(c, t->nb[i] == nb, "%s nb[%d]=%zu, must be dense (%zu), size-1 dimensions included", name, i,
+		    t->nb[i], nb);
+		nb *= (size_t)(i == 0 ? t->ne[0] / ggml_blck_size(t->type) : t->ne[i]);
+	}
+	return 0;
+}
+
 bool rules_has_to_float(enum ggml_type type)
 {
 	/* ggml.c:632 type_traits[].to_float, called unchecked by

@@ -105,6 +105,8 @@ int rules_dup_or_inplace(struct rule_ctx *c, const struct ggml_tensor *a);
 /* contiguous as the kernels walk it: also every stride below the last dim of
  * size > 1 dense (ggml's own check ignores a size-1 dim's stride) */
 int rules_contiguous(struct rule_ctx *c, const struct ggml_tensor *t, const char *name);
+/* every stride that of a fresh tensor, size-1 dimensions included */
+int rules_dense(struct rule_ctx *c, const struct ggml_tensor *t, const char *name);
 /* the type has ggml's to_float (dequantization); Q8_1, Q8_K have none */
 bool rules_has_to_float(enum ggml_type type);
 int rules_contiguous_1(struct rule_ctx *c, const struct ggml_tensor *t, const char *name);

@@ -88,24 +88,6 @@ int rule_set_rows(struct rule_ctx *c)
 }
 
 /*
- * Strides exactly those of a fresh tensor, size-1 dimensions included.
- * ggml_is_contiguous skips the stride of a dimension of size 1, but kernels
- * that walk the rows as one flat run (row i at i * nb[1]) step by it anyway:
- * a [n, 1, 4] source with nb[1] = 2^30 is "contiguous" and read 3 GiB past
- * its end.  (Static here: rules_common.c is another helper's file.)
- */
-static int dense(struct rule_ctx *c, const struct ggml_tensor *t, const char *name)
-{
-	size_t nb = ggml_type_size(t->type);
-	for (int i = 0; i < GGML_MAX_DIMS; i++) {
-		REQ(c, t->nb[i] == nb, "%s nb[%d]=%zu, its rows must be dense (%zu), size-1 dimensions included",
-		    name, i, t->nb[i], nb);
-		nb *= (size_t)(i == 0 ? t->ne[0] / ggml_blck_size(t->type) : t->ne[i]);
-	}
-	return 0;
-}
-
-/*
  * ARGSORT, TOP_K, ARGMAX preconditions:
  * cpu: ggml-cpu/ops.cpp:8507 argsort reads row i at i*nb01 for i < ggml_nrows (flat rows: nb01 stepped even when ne01 == 1)
  * cpu: ggml-cpu/ops.cpp:8577 top_k likewise, i*nb01 for every row
@@ -125,7 +107,7 @@ static int sort_common(struct rule_ctx *c)
 
 	TRY(rules_type(c, a, "src0", TB_F32));
 	TRY(rules_contiguous(c, a, "src0"));
-	TRY(dense(c, a, "src0"));
+	TRY(rules_dense(c, a, "src0"));
 	REQ(c, a->ne[0] > 0, "rows of 0 elements (nothing to sort)");
 	const int64_t nrows = a->ne[1] * a->ne[2] * a->ne[3];
 	REQ(c, a->ne[0] <= INT32_MAX && nrows <= INT32_MAX / a->ne[0],

@@ -6,24 +6,6 @@
 #include "rules_impl.h"
 
 /*
- * Strides exactly those of a fresh tensor, size-1 dimensions included:
- * ggml_is_contiguous skips them, and these kernels still read or write
- * through them (ssm_scan's result state at i3 * s->nb[3], ggml-cuda's
- * Mamba-1/2 choice by A->nb[1]).  Static: rules_common.c is another
- * helper's file.
- */
-static int dense(struct rule_ctx *c, const struct ggml_tensor *t, const char *name)
-{
-	size_t nb = ggml_type_size(t->type);
-	for (int i = 0; i < GGML_MAX_DIMS; i++) {
-		REQ(c, t->nb[i] == nb, "%s nb[%d]=%zu, must be dense (%zu), size-1 dimensions included",
-		    name, i, t->nb[i], nb);
-		nb *= (size_t)(i == 0 ? t->ne[0] / ggml_blck_size(t->type) : t->ne[i]);
-	}
-	return 0;
-}
-
-/*
  * SSM_CONV preconditions:
  * cpu: ggml-cpu/ops.cpp:9718 asserts dst ne0 == d_inner; ops.cpp:9719-9721 nb00 == nb10 == 4 and src0 rows dense (nb01 == ne00*4)
  * cpu: ggml-cpu/ops.cpp:9712 d_conv, row length, d_inner, tokens and sequences held in int
@@ -81,10 +63,10 @@ int rule_ssm_scan(struct rule_ctx *c)
 
 	REQ(c, K >= 1, "K=%d must be >= 1", K);
 	TRY(rules_contiguous(c, s, "s"));
-	TRY(dense(c, s, "s"));
+	TRY(rules_dense(c, s, "s"));
 	TRY(rules_contiguous(c, dt, "dt"));
 	TRY(rules_contiguous(c, A, "A"));
-	TRY(dense(c, A, "A"));
+	TRY(rules_dense(c, A, "A"));
 	TRY(rules_nb0(c, x, "x"));
 	TRY(rules_nb0(c, B, "B"));
 	TRY(rules_nb0(c, C, "C"));
