@@ -129,14 +129,13 @@ static int on_meta(void *ctx, const struct frame_hdr *h, const uint8_t *meta, si
 	return 0;
 }
 
+/* The caller holds a reference: a handler may close the connection. */
 static void run_request(struct conn *c, struct request *r)
 {
-	conn_ref(c);
 	if (r->err)
 		qreq_refuse(c, r, r->err, r->errmsg);
 	else
 		r->h->run(c, r);
-	conn_unref(c);
 }
 
 /* Keep the frame just read for after the busy request (moved, not copied:
@@ -193,17 +192,17 @@ static int on_frame(void *ctx, const struct frame_hdr *h)
 	(void)h;
 	c->requests++;
 	c->d->stats.requests++;
+	conn_ref(c);
 	/* Behind a request still running off the loop, a frame waits: the
 	 * client sees its connection's requests run in the order it sent
 	 * them (a GRAPH_RUN of the graph being created, a queued command
 	 * behind its first run). */
-	if (c->busy) {
+	if (c->busy)
 		defer(c);
-		request_reset(c);
-		return 0;
-	}
-	run_request(c, r);
+	else
+		run_request(c, r);
 	request_reset(c);
+	conn_unref(c);
 	return 0;
 }
 
@@ -371,6 +370,7 @@ void conn_busy_end(struct conn *c)
 {
 	struct deferred *q;
 
+	conn_ref(c);
 	c->busy = 0;
 	/* in order, until one of them is itself off the loop again */
 	while (!c->busy && (q = c->defer_head)) {
@@ -381,6 +381,7 @@ void conn_busy_end(struct conn *c)
 		free(q);
 	}
 	pause_apply(c);
+	conn_unref(c);
 }
 
 /* Pause reading above the high-water marks, resume below half of them. */
