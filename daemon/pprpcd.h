@@ -148,6 +148,9 @@ struct pprpcd {
 	char unavail[PPRPCD_MAX_DEVICES][256];  /* configured devices that cannot run, and why */
 	uint32_t nunavail;
 	int stopping;
+	/* creates on libuv's threadpool (h_ggml.c): the devices they read
+	 * stay open until the last comes back (pprpcd_conn_gone) */
+	uint32_t async_creates;
 	/* Shared key (proto/auth.h); auth_key_len 0 = no authentication. */
 	uint8_t auth_key[4096];
 	size_t auth_key_len;

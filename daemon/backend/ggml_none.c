@@ -28,6 +28,32 @@ int ggml_serve_graph_create(struct pprpcd *d, struct owner *o, const Pprpc__Ggml
 	return PPRPC_EUNSUPP;
 }
 
+int ggml_serve_create_begin(struct pprpcd *d, struct owner *o, const Pprpc__GgmlGraphCreate *m,
+			    struct ggml_create **ret_j, char *err, size_t errlen)
+{
+	(void)d, (void)o, (void)m, (void)ret_j;
+	snprintf(err, errlen, "%s", WHY);
+	return PPRPC_EUNSUPP;
+}
+
+/* begin never makes a job here: nothing reaches these */
+void ggml_serve_create_build(struct ggml_create *j)
+{
+	(void)j;
+}
+
+int ggml_serve_create_finish(struct ggml_create *j, struct graph **ret_g, char *err, size_t errlen)
+{
+	(void)j, (void)ret_g;
+	snprintf(err, errlen, "%s", WHY);
+	return PPRPC_EUNSUPP;
+}
+
+void ggml_serve_create_drop(struct ggml_create *j)
+{
+	(void)j;
+}
+
 int ggml_serve_supports(struct pprpcd *d, struct owner *o, const Pprpc__GgmlSupports *m, bool *ret_ok, char *why,
 			size_t whylen)
 {

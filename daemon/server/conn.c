@@ -32,10 +32,15 @@ static void refuse(struct request *r, int code, const char *fmt, ...)
 	va_end(ap);
 }
 
-static void request_reset(struct conn *c)
-{
-	struct request *r = &c->cur;
+/* A request deferred behind one that runs off the loop (conn_busy_begin):
+ * it owns everything request_clear frees. */
+struct deferred {
+	struct request r;
+	struct deferred *next;
+};
 
+static void request_clear(struct conn *c, struct request *r)
+{
 	meta_free(r->msg);
 	r->msg = NULL;
 	if (r->bulk_buf)
@@ -47,6 +52,11 @@ static void request_reset(struct conn *c)
 	r->err = 0;
 	r->errmsg[0] = '\0';
 	r->h = NULL;
+}
+
+static void request_reset(struct conn *c)
+{
+	request_clear(c, &c->cur);
 }
 
 static int on_header(void *ctx, const struct frame_hdr *h)
@@ -76,11 +86,12 @@ static int on_header(void *ctx, const struct frame_hdr *h)
 			 CONN_HELLO_MAX_META);
 		return PPRPC_EPROTO;
 	}
-	if (c->queued_cmds + c->waits + c->unsent_replies >= c->d->opts.max_conn_inflight) {
+	if (c->queued_cmds + c->waits + c->unsent_replies + c->ndeferred >= c->d->opts.max_conn_inflight) {
 		snprintf(r->errmsg, sizeof(r->errmsg),
 			 "connection in-flight limit (%u) reached: %" PRIu64 " commands queued, %" PRIu64
-			 " waits, probes and pulls pending, %" PRIu64 " replies unsent; closing",
-			 c->d->opts.max_conn_inflight, c->queued_cmds, c->waits, c->unsent_replies);
+			 " waits, probes and pulls pending, %" PRIu64 " replies unsent, %" PRIu64
+			 " requests deferred; closing",
+			 c->d->opts.max_conn_inflight, c->queued_cmds, c->waits, c->unsent_replies, c->ndeferred);
 		return PPRPC_ELIMIT;
 	}
 	r->h = dispatch_lookup(h->type);
@@ -118,18 +129,78 @@ static int on_meta(void *ctx, const struct frame_hdr *h, const uint8_t *meta, si
 	return 0;
 }
 
+/* The caller holds a reference: a handler may close the connection. */
+static void run_request(struct conn *c, struct request *r)
+{
+	if (r->err)
+		qreq_refuse(c, r, r->err, r->errmsg);
+	else
+		r->h->run(c, r);
+}
+
+/* Keep the frame just read for after the busy request (moved, not copied:
+ * c->cur is reset for the next frame). */
+static void defer(struct conn *c)
+{
+	struct deferred *q = calloc(1, sizeof(*q));
+
+	if (!q) {
+		/* running it now would break the stream's order */
+		LOG(c->d, LOG_ERR_, "conn %" PRIu64 " (%s): out of memory deferring %s; closing", c->id, c->name,
+		    msg_type_name(c->cur.hdr.type));
+		conn_close(c);
+		return;
+	}
+	q->r = c->cur;
+	c->cur.msg = NULL;
+	c->cur.bulk_buf = NULL;
+	c->cur.stage = NULL;
+	c->cur.stage_len = 0;
+	*c->defer_tail = q;
+	c->defer_tail = &q->next;
+	c->ndeferred++;
+}
+
+static struct deferred *undefer(struct conn *c)
+{
+	struct deferred *q = c->defer_head;
+
+	if (!q)
+		return NULL;
+	c->defer_head = q->next;
+	if (!c->defer_head)
+		c->defer_tail = &c->defer_head;
+	c->ndeferred--;
+	return q;
+}
+
+static void drop_deferred(struct conn *c)
+{
+	struct deferred *q;
+
+	while ((q = undefer(c))) {
+		request_clear(c, &q->r);
+		free(q);
+	}
+}
+
 static int on_frame(void *ctx, const struct frame_hdr *h)
 {
 	struct conn *c = ctx;
 	struct request *r = &c->cur;
 
+	(void)h;
 	c->requests++;
 	c->d->stats.requests++;
 	conn_ref(c);
-	if (r->err)
-		qreq_refuse(c, r, r->err, r->errmsg);
+	/* Behind a request still running off the loop, a frame waits: the
+	 * client sees its connection's requests run in the order it sent
+	 * them (a GRAPH_RUN of the graph being created, a queued command
+	 * behind its first run). */
+	if (c->busy)
+		defer(c);
 	else
-		r->h->run(c, r);
+		run_request(c, r);
 	request_reset(c);
 	conn_unref(c);
 	return 0;
@@ -180,6 +251,7 @@ static void on_close(void *ctx, int status)
 	conn_cancel_lwaits(c);
 	owner_release(d, &c->own);
 	request_reset(c);
+	drop_deferred(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -227,6 +299,7 @@ void conn_accept(struct pprpcd *d, struct transport_conn *t)
 	c->d = d;
 	c->t = t;
 	c->refs = 1; /* the transport's */
+	c->defer_tail = &c->defer_head;
 	c->id = ++d->next_conn_id;
 	c->born_ms = uv_now(d->loop);
 	owner_init(&c->own, d->opts.max_conn_bytes, d->opts.max_conn_buffers, d->opts.max_conn_graphs);
@@ -270,6 +343,47 @@ void conn_expire_hello(struct pprpcd *d, uint64_t now_ms)
 #define HIGH_CMDS 4096
 #define HIGH_STAGED (256ull << 20)
 
+/* Reading is paused for two reasons, each with its own flag — the
+ * high-water marks (flow, c->paused) and a request off the loop (c->busy)
+ * — and resumes only when neither holds: the one ending must not undo the
+ * other. */
+static void pause_apply(struct conn *c)
+{
+	int want = c->paused || c->busy;
+
+	if (!c->t || want == c->read_paused)
+		return;
+	c->read_paused = want;
+	if (want)
+		transport_pause(c->t);
+	else
+		transport_resume(c->t);
+}
+
+void conn_busy_begin(struct conn *c)
+{
+	c->busy = 1;
+	pause_apply(c);
+}
+
+void conn_busy_end(struct conn *c)
+{
+	struct deferred *q;
+
+	conn_ref(c);
+	c->busy = 0;
+	/* in order, until one of them is itself off the loop again */
+	while (!c->busy && (q = c->defer_head)) {
+		undefer(c);
+		if (!c->closing && !c->closed)
+			run_request(c, &q->r);
+		request_clear(c, &q->r);
+		free(q);
+	}
+	pause_apply(c);
+	conn_unref(c);
+}
+
 /* Pause reading above the high-water marks, resume below half of them. */
 static void flow(struct conn *c)
 {
@@ -283,10 +397,10 @@ static void flow(struct conn *c)
 	if (!c->paused && (n > high || c->staged_bytes > HIGH_STAGED)) {
 		c->paused = 1;
 		LOG(c->d, LOG_DEBUG_, "conn %" PRIu64 ": paused (%" PRIu64 " in flight)", c->id, n);
-		transport_pause(c->t);
+		pause_apply(c);
 	} else if (c->paused && n <= high / 2 && c->staged_bytes <= HIGH_STAGED / 2) {
 		c->paused = 0;
-		transport_resume(c->t);
+		pause_apply(c);
 	}
 }
 

@@ -36,6 +36,7 @@ struct pprpcd;
 struct dbuf;
 struct handler;
 struct lwait;
+struct deferred;
 
 struct request {
 	struct frame_hdr hdr;
@@ -74,7 +75,13 @@ struct conn {
 	 * it (conn_copy_*: the device worker makes them, the loop frees them) */
 	atomic_uint_least64_t copy_bytes;
 	atomic_int copy_waiting;    /* a GET waits for copy_bytes to go down */
-	int paused;
+	int paused;                 /* above the high-water marks (flow) */
+	int read_paused;            /* the transport is paused, for that or for busy */
+	/* A request of this connection runs off the loop (a large ggml
+	 * create): the frames read meanwhile wait in order behind it. */
+	int busy;
+	struct deferred *defer_head, **defer_tail;
+	uint64_t ndeferred;         /* counted against max-conn-inflight */
 	/* authentication (authn.c): the outstanding challenge of this connection */
 	uint8_t auth_nonce[32];
 	uint64_t auth_nonce_ms;     /* loop time it was issued */
@@ -112,6 +119,13 @@ void conn_reply_sent(struct conn *c);
  * max-conn-inflight like a queued command. */
 void conn_wait_begin(struct conn *c);
 void conn_wait_end(struct conn *c);
+
+/* A request that leaves the loop (h_ggml.c: a large create) marks its
+ * connection busy until it is back: reading pauses, the frames already
+ * read are deferred, and busy_end runs them in order (dropping them if the
+ * connection is closing) before reading resumes.  Loop only. */
+void conn_busy_begin(struct conn *c);
+void conn_busy_end(struct conn *c);
 
 /* Replies are counted in bytes too (issue 19.13: back-pressure counted
  * replies, and 48 queued 8 MiB GETs of a client that never reads grew the

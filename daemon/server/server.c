@@ -401,7 +401,7 @@ void pprpcd_conn_closed(struct pprpcd *d, struct conn *c)
 
 void pprpcd_conn_gone(struct pprpcd *d)
 {
-	if (d->stopping && !d->conns)
+	if (d->stopping && !d->conns && !d->async_creates)
 		release_devices(d);
 }
 

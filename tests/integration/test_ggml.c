@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1575,6 +1576,225 @@ static void test_held_buffer_charge(void **state)
 	assert_int_equal(tdaemon_stop(&d), 0);
 }
 
+/* ---- long creates off the loop (issue 27.3) ------------------------------- */
+
+/* A chain of n nodes over x, y [8] f32 and ids [1] i32: ADDs of y to x
+ * (out = x + n y), or GET_ROWS of row ids[0] (the index guards make these
+ * the slow ones to build: ~60 ms for the chain below on one core, where the
+ * ADDs take ~13).  Either create is near max-meta-kib's 1 MiB (about 127
+ * bytes a node), the size that took the loop ~0.1 s on 7c3ca9f. */
+#define CHAIN_NODES 7500
+enum { CHAIN_ADD, CHAIN_ROWS };
+
+struct chain {
+	struct ggml_context *ctx;
+	struct ggml_tensor *x, *y, *ids, *out;
+	ggml_backend_buffer_t lb;
+	uint64_t rb;
+};
+
+static void chain_build(struct model *m, struct chain *ch, int n, int op)
+{
+	struct ggml_init_params p = {
+		.mem_size = (size_t)(n + 16) * ggml_tensor_overhead() + ggml_graph_overhead_custom(16384, false),
+		.mem_buffer = NULL,
+		.no_alloc = true,
+	};
+	struct ggml_tensor *cur;
+	float one[8];
+	int32_t zero = 0;
+	uintptr_t base;
+
+	ch->ctx = ggml_init(p);
+	assert_non_null(ch->ctx);
+	ch->x = ggml_new_tensor_1d(ch->ctx, GGML_TYPE_F32, 8);
+	ch->y = ggml_new_tensor_1d(ch->ctx, GGML_TYPE_F32, 8);
+	ch->ids = ggml_new_tensor_1d(ch->ctx, GGML_TYPE_I32, 1);
+	cur = ch->x;
+	for (int i = 0; i < n; i++)
+		cur = op == CHAIN_ROWS ? ggml_get_rows(ch->ctx, cur, ch->ids) : ggml_add(ch->ctx, cur, ch->y);
+	ch->out = cur;
+	push_local(m, ch->ctx, ch->out, &ch->lb, &ch->rb);
+	base = (uintptr_t)ggml_backend_buffer_get_base(ch->lb);
+	for (int i = 0; i < 8; i++)
+		one[i] = 1.0f;
+	set_remote(m, ch->rb, (uintptr_t)ch->x->data - base, one, sizeof(one));
+	if (op == CHAIN_ROWS)
+		set_remote(m, ch->rb, (uintptr_t)ch->ids->data - base, &zero, sizeof(zero));
+	else
+		set_remote(m, ch->rb, (uintptr_t)ch->y->data - base, one, sizeof(one));
+}
+
+static void chain_free(struct model *m, struct chain *ch)
+{
+	gw_free(&m->wg);
+	ggml_backend_buffer_free(ch->lb);
+	ggml_free(ch->ctx);
+}
+
+static uint64_t out_offset(const struct chain *ch)
+{
+	return (uintptr_t)ch->out->data - (uintptr_t)ggml_backend_buffer_get_base(ch->lb);
+}
+
+/* The first of fds a and b to become readable within timeout_ms: 1 for a,
+ * 2 for b, 3 for both at once, 0 for neither. */
+static int first_readable(int a, int b, int timeout_ms)
+{
+	struct pollfd p[2] = { { .fd = a, .events = POLLIN }, { .fd = b, .events = POLLIN } };
+
+	if (poll(p, 2, timeout_ms) <= 0)
+		return 0;
+	return (p[0].revents ? 1 : 0) | (p[1].revents ? 2 : 0);
+}
+
+/* 27.3: a 1 MiB create builds off the loop: another connection's PING,
+ * sent while it builds, is answered before the create is (7c3ca9f: the loop
+ * was busy for the whole build, the PING answered after it). */
+static void test_long_create_off_loop(void **state)
+{
+	struct model a, b;
+	struct chain ch;
+	struct wire_reply r;
+	Pprpc__Empty ping = PPRPC__EMPTY__INIT;
+	int64_t t0, tb = 0, ta = 0;
+	size_t len;
+	int first;
+
+	(void)state;
+	connect_to(&g_d, &a);
+	connect_to(&g_d, &b);
+	chain_build(&a, &ch, CHAIN_NODES, CHAIN_ROWS);
+	len = protobuf_c_message_get_packed_size(&a.wg.msg.base);
+	print_message("create meta: %zu bytes\n", len);
+	assert_true(len >= (128u << 10) && len <= PPRPC_MAX_META);
+	/* the create's own time, alone */
+	t0 = wire_now_ms();
+	assert_int_equal(wire_call(a.fd, MSG_GGML_GRAPH_CREATE, ++a.req, &a.wg.msg.base, NULL, 0, &r), 0);
+	assert_false(r.is_error);
+	wire_reply_free(&r);
+	ta = wire_now_ms() - t0;
+	/* again, with B's PING behind it: the daemon has A's frame by the
+	 * time B writes (10 ms; the build takes 30 to 140, see the print) */
+	t0 = wire_now_ms();
+	assert_int_equal(wire_send_msg(a.fd, MSG_GGML_GRAPH_CREATE, ++a.req, &a.wg.msg.base, NULL, 0), 0);
+	usleep(10000);
+	assert_int_equal(wire_send_msg(b.fd, MSG_PING, ++b.req, &ping.base, NULL, 0), 0);
+	first = first_readable(a.fd, b.fd, WIRE_TIMEOUT_MS);
+	assert_int_equal(wire_read_reply(b.fd, &r, WIRE_TIMEOUT_MS), 0);
+	tb = wire_now_ms() - t0;
+	assert_false(r.is_error);
+	assert_int_equal(r.h.req_id, b.req);
+	wire_reply_free(&r);
+	assert_int_equal(wire_read_reply(a.fd, &r, WIRE_TIMEOUT_MS), 0);
+	assert_false(r.is_error);
+	assert_int_equal(r.h.req_id, a.req);
+	wire_reply_free(&r);
+	print_message("create of %zu bytes, %d nodes: %lld ms alone; B's PING answered %lld ms after A wrote\n", len,
+		      CHAIN_NODES, (long long)ta, (long long)tb);
+	/* B first, alone: A's reply had not come when B's did */
+	assert_int_equal(first, 2);
+	assert_true(tdaemon_alive(&g_d));
+	close(a.fd);
+	close(b.fd);
+	chain_free(&a, &ch);
+}
+
+/* The connection's own order holds around a create off the loop: its
+ * first run (run set), a FENCE and a queued GET of the output sent right
+ * behind it see the graph computed. */
+static void test_long_create_order(void **state)
+{
+	Pprpc__Fence f = PPRPC__FENCE__INIT;
+	Pprpc__TensorGet g = PPRPC__TENSOR_GET__INIT;
+	struct model a;
+	struct chain ch;
+	struct wire_reply r;
+	uint64_t rq_create, rq_fence, rq_get;
+	float got[8];
+
+	(void)state;
+	connect_to(&g_d, &a);
+	/* 2000 nodes: 250 KiB, past the threshold, and a run that is short
+	 * even on a loaded host (each node is a barrier of ggml-cpu's threads) */
+	chain_build(&a, &ch, 2000, CHAIN_ADD);
+	a.wg.msg.run = 1;
+	g.buffer = ch.rb;
+	g.offset = out_offset(&ch);
+	g.size = sizeof(got);
+	f.device = DEV_GGML;
+	rq_create = ++a.req;
+	assert_int_equal(wire_send_msg(a.fd, MSG_GGML_GRAPH_CREATE, rq_create, &a.wg.msg.base, NULL, 0), 0);
+	rq_fence = ++a.req;
+	assert_int_equal(wire_send_msg(a.fd, MSG_FENCE, rq_fence, &f.base, NULL, 0), 0);
+	rq_get = send_queued(&a, MSG_TENSOR_GET, &g.base, NULL, 0);
+	assert_int_equal(wire_read_reply(a.fd, &r, WIRE_TIMEOUT_MS), 0);
+	assert_false(r.is_error);
+	assert_int_equal(r.h.req_id, rq_create);
+	wire_reply_free(&r);
+	assert_int_equal(wire_read_reply(a.fd, &r, WIRE_TIMEOUT_MS), 0);
+	assert_false(r.is_error);
+	assert_int_equal(r.h.req_id, rq_fence);
+	wire_reply_free(&r);
+	assert_int_equal(wire_read_reply(a.fd, &r, WIRE_TIMEOUT_MS), 0);
+	assert_false(r.is_error);
+	assert_int_equal(r.h.req_id, rq_get);
+	assert_int_equal(r.h.bulk_len, sizeof(got));
+	memcpy(got, r.bulk, sizeof(got));
+	wire_reply_free(&r);
+	for (int i = 0; i < 8; i++)
+		assert_true(got[i] == 1.0f + 2000);
+	a.wg.msg.run = 0;
+	close(a.fd);
+	chain_free(&a, &ch);
+}
+
+/* A client that leaves while its create builds off the loop: the graph
+ * and its reservation go, the daemon serves on, and a daemon stopped with
+ * creates in flight exits cleanly (LeakSanitizer sees every byte at exit
+ * in the ASan build). */
+static void test_long_create_close(void **state)
+{
+	static const char *const extra[] = { "--devices", "ggml:CPU", NULL };
+	Pprpc__Empty ping = PPRPC__EMPTY__INIT;
+	struct tdaemon d;
+	struct model a, b, k;
+	struct chain ch, chb, chk;
+	struct wire_reply r;
+
+	(void)state;
+	assert_int_equal(tdaemon_start(&d, extra), 0);
+	connect_to(&d, &b);
+	/* closed before, while and (the third, perhaps) after its ~60 ms
+	 * build; each names buffers of its own, so the build is the full one */
+	for (int i = 0; i < 3; i++) {
+		connect_to(&d, &k);
+		chain_build(&k, &chk, CHAIN_NODES, CHAIN_ROWS);
+		assert_int_equal(wire_send_msg(k.fd, MSG_GGML_GRAPH_CREATE, ++k.req, &k.wg.msg.base, NULL, 0), 0);
+		/* and a frame deferred behind it */
+		assert_int_equal(wire_send_msg(k.fd, MSG_PING, ++k.req, &ping.base, NULL, 0), 0);
+		usleep(30000 * (unsigned)i);
+		close(k.fd);
+		chain_free(&k, &chk);
+	}
+	assert_int_equal(wire_call(b.fd, MSG_PING, ++b.req, &ping.base, NULL, 0, &r), 0);
+	assert_false(r.is_error);
+	wire_reply_free(&r);
+	assert_true(tdaemon_alive(&d));
+	/* stopped while two creates build */
+	connect_to(&d, &a);
+	chain_build(&a, &ch, CHAIN_NODES, CHAIN_ROWS);
+	chain_build(&b, &chb, CHAIN_NODES, CHAIN_ROWS);
+	assert_int_equal(wire_send_msg(a.fd, MSG_GGML_GRAPH_CREATE, ++a.req, &a.wg.msg.base, NULL, 0), 0);
+	assert_int_equal(wire_send_msg(b.fd, MSG_GGML_GRAPH_CREATE, ++b.req, &b.wg.msg.base, NULL, 0), 0);
+	usleep(20000);
+	assert_int_equal(tdaemon_stop(&d), 0);
+	close(a.fd);
+	close(b.fd);
+	chain_free(&a, &ch);
+	chain_free(&b, &chb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1597,6 +1817,9 @@ int main(void)
 		cmocka_unit_test(test_work_bound),
 		cmocka_unit_test(test_context_floor),
 		cmocka_unit_test(test_held_buffer_charge),
+		cmocka_unit_test(test_long_create_off_loop),
+		cmocka_unit_test(test_long_create_order),
+		cmocka_unit_test(test_long_create_close),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -10,6 +10,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "daemon/backend/ggml/dev_ggml.h"
@@ -139,17 +140,124 @@ static int check_costs(struct pprpcd *d, struct owner *o, struct resolver *r, st
 	return check_scratch(d, r->dev, eng, need, err, errlen);
 }
 
-int ggml_serve_graph_create(struct pprpcd *d, struct owner *o, const Pprpc__GgmlGraphCreate *m,
-			    struct graph **ret_g, char *err, size_t errlen)
+/*
+ * A create in three steps (ggml_serve.h): begin on the loop resolves every
+ * buffer the tensors name into the job's own table, build decodes and
+ * checks the graph from that table alone (so it may run on any thread:
+ * gge_graph_build reads only what the engine fixed at open, struct gge_dev's
+ * rest — work_reserved, the worker's backend — is for the loop and the
+ * device's worker), finish charges its costs and makes it a graph object on
+ * the loop.  Small creates run the three in a row.
+ */
+struct slot {
+	uint64_t handle;           /* 0: empty (a tensor without a buffer names none) */
+	struct gge_wbuf wb;
+};
+
+struct ggml_create {
+	struct pprpcd *d;
+	struct owner *o;
+	const Pprpc__GgmlGraphCreate *m;
+	struct device *dev;
+	struct graph *g;           /* holds every buffer of tab */
+	uint64_t host;             /* reserved under the floor for the context */
+	struct slot *tab;          /* open addressing, mask + 1 slots */
+	size_t mask;
+	/* The first handle begin could not resolve, in the order build asks
+	 * (tensors that are not views, by index): build stops at it, so the
+	 * handles after it are never asked for. */
+	uint64_t bad;
+	int bad_rc;
+	char bad_err[240];
+	struct gge_graph *gg;      /* built */
+	int rc;                    /* build's result */
+	char err[320];
+};
+
+static size_t slot_of(const struct ggml_create *j, uint64_t handle)
 {
-	struct resolver r = { d, o, NULL, NULL };
-	struct gge_graph *gg = NULL;
+	/* Fibonacci hashing: handles carry a generation in their high bits */
+	size_t h = (size_t)((handle * 0x9E3779B97F4A7C15ull) >> 32) & j->mask;
+
+	while (j->tab[h].handle && j->tab[h].handle != handle)
+		h = (h + 1) & j->mask;
+	return h;
+}
+
+/* build's resolver: reads the job's table, nothing of the daemon. */
+static int resolve_table(void *arg, uint64_t handle, struct gge_wbuf *ret, char *err, size_t errlen)
+{
+	struct ggml_create *j = arg;
+	size_t h = slot_of(j, handle);
+
+	if (j->tab[h].handle == handle) {
+		*ret = j->tab[h].wb;
+		return 0;
+	}
+	if (j->bad_rc < 0) {
+		snprintf(err, errlen, "%s", j->bad_err);
+		return j->bad_rc;
+	}
+	snprintf(err, errlen, "buffer 0x%016" PRIx64 " was not resolved before the build", handle);
+	return PPRPC_EINTERNAL;
+}
+
+/* Every buffer handle build can ask for, resolved (and held by the graph)
+ * on the loop. */
+static int resolve_all(struct ggml_create *j)
+{
+	struct resolver r = { j->d, j->o, j->dev, j->g };
+	size_t n = 16;
+
+	while (n < 2 * j->m->n_tensors)
+		n *= 2;
+	j->tab = calloc(n, sizeof(*j->tab));
+	if (!j->tab)
+		return PPRPC_ENOMEM;
+	j->mask = n - 1;
+	for (size_t i = 0; i < j->m->n_tensors; i++) {
+		const Pprpc__GgmlTensor *t = j->m->tensors[i];
+		size_t h;
+
+		if (t->view_src >= 0 || !t->buffer)
+			continue;
+		h = slot_of(j, t->buffer);
+		if (j->tab[h].handle)
+			continue;
+		j->bad_rc = resolve(&r, t->buffer, &j->tab[h].wb, j->bad_err, sizeof(j->bad_err));
+		if (j->bad_rc < 0) {
+			j->bad = t->buffer;
+			return 0;
+		}
+		j->tab[h].handle = t->buffer;
+	}
+	return 0;
+}
+
+void ggml_serve_create_drop(struct ggml_create *j)
+{
+	if (!j)
+		return;
+	gge_graph_free(j->gg);
+	if (j->host)
+		hostmem_release(&j->d->hostmem, j->host);
+	if (j->g)
+		graph_unref(j->g);
+	free(j->tab);
+	free(j);
+}
+
+int ggml_serve_create_begin(struct pprpcd *d, struct owner *o, const Pprpc__GgmlGraphCreate *m,
+			    struct ggml_create **ret_j, char *err, size_t errlen)
+{
+	struct ggml_create *j;
+	struct device *dev;
 	uint64_t host, fp;
 	char why[240];
 	int rc = 0;
 
-	r.dev = ggml_dev(d, m->device, &rc, err, errlen);
-	if (!r.dev)
+	dev = ggml_dev(d, m->device, &rc, err, errlen);
+	if (!dev)
 		return rc;
 	if (!m->ggml_version || strcmp(m->ggml_version, ggml_version()) != 0) {
 		snprintf(err, errlen, "this rank runs ggml %s (llama.cpp %s), the graph comes from ggml %s: "
@@ -174,41 +282,88 @@ int ggml_serve_graph_create(struct pprpcd *d, struct owner *o, const Pprpc__Ggml
 	rc = owner_charge_check(o, host, &fp, err, errlen);
 	if (rc < 0)
 		return rc;
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		snprintf(err, errlen, "out of memory");
+		return PPRPC_ENOMEM;
+	}
+	j->d = d;
+	j->o = o;
+	j->m = m;
+	j->dev = dev;
 	rc = hostmem_reserve(&d->hostmem, host, why, sizeof(why));
 	if (rc < 0) {
 		snprintf(err, errlen, "the graph's ggml context (%.1f MiB for %zu tensors): %s", host / 1048576.0,
 			 m->n_tensors, why);
-		return rc;
+		goto fail;
 	}
-	rc = graph_new_backend(o, r.dev, GRAPH_GGML, m->n_tensors, &r.g);
-	if (rc < 0) {
-		hostmem_release(&d->hostmem, host);
-		return rc;
-	}
-	rc = gge_graph_build(dev_ggml_engine(r.dev), (const Pprpc__GgmlTensor *const *)m->tensors, m->n_tensors,
-			     m->nodes, m->n_nodes, resolve, &r, &gg, err, errlen);
+	j->host = host;
+	rc = graph_new_backend(o, dev, GRAPH_GGML, m->n_tensors, &j->g);
 	if (rc == 0)
-		rc = check_costs(d, o, &r, gg, err, errlen);
+		rc = resolve_all(j);
 	if (rc < 0) {
-		gge_graph_free(gg);
-		hostmem_release(&d->hostmem, host);
-		graph_unref(r.g);
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	*ret_j = j;
+	return 0;
+fail:
+	ggml_serve_create_drop(j);
+	return rc;
+}
+
+void ggml_serve_create_build(struct ggml_create *j)
+{
+	j->rc = gge_graph_build(dev_ggml_engine(j->dev), (const Pprpc__GgmlTensor *const *)j->m->tensors,
+				j->m->n_tensors, j->m->nodes, j->m->n_nodes, resolve_table, j, &j->gg, j->err,
+				sizeof(j->err));
+}
+
+int ggml_serve_create_finish(struct ggml_create *j, struct graph **ret_g, char *err, size_t errlen)
+{
+	struct resolver r = { j->d, j->o, j->dev, j->g };
+	struct graph *g = j->g;
+	int rc = j->rc;
+
+	if (rc < 0)
+		snprintf(err, errlen, "%s", j->err);
+	else
+		rc = check_costs(j->d, j->o, &r, j->gg, err, errlen);
+	if (rc < 0) {
+		ggml_serve_create_drop(j);
 		return rc;
 	}
 	/* released with the graph (dev_ggml.c: gdev_graph_release) */
-	gg->reserved = host;
-	r.g->dev_priv = gg;
+	j->gg->reserved = j->host;
+	g->dev_priv = j->gg;
 	/* A device whose streams run graphs behind held WAITs checks the
 	 * client's indices on the GPU, into copies of its own; without them
 	 * (no memory for the copies) the graph waits for its stream. */
-	r.g->sync_run = !gge_graph_async_ok(gg);
-	if (!r.g->sync_run && dev_ggml_gpu_streams(r.dev)) {
+	g->sync_run = !gge_graph_async_ok(j->gg);
+	if (!g->sync_run && dev_ggml_gpu_streams(j->dev)) {
 		char why2[200];
 
-		r.g->sync_run = gge_graph_shadow(dev_ggml_engine(r.dev), gg, why2, sizeof(why2)) < 0;
+		g->sync_run = gge_graph_shadow(dev_ggml_engine(j->dev), j->gg, why2, sizeof(why2)) < 0;
 	}
-	*ret_g = r.g;
+	/* the graph owns them now */
+	j->gg = NULL;
+	j->host = 0;
+	j->g = NULL;
+	ggml_serve_create_drop(j);
+	*ret_g = g;
 	return 0;
+}
+
+int ggml_serve_graph_create(struct pprpcd *d, struct owner *o, const Pprpc__GgmlGraphCreate *m,
+			    struct graph **ret_g, char *err, size_t errlen)
+{
+	struct ggml_create *j;
+	int rc = ggml_serve_create_begin(d, o, m, &j, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	ggml_serve_create_build(j);
+	return ggml_serve_create_finish(j, ret_g, err, errlen);
 }
 
 int ggml_serve_supports(struct pprpcd *d, struct owner *o, const Pprpc__GgmlSupports *m, bool *ret_ok, char *why,

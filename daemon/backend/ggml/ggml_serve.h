@@ -17,11 +17,26 @@
 struct pprpcd;
 struct owner;
 struct graph;
+struct ggml_create;
 
 /* Validate and create m's graph for owner o (refs = 1, buffers held), or a
  * negative code with the reason. */
 int ggml_serve_graph_create(struct pprpcd *d, struct owner *o, const Pprpc__GgmlGraphCreate *m,
 			    struct graph **ret_g, char *err, size_t errlen);
+/* The same create in three steps, so that its middle one may leave the
+ * loop (h_ggml.c).  begin (loop): the device and limit checks, the
+ * context's charge, the graph object and every buffer the tensors name,
+ * resolved and held; *ret_j keeps m, which must outlive the job.  build
+ * (any thread, once): decodes and checks the graph from what begin
+ * resolved, touching nothing else of the daemon.  finish (loop): the
+ * graph's costs, then the graph (refs = 1) or a negative code with the
+ * reason; frees the job either way.  drop (loop): frees a job that will
+ * not be finished, with everything it holds. */
+int ggml_serve_create_begin(struct pprpcd *d, struct owner *o, const Pprpc__GgmlGraphCreate *m,
+			    struct ggml_create **ret_j, char *err, size_t errlen);
+void ggml_serve_create_build(struct ggml_create *j);
+int ggml_serve_create_finish(struct ggml_create *j, struct graph **ret_g, char *err, size_t errlen);
+void ggml_serve_create_drop(struct ggml_create *j);
 /* A negative code for a malformed request; else 0 with *ret_ok and, when
  * false, the reason in why. */
 int ggml_serve_supports(struct pprpcd *d, struct owner *o, const Pprpc__GgmlSupports *m, bool *ret_ok, char *why,
