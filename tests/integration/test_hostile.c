@@ -1241,11 +1241,12 @@ static void test_floor_get_copies(void **state)
 	stop(d);
 }
 
-/* MUL_MAT of a zero-stride weight: a few bytes that the CPU kernel packs
- * into K x N floats. */
-static void test_floor_mul_mat_packing(void **state)
+/* Create and run a one-node MUL_MAT of a zero-stride K x N weight of wtype
+ * over wbytes of buffer (the CPU kernel packs it into K x N floats): the
+ * first failing code, 0 if it ran.  Request ids id and id + 1. */
+static int zero_stride_mul_mat(int fd, int64_t K, int64_t N, int wtype, uint64_t wbytes, uint64_t id, char *msg,
+			       size_t msglen)
 {
-	enum { K = 8192, N = 16384 };
 	Pprpc__GraphCreate gc = PPRPC__GRAPH_CREATE__INIT;
 	Pprpc__GraphRun run = PPRPC__GRAPH_RUN__INIT;
 	Pprpc__Tensor tw = PPRPC__TENSOR__INIT, tx = PPRPC__TENSOR__INIT, td = PPRPC__TENSOR__INIT;
@@ -1255,18 +1256,13 @@ static void test_floor_mul_mat_packing(void **state)
 	uint64_t nb_w[4] = { 0, 0, 0, 0 }, nb_x[4] = { 4, 4 * K, 4 * K, 4 * K }, nb_d[4] = { 4, 4 * N, 4 * N, 4 * N };
 	int32_t src[2] = { 0, 1 };
 	ProtobufCMessage *m = NULL;
-	struct tdaemon *d;
-	char msg[256] = "";
-	int fd, code;
+	int code;
 
-	(void)state;
-	d = start_tight_floor(NULL);
-	fd = raw_hello(d);
-	tw.dtype = PPRPC_F16;
+	tw.dtype = wtype;
 	tx.dtype = td.dtype = PPRPC_F32;
 	tw.n_ne = tx.n_ne = td.n_ne = 4;
 	tw.n_nb = tx.n_nb = td.n_nb = 4;
-	tw.ne = ne_w, tw.nb = nb_w, tw.buffer = raw_buffer(fd, 4096);
+	tw.ne = ne_w, tw.nb = nb_w, tw.buffer = raw_buffer(fd, wbytes);
 	tx.ne = ne_x, tx.nb = nb_x, tx.buffer = raw_buffer(fd, 4 * K);
 	td.ne = ne_d, td.nb = nb_d, td.buffer = raw_buffer(fd, 4 * N);
 	n.op = PPRPC_OP_MUL_MAT;
@@ -1277,13 +1273,28 @@ static void test_floor_mul_mat_packing(void **state)
 	gc.tensors = ts;
 	gc.n_nodes = 1;
 	gc.nodes = ns;
-	code = call(fd, MSG_GRAPH_CREATE, 60, &gc.base, &pprpc__graph_create_reply__descriptor, &m, msg, sizeof(msg));
+	code = call(fd, MSG_GRAPH_CREATE, id, &gc.base, &pprpc__graph_create_reply__descriptor, &m, msg, msglen);
 	if (code == 0) {
-		/* Refused at the latest when it runs. */
+		/* refused at the latest when it runs */
 		run.graph = ((Pprpc__GraphCreateReply *)m)->graph;
 		meta_free(m);
-		code = call(fd, MSG_GRAPH_RUN, 61, &run.base, NULL, NULL, msg, sizeof(msg));
+		code = call(fd, MSG_GRAPH_RUN, id + 1, &run.base, NULL, NULL, msg, msglen);
 	}
+	return code;
+}
+
+/* MUL_MAT of a zero-stride weight: a few bytes that the CPU kernel packs
+ * into K x N floats. */
+static void test_floor_mul_mat_packing(void **state)
+{
+	struct tdaemon *d;
+	char msg[256] = "";
+	int fd, code;
+
+	(void)state;
+	d = start_tight_floor(NULL);
+	fd = raw_hello(d);
+	code = zero_stride_mul_mat(fd, 8192, 16384, PPRPC_F16, 4096, 60, msg, sizeof(msg));
 	if (code != PPRPC_EFLOOR)
 		fprintf(stderr, "a MUL_MAT packing 512 MiB past a floor 128 MiB away: %d (%s)\n", code, msg);
 	assert_int_equal(code, PPRPC_EFLOOR);
@@ -1337,18 +1348,8 @@ static uint64_t stats_free_mib(int fd)
  * buffer is allocated, every time, and 7c3ca9f let the packing run. */
 static void test_floor_counts_committed(void **state)
 {
-	enum { K = 16384, N = 4096 };
 	static char floor[32];
 	const char *common[] = { "--memory-floor-mib", floor, "--staging-mib", "8", NULL };
-	Pprpc__GraphCreate gc = PPRPC__GRAPH_CREATE__INIT;
-	Pprpc__GraphRun run = PPRPC__GRAPH_RUN__INIT;
-	Pprpc__Tensor tw = PPRPC__TENSOR__INIT, tx = PPRPC__TENSOR__INIT, td = PPRPC__TENSOR__INIT;
-	Pprpc__Tensor *ts[3] = { &tw, &tx, &td };
-	Pprpc__Node n = PPRPC__NODE__INIT, *ns[1] = { &n };
-	int64_t ne_w[4] = { K, N, 1, 1 }, ne_x[4] = { K, 1, 1, 1 }, ne_d[4] = { N, 1, 1, 1 };
-	uint64_t nb_w[4] = { 0, 0, 0, 0 }, nb_x[4] = { 4, 4 * K, 4 * K, 4 * K }, nb_d[4] = { 4, 4 * N, 4 * N, 4 * N };
-	int32_t src[2] = { 0, 1 };
-	ProtobufCMessage *m = NULL;
 	struct tdaemon *d;
 	char msg[256] = "";
 	uint64_t rss0, rss_buf, rss_run, free_mib, t0, alloc_ms;
@@ -1369,26 +1370,7 @@ static void test_floor_counts_committed(void **state)
 	/* what STATS (and the metrics) show counts the buffer too: about 64 MiB
 	 * above the floor, not the 1 GiB another process just gave back */
 	free_mib = stats_free_mib(fd);
-	tw.dtype = tx.dtype = td.dtype = PPRPC_F32;
-	tw.n_ne = tx.n_ne = td.n_ne = 4;
-	tw.n_nb = tx.n_nb = td.n_nb = 4;
-	tw.ne = ne_w, tw.nb = nb_w, tw.buffer = raw_buffer(fd, 4);
-	tx.ne = ne_x, tx.nb = nb_x, tx.buffer = raw_buffer(fd, 4 * K);
-	td.ne = ne_d, td.nb = nb_d, td.buffer = raw_buffer(fd, 4 * N);
-	n.op = PPRPC_OP_MUL_MAT;
-	n.n_src = 2;
-	n.src = src;
-	n.dst = 2;
-	gc.n_tensors = 3;
-	gc.tensors = ts;
-	gc.n_nodes = 1;
-	gc.nodes = ns;
-	code = call(fd, MSG_GRAPH_CREATE, 70, &gc.base, &pprpc__graph_create_reply__descriptor, &m, msg, sizeof(msg));
-	if (code == 0) {
-		run.graph = ((Pprpc__GraphCreateReply *)m)->graph;
-		meta_free(m);
-		code = call(fd, MSG_GRAPH_RUN, 71, &run.base, NULL, NULL, msg, sizeof(msg));
-	}
+	code = zero_stride_mul_mat(fd, 16384, 4096, PPRPC_F32, 4, 70, msg, sizeof(msg));
 	rss_run = rss_kib(d);
 	fprintf(stderr, "floor %s MiB: daemon %" PRIu64 " MiB above its start after the 448 MiB buffer, %" PRIu64
 		" MiB after the MUL_MAT: %d (%s)\n", floor, (rss_buf - rss0) / 1024, (rss_run - rss0) / 1024, code, msg);
