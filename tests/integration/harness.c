@@ -76,3 +76,23 @@ int traw_connect(const struct tdaemon *d)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	return fd;
 }
+
+uint64_t tmem_available_mib(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	unsigned long long kb = 0;
+
+	if (f) {
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+				break;
+		fclose(f);
+	}
+	if (!kb) {
+		/* every floor test would compute a floor from nothing */
+		fprintf(stderr, "tmem_available_mib: no MemAvailable in /proc/meminfo\n");
+		exit(1);
+	}
+	return kb / 1024;
+}

@@ -9,6 +9,8 @@
 #ifndef PPRPC_TESTS_HARNESS_H
 #define PPRPC_TESTS_HARNESS_H
 
+#include <stdint.h>
+
 #include "tools/common/spawn.h"
 
 #define tdaemon spawned
@@ -24,5 +26,9 @@ void tdaemon_dump_log(const struct tdaemon *d);
 
 /* A raw TCP connection to the daemon (for malformed-input tests). */
 int traw_connect(const struct tdaemon *d);
+
+/* The host's MemAvailable in MiB (/proc/meminfo; the test exits if unreadable): the
+ * floor tests set --memory-floor-mib from it. */
+uint64_t tmem_available_mib(void);
 
 #endif

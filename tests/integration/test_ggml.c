@@ -1473,19 +1473,6 @@ static void test_work_bound(void **state)
 	assert_int_equal(tdaemon_stop(&d), 0);
 }
 
-static uint64_t mem_available_mib(void)
-{
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[128];
-	unsigned long long kb = 0;
-
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb / 1024;
-}
 
 /* 27.9: a graph's ggml context is reserved under the memory floor before
  * it is allocated: with 96 MiB above the floor, graphs of 8000 nodes
@@ -1507,7 +1494,7 @@ static void test_context_floor(void **state)
 	int rc = 0, n;
 
 	(void)state;
-	snprintf(floor, sizeof(floor), "%llu", (unsigned long long)(mem_available_mib() - 96));
+	snprintf(floor, sizeof(floor), "%llu", (unsigned long long)(tmem_available_mib() - 96));
 	assert_int_equal(tdaemon_start(&d, extra), 0);
 	connect_to(&d, &m);
 	x = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, 16);

@@ -1091,19 +1091,6 @@ static void test_reply_bytes(void **state)
 /* 14: the memory floor and the daemon's own copies                         */
 /* ======================================================================== */
 
-static uint64_t mem_available_mib(void)
-{
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[256];
-	unsigned long long v = 0;
-
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %llu kB", &v) == 1)
-			break;
-	fclose(f);
-	return v / 1024;
-}
 
 /* A daemon whose memory floor leaves it 128 MiB of what is available now. */
 static struct tdaemon *start_tight_floor(const char *const *added)
@@ -1111,7 +1098,7 @@ static struct tdaemon *start_tight_floor(const char *const *added)
 	static char floor[32];
 	const char *common[] = { "--memory-floor-mib", floor, "--staging-mib", "8", NULL };
 
-	snprintf(floor, sizeof(floor), "%" PRIu64, mem_available_mib() - 128);
+	snprintf(floor, sizeof(floor), "%" PRIu64, tmem_available_mib() - 128);
 	return start(common, added);
 }
 
@@ -1358,7 +1345,7 @@ static void test_floor_counts_committed(void **state)
 	void *hog = hog_take();
 
 	(void)state;
-	snprintf(floor, sizeof(floor), "%" PRIu64, mem_available_mib() - 512);
+	snprintf(floor, sizeof(floor), "%" PRIu64, tmem_available_mib() - 512);
 	d = start(common, NULL);
 	fd = raw_hello(d);
 	rss0 = rss_kib(d);
@@ -1403,7 +1390,7 @@ static void test_floor_counts_committed_ggml(void **state)
 	void *hog = hog_take();
 
 	(void)state;
-	snprintf(floor, sizeof(floor), "%" PRIu64, mem_available_mib() - 512);
+	snprintf(floor, sizeof(floor), "%" PRIu64, tmem_available_mib() - 512);
 	d = start(common, NULL);
 	fd = raw_hello(d);
 	rss0 = rss_kib(d);
