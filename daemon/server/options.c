@@ -497,7 +497,7 @@ static const struct optdef defs[] = {
 	{ "max-conn-inflight", "N", "queued commands + unsent replies of one connection (reading pauses at half)", set_max_conn_inflight, set_max_conn_inflight_show },
 	{ "max-conn-reply-mib", "N", "TENSOR_GET copies one connection may hold until written to it; a GET beyond waits in its queue (default 256)", set_max_conn_reply_mib, set_max_conn_reply_mib_show },
 	{ "max-graph-nodes", "N", "nodes in one graph (max 65536)", set_max_graph_nodes, set_max_graph_nodes_show },
-	{ "max-graph-gflop", "N|auto|off", "work one graph run may demand, estimated at GRAPH_CREATE (auto: 32 per CPU thread, 1048576 on a GPU)", set_max_graph_gflop, set_max_graph_gflop_show },
+	{ "max-graph-gflop", "N|auto|off", "work one graph run may demand, estimated at GRAPH_CREATE (auto: 32 per CPU thread natively, 1024 per thread on ggml:CPU, 1048576 on a GPU)", set_max_graph_gflop, set_max_graph_gflop_show },
 	{ "max-conns", "N", "connections served at once, clients and peers (beyond: closed at once)", set_max_conns, set_max_conns_show },
 	{ "hello-timeout-ms", "N", "close a connection whose HELLO (authentication included) or metrics request is not complete within N ms (0 = never)", set_hello_timeout, set_hello_timeout_show },
 	{ "auth-key-file", "FILE", "shared key (>= 32 bytes, mode 600): clients and peers must prove it (HMAC)", set_auth_key_file, set_auth_key_file_show },

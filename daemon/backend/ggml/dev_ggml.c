@@ -131,9 +131,12 @@ static void gdev_get_props(void *ctx, struct device_props *ret)
 	 * by the queue until its value is reached, as on the CPU device. */
 	ret->holds_waits = gd->streams != NULL;
 	ret->completes_inline = gd->streams == NULL;
-	/* max-graph-gflop auto, as the native devices bound it
-	 * (cpu_device.c: 32 per thread; cuda_device.c: 1 Pflop) */
-	ret->graph_gflop_auto = gd->g->host ? 32 * (uint64_t)(gd->g->threads > 0 ? gd->g->threads : 1) : 1ull << 20;
+	/* max-graph-gflop auto: 1 Tflop per CPU thread (a ggml graph is a whole
+	 * stage of llama.cpp's model, not one of pprpc's native layers: 32 per
+	 * thread, the native CPU device's, refused a 51 Gflop estimate of
+	 * test-backend-ops' MUL_MAT_VEC_FUSION on a 1-thread rank), 1 Pflop on a
+	 * GPU (cuda_device.c) */
+	ret->graph_gflop_auto = gd->g->host ? 1024 * (uint64_t)(gd->g->threads > 0 ? gd->g->threads : 1) : 1ull << 20;
 	snprintf(ret->waits_why, sizeof(ret->waits_why), "%s", gd->waits_why);
 }
 
