@@ -338,14 +338,33 @@ $(B)/bench-kda_cpu: $(O)/bench/kda_cpu.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(UTI
 # exports ggml_backend_init alone.
 PLUGIN_SRCS := $(wildcard ggml-pprpc/*.c)
 PLUGIN_OBJS := $(call obj,$(PLUGIN_SRCS))
+# The plugin is a user of libpprpc like any other: it sees the public
+# headers (libclient/include/, include/pprpc/types.h), ggml's, its own (by
+# file name, beside it) and util/ggml_release.h (header-only, shared with
+# the daemon's engine), copied into a folder of its own so that no other
+# internal header (libclient/, proto/) can be reached: no -I. here.
+# tests/install/run.sh builds it once more against the installed headers.
+PLUGIN_INC := $(O)/plugin-inc
+PLUGIN_CPPFLAGS = -D_GNU_SOURCE $(CLIENT_INC) -Iinclude -I$(PLUGIN_INC) $(GGML_INC)
+$(PLUGIN_INC)/util/ggml_release.h: util/ggml_release.h
+	@mkdir -p $(@D)
+	cp $< $@
 ifeq ($(GGML_ON),1)
 PLUGIN := $(L)/libggml-pprpc.so
-$(PLUGIN_OBJS): CPPFLAGS += $(GGML_INC) $(CLIENT_INC)
+$(PLUGIN_OBJS): CPPFLAGS = $(PLUGIN_CPPFLAGS)
+$(PLUGIN_OBJS): | $(PLUGIN_INC)/util/ggml_release.h
 $(PLUGIN): $(PLUGIN_OBJS) $(LIBPPRPC_OBJS) ggml-pprpc/exports.map
 	@mkdir -p $(L)
 	$(CC) -shared $(LDFLAGS) -Wl,--version-script=ggml-pprpc/exports.map -Wl,-z,defs -o $@ \
 		$(PLUGIN_OBJS) $(LIBPPRPC_OBJS) -L$(GGML_LIB_DIR) -lggml-base $(shell $(PKG_CONFIG) --libs libprotobuf-c libcrypto) -lm
 all: $(PLUGIN)
+# The plugin's sources against an installed libpprpc's headers only
+# (tests/install/run.sh: PLUGIN_CHECK_INC=PREFIX/include, PLUGIN_CHECK_SRCS
+# a copy of ggml-pprpc/*.c, so their own headers are found beside them).
+.PHONY: plugin-header-check
+plugin-header-check: $(PLUGIN_INC)/util/ggml_release.h
+	$(CC) -std=gnu11 $(WARN) -Werror -fsyntax-only -D_GNU_SOURCE -I$(PLUGIN_CHECK_INC) -I$(PLUGIN_INC) \
+		$(GGML_INC) $(PLUGIN_CHECK_SRCS)
 else
 PLUGIN :=
 endif

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ggml-pprpc/pg.h"
+#include "pg.h"
 
 static const char *backend_get_name(ggml_backend_t backend)
 {

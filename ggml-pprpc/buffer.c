@@ -20,8 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "ggml-pprpc/pg.h"
-#include "libclient/client.h"
+#include "pg.h"
 
 static void buffer_free(ggml_backend_buffer_t buffer);
 
@@ -49,9 +48,9 @@ int pg_tensor_loc(const struct ggml_tensor *t, struct pg_buffer **ret_buf, uint6
  * holds the socket for long. */
 static uint64_t chunk_bytes(const struct pg_rank *r)
 {
-	uint64_t lim = (uint64_t)1 << 30;
+	uint64_t lim = (uint64_t)1 << 30, max = pprpc_daemon_max_bulk(r->c);
 
-	return r->c->max_bulk && r->c->max_bulk < lim ? r->c->max_bulk : lim;
+	return max && max < lim ? max : lim;
 }
 
 static void check_range(const struct pg_buffer *b, const struct ggml_tensor *t, uint64_t off, size_t offset,

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ggml-pprpc/cache.h"
+#include "cache.h"
 
 struct pg_cache {
 	struct pg_cache_entry **bucket;

@@ -11,7 +11,7 @@
  * captured), and everything queued after the RECV on the destination sees
  * the bytes.  Nothing waits here.
  */
-#include "ggml-pprpc/pg.h"
+#include "pg.h"
 
 int pg_copy_between(struct pg_buffer *sb, uint64_t soff, struct pg_buffer *db, uint64_t doff, size_t n)
 {

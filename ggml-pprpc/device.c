@@ -12,9 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ggml-pprpc/pg.h"
-#include "proto/meta.h"
-#include "proto/msgtype.h"
+#include "pg.h"
 
 static struct pg_device *dev_of(ggml_backend_dev_t dev)
 {
@@ -36,29 +34,28 @@ static void dev_get_memory(ggml_backend_dev_t dev, size_t *free_b, size_t *total
 {
 	struct pg_device *d = dev_of(dev);
 	struct pg_rank *r = d->rank;
-	Pprpc__Stats req = PPRPC__STATS__INIT;
-	ProtobufCMessage *rep = NULL;
-	const Pprpc__StatsReply *s;
-	int rc;
+	pprpc_stats *s = NULL;
+	int rc, n;
 
 	*free_b = 0;
 	*total_b = 0;
 	pg_lock(r);
 	pg_check_alive(r, d->name, "STATS");
-	rc = pg_call(r, MSG_STATS, &req.base, &pprpc__stats_reply__descriptor, &rep);
+	rc = pg_rank_stats(r, &s);
 	if (rc < 0)
 		pg_fatal_rc(r, d->name, "STATS", rc);
-	s = (const Pprpc__StatsReply *)rep;
-	for (size_t i = 0; i < s->n_devices; i++) {
-		const Pprpc__DeviceInfo *di = s->devices[i]->info;
+	n = pprpc_stats_count(s, "devices");
+	for (int i = 0; i < n; i++) {
+		uint64_t fr = pprpc_stats_u64(s, "devices", i, "info.free_bytes");
+		uint64_t fl = pprpc_stats_u64(s, "devices", i, "info.floor_bytes");
 
-		if (di && di->index == d->index) {
+		if (pprpc_stats_u64(s, "devices", i, "info.index") == d->index) {
 			/* what may still be allocated: above the rank's memory floor */
-			*free_b = di->free_bytes > di->floor_bytes ? (size_t)(di->free_bytes - di->floor_bytes) : 0;
-			*total_b = (size_t)di->total_bytes;
+			*free_b = fr > fl ? (size_t)(fr - fl) : 0;
+			*total_b = (size_t)pprpc_stats_u64(s, "devices", i, "info.total_bytes");
 		}
 	}
-	meta_free(rep);
+	pprpc_stats_free(s);
 	pg_unlock(r);
 }
 
@@ -132,7 +129,18 @@ const struct ggml_backend_device_i pg_device_iface = {
 	.event_synchronize = pg_event_synchronize,
 };
 
-int pg_device_create(struct pg_registry *reg, struct pg_rank *r, const Pprpc__DeviceInfo *di, int ggml_index,
+void pg_dev_info_get(const pprpc_stats *s, int i, struct pg_dev_info *di)
+{
+	di->index = (uint32_t)pprpc_stats_u64(s, "devices", i, "info.index");
+	di->name = pprpc_stats_str(s, "devices", i, "info.name");
+	di->kind = pprpc_stats_str(s, "devices", i, "info.kind");
+	di->description = pprpc_stats_str(s, "devices", i, "info.description");
+	di->ggml_version = pprpc_stats_str(s, "devices", i, "info.ggml_version");
+	di->ggml_alignment = pprpc_stats_u64(s, "devices", i, "info.ggml_alignment");
+	di->ggml_max_size = pprpc_stats_u64(s, "devices", i, "info.ggml_max_size");
+}
+
+int pg_device_create(struct pg_registry *reg, struct pg_rank *r, const struct pg_dev_info *di, int ggml_index,
 		     struct pg_device **ret_dev, char *err, size_t errlen)
 {
 	struct pg_device *d = calloc(1, sizeof(*d));
@@ -145,9 +153,9 @@ int pg_device_create(struct pg_registry *reg, struct pg_rank *r, const Pprpc__De
 	d->rank = r;
 	d->index = di->index;
 	snprintf(d->name, sizeof(d->name), "PPRPC%d", ggml_index);
-	snprintf(d->rdev, sizeof(d->rdev), "%s", di->name ? di->name : "?");
+	snprintf(d->rdev, sizeof(d->rdev), "%s", di->name);
 	/* "pprpc rank0 10.0.0.1:50052 ggml:CUDA0 (NVIDIA H200)": which rank, which device */
-	if (di->description && *di->description)
+	if (*di->description)
 		snprintf(d->desc, sizeof(d->desc), "pprpc %s %s %s (%s)", r->name, r->addr, d->rdev, di->description);
 	else
 		snprintf(d->desc, sizeof(d->desc), "pprpc %s %s %s", r->name, r->addr, d->rdev);

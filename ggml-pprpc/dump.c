@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "ggml-pprpc/pg.h"
+#include "pg.h"
 
 void pg_dump_graph(const struct pg_device *d, const uint8_t *msg, size_t len)
 {

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ggml-pprpc/pg.h"
+#include "pg.h"
 
 int pg_env_int(const char *name, long def, long min, long max, long *ret, char *err, size_t errlen)
 {

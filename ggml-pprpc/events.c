@@ -17,8 +17,7 @@
  */
 #include <stdlib.h>
 
-#include "ggml-pprpc/pg.h"
-#include "libclient/client.h"
+#include "pg.h"
 
 #define HOST_WAIT_SLICE_MS 1000
 
@@ -85,7 +84,7 @@ void pg_device_sync(struct pg_device *d, const char *why)
 	 * synchronizes a backend before each input it copies when it has no
 	 * events (one device): a round trip per input per token otherwise. */
 	if ((d->submitted == d->fenced || d->submitted - d->fenced == d->writes - d->writes_fenced) &&
-	    !r->c->async_err) {
+	    !pprpc_async_error_peek(r->c)) {
 		d->st.fences_skipped += d->submitted != d->fenced;
 		pg_unlock(r);
 		return;
@@ -122,13 +121,14 @@ void pg_event_synchronize(ggml_backend_dev_t dev, ggml_backend_event_t ev)
 	}
 	d->st.host_waits++;
 	rc = pprpc_timeline_host_wait(r->c, e->tl, e->value, HOST_WAIT_SLICE_MS);
-	if (rc == 0 && r->c->async_err) {
+	if (rc == 0 && pprpc_async_error_peek(r->c)) {
 		/* an async GET before the record failed: its bytes are not there */
-		rc = r->c->async_err;
-		r->c->async_err = 0;
-		pg_fatal(r, d->name, "TENSOR_GET", "%s (%s)", r->c->async_errmsg, pprpc_strerror(rc));
+		char msg[256];
+
+		rc = pprpc_async_error_take(r->c, msg, sizeof(msg));
+		pg_fatal(r, d->name, "TENSOR_GET", "%s (%s)", msg, pprpc_strerror(rc));
 	}
-	if (rc == PPRPC_ETIMEDOUT && !r->c->broken) {
+	if (rc == PPRPC_ETIMEDOUT && pprpc_connection_state(r->c) == PPRPC_CONN_OPEN) {
 		d->st.host_wait_fences++;
 		pg_unlock(r);
 		pg_device_sync(d, "event_synchronize (FENCE)");

@@ -28,14 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ggml-pprpc/pg.h"
-#include "libclient/client.h"
-#include "proto/meta.h"
-#include "proto/msgtype.h"
+#include "pg.h"
 
 /* A GGML_GRAPH_CREATE with run set, sent and not read back yet. */
 struct pg_create {
-	struct pending p;        /* the client's record of the request */
+	pprpc_request *req;      /* libpprpc's record of the request */
 	size_t nnodes, n;        /* for messages */
 };
 
@@ -45,29 +42,28 @@ struct pg_create {
 static int settle(struct pg_device *d, struct pg_cache_entry *e, char *err, size_t errlen)
 {
 	struct pg_create *pc = e->aux;
-	const Pprpc__GraphCreateReply *rep;
+	pprpc_graph g;
 	int rc;
 
 	if (!pc)
 		return 0;
 	e->aux = NULL;
-	if (!pc->p.done) {
+	if (!pprpc_request_done(pc->req))
 		d->st.create_waits++;
-		rc = rpc_wait(d->rank->c, &pc->p);
-		rpc_forget(d->rank->c, &pc->p);
-	}
-	rc = pc->p.done ? pc->p.rc : PPRPC_ECONN;
-	rep = (const Pprpc__GraphCreateReply *)pc->p.rep;
-	if (rc == 0 && (!rep || !rep->graph))
-		rc = PPRPC_EPROTO; /* a reply without a handle: not what this side believes */
+	/* a reply without a handle (PPRPC_EPROTO) is not what this side believes */
+	rc = pprpc_request_wait(d->rank->c, pc->req);
+	if (rc == 0)
+		rc = pprpc_request_graph(pc->req, &g);
 	if (rc == 0) {
-		e->value = rep->graph;
+		e->value = g.id;
 	} else {
+		const char *why = pprpc_request_error(pc->req);
+
 		pg_rank_failed(d->rank, rc);
 		snprintf(err, errlen, "GGML_GRAPH_CREATE of %zu nodes (%zu tensors): %.400s", pc->nnodes, pc->n,
-			 d->rank->dead ? d->rank->dead_why : pc->p.done && pc->p.err[0] ? pc->p.err : pprpc_strerror(rc));
+			 d->rank->dead ? d->rank->dead_why : *why ? why : pprpc_strerror(rc));
 	}
-	meta_free(pc->p.rep);
+	pprpc_request_free(pc->req);
 	free(pc);
 	return rc;
 }
@@ -75,7 +71,7 @@ static int settle(struct pg_device *d, struct pg_cache_entry *e, char *err, size
 static void graph_evict(void *arg, struct pg_cache_entry *e)
 {
 	struct pg_device *d = arg;
-	Pprpc__GraphFree req = PPRPC__GRAPH_FREE__INIT;
+	pprpc_graph g;
 	char err[512];
 	int rc;
 
@@ -87,8 +83,8 @@ static void graph_evict(void *arg, struct pg_cache_entry *e)
 		return;
 	if (d->rank->dead)
 		return; /* the rank's state for this session is gone anyway */
-	req.graph = e->value;
-	rc = pg_call(d->rank, MSG_GRAPH_FREE, &req.base, NULL, NULL);
+	g.id = e->value;
+	rc = pg_rank_failed(d->rank, pprpc_graph_free(d->rank->c, g));
 	if (rc < 0 && !d->rank->dead)
 		/* The handle was ours and alive: the daemon disagreeing means
 		 * the session's state is not what this side believes. */
@@ -145,21 +141,11 @@ void pg_graphs_drop_buffer(struct pg_device *d, pprpc_buffer buf)
 	pg_cache_evict_if(d->graphs, uses_buffer, &buf);
 }
 
-static void create_msg(struct pg_device *d, const struct pg_wire *w, Pprpc__GgmlGraphCreate *m)
-{
-	m->device = d->index;
-	m->n_tensors = w->n;
-	m->tensors = w->tp;
-	m->n_nodes = w->nnodes;
-	m->nodes = w->nodes;
-	m->ggml_version = (char *)ggml_version();
-}
-
 /* Send w's create with run set; *ret_pc is settled later (settle). */
 static int create_run(struct pg_device *d, const struct pg_wire *w, struct pg_create **ret_pc, char *err,
 		      size_t errlen)
 {
-	Pprpc__GgmlGraphCreate m = PPRPC__GGML_GRAPH_CREATE__INIT;
+	pprpc_ggml_graph_desc g;
 	struct pg_create *pc = calloc(1, sizeof(*pc));
 	int rc;
 
@@ -167,14 +153,11 @@ static int create_run(struct pg_device *d, const struct pg_wire *w, struct pg_cr
 		snprintf(err, errlen, "out of memory");
 		return PPRPC_ENOMEM;
 	}
-	create_msg(d, w, &m);
-	m.run = 1;
-	pc->p.rep_desc = &pprpc__graph_create_reply__descriptor;
+	pg_wire_graph_desc(w, d->index, &g);
 	pc->nnodes = w->nnodes;
 	pc->n = w->n;
-	rc = d->rank->dead ? PPRPC_ECONN : rpc_send(d->rank->c, MSG_GGML_GRAPH_CREATE, 0, &m.base, NULL, 0, &pc->p);
+	rc = d->rank->dead ? PPRPC_ECONN : pprpc_ggml_graph_create_run(d->rank->c, &g, &pc->req);
 	if (rc < 0) {
-		rpc_forget(d->rank->c, &pc->p);
 		pg_rank_failed(d->rank, rc);
 		snprintf(err, errlen, "GGML_GRAPH_CREATE of %zu nodes (%zu tensors): %.400s", w->nnodes, w->n,
 			 d->rank->dead ? d->rank->dead_why : pprpc_last_error(d->rank->c));
@@ -188,19 +171,16 @@ static int create_run(struct pg_device *d, const struct pg_wire *w, struct pg_cr
 
 static int create(struct pg_device *d, const struct pg_wire *w, pprpc_graph *ret, char *err, size_t errlen)
 {
-	Pprpc__GgmlGraphCreate m = PPRPC__GGML_GRAPH_CREATE__INIT;
-	ProtobufCMessage *rep = NULL;
+	pprpc_ggml_graph_desc g;
 	int rc;
 
-	create_msg(d, w, &m);
-	rc = pg_call(d->rank, MSG_GGML_GRAPH_CREATE, &m.base, &pprpc__graph_create_reply__descriptor, &rep);
+	pg_wire_graph_desc(w, d->index, &g);
+	rc = d->rank->dead ? PPRPC_ECONN : pg_rank_failed(d->rank, pprpc_ggml_graph_create(d->rank->c, &g, ret));
 	if (rc < 0) {
 		snprintf(err, errlen, "GGML_GRAPH_CREATE of %zu nodes (%zu tensors): %s", w->nnodes, w->n,
 			 d->rank->dead ? d->rank->dead_why : pprpc_last_error(d->rank->c));
 		return rc;
 	}
-	ret->id = ((Pprpc__GraphCreateReply *)rep)->graph;
-	meta_free(rep);
 	d->st.graph_creates++;
 	return 0;
 }
@@ -314,14 +294,14 @@ out:
 
 int pg_supports_op(struct pg_device *d, const struct ggml_tensor *op)
 {
-	Pprpc__GgmlSupports m = PPRPC__GGML_SUPPORTS__INIT;
-	ProtobufCMessage *rep = NULL;
+	pprpc_ggml_op_desc q;
 	struct pg_cache_entry *e;
 	struct pg_wire w;
 	uint8_t *key = NULL;
 	size_t klen;
 	int32_t node;
 	int rc, ok;
+	char why[256];
 
 	/* The view ops and NONE compute nothing: every ggml backend takes them
 	 * (ggml-cpu's and ggml-cuda's supports_op say yes), and the plugin never
@@ -351,12 +331,10 @@ int pg_supports_op(struct pg_device *d, const struct ggml_tensor *op)
 		ok = (int)e->value;
 		goto out;
 	}
-	m.device = d->index;
-	m.n_tensors = w.n;
-	m.tensors = w.tp;
-	m.node = node;
+	pg_wire_op_desc(&w, node, &q);
 	d->st.supports_queries++;
-	rc = pg_call(d->rank, MSG_GGML_SUPPORTS, &m.base, &pprpc__ggml_supports_reply__descriptor, &rep);
+	rc = d->rank->dead ? PPRPC_ECONN
+			   : pg_rank_failed(d->rank, pprpc_ggml_op_supported(d->rank->c, &q, &ok, why, sizeof(why)));
 	if (rc < 0 && d->rank->dead)
 		pg_fatal_rc(d->rank, d->name, "GGML_SUPPORTS", rc);
 	if (rc < 0) {
@@ -365,14 +343,8 @@ int pg_supports_op(struct pg_device *d, const struct ggml_tensor *op)
 		PG_LOG_DEBUG("pprpc: %s: %s: GGML_SUPPORTS refused: %s\n", d->name, ggml_op_desc(op),
 			       pprpc_last_error(d->rank->c));
 		ok = 0;
-	} else {
-		const Pprpc__GgmlSupportsReply *r = (const Pprpc__GgmlSupportsReply *)rep;
-
-		ok = r->supported ? 1 : 0;
-		if (!ok)
-			PG_LOG_DEBUG("pprpc: %s: %s not supported: %s\n", d->name, ggml_op_desc(op),
-				       r->reason ? r->reason : "");
-		meta_free(rep);
+	} else if (!ok) {
+		PG_LOG_DEBUG("pprpc: %s: %s not supported: %s\n", d->name, ggml_op_desc(op), why);
 	}
 	pg_cache_insert(d->supports, key, klen, (uint64_t)ok); /* a cache without memory only costs a query */
 out:
@@ -383,12 +355,12 @@ out:
 
 size_t pg_alloc_size(struct pg_device *d, const struct ggml_tensor *t)
 {
-	Pprpc__GgmlAllocSize m = PPRPC__GGML_ALLOC_SIZE__INIT;
-	ProtobufCMessage *rep = NULL;
+	pprpc_ggml_op_desc q;
 	struct pg_cache_entry *e;
 	struct pg_wire w;
 	uint8_t *key = NULL;
 	size_t klen, nbytes = ggml_nbytes(t), size;
+	uint64_t asked;
 	int32_t node;
 	int rc;
 
@@ -408,16 +380,12 @@ size_t pg_alloc_size(struct pg_device *d, const struct ggml_tensor *t)
 		size = (size_t)e->value;
 		goto out;
 	}
-	m.device = d->index;
-	m.n_tensors = w.n;
-	m.tensors = w.tp;
-	m.node = node;
+	pg_wire_op_desc(&w, node, &q);
 	d->st.alloc_size_queries++;
-	rc = pg_call(d->rank, MSG_GGML_ALLOC_SIZE, &m.base, &pprpc__ggml_alloc_size_reply__descriptor, &rep);
+	rc = d->rank->dead ? PPRPC_ECONN : pg_rank_failed(d->rank, pprpc_ggml_op_alloc_size(d->rank->c, &q, &asked));
 	if (rc < 0)
 		pg_fatal_rc(d->rank, d->name, "GGML_ALLOC_SIZE", rc);
-	size = (size_t)((Pprpc__GgmlAllocSizeReply *)rep)->size;
-	meta_free(rep);
+	size = (size_t)asked;
 	if (size < nbytes)
 		pg_fatal(d->rank, d->name, "GGML_ALLOC_SIZE", "'%s' needs %zu bytes, the rank answered %zu", t->name,
 			 nbytes, size);

@@ -32,8 +32,8 @@
 #include "ggml-backend-impl.h"
 #include "ggml.h"
 #include "pprpc.h"
-#include "ggml-pprpc/cache.h"
-#include "proto/pprpc.pb-c.h"
+#include "pprpc_ggml.h"
+#include "cache.h"
 
 /* ggml's logger (what ggml-impl.h's GGML_LOG_* call; that header is not
  * meant for C users): messages go through the tool's log callback. */
@@ -159,9 +159,9 @@ void pg_check_alive(const struct pg_rank *r, const char *dev, const char *comman
 /* A fresh transfer id for a SEND from r (unique among r's transfers: random
  * start, then counting, since other clients share the daemon's id space). */
 uint64_t pg_rank_xfer_id(struct pg_rank *r);
-/* Raw request on the rank's connection (libclient's rpc_call). */
-int pg_call(struct pg_rank *r, uint16_t type, const ProtobufCMessage *req, const ProtobufCMessageDescriptor *rep_desc,
-	    ProtobufCMessage **ret_rep);
+/* The rank's STATS (pprpc_stats_get).  Returns 0 or a negative code (the
+ * rank marked dead when the connection is gone). */
+int pg_rank_stats(struct pg_rank *r, pprpc_stats **ret);
 
 /* ---- buffer.c, backend.c ------------------------------------------------------------------ */
 
@@ -173,9 +173,18 @@ struct pg_backend *pg_backend_of(ggml_backend_t backend);
 /* ---- device.c ------------------------------------------------------------------ */
 
 extern const struct ggml_backend_device_i pg_device_iface;
+/* What the rank's STATS say of one of its devices (the "devices" list,
+ * info.*). */
+struct pg_dev_info {
+	uint32_t index;
+	const char *name, *kind, *description, *ggml_version;  /* never NULL */
+	uint64_t ggml_alignment, ggml_max_size;
+};
 /* Make the ggml device for device `index` of rank r (info from STATS). */
-int pg_device_create(struct pg_registry *reg, struct pg_rank *r, const Pprpc__DeviceInfo *di, int ggml_index,
+int pg_device_create(struct pg_registry *reg, struct pg_rank *r, const struct pg_dev_info *di, int ggml_index,
 		     struct pg_device **ret_dev, char *err, size_t errlen);
+/* Item i of the "devices" list of s.  The strings are s's. */
+void pg_dev_info_get(const pprpc_stats *s, int i, struct pg_dev_info *di);
 void pg_device_destroy(struct pg_device *d);
 
 /* ---- buffer.c ------------------------------------------------------------------ */
@@ -218,12 +227,9 @@ void pg_device_sync(struct pg_device *d, const char *why);
 
 /* ---- serialize.c ------------------------------------------------------------------ */
 
-/* A ggml graph (or one op with its sources) in wire form. */
+/* A ggml graph (or one op with its sources) in wire form (pprpc_ggml.h). */
 struct pg_wire {
-	Pprpc__GgmlTensor *t;
-	Pprpc__GgmlTensor **tp;
-	int32_t *src;            /* GGML_MAX_SRC per tensor */
-	uint64_t *nb;            /* GGML_MAX_DIMS per tensor: strides as sent */
+	pprpc_ggml_tensor *t;    /* strides as sent */
 	size_t n, cap;
 	int32_t *nodes;
 	size_t nnodes;
@@ -260,8 +266,12 @@ void pg_snap_forget(struct pg_device *d, const struct pg_cache_entry *e);
 /* One op with its sources (no placement, no names): supports/alloc-size. */
 int pg_wire_op(struct pg_wire *w, struct pg_device *d, const struct ggml_tensor *op, int32_t *ret_node);
 void pg_wire_free(struct pg_wire *w);
-/* Packed bytes of w as a GgmlGraphCreate (the graph cache key) or of the
- * tensors alone (the op caches' key).  malloc'ed. */
+/* w as libpprpc takes it: a graph on device, or the op query of node
+ * (on w's device).  They point into w. */
+void pg_wire_graph_desc(const struct pg_wire *w, uint32_t device, pprpc_ggml_graph_desc *g);
+void pg_wire_op_desc(const struct pg_wire *w, int32_t node, pprpc_ggml_op_desc *op);
+/* Packed bytes of w as a GgmlGraphCreate (the graph cache key) or as the op
+ * query (the op caches' key).  malloc'ed. */
 int pg_wire_pack_graph(const struct pg_wire *w, uint32_t device, uint8_t **ret, size_t *ret_len);
 int pg_wire_pack_op(const struct pg_wire *w, int32_t node, uint8_t **ret, size_t *ret_len);
 

@@ -1,6 +1,6 @@
 /*
- * ggml-pprpc/rank.c — one connection to one pprpcd rank: open, lock, raw
- * calls, and the loud failure every void ggml entry point ends in.
+ * ggml-pprpc/rank.c — one connection to one pprpcd rank: open, lock, its
+ * state, and the loud failure every void ggml entry point ends in.
  *
  * Timeouts: every reply is awaited at most PPRPC_TIMEOUT_MS (default
  * 120000) without progress, connecting at most PPRPC_CONNECT_TIMEOUT_MS
@@ -17,8 +17,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "ggml-pprpc/pg.h"
-#include "libclient/client.h"
+#include "pg.h"
 
 int pg_rank_open(struct pg_rank *r, char *err, size_t errlen)
 {
@@ -74,7 +73,7 @@ int pg_rank_failed(struct pg_rank *r, int rc)
 {
 	/* A broken client refuses every later call: the daemon's state for this
 	 * session (buffers, graphs) is gone or unreachable, so nothing can go on. */
-	if (r->c && r->c->broken && !r->dead) {
+	if (r->c && pprpc_connection_state(r->c) != PPRPC_CONN_OPEN && !r->dead) {
 		r->dead = 1;
 		snprintf(r->dead_why, sizeof(r->dead_why), "%s", pprpc_last_error(r->c));
 	}
@@ -124,13 +123,9 @@ uint64_t pg_rank_xfer_id(struct pg_rank *r)
 	return r->next_xfer++;
 }
 
-int pg_call(struct pg_rank *r, uint16_t type, const ProtobufCMessage *req, const ProtobufCMessageDescriptor *rep_desc,
-	    ProtobufCMessage **ret_rep)
+int pg_rank_stats(struct pg_rank *r, pprpc_stats **ret)
 {
-	int rc;
-
 	if (r->dead)
-		return client_fail(r->c, PPRPC_ECONN, "connection to the rank was lost earlier: %.400s", r->dead_why);
-	rc = rpc_call(r->c, type, req, NULL, 0, rep_desc, ret_rep, NULL, 0);
-	return rc < 0 ? pg_rank_failed(r, rc) : 0;
+		return PPRPC_ECONN; /* callers report r->dead_why */
+	return pg_rank_failed(r, pprpc_stats_get(r->c, ret));
 }

@@ -21,9 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ggml-pprpc/pg.h"
-#include "proto/meta.h"
-#include "proto/msgtype.h"
+#include "pg.h"
 #include "util/ggml_release.h"
 
 static struct pg_registry *g_reg;
@@ -122,29 +120,28 @@ static int load_ranks(struct pg_registry *pr, char *err, size_t errlen)
 /* The ggml devices of rank r, from its STATS (DeviceInfo with ggml_*). */
 static int add_devices(struct pg_registry *pr, struct pg_rank *r, char *err, size_t errlen)
 {
-	Pprpc__Stats req = PPRPC__STATS__INIT;
-	ProtobufCMessage *rep = NULL;
-	const Pprpc__StatsReply *s;
-	int rc, found = 0;
+	pprpc_stats *s = NULL;
+	int rc, n, found = 0;
 
-	rc = pg_call(r, MSG_STATS, &req.base, &pprpc__stats_reply__descriptor, &rep);
+	rc = pg_rank_stats(r, &s);
 	if (rc < 0) {
 		snprintf(err, errlen, "STATS: %s", pprpc_last_error(r->c));
 		return rc;
 	}
-	s = (const Pprpc__StatsReply *)rep;
-	for (size_t i = 0; i < s->n_devices && rc == 0; i++) {
-		const Pprpc__DeviceInfo *di = s->devices[i]->info;
+	n = pprpc_stats_count(s, "devices");
+	for (int i = 0; i < n && rc == 0; i++) {
+		struct pg_dev_info info, *di = &info;
 		struct pg_device *d;
 
-		if (!di || !di->kind || strcmp(di->kind, "ggml") != 0)
+		pg_dev_info_get(s, i, di);
+		if (strcmp(di->kind, "ggml") != 0)
 			continue; /* native devices run pprpc graphs, not ggml's */
 		/* the rank validates and runs graphs with its own ggml: one of
 		 * another release would misread ours (util/ggml_release.h) */
-		if (!di->ggml_version || strcmp(di->ggml_version, ggml_version()) != 0) {
+		if (strcmp(di->ggml_version, ggml_version()) != 0) {
 			snprintf(err, errlen, "device %s runs ggml %s, this process ggml %s (llama.cpp %s): "
 				 "run ranks and client of one llama.cpp release",
-				 di->name, di->ggml_version && *di->ggml_version ? di->ggml_version : "(not said: an older pprpcd)",
+				 di->name, *di->ggml_version ? di->ggml_version : "(not said: an older pprpcd)",
 				 ggml_version(), PPRPC_LLAMA_RELEASE);
 			rc = PPRPC_EVERSION;
 			break;
@@ -160,7 +157,7 @@ static int add_devices(struct pg_registry *pr, struct pg_rank *r, char *err, siz
 			found++;
 		}
 	}
-	meta_free(rep);
+	pprpc_stats_free(s);
 	if (rc == 0 && !found)
 		PG_LOG_WARN("pprpc: rank %d %s (%s) serves no ggml device (pprpcd --devices ggml:CPU, ggml:CUDA0, ...)\n",
 			      r->index, r->name, r->addr);

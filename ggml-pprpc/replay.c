@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ggml-pprpc/pg.h"
+#include "pg.h"
 
 /* What the serialization of one tensor reads of it. */
 struct rec {

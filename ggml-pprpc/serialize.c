@@ -12,19 +12,20 @@
  * computes — which is also what makes it a good cache key.  A view keeps
  * its view source either way.
  *
- * The arrays of the wire messages point into the ggml tensors (ne, nb,
- * op_params, name) and into per-tensor storage here (src), so a wire form is
- * valid while the graph is.
+ * The wire tensors (pprpc_ggml.h) point into the ggml tensors (op_params,
+ * name), so a wire form is valid while the graph is; libpprpc packs and
+ * sends it.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ggml-pprpc/pg.h"
+#include "pg.h"
 
 _Static_assert(sizeof(size_t) == sizeof(uint64_t), "nb travels as uint64 (64-bit hosts only)");
-_Static_assert(GGML_MAX_SRC == 10 && GGML_MAX_OP_PARAMS == 64 && GGML_MAX_DIMS == 4,
-	       "the wire form (proto/pprpc.proto GgmlTensor) assumes ggml's limits");
+_Static_assert(GGML_MAX_SRC == PPRPC_GGML_MAX_SRC && GGML_MAX_OP_PARAMS == PPRPC_GGML_MAX_OP_PARAMS &&
+		       GGML_MAX_DIMS == PPRPC_GGML_MAX_DIMS && GGML_MAX_NAME - 1 == PPRPC_GGML_MAX_NAME,
+	       "the wire form (pprpc_ggml.h, GgmlTensor) assumes ggml's limits");
 
 enum { NODE_PENDING = -2, ABSENT = -1 };
 /* a node that is its own source: ggml_cast's CPY names itself as src[1] (its
@@ -112,22 +113,12 @@ static int map_put(struct pg_wire *w, const struct ggml_tensor *t, int32_t v)
 static int grow_tensors(struct pg_wire *w)
 {
 	size_t ncap = w->cap ? w->cap * 2 : 256;
-	Pprpc__GgmlTensor *nt = realloc(w->t, ncap * sizeof(*nt));
-	int32_t *ns;
-	uint64_t *nnb;
+	pprpc_ggml_tensor *nt = realloc(w->t, ncap * sizeof(*nt));
 	const struct ggml_tensor **np;
 
 	if (!nt)
 		return -1;
 	w->t = nt;
-	ns = realloc(w->src, ncap * GGML_MAX_SRC * sizeof(*ns));
-	if (!ns)
-		return -1;
-	w->src = ns;
-	nnb = realloc(w->nb, ncap * GGML_MAX_DIMS * sizeof(*nnb));
-	if (!nnb)
-		return -1;
-	w->nb = nnb;
 	np = realloc(w->ptr, ncap * sizeof(*np));
 	if (!np)
 		return -1;
@@ -217,36 +208,32 @@ static int no_op(const struct ggml_tensor *t)
 /* Emit t (its sources already have indices in srcs/view). */
 static int32_t emit(struct pg_wire *w, const struct ggml_tensor *t, int is_node, const int32_t *srcs, int32_t view)
 {
-	Pprpc__GgmlTensor *m;
+	pprpc_ggml_tensor *m;
 	int32_t idx = (int32_t)w->n, nsrc = 0;
 
 	if (w->n == w->cap && grow_tensors(w) < 0)
 		goto nomem;
 	m = &w->t[w->n];
-	pprpc__ggml_tensor__init(m);
+	memset(m, 0, sizeof(*m));
 	m->type = (uint32_t)t->type;
-	m->n_ne = GGML_MAX_DIMS;
-	m->ne = (int64_t *)t->ne;
-	m->n_nb = GGML_MAX_DIMS;
-	m->nb = w->nb + (size_t)idx * GGML_MAX_DIMS;
+	memcpy(m->ne, t->ne, sizeof(m->ne));
 	strides(t, m->nb);
 	m->op = is_node ? (uint32_t)t->op : (uint32_t)GGML_OP_NONE;
 	/* flags say how a graph uses a tensor; an op query is about the op */
 	m->flags = w->with_buffers ? t->flags : 0;
 	m->view_src = view;
 	m->view_offs = view >= 0 ? (uint64_t)t->view_offs : 0;
-	m->src = w->src + (size_t)idx * GGML_MAX_SRC;
 	if (is_node) {
-		m->op_params.data = (uint8_t *)t->op_params;
-		m->op_params.len = used_params(t);
+		m->op_params = t->op_params;
+		m->op_params_len = (uint32_t)used_params(t);
 		for (int i = 0; i < GGML_MAX_SRC; i++) {
 			m->src[i] = srcs[i] == SELF ? idx : srcs[i];
 			if (m->src[i] >= 0)
 				nsrc = i + 1;
 		}
 	}
-	m->n_src = (size_t)nsrc;
-	m->name = w->with_names ? (char *)t->name : (char *)"";
+	m->n_src = (uint32_t)nsrc;
+	m->name = w->with_names ? t->name : "";
 	if (w->with_buffers) {
 		struct pg_buffer *b;
 		uint64_t off;
@@ -262,7 +249,7 @@ static int32_t emit(struct pg_wire *w, const struct ggml_tensor *t, int is_node,
 				 b->dev->name, w->dev->name);
 			return -1;
 		}
-		m->buffer = b->handle.id;
+		m->buffer = b->handle;
 		m->offset = off;
 		if (note_buffer(w, b->handle.id) < 0)
 			goto nomem;
@@ -308,22 +295,6 @@ static void wire_init(struct pg_wire *w, struct pg_device *d, int with_buffers, 
 	w->with_names = with_names;
 }
 
-static int finish(struct pg_wire *w)
-{
-	w->tp = malloc((w->n ? w->n : 1) * sizeof(*w->tp));
-	if (!w->tp) {
-		snprintf(w->err, sizeof(w->err), "out of memory serializing a graph");
-		return PPRPC_ENOMEM;
-	}
-	for (size_t i = 0; i < w->n; i++) {
-		w->tp[i] = &w->t[i];
-		/* the src and nb arrays moved with every realloc */
-		w->t[i].src = w->src + i * GGML_MAX_SRC;
-		w->t[i].nb = w->nb + i * GGML_MAX_DIMS;
-	}
-	return 0;
-}
-
 int pg_wire_graph(struct pg_wire *w, struct pg_device *d, const struct ggml_cgraph *g, int with_names)
 {
 	int n = ggml_graph_n_nodes((struct ggml_cgraph *)g);
@@ -358,7 +329,7 @@ int pg_wire_graph(struct pg_wire *w, struct pg_device *d, const struct ggml_cgra
 		/* a node listed twice runs twice, as ggml would run it */
 		w->nodes[w->nnodes++] = idx;
 	}
-	return finish(w);
+	return 0;
 nomem:
 	snprintf(w->err, sizeof(w->err), "out of memory serializing a graph");
 	return PPRPC_ENOMEM;
@@ -377,15 +348,12 @@ int pg_wire_op(struct pg_wire *w, struct pg_device *d, const struct ggml_tensor 
 	if (idx < 0)
 		return PPRPC_EINVAL;
 	*ret_node = idx;
-	return finish(w);
+	return 0;
 }
 
 void pg_wire_free(struct pg_wire *w)
 {
 	free(w->t);
-	free(w->tp);
-	free(w->src);
-	free(w->nb);
 	free(w->nodes);
 	free(w->ptr);
 	free(w->bufs);
@@ -394,38 +362,38 @@ void pg_wire_free(struct pg_wire *w)
 	memset(w, 0, sizeof(*w));
 }
 
-static int pack(const ProtobufCMessage *m, uint8_t **ret, size_t *ret_len)
-{
-	size_t len = protobuf_c_message_get_packed_size(m);
-	uint8_t *p = malloc(len ? len : 1);
-
-	if (!p)
-		return PPRPC_ENOMEM;
-	protobuf_c_message_pack(m, p);
-	*ret = p;
-	*ret_len = len;
-	return 0;
-}
-
 int pg_wire_pack_graph(const struct pg_wire *w, uint32_t device, uint8_t **ret, size_t *ret_len)
 {
-	Pprpc__GgmlGraphCreate m = PPRPC__GGML_GRAPH_CREATE__INIT;
+	pprpc_ggml_graph_desc g;
 
-	m.device = device;
-	m.n_tensors = w->n;
-	m.tensors = w->tp;
-	m.n_nodes = w->nnodes;
-	m.nodes = w->nodes;
-	m.ggml_version = (char *)ggml_version();
-	return pack(&m.base, ret, ret_len);
+	pg_wire_graph_desc(w, device, &g);
+	return pprpc_ggml_graph_pack(&g, ret, ret_len);
+}
+
+void pg_wire_graph_desc(const struct pg_wire *w, uint32_t device, pprpc_ggml_graph_desc *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->device = device;
+	g->tensors = w->t;
+	g->n_tensors = w->n;
+	g->nodes = w->nodes;
+	g->n_nodes = w->nnodes;
+	g->ggml_version = ggml_version();
+}
+
+void pg_wire_op_desc(const struct pg_wire *w, int32_t node, pprpc_ggml_op_desc *op)
+{
+	memset(op, 0, sizeof(*op));
+	op->device = w->dev->index;
+	op->tensors = w->t;
+	op->n_tensors = w->n;
+	op->node = node;
 }
 
 int pg_wire_pack_op(const struct pg_wire *w, int32_t node, uint8_t **ret, size_t *ret_len)
 {
-	Pprpc__GgmlSupports m = PPRPC__GGML_SUPPORTS__INIT;
+	pprpc_ggml_op_desc op;
 
-	m.n_tensors = w->n;
-	m.tensors = w->tp;
-	m.node = node;
-	return pack(&m.base, ret, ret_len);
+	pg_wire_op_desc(w, node, &op);
+	return pprpc_ggml_op_pack(&op, ret, ret_len);
 }

@@ -283,6 +283,16 @@ PPRPC_API int pprpc_get_caps(const pprpc_client *c, pprpc_caps *out)
 	return 0;
 }
 
+PPRPC_API uint64_t pprpc_daemon_max_bulk(const pprpc_client *c)
+{
+	return c->max_bulk;
+}
+
+PPRPC_API int pprpc_connection_state(const pprpc_client *c)
+{
+	return c->broken ? PPRPC_CONN_BROKEN : PPRPC_CONN_OPEN;
+}
+
 PPRPC_API int pprpc_device_count(const pprpc_client *c)
 {
 	return (int)c->ndev;

@@ -28,9 +28,17 @@ struct pending {
 	void *bulk;                                  /* reply bulk goes here */
 	uint64_t bulk_len;                           /* expected reply bulk size */
 	int async;                                   /* heap-allocated; freed on completion */
+	int orphan;                                  /* a pprpc_request let go in flight: freed on
+						      * completion, reply and failure dropped */
 	int has_challenge;                           /* error reply carried an auth challenge */
 	uint8_t challenge[32];
 	char err[256];
+};
+
+/* A public request handle (pprpc.h): a pending the caller owns.  p comes
+ * first, so an orphan is freed through its pending. */
+struct pprpc_request {
+	struct pending p;
 };
 
 struct pprpc_client {

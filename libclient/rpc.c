@@ -58,6 +58,11 @@ static void complete(pprpc_client *c, struct pending *p)
 {
 	p->done = 1;
 	pend_remove(c, p);
+	if (p->orphan) {
+		meta_free(p->rep);
+		free(p); /* struct pprpc_request starts with its pending */
+		return;
+	}
 	if (!p->async)
 		return;
 	c->async_outstanding--;

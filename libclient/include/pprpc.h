@@ -8,6 +8,8 @@
  *   pprpc_graph.h     the graph builder (ops, shape checks) and GRAPH_CREATE
  *   pprpc_blocks.h    optional: whole transformer blocks on the builder
  *   pprpc_pipeline.h  optional: a fill-drain pipeline over stages
+ *   pprpc_ggml.h      ggml graphs (the engine's wire form), for ggml
+ *                     backends such as libggml-pprpc.so
  *   pprpc/types.h     the vocabulary shared with the daemon (error codes,
  *                     element types, ops), included by all of them
  *
@@ -149,6 +151,23 @@ PPRPC_API const char *pprpc_daemon_placement(const pprpc_client *c);
  * ("cuda:0 unavailable: no CUDA-capable device is detected"), or NULL. */
 PPRPC_API const char *pprpc_device_unavailable(const pprpc_client *c, int i);
 PPRPC_API int pprpc_get_caps(const pprpc_client *c, pprpc_caps *out);
+/* The largest bulk (tensor bytes) the daemon takes in one frame, as said at
+ * HELLO; 0 when it did not say.  Larger transfers are split by the caller. */
+PPRPC_API uint64_t pprpc_daemon_max_bulk(const pprpc_client *c);
+
+/* The state of the connection.  A call that finds the stream closed, timed
+ * out or out of sync breaks the connection: every pending request is
+ * completed with the failure and later calls fail with PPRPC_ECONN, until
+ * pprpc_reconnect opens a new session (whose daemon state starts empty).
+ * This is a query, so that a caller holding daemon handles can tell "the
+ * request failed" (the session goes on) from "the session is gone" (its
+ * handles with it) without parsing messages.  More states may be added
+ * (a reconnection in progress): treat every value but OPEN as unusable. */
+enum pprpc_conn_state {
+	PPRPC_CONN_OPEN = 0,     /* calls go to the daemon */
+	PPRPC_CONN_BROKEN = 1    /* calls fail: pprpc_last_error says why it broke */
+};
+PPRPC_API int pprpc_connection_state(const pprpc_client *c);
 /* Devices as reported at HELLO (free memory as of then). */
 PPRPC_API int pprpc_device_count(const pprpc_client *c);
 PPRPC_API int pprpc_device_get(const pprpc_client *c, uint32_t index, pprpc_device_info *out);
@@ -292,6 +311,49 @@ PPRPC_API int pprpc_probe_rank(pprpc_client *c, const char *rank, int timeout_ms
  * synchronize (code; message and failing command in pprpc_last_error) and
  * clears it, or 0. */
 PPRPC_API int pprpc_synchronize(pprpc_client *c, uint32_t device);
+
+/* The sticky async error: the first failure of a queued command whose reply
+ * this client reads in passing (a pprpc_tensor_get_async the daemon refused,
+ * say).  It is kept, with its message, until pprpc_synchronize reports it or
+ * the caller takes it here: a host wait (pprpc_timeline_host_wait) proves
+ * the queue got past a point, but not that the reads before it succeeded.
+ * Both return the code (negative) or 0 when there is none.  peek leaves it;
+ * take clears it and copies its message to msg (msglen bytes, truncated,
+ * NUL-terminated; msg may be NULL). */
+PPRPC_API int pprpc_async_error_peek(const pprpc_client *c);
+PPRPC_API int pprpc_async_error_take(pprpc_client *c, char *msg, size_t msglen);
+
+/* ---- requests ----------------------------------------------------------------- */
+
+/* A request in flight whose reply the caller wants later: returned by calls
+ * that queue work and also answer something (pprpc_ggml.h's create with
+ * run).  Its reply is read by whichever later call on the client meets it
+ * (no thread of its own), so waiting for it is often free.  The request is
+ * the caller's until pprpc_request_free; it stays valid across
+ * pprpc_reconnect and pprpc_close (then completed with PPRPC_ECLOSED), and
+ * a broken connection completes it with the failure, so no wait hangs on a
+ * reply that cannot come. */
+typedef struct pprpc_request pprpc_request;
+
+/* 1 when the reply (or the failure) is in, 0 while it is in flight. */
+PPRPC_API int pprpc_request_done(const pprpc_request *r);
+/* Make progress on c (r's client) until r is done, within c's io timeout
+ * (on timeout the connection breaks: a late reply would be out of sync).
+ * Returns r's result: 0, the daemon's error code (message in
+ * pprpc_request_error), or the connection's failure.  No I/O when r is
+ * already done. */
+PPRPC_API int pprpc_request_wait(pprpc_client *c, pprpc_request *r);
+/* The message of r's failure ("" while in flight or on success).  Owned by
+ * r. */
+PPRPC_API const char *pprpc_request_error(const pprpc_request *r);
+/* The graph handle a done create request got.  Errors: r's failure,
+ * PPRPC_EBUSY (not done yet), PPRPC_EINVAL (r creates no graph),
+ * PPRPC_EPROTO (the reply has no handle). */
+PPRPC_API int pprpc_request_graph(const pprpc_request *r, pprpc_graph *out);
+/* Let go of r.  One still in flight is not cancelled (the daemon runs it):
+ * its reply is dropped when it comes and the library frees it then.  NULL
+ * is accepted. */
+PPRPC_API void pprpc_request_free(pprpc_request *r);
 
 /* ---- statistics ------------------------------------------------------------------ */
 

@@ -4,8 +4,9 @@
 # program built with `pkg-config --cflags --libs pprpc` links and runs, every
 # public header compiles alone as C and as C++, handles of different kinds do
 # not convert into each other, and the shipped systemd unit passes
-# `systemd-analyze verify`, and an installed rank runs with the build tree
-# hidden (ggml in PREFIX/lib/pprpc).
+# `systemd-analyze verify`, an installed rank runs with the build tree
+# hidden (ggml in PREFIX/lib/pprpc), and the ggml backend plugin compiles
+# against the installed headers alone (no libclient/, no proto/).
 set -u
 cd "$(dirname "$0")/../.."
 dest=$(mktemp -d /tmp/pprpc-install-XXXXXX)
@@ -18,7 +19,7 @@ make --no-print-directory install DESTDIR="$dest" PREFIX=/usr/local >"$dest.log"
 rm -f "$dest.log"
 p="$dest/usr/local"
 soname=$(sed -n 's/^LIB_SOVERSION := //p' Makefile)
-headers="pprpc.h pprpc_graph.h pprpc_blocks.h pprpc_pipeline.h pprpc/types.h"
+headers="pprpc.h pprpc_graph.h pprpc_blocks.h pprpc_pipeline.h pprpc_ggml.h pprpc/types.h"
 for f in bin/pprpcd bin/pprpcctl bin/pp-fence-test lib/libpprpc.so.$soname.0.0 lib/libpprpc.so.$soname lib/libpprpc.so \
 	lib/libpprpc.a $(for h in $headers; do echo include/$h; done) lib/pkgconfig/pprpc.pc \
 	lib/systemd/system/pprpcd@.service share/pprpc/pprpcd.conf share/pprpc/cluster.conf \
@@ -77,6 +78,30 @@ C
 cc -fsyntax-only -I"$p/include" "$dest/handles.c" && ok "typed handles: the right kind compiles" || bad "typed handles (right kind)"
 cc -fsyntax-only -DWRONG -I"$p/include" "$dest/handles.c" 2>/dev/null && bad "a buffer passed as a timeline compiled" ||
 	ok "typed handles: a buffer is refused as a timeline"
+
+# The plugin is a libpprpc user like any other: its sources, copied out of
+# the tree (so its own headers are found beside them and nothing else of
+# the tree is), compile against the installed headers, ggml's and
+# util/ggml_release.h alone.  A copy that includes an internal header must
+# fail, or the check would prove nothing.
+if [ -e "$p/lib/libggml-pprpc.so" ]; then
+	mkdir -p "$dest/plugin/ggml-pprpc"
+	cp ggml-pprpc/*.c ggml-pprpc/*.h "$dest/plugin/ggml-pprpc/"
+	check() { make --no-print-directory -s plugin-header-check PLUGIN_CHECK_INC="$p/include" \
+		PLUGIN_CHECK_SRCS="$(echo "$dest"/plugin/ggml-pprpc/*.c)"; }
+	if out=$(check 2>&1); then
+		ok "ggml-pprpc/*.c compile against the installed headers only"
+	else
+		echo "$out" | head -n 20
+		bad "ggml-pprpc/*.c against the installed headers"
+	fi
+	for inc in libclient/client.h proto/pprpc.pb-c.h; do
+		sed -i "0,/^#include \"pg.h\"/s||#include \"pg.h\"\n#include \"$inc\"|" "$dest/plugin/ggml-pprpc/graphs.c"
+		check >/dev/null 2>&1 && bad "the plugin's check let #include \"$inc\" through" ||
+			ok "the plugin's check refuses #include \"$inc\""
+		cp ggml-pprpc/graphs.c "$dest/plugin/ggml-pprpc/"
+	done
+fi
 
 # The unit, with ExecStart pointing at the installed binary.
 if command -v systemd-analyze >/dev/null; then
