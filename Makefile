@@ -200,7 +200,7 @@ else
 GGML_INC :=
 GGML_LIBS :=
 GGML_SKIP := $(wildcard daemon/backend/ggml/*.c daemon/backend/ggml/*/*.c) tests/fuzz/fuzz_ggml_graph.c \
-	tests/integration/test_ggml.c tests/integration/ggml_wire.c tests/unit/test_ggml_engine.c tests/unit/test_pg_replay.c \
+	tests/integration/test_ggml.c tests/integration/test_ggml_api.c tests/integration/ggml_wire.c tests/unit/test_ggml_engine.c tests/unit/test_pg_replay.c \
 	tests/unit/test_ggml_gdn_engine.c tests/integration/test_ggml_gdn.c bench/ggml_gdn.c
 GGML_INFO := no ($(if $(filter 0,$(GGML)),GGML=0,run `make llama`)): no ggml devices
 endif
@@ -277,7 +277,7 @@ $(O)/gen/pprpc.pb-c.o: $(PROTO_C)
 
 # The ggml engine and the tests that build ggml graphs see ggml's headers.
 $(O)/daemon/backend/ggml/%.o: CPPFLAGS += $(GGML_INC)
-$(O)/tests/integration/test_ggml.o $(O)/tests/integration/ggml_wire.o $(O)/tests/unit/test_ggml_engine.o \
+$(O)/tests/integration/test_ggml.o $(O)/tests/integration/test_ggml_api.o $(O)/tests/integration/ggml_wire.o $(O)/tests/unit/test_ggml_engine.o \
 	$(O)/tests/unit/test_ggml_gdn_engine.o $(O)/tests/integration/test_ggml_gdn.o $(O)/bench/ggml_gdn.o: \
 	CPPFLAGS += $(GGML_INC)
 
