@@ -17,6 +17,13 @@
  *                usable by every backend of its device.
  *   pg_event     a timeline on the device of the event plus its last value.
  *
+ * libpprpc is used through its public headers alone (pprpc.h for the
+ * connection, requests and the sticky async error, pprpc_ggml.h for ggml
+ * graphs and op queries), as by any program: the Makefile builds the
+ * plugin without the tree's root on the include path, and make test-install
+ * builds it against an installed tree (own headers by file name, beside the
+ * sources).
+ *
  * Errors: the ggml interface has no error return for most calls, so a
  * failure there ends the process with rank, device, command and reason
  * (pg_fatal); wrong data is never returned silently.  Where ggml does take a

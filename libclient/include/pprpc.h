@@ -329,17 +329,17 @@ PPRPC_API int pprpc_async_error_take(pprpc_client *c, char *msg, size_t msglen);
  * that queue work and also answer something (pprpc_ggml.h's create with
  * run).  Its reply is read by whichever later call on the client meets it
  * (no thread of its own), so waiting for it is often free.  The request is
- * the caller's until pprpc_request_free; it stays valid across
- * pprpc_reconnect and pprpc_close (then completed with PPRPC_ECLOSED), and
- * a broken connection completes it with the failure, so no wait hangs on a
- * reply that cannot come. */
+ * the caller's until pprpc_request_free.  A broken connection completes
+ * it with the failure, pprpc_reconnect and pprpc_close with PPRPC_ECLOSED,
+ * so no wait hangs on a reply that cannot come; after pprpc_close only
+ * pprpc_request_done / _error / _graph / _free may be called on it. */
 typedef struct pprpc_request pprpc_request;
 
 /* 1 when the reply (or the failure) is in, 0 while it is in flight. */
 PPRPC_API int pprpc_request_done(const pprpc_request *r);
-/* Make progress on c (r's client) until r is done, within c's io timeout
- * (on timeout the connection breaks: a late reply would be out of sync).
- * Returns r's result: 0, the daemon's error code (message in
+/* Make progress on c (the client r was sent on) until r is done, within
+ * c's io timeout (on timeout the connection breaks: a late reply would be
+ * out of sync).  Returns r's result: 0, the daemon's error code (message in
  * pprpc_request_error), or the connection's failure.  No I/O when r is
  * already done. */
 PPRPC_API int pprpc_request_wait(pprpc_client *c, pprpc_request *r);
