@@ -10,7 +10,7 @@
 #include "daemon/pprpcd.h"
 #include "daemon/server/conn.h"
 #include "daemon/server/dispatch.h"
-#include "daemon/exec/qreq.h"
+#include "daemon/request/qreq.h"
 #include "daemon/server/reply.h"
 #include "pprpc/types.h"
 #include "proto/frame.h"

@@ -9,18 +9,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "daemon/pprpcd.h"   /* struct pprpcd_opts, struct cpu_affinity */
+
 #define PPRPCD_DEFAULT_CONFIG "/etc/pprpc/pprpcd.conf"
-#define AFFINITY_MAX_CPUS 1024
-
-/* CPU sets for the event-loop thread and the device workers (and their
- * BLAS / kernel threads).  An empty set means "not pinned". */
-struct cpu_affinity {
-	uint64_t loop[AFFINITY_MAX_CPUS / 64];
-	uint64_t device[AFFINITY_MAX_CPUS / 64];
-	int has_loop, has_device;
-};
-
-struct pprpcd_opts;
 
 struct optdef {
 	const char *name;   /* flag --name, file key name (or name_with_underscores) */

@@ -86,6 +86,7 @@ static struct fz *fz_get(void)
 	FZ_CHECK(fz);
 	struct pprpcd *d = &fz->d;
 
+	pprpcd_bind(d);   /* the server's connection calls, as pprpcd_start does */
 	pprpcd_opts_default(&d->opts);
 	d->opts.memory_floor = 0;
 	d->opts.threads = 1;

@@ -1,5 +1,5 @@
 /*
- * daemon/exec/qreq.h — a request executed on a device queue.
+ * daemon/request/qreq.h — a request executed on a device queue.
  *
  * Holds a connection reference for as long as the command is in flight, so
  * the reply path never touches a freed connection (a closed one just drops
