@@ -8,11 +8,13 @@
  * Lifetime: a connection is reference-counted — one reference for the
  * transport, one per in-flight command.  When the transport closes, its
  * queued work is cancelled, the parts' close hooks run (pprpcd.h:
- * transfers, device waits), the objects it owns are retired at once
- * (objects/owner.h) and replies of commands still in flight are dropped;
- * the struct is freed with the last reference.  Buffers, graphs and
- * timelines know the connection only as their owner (c->own): objects/
- * includes nothing of server/.
+ * device waits, transfers, the handlers' host waits and subscriptions),
+ * the objects it owns are retired at once (objects/owner.h) and replies of
+ * commands still in flight are dropped; the struct is freed with the last
+ * reference.  Buffers, graphs and timelines know the connection only as
+ * their owner (c->own); queued requests and transfers know it through
+ * core/conn_if.h: no part below the server includes this header
+ * (doc/layers.md).
  */
 #ifndef PPRPC_DAEMON_CONN_H
 #define PPRPC_DAEMON_CONN_H
