@@ -122,13 +122,13 @@ static int fail_exec(struct qcmd *q)
 
 void qreq_refuse(struct conn *c, const struct request *r, int code, const char *msg)
 {
+	struct pprpcd *d = conn_daemon(c);
+
 	/* A GET always answers: its client waits for the bytes. */
 	if (!(r->hdr.flags & FRAME_F_QUEUED) || r->hdr.type == MSG_TENSOR_GET) {
 		reply_error(c, r->hdr.type, r->hdr.req_id, code, msg);
 		return;
 	}
-	struct pprpcd *d = conn_daemon(c);
-
 	conn_count_error(c);
 	for (uint32_t i = 0; i < d->ndev; i++) {
 		struct fail_cmd *f = calloc(1, sizeof(*f));
