@@ -176,22 +176,8 @@ struct pprpcd {
 
 #define LOG(d, lvl, ...) log_msg(&(d)->log, (lvl), __VA_ARGS__)
 
-void pprpcd_opts_default(struct pprpcd_opts *o);
-/* Read the configuration file, then argv, into o.  Returns 0 to run, 1 when
- * --help/--version/--check-config printed (exit 0), or a negative code
- * after printing the reason (exit 2). */
-int pprpcd_opts_parse(struct pprpcd_opts *o, int argc, char **argv);
-
-/* Fill d->ops with the server's implementation (core/core_impl.h): the
- * first thing pprpcd_start does; a harness that builds a context by hand
- * and serves requests through it (tests/fuzz) calls it too. */
-void pprpcd_bind(struct pprpcd *d);
-int pprpcd_start(struct pprpcd *d);     /* devices, listen, port file */
-int pprpcd_run(struct pprpcd *d);       /* loop until stopped */
-void pprpcd_stop(struct pprpcd *d);     /* begin shutdown (loop thread) */
-void pprpcd_fini(struct pprpcd *d);
-/* A connection finished closing (lets shutdown complete). */
-void pprpcd_conn_gone(struct pprpcd *d);
+/* The daemon's life (start, run, stop) is the server's: server/server.h;
+ * its settings are read by server/options.h. */
 
 /* The services of the bottom layer (core/core.c), for every part. */
 

@@ -9,6 +9,7 @@
 #include "daemon/objects/graph.h"
 #include "daemon/pprpcd.h"
 #include "daemon/server/conn.h"
+#include "daemon/server/server.h"
 #include "daemon/server/dispatch.h"
 #include "daemon/request/qreq.h"
 #include "daemon/server/reply.h"

@@ -14,6 +14,7 @@
 #include "daemon/pprpcd.h"
 #include "daemon/server/dispatch.h"
 #include "daemon/server/reply.h"
+#include "daemon/server/server.h"
 #include "pprpc/types.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"

@@ -13,6 +13,12 @@
 
 #define PPRPCD_DEFAULT_CONFIG "/etc/pprpc/pprpcd.conf"
 
+void pprpcd_opts_default(struct pprpcd_opts *o);
+/* Read the configuration file, then argv, into o.  Returns 0 to run, 1 when
+ * --help/--version/--check-config printed (exit 0), or a negative code
+ * after printing the reason (exit 2). */
+int pprpcd_opts_parse(struct pprpcd_opts *o, int argc, char **argv);
+
 struct optdef {
 	const char *name;   /* flag --name, file key name (or name_with_underscores) */
 	const char *arg;

@@ -25,6 +25,7 @@
 #include "daemon/server/deadline.h"
 #include "daemon/server/dispatch.h"
 #include "daemon/server/options.h"
+#include "daemon/server/server.h"
 #include "daemon/core/core_impl.h"
 #include "daemon/device/device.h"
 #include "daemon/pprpcd.h"

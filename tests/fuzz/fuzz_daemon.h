@@ -28,6 +28,8 @@
 
 #include "daemon/objects/buffer.h"
 #include "daemon/server/conn.h"
+#include "daemon/server/options.h"
+#include "daemon/server/server.h"
 #include "daemon/device/device.h"
 #include "daemon/objects/graph.h"
 #include "daemon/pprpcd.h"
