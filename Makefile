@@ -504,6 +504,7 @@ UNIT_TESTS := $(filter-out $(T)/test_ggml_rules_archs,$(UNIT_TESTS))
 
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
+	@echo "== every include is one doc/layers.txt allows" && tests/layers.sh
 	@$(if $(filter 1,$(GGML_ON)),:,echo "== test_ggml_rules: skipped, ggml engine: $(GGML_INFO)")
 	@$(if $(filter 1,$(GGML_ON)),echo "== every ggml rule cites its kernels" && tests/ggml/rule-sources.sh $(LLAMA_DIR)/ggml/src,:)
 

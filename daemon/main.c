@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "daemon/pprpcd.h"
+#include "daemon/server/options.h"
+#include "daemon/server/server.h"
 
 int main(int argc, char **argv)
 {

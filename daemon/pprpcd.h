@@ -1,6 +1,13 @@
 /*
  * daemon/pprpcd.h — the daemon context.  There are no process-wide mutable
  * globals: everything hangs off struct pprpcd, passed to every part.
+ *
+ * It belongs to the bottom layer, daemon/core/ (doc/layers.md): every part
+ * includes it, so it includes only core/ (and util/, include/): the state
+ * it holds by value is of core's types (handle tables, host memory, the
+ * staging ring, the log), the rest is pointers to the parts' own.  What the
+ * server provides to the parts below it goes through d->ops
+ * (core/core_impl.h), which pprpcd_bind fills.
  */
 #ifndef PPRPC_DAEMON_PPRPCD_H
 #define PPRPC_DAEMON_PPRPCD_H
@@ -10,14 +17,23 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "daemon/objects/handles.h"
-#include "daemon/exec/hostmem.h"
-#include "daemon/exec/staging.h"
-#include "daemon/server/log.h"
-#include "daemon/server/options.h"
+#include "daemon/core/handles.h"
+#include "daemon/core/hostmem.h"
+#include "daemon/core/log.h"
+#include "daemon/core/staging.h"
 #include "util/version.h"
 
 #define PPRPCD_MAX_DEVICES 16
+#define AFFINITY_MAX_CPUS 1024
+
+/* CPU sets for the event-loop thread and the device workers (and their
+ * BLAS / kernel threads).  An empty set means "not pinned".  Parsed and
+ * applied by the server (server/options.h, affinity.h). */
+struct cpu_affinity {
+	uint64_t loop[AFFINITY_MAX_CPUS / 64];
+	uint64_t device[AFFINITY_MAX_CPUS / 64];
+	int has_loop, has_device;
+};
 
 struct device;
 struct pprpcd;
@@ -31,6 +47,7 @@ struct rdma_ctx;
 struct rdma_listener;
 struct mconn;
 struct deadline;
+struct core_ops;
 
 enum { PPRPCD_TRANSPORT_AUTO, PPRPCD_TRANSPORT_TCP, PPRPCD_TRANSPORT_RDMA };
 
@@ -98,6 +115,7 @@ typedef void (*pprpcd_conn_hook)(struct pprpcd *d, struct conn *c);
 
 struct pprpcd {
 	uv_loop_t *loop;
+	const struct core_ops *ops;        /* the server's, for the parts below it (pprpcd_bind) */
 	struct pprpcd_opts opts;
 	struct log_cfg log;
 	struct tcp_listener *listener;
@@ -158,18 +176,10 @@ struct pprpcd {
 
 #define LOG(d, lvl, ...) log_msg(&(d)->log, (lvl), __VA_ARGS__)
 
-void pprpcd_opts_default(struct pprpcd_opts *o);
-/* Read the configuration file, then argv, into o.  Returns 0 to run, 1 when
- * --help/--version/--check-config printed (exit 0), or a negative code
- * after printing the reason (exit 2). */
-int pprpcd_opts_parse(struct pprpcd_opts *o, int argc, char **argv);
+/* The daemon's life (start, run, stop) is the server's: server/server.h;
+ * its settings are read by server/options.h. */
 
-int pprpcd_start(struct pprpcd *d);     /* devices, listen, port file */
-int pprpcd_run(struct pprpcd *d);       /* loop until stopped */
-void pprpcd_stop(struct pprpcd *d);     /* begin shutdown (loop thread) */
-void pprpcd_fini(struct pprpcd *d);
-/* A connection finished closing (lets shutdown complete). */
-void pprpcd_conn_gone(struct pprpcd *d);
+/* The services of the bottom layer (core/core.c), for every part. */
 
 /* Register fn to run when any connection closes (see pprpcd_conn_hook);
  * at start, before the first connection.  PPRPC_ELIMIT past
@@ -178,7 +188,8 @@ int pprpcd_on_conn_close(struct pprpcd *d, pprpcd_conn_hook fn);
 /* Run the hooks for c (server/conn.c, as c's transport closes). */
 void pprpcd_conn_closed(struct pprpcd *d, struct conn *c);
 
-/* Wake every device worker to re-check commands that were not ready. */
+/* Wake every device worker to re-check commands that were not ready
+ * (through d->ops: the server knows the queues). */
 void pprpcd_kick_queues(struct pprpcd *d);
 
 /* Device by wire index, NULL if out of range. */

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "daemon/device/backend_impl.h"
-#include "daemon/exec/hostmem.h"
+#include "daemon/core/hostmem.h"
 #include "daemon/exec/queue.h"
-#include "daemon/exec/staging.h"
+#include "daemon/core/staging.h"
 #include "daemon/exec/stream.h"
 #include "pprpc/types.h"
 

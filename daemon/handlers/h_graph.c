@@ -8,7 +8,7 @@
 #include "daemon/server/dispatch.h"
 #include "daemon/objects/graph.h"
 #include "daemon/pprpcd.h"
-#include "daemon/exec/qreq.h"
+#include "daemon/request/qreq.h"
 #include "daemon/server/reply.h"
 #include "pprpc/types.h"
 

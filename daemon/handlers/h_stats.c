@@ -9,7 +9,7 @@
 #include "daemon/pprpcd.h"
 #include "daemon/exec/queue.h"
 #include "daemon/server/reply.h"
-#include "daemon/exec/staging.h"
+#include "daemon/core/staging.h"
 #include "daemon/xfer/xfer.h"
 #include "pprpc/types.h"
 #include "proto/msgtype.h"

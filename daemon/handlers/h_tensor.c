@@ -26,7 +26,7 @@
 #include "daemon/device/device.h"
 #include "daemon/server/dispatch.h"
 #include "daemon/pprpcd.h"
-#include "daemon/exec/qreq.h"
+#include "daemon/request/qreq.h"
 #include "daemon/server/reply.h"
 #include "daemon/exec/stream.h"
 #include "proto/frame.h"

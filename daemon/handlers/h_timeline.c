@@ -20,7 +20,7 @@
 #include "daemon/server/dispatch.h"
 #include "daemon/peer/peer.h"
 #include "daemon/pprpcd.h"
-#include "daemon/exec/qreq.h"
+#include "daemon/request/qreq.h"
 #include "daemon/server/reply.h"
 #include "daemon/objects/timeline.h"
 #include "pprpc/types.h"
@@ -420,8 +420,11 @@ void h_subscribe(struct conn *c, struct request *r)
 		add_lwait(c, r, t, m->value, 0);
 }
 
-void conn_cancel_lwaits(struct conn *c)
+/* Close hook: a closed connection's pending host waits and subscriptions
+ * fail with PPRPC_ECANCELED (their replies are dropped) and let go of it. */
+static void cancel_lwaits(struct pprpcd *d, struct conn *c)
 {
+	(void)d;
 	while (c->lwaits) {
 		struct lwait *lw = c->lwaits;
 
@@ -430,4 +433,9 @@ void conn_cancel_lwaits(struct conn *c)
 		else
 			lwait_unlink(lw);
 	}
+}
+
+int h_timeline_start(struct pprpcd *d)
+{
+	return pprpcd_on_conn_close(d, cancel_lwaits);
 }

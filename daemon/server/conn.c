@@ -1,6 +1,7 @@
 /* daemon/server/conn.c — connection lifetime and the decode + validate layer. */
 #include "daemon/server/conn.h"
 #include "daemon/device/device.h"
+#include "daemon/server/conn_impl.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -8,11 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/exec/qreq.h"
+#include "daemon/request/qreq.h"
 #include "daemon/objects/buffer.h"
 #include "daemon/pprpcd.h"
 #include "daemon/server/dispatch.h"
 #include "daemon/server/reply.h"
+#include "daemon/server/server.h"
 #include "pprpc/types.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
@@ -244,11 +246,13 @@ static void on_close(void *ctx, int status)
 	/* Queued work of a vanished client is cancelled, not run. */
 	for (uint32_t i = 0; i < PPRPCD_CONN_MAX_DEVICES; i++)
 		atomic_store(&c->streams[i].canceled, 1);
+	/* What the parts keep for c (transfers, waits on a device or on the
+	 * loop) goes through their close hooks: this layer calls none of
+	 * them by name. */
 	pprpcd_conn_closed(d, c);
 	LOG(d, LOG_INFO_, "conn %" PRIu64 " (%s) closed%s: %" PRIu64 " requests, %" PRIu64 " errors",
 	    c->id, c->name, status ? " on error" : "", c->requests, c->errors);
 	/* Resources die with their owner: a vanished client leaks nothing. */
-	conn_cancel_lwaits(c);
 	owner_release(d, &c->own);
 	request_reset(c);
 	drop_deferred(c);
@@ -404,14 +408,14 @@ static void flow(struct conn *c)
 	}
 }
 
-void conn_enqueue(struct conn *c, uint64_t staged)
+void conn_enqueue_impl(struct conn *c, uint64_t staged)
 {
 	c->queued_cmds++;
 	c->staged_bytes += staged;
 	flow(c);
 }
 
-void conn_unqueue(struct conn *c, uint64_t staged)
+void conn_unqueue_impl(struct conn *c, uint64_t staged)
 {
 	c->queued_cmds--;
 	c->staged_bytes -= staged;
@@ -430,13 +434,13 @@ void conn_reply_sent(struct conn *c)
 	flow(c);
 }
 
-void conn_wait_begin(struct conn *c)
+void conn_wait_begin_impl(struct conn *c)
 {
 	c->waits++;
 	flow(c);
 }
 
-void conn_wait_end(struct conn *c)
+void conn_wait_end_impl(struct conn *c)
 {
 	c->waits--;
 	flow(c);
@@ -477,12 +481,12 @@ void conn_copy_put(struct conn *c, uint64_t n)
 		pprpcd_kick_queues(c->d);
 }
 
-void conn_ref(struct conn *c)
+void conn_ref_impl(struct conn *c)
 {
 	c->refs++;
 }
 
-void conn_unref(struct conn *c)
+void conn_unref_impl(struct conn *c)
 {
 	if (--c->refs)
 		return;
@@ -492,6 +496,26 @@ void conn_unref(struct conn *c)
 	free(c);
 }
 
+struct stream *conn_stream_impl(struct conn *c, uint32_t dev)
+{
+	return &c->streams[dev];
+}
+
+void conn_count_error_impl(struct conn *c)
+{
+	c->errors++;
+}
+
+uint64_t conn_frames_in_impl(const struct conn *c)
+{
+	return c->t ? transport_stats(c->t)->frames_in : 0;
+}
+
+const char *conn_link_name_impl(const struct conn *c)
+{
+	return c->t ? transport_name(c->t) : NULL;
+}
+
 void conn_close(struct conn *c)
 {
 	c->closing = 1;
@@ -499,7 +523,7 @@ void conn_close(struct conn *c)
 		transport_close(c->t);
 }
 
-void conn_abort(struct conn *c)
+void conn_abort_impl(struct conn *c)
 {
 	c->closing = 1;
 	if (c->t)

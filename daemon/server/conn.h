@@ -8,19 +8,24 @@
  * Lifetime: a connection is reference-counted — one reference for the
  * transport, one per in-flight command.  When the transport closes, its
  * queued work is cancelled, the parts' close hooks run (pprpcd.h:
- * transfers, device waits), the objects it owns are retired at once
- * (objects/owner.h) and replies of commands still in flight are dropped;
- * the struct is freed with the last reference.  Buffers, graphs and
- * timelines know the connection only as their owner (c->own): objects/
- * includes nothing of server/.
+ * device waits, transfers, the handlers' host waits and subscriptions),
+ * the objects it owns are retired at once (objects/owner.h) and replies of
+ * commands still in flight are dropped; the struct is freed with the last
+ * reference.  Buffers, graphs and timelines know the connection only as
+ * their owner (c->own); queued requests and transfers know it through
+ * core/conn_if.h: no part below the server includes this header
+ * (doc/layers.md).
  */
 #ifndef PPRPC_DAEMON_CONN_H
 #define PPRPC_DAEMON_CONN_H
 
 #include <protobuf-c/protobuf-c.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include "daemon/core/conn_if.h"
+#include "daemon/core/request.h"
 #include "daemon/exec/stream.h"
 #include "daemon/objects/owner.h"
 #include "proto/frame.h"
@@ -33,24 +38,14 @@
 #define CONN_HELLO_MAX_META 4096u
 
 struct pprpcd;
-struct dbuf;
-struct handler;
 struct lwait;
 struct deferred;
 
-struct request {
-	struct frame_hdr hdr;
-	const struct handler *h;
-	ProtobufCMessage *msg;      /* decoded meta, freed after the handler */
-	int err;                    /* refused before run: reply this */
-	char errmsg[256];
-	struct dbuf *bulk_buf;      /* receiving bulk (reference held) */
-	void *stage;                /* bulk staged for a queued write (owned until handed over) */
-	uint64_t stage_len;         /* its bytes, reserved in the daemon's hostmem */
-};
-
+/* The parts below the server see a connection through core/conn_if.h
+ * (the calls the server fills at start) and know only that it begins with
+ * its daemon. */
 struct conn {
-	struct pprpcd *d;
+	struct pprpcd *d;           /* first: conn_daemon() reads it */
 	struct transport_conn *t;
 	uint64_t id;
 	int refs;
@@ -62,7 +57,7 @@ struct conn {
 	char name[64];
 	struct request cur;
 	struct owner own;           /* its buffers, graphs, timelines and their cost (max-conn-*) */
-	struct lwait *lwaits;       /* host waits and peers' subscriptions */
+	struct lwait *lwaits;       /* host waits and peers' subscriptions (h_timeline.c) */
 	uint64_t requests;
 	uint64_t errors;
 	struct stream streams[PPRPCD_CONN_MAX_DEVICES];
@@ -89,6 +84,7 @@ struct conn {
 	int auth_challenges;        /* issued on this connection */
 	struct conn *next, *prev;
 };
+_Static_assert(offsetof(struct conn, d) == 0, "core/conn_if.h: conn_daemon() reads the first member");
 
 /* Take over an accepted transport connection; beyond max-conns it is
  * closed at once. */
@@ -96,30 +92,12 @@ void conn_accept(struct pprpcd *d, struct transport_conn *t);
 /* Close connections whose HELLO did not complete within hello-timeout-ms
  * (the periodic tick). */
 void conn_expire_hello(struct pprpcd *d, uint64_t now_ms);
-void conn_ref(struct conn *c);
-void conn_unref(struct conn *c);
 /* Close the connection (after queued replies are written). */
 void conn_close(struct conn *c);
-/* Close it now, dropping replies not yet written (a peer that stopped
- * reading must not hold them, and the memory they point to, for ever). */
-void conn_abort(struct conn *c);
-
-/* Account a queued command (and its staging bytes); reading from the peer
- * pauses above the high-water marks and resumes below half of them, so a
- * client that queues faster than the device runs never grows our memory
- * without bound. */
-void conn_enqueue(struct conn *c, uint64_t staged);
-void conn_unqueue(struct conn *c, uint64_t staged);
 /* Replies count as in flight until written: a client that sends requests
  * but never reads its replies is paused too (reply.c calls these). */
 void conn_reply_queued(struct conn *c);
 void conn_reply_sent(struct conn *c);
-/* A request the loop answers later — HOST_WAIT, SUBSCRIBE, PROBE, PULL —
- * counts as in flight (c->waits) from its arrival to its answer, against
- * max-conn-inflight like a queued command. */
-void conn_wait_begin(struct conn *c);
-void conn_wait_end(struct conn *c);
-
 /* A request that leaves the loop (h_ggml.c: a large create) marks its
  * connection busy until it is back: reading pauses, the frames already
  * read are deferred, and busy_end runs them in order (dropping them if the
@@ -147,8 +125,5 @@ void conn_copy_put(struct conn *c, uint64_t n);
  * PPRPC_ELIMIT and closed, since refusing with more replies would grow
  * memory again.  Device memory, buffer and graph counts are the owner's
  * (c->own, filled from max-conn-bytes/-buffers/-graphs at accept). */
-
-/* Drop pending host waits / subscriptions (h_timeline.c). */
-void conn_cancel_lwaits(struct conn *c);
 
 #endif

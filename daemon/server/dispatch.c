@@ -1,6 +1,7 @@
 /* daemon/server/dispatch.c — the handler table, indexed by message type. */
 #include "daemon/server/dispatch.h"
 
+#include "daemon/pprpcd.h"
 #include "proto/msgtype.h"
 #include "proto/pprpc.pb-c.h"
 
@@ -41,4 +42,9 @@ const struct handler *dispatch_lookup(unsigned type)
 	if (type >= MSG_TYPE_COUNT || !table[type].run)
 		return NULL;
 	return &table[type];
+}
+
+int dispatch_start(struct pprpcd *d)
+{
+	return h_timeline_start(d);
 }

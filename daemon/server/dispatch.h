@@ -10,6 +10,7 @@
 
 struct conn;
 struct graph;
+struct pprpcd;
 struct request;
 
 struct handler {
@@ -24,6 +25,12 @@ struct handler {
 
 /* NULL for a type this daemon does not implement. */
 const struct handler *dispatch_lookup(unsigned type);
+/* At start, after the parts': the close hooks of handlers that keep
+ * something per connection (pprpcd_on_conn_close).  0 or PPRPC_ELIMIT. */
+int dispatch_start(struct pprpcd *d);
+/* HOST_WAIT and SUBSCRIBE wait on the loop; their close hook drops a
+ * closed connection's (h_timeline.c). */
+int h_timeline_start(struct pprpcd *d);
 
 /* Handlers (h_*.c). */
 void h_hello(struct conn *c, struct request *r);

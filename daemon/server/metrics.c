@@ -13,7 +13,7 @@
 #include "daemon/pprpcd.h"
 #include "daemon/exec/queue.h"
 #include "daemon/peer/peer.h"
-#include "daemon/exec/staging.h"
+#include "daemon/core/staging.h"
 #include "daemon/xfer/xfer.h"
 #include "pprpc/types.h"
 #include "util/addr.h"

@@ -9,18 +9,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "daemon/pprpcd.h"   /* struct pprpcd_opts, struct cpu_affinity */
+
 #define PPRPCD_DEFAULT_CONFIG "/etc/pprpc/pprpcd.conf"
-#define AFFINITY_MAX_CPUS 1024
 
-/* CPU sets for the event-loop thread and the device workers (and their
- * BLAS / kernel threads).  An empty set means "not pinned". */
-struct cpu_affinity {
-	uint64_t loop[AFFINITY_MAX_CPUS / 64];
-	uint64_t device[AFFINITY_MAX_CPUS / 64];
-	int has_loop, has_device;
-};
-
-struct pprpcd_opts;
+void pprpcd_opts_default(struct pprpcd_opts *o);
+/* Read the configuration file, then argv, into o.  Returns 0 to run, 1 when
+ * --help/--version/--check-config printed (exit 0), or a negative code
+ * after printing the reason (exit 2). */
+int pprpcd_opts_parse(struct pprpcd_opts *o, int argc, char **argv);
 
 struct optdef {
 	const char *name;   /* flag --name, file key name (or name_with_underscores) */

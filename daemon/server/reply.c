@@ -4,6 +4,8 @@
 #include <stdlib.h>
 
 #include "daemon/server/conn.h"
+#include "daemon/server/conn_impl.h"
+#include "transport/transport.h"
 #include "daemon/pprpcd.h"
 #include "pprpc/types.h"
 #include "proto/frame.h"
@@ -75,19 +77,13 @@ fail:
 	return rc;
 }
 
-int reply_send(struct conn *c, uint16_t type, uint64_t req_id, const ProtobufCMessage *m,
-	       const void *bulk, uint64_t bulk_len, transport_send_cb done, void *arg)
-{
-	return send_frame(c, type, 0, req_id, m, bulk, bulk_len, done, arg);
-}
-
-int reply_send_part(struct conn *c, uint16_t type, uint64_t req_id, int more, const ProtobufCMessage *m,
-		    const void *bulk, uint64_t bulk_len, transport_send_cb done, void *arg)
+int reply_send_part_impl(struct conn *c, uint16_t type, uint64_t req_id, int more, const ProtobufCMessage *m,
+			 const void *bulk, uint64_t bulk_len, conn_sent_fn done, void *arg)
 {
 	return send_frame(c, type, more ? FRAME_F_MORE : 0, req_id, m, bulk, bulk_len, done, arg);
 }
 
-void reply_error(struct conn *c, uint16_t type, uint64_t req_id, int code, const char *msg)
+void reply_error_impl(struct conn *c, uint16_t type, uint64_t req_id, int code, const char *msg)
 {
 	Pprpc__ErrorReply e = PPRPC__ERROR_REPLY__INIT;
 
@@ -102,7 +98,7 @@ void reply_error(struct conn *c, uint16_t type, uint64_t req_id, int code, const
 	send_frame(c, type, FRAME_F_ERROR, req_id, &e.base, NULL, 0, NULL, NULL);
 }
 
-void reply_error_msg(struct conn *c, uint16_t type, uint64_t req_id, const Pprpc__ErrorReply *e)
+void reply_error_msg_impl(struct conn *c, uint16_t type, uint64_t req_id, const Pprpc__ErrorReply *e)
 {
 	c->errors++;
 	c->d->stats.request_errors++;
@@ -115,7 +111,7 @@ void reply_challenge(struct conn *c, uint16_t type, uint64_t req_id, const Pprpc
 	send_frame(c, type, FRAME_F_ERROR, req_id, &e->base, NULL, 0, NULL, NULL);
 }
 
-void reply_ok(struct conn *c, uint16_t type, uint64_t req_id)
+void reply_ok_impl(struct conn *c, uint16_t type, uint64_t req_id)
 {
 	Pprpc__Empty e = PPRPC__EMPTY__INIT;
 

@@ -21,7 +21,12 @@
 #include "daemon/server/affinity.h"
 #include "daemon/server/authn.h"
 #include "daemon/server/conn.h"
+#include "daemon/server/conn_impl.h"
 #include "daemon/server/deadline.h"
+#include "daemon/server/dispatch.h"
+#include "daemon/server/options.h"
+#include "daemon/server/server.h"
+#include "daemon/core/core_impl.h"
 #include "daemon/device/device.h"
 #include "daemon/pprpcd.h"
 #include "daemon/server/metrics.h"
@@ -35,16 +40,36 @@
 #include "transport/rdma.h"
 #include "transport/tcp_uv.h"
 
-void pprpcd_kick_queues(struct pprpcd *d)
+static void kick_queues(struct pprpcd *d)
 {
 	for (uint32_t i = 0; i < d->ndev; i++)
 		if (d->dev[i] && d->dev[i]->q)
 			queue_kick(d->dev[i]->q);
 }
 
-struct device *pprpcd_device(struct pprpcd *d, uint32_t index)
+/* What the parts below the server call through (core/core_impl.h). */
+static const struct core_ops server_ops = {
+	.kick_queues = kick_queues,
+	.conn_ref = conn_ref_impl,
+	.conn_unref = conn_unref_impl,
+	.conn_abort = conn_abort_impl,
+	.conn_enqueue = conn_enqueue_impl,
+	.conn_unqueue = conn_unqueue_impl,
+	.conn_wait_begin = conn_wait_begin_impl,
+	.conn_wait_end = conn_wait_end_impl,
+	.conn_stream = conn_stream_impl,
+	.conn_count_error = conn_count_error_impl,
+	.conn_frames_in = conn_frames_in_impl,
+	.conn_link_name = conn_link_name_impl,
+	.reply_send_part = reply_send_part_impl,
+	.reply_error = reply_error_impl,
+	.reply_error_msg = reply_error_msg_impl,
+	.reply_ok = reply_ok_impl,
+};
+
+void pprpcd_bind(struct pprpcd *d)
 {
-	return index < d->ndev ? d->dev[index] : NULL;
+	d->ops = &server_ops;
 }
 
 static void on_accept(void *ctx, struct transport_conn *t)
@@ -282,6 +307,7 @@ int pprpcd_start(struct pprpcd *d)
 	uint16_t port;
 	int rc;
 
+	pprpcd_bind(d);
 	log_setup(&d->log, d->opts.log_level);
 	uv_signal_init(d->loop, &d->sig_term);
 	uv_signal_init(d->loop, &d->sig_int);
@@ -316,6 +342,13 @@ int pprpcd_start(struct pprpcd *d)
 	rc = xfer_init(d);
 	if (rc < 0) {
 		LOG(d, LOG_ERR_, "cannot set up a %" PRIu64 " MiB staging ring", d->opts.staging_bytes >> 20);
+		return rc;
+	}
+	/* After the parts' close hooks (timelines, transfers): the handlers'
+	 * loop-side waits go last, as they always have. */
+	rc = dispatch_start(d);
+	if (rc < 0) {
+		LOG(d, LOG_ERR_, "more than %d close hooks: a build defect", PPRPCD_MAX_CONN_HOOKS);
 		return rc;
 	}
 	rc = place_threads(d);
@@ -383,20 +416,6 @@ static void release_devices(struct pprpcd *d)
 		d->dev[i] = NULL;
 	}
 	xfer_stop(d);
-}
-
-int pprpcd_on_conn_close(struct pprpcd *d, pprpcd_conn_hook fn)
-{
-	if (d->nconn_hooks >= PPRPCD_MAX_CONN_HOOKS)
-		return PPRPC_ELIMIT;
-	d->conn_hooks[d->nconn_hooks++] = fn;
-	return 0;
-}
-
-void pprpcd_conn_closed(struct pprpcd *d, struct conn *c)
-{
-	for (uint32_t i = 0; i < d->nconn_hooks; i++)
-		d->conn_hooks[i](d, c);
 }
 
 void pprpcd_conn_gone(struct pprpcd *d)

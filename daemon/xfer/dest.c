@@ -13,8 +13,8 @@
 #include "daemon/exec/stream.h"
 #include "daemon/objects/buffer.h"
 #include "daemon/peer/peer.h"
-#include "daemon/server/conn.h"
-#include "daemon/server/reply.h"
+#include "daemon/core/conn_if.h"
+#include "daemon/core/request.h"
 #include "daemon/xfer/path.h"
 #include "daemon/xfer/xdev.h"
 #include "daemon/xfer/xfer_impl.h"
@@ -403,7 +403,7 @@ static void recv_release(struct qreq *qr)
 void xdst_recv(struct conn *c, struct request *r, const Pprpc__Recv *m, struct dbuf *b)
 {
 	Pprpc__Pull pull = PPRPC__PULL__INIT;
-	struct pprpcd *d = c->d;
+	struct pprpcd *d = conn_daemon(c);
 	struct xfer *xf = d->xfer;
 	struct recv_cmd *rc = calloc(1, sizeof(*rc));
 	struct xrecv *xr = calloc(1, sizeof(*xr));
@@ -469,7 +469,7 @@ refuse:
  * own PULL.  The nonce went only to the source our RECV named. */
 void xdst_pull_check(struct conn *c, struct request *r, const Pprpc__PullCheck *m)
 {
-	struct xfer *xf = c->d->xfer;
+	struct xfer *xf = conn_daemon(c)->xfer;
 	char err[160];
 
 	if (m->nonce.len == XFER_NONCE)

@@ -3,7 +3,7 @@
 
 #include <stdio.h>
 
-#include "daemon/exec/staging.h"
+#include "daemon/core/staging.h"
 #include "daemon/pprpcd.h"
 #include "daemon/xfer/xdev.h"
 #include "pprpc/types.h"

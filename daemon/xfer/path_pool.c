@@ -2,7 +2,7 @@
  * chunks captured into the device's IPC pool, announced by pool offset. */
 #include "daemon/xfer/path.h"
 
-#include "daemon/exec/staging.h"
+#include "daemon/core/staging.h"
 #include "daemon/xfer/xdev.h"
 
 int xpath_pool_capture(const struct xpath *p, int slot, const void *src, uint64_t n)

@@ -3,7 +3,7 @@
  * copies (xfer_init), so the device-to-host capture runs at full speed. */
 #include "daemon/xfer/path.h"
 
-#include "daemon/exec/staging.h"
+#include "daemon/core/staging.h"
 #include "daemon/xfer/xdev.h"
 
 static int staged_capture(const struct xpath *p, int slot, const void *src, uint64_t n)

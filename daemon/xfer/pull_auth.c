@@ -20,8 +20,8 @@
 #include <string.h>
 
 #include "daemon/peer/peer.h"
-#include "daemon/server/conn.h"
-#include "daemon/server/reply.h"
+#include "daemon/core/conn_if.h"
+#include "daemon/core/request.h"
 #include "daemon/xfer/xfer_impl.h"
 #include "pprpc/types.h"
 #include "proto/msgtype.h"
@@ -217,7 +217,7 @@ void xauth_send_arrived(struct xsend *x)
 
 void xauth_pull(struct xsend *x, struct conn *c, uint64_t req, const Pprpc__Pull *m)
 {
-	struct pprpcd *d = c->d;
+	struct pprpcd *d = conn_daemon(c);
 	struct xcand *k = calloc(1, sizeof(*k)), **tail;
 
 	if (!k) {

@@ -14,8 +14,8 @@
 #include "daemon/exec/stream.h"
 #include "daemon/objects/buffer.h"
 #include "daemon/peer/peer.h"
-#include "daemon/server/conn.h"
-#include "daemon/server/reply.h"
+#include "daemon/core/conn_if.h"
+#include "daemon/core/request.h"
 #include "daemon/xfer/path.h"
 #include "daemon/xfer/xdev.h"
 #include "daemon/xfer/xfer_impl.h"
@@ -140,7 +140,7 @@ void xsrc_maybe_free(struct xsend *x)
 		reply_error(x->puller, MSG_PULL, x->pull_req, x->sm.status ? x->sm.status : PPRPC_ECANCELED,
 			    "the source side of the transfer failed or was cancelled");
 	xstats_add(xf->d, x->peer[0] ? x->peer : "?", "send",
-		   x->sm.ipc ? "ipc" : x->puller && x->puller->t ? transport_name(x->puller->t) : "tcp", x->sm.size,
+		   x->sm.ipc ? "ipc" : x->puller && conn_link_name(x->puller) ? conn_link_name(x->puller) : "tcp", x->sm.size,
 		   x->t0_us, 0, !finished);
 	if (x->stalled) {
 		/* The destination stopped and may still read the IPC slots it was
@@ -206,7 +206,7 @@ void xsrc_attach(struct xsend *x, struct conn *c, uint64_t req, uint64_t size, b
 	x->puller = c;
 	x->pull_req = req;
 	x->progress_ms = uv_now(xf->d->loop);
-	x->frames_seen = c->t ? transport_stats(c->t)->frames_in : 0;
+	x->frames_seen = conn_frames_in(c);
 	pthread_mutex_lock(&xf->lock);
 	send_sm_on_pull(&x->sm, size, ipc_req);
 	if (ipc_req)
@@ -471,7 +471,7 @@ static void send_release(struct qreq *qr)
 
 void xsrc_send(struct conn *c, struct request *r, const Pprpc__Send *m, struct dbuf *b)
 {
-	struct pprpcd *d = c->d;
+	struct pprpcd *d = conn_daemon(c);
 	struct xfer *xf = d->xfer;
 	struct xsend *x = xsend_find(xf, m->transfer_id);
 	bool fresh = !x, in_use = false;
@@ -548,7 +548,7 @@ void xsrc_send(struct conn *c, struct request *r, const Pprpc__Send *m, struct d
  * SEND names says it is its own. */
 void xsrc_pull(struct conn *c, struct request *r, const Pprpc__Pull *m)
 {
-	struct pprpcd *d = c->d;
+	struct pprpcd *d = conn_daemon(c);
 	struct xfer *xf = d->xfer;
 	struct xsend *x = xsend_find(xf, m->transfer_id);
 	char err[200];
@@ -587,7 +587,7 @@ void xsrc_pull(struct conn *c, struct request *r, const Pprpc__Pull *m)
 void xsrc_pull_release(struct conn *c, struct request *r, const Pprpc__PullRelease *m)
 {
 	Pprpc__PullChunk close = PPRPC__PULL_CHUNK__INIT;
-	struct xfer *xf = c->d->xfer;
+	struct xfer *xf = conn_daemon(c)->xfer;
 	struct xsend *x = xsend_find(xf, m->transfer_id);
 	bool error = m->error && *m->error, ok = false;
 	enum xs_release rel;
@@ -605,15 +605,15 @@ void xsrc_pull_release(struct conn *c, struct request *r, const Pprpc__PullRelea
 		return;
 	}
 	reply_ok(c, r->hdr.type, r->hdr.req_id);
-	x->progress_ms = uv_now(c->d->loop);
+	x->progress_ms = uv_now(conn_daemon(c)->loop);
 	pthread_mutex_lock(&xf->lock);
 	rel = send_sm_on_release(&x->sm, m->done, error, put_slot, x);
 	pthread_mutex_unlock(&xf->lock);
-	pprpcd_kick_queues(c->d);   /* a SEND may wait for the slots */
+	pprpcd_kick_queues(conn_daemon(c));   /* a SEND may wait for the slots */
 	if (rel == XS_REL_PROGRESS)
 		return;
 	if (rel == XS_REL_FAILED) {
-		LOG(c->d, LOG_NOTICE_, "transfer %" PRIu64 " to %s over CUDA IPC failed at the destination: %s",
+		LOG(conn_daemon(c), LOG_NOTICE_, "transfer %" PRIu64 " to %s over CUDA IPC failed at the destination: %s",
 		    x->sm.id, x->peer, error ? m->error : "released before every chunk was sent");
 		xsrc_fail(x, PPRPC_EDEVICE);
 		xsrc_maybe_free(x);
@@ -640,9 +640,9 @@ static void check_stalled(struct xsend *x, uint64_t now_ms)
 	uint64_t limit = xf->d->opts.peer_timeout_ms, frames;
 	bool waits;
 
-	if (!limit || !x->puller || !x->puller->t)
+	if (!limit || !x->puller || !conn_link_name(x->puller))
 		return;
-	frames = transport_stats(x->puller->t)->frames_in;
+	frames = conn_frames_in(x->puller);
 	if (frames != x->frames_seen) {
 		x->frames_seen = frames;
 		x->progress_ms = now_ms;

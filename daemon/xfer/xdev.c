@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "daemon/device/device.h"
-#include "daemon/exec/staging.h"
+#include "daemon/core/staging.h"
 #include "daemon/pprpcd.h"
 
 _Static_assert(XDEV_IPC_HANDLE == DEVICE_IPC_HANDLE, "one IPC handle size");

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "daemon/exec/staging.h"
+#include "daemon/core/staging.h"
 #include "daemon/xfer/path.h"
 #include "daemon/xfer/xdev.h"
 #include "daemon/xfer/xfer_impl.h"

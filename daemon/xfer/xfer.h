@@ -33,8 +33,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/pprpc.pb-c.h"
+
 struct pprpcd;
 struct conn;
+struct dbuf;
 struct request;
 
 int xfer_init(struct pprpcd *d);
@@ -49,6 +52,15 @@ void xfer_unpin(struct pprpcd *d);
 void xfer_wake(struct pprpcd *d);
 /* Source halves alive (tests: nothing outlives its transfer). */
 size_t xfer_live_sources(const struct pprpcd *d);
+
+/* The wire side (handlers/h_xfer.c decodes and validates, then hands over
+ * here): SEND and RECV of a client, b its region's buffer (a reference
+ * passed in); PULL, PULL_CHECK and PULL_RELEASE of a peer link. */
+void xsrc_send(struct conn *c, struct request *r, const Pprpc__Send *m, struct dbuf *b);
+void xdst_recv(struct conn *c, struct request *r, const Pprpc__Recv *m, struct dbuf *b);
+void xsrc_pull(struct conn *c, struct request *r, const Pprpc__Pull *m);
+void xdst_pull_check(struct conn *c, struct request *r, const Pprpc__PullCheck *m);
+void xsrc_pull_release(struct conn *c, struct request *r, const Pprpc__PullRelease *m);
 
 /* Per-boundary statistics (loop thread). */
 struct bstat {

@@ -2,9 +2,10 @@
  * daemon/xfer/xfer_impl.h — the transfer part's shell, shared by its files.
  *
  * The state machines (send_sm, recv_sm) decide; the shell runs them on two
- * threads and does the I/O:
- *   handlers.c  the wire handlers SEND, RECV, PULL, PULL_RELEASE (decode,
- *               validate, hand over);
+ * threads and does the I/O (the wire handlers SEND, RECV, PULL,
+ * PULL_CHECK, PULL_RELEASE decode, validate and hand over from
+ * handlers/h_xfer.c; replies and connection references go through
+ * core/conn_if.h):
  *   source.c    the source: the SEND command on its device worker, the
  *               PULL's replies on the loop;
  *   pull_auth.c who may pull a transfer (the rank its SEND names);
@@ -29,7 +30,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "daemon/exec/qreq.h"
+#include "daemon/request/qreq.h"
 #include "daemon/pprpcd.h"
 #include "daemon/xfer/recv_sm.h"
 #include "daemon/xfer/send_sm.h"
@@ -111,16 +112,13 @@ struct xrecv {
 
 uint64_t xfer_now_us(void);
 
-/* source.c */
+/* source.c (and, in xfer.h, the entry points of handlers/h_xfer.c) */
 void xsrc_fail(struct xsend *x, int status);
 void xsrc_maybe_free(struct xsend *x);
 void xsrc_discard_if_unasked(struct xsend *x);
 /* A confirmed PULL becomes x's puller (c's reference passes to it), or is
  * answered with why it cannot (already pulled, another size). */
 void xsrc_attach(struct xsend *x, struct conn *c, uint64_t req, uint64_t size, bool ipc_req);
-void xsrc_send(struct conn *c, struct request *r, const Pprpc__Send *m, struct dbuf *b);
-void xsrc_pull(struct conn *c, struct request *r, const Pprpc__Pull *m);
-void xsrc_pull_release(struct conn *c, struct request *r, const Pprpc__PullRelease *m);
 void xsrc_pump_all(struct xfer *xf);
 void xsrc_expire(struct xfer *xf, uint64_t now_ms);
 void xsrc_conn_closed(struct xfer *xf, struct conn *c);
@@ -139,9 +137,7 @@ void xauth_drop_all(struct xsend *x);
 void xauth_forget_conn(struct xfer *xf, struct conn *c);
 void xauth_fini(struct xfer *xf);
 
-/* dest.c */
-void xdst_recv(struct conn *c, struct request *r, const Pprpc__Recv *m, struct dbuf *b);
-void xdst_pull_check(struct conn *c, struct request *r, const Pprpc__PullCheck *m);
+/* dest.c (and xfer.h's) */
 void xdst_progress_pump(struct xfer *xf);
 void xdst_fini(struct xfer *xf);
 

@@ -28,6 +28,8 @@
 
 #include "daemon/objects/buffer.h"
 #include "daemon/server/conn.h"
+#include "daemon/server/options.h"
+#include "daemon/server/server.h"
 #include "daemon/device/device.h"
 #include "daemon/objects/graph.h"
 #include "daemon/pprpcd.h"
@@ -86,6 +88,7 @@ static struct fz *fz_get(void)
 	FZ_CHECK(fz);
 	struct pprpcd *d = &fz->d;
 
+	pprpcd_bind(d);   /* the server's connection calls, as pprpcd_start does */
 	pprpcd_opts_default(&d->opts);
 	d->opts.memory_floor = 0;
 	d->opts.threads = 1;

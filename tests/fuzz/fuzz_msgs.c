@@ -52,7 +52,7 @@
 
 #include "daemon/server/dispatch.h"
 #include "daemon/exec/queue.h"
-#include "daemon/exec/staging.h"
+#include "daemon/core/staging.h"
 #include "daemon/xfer/xfer.h"
 #include "proto/frame.h"
 #include "proto/meta.h"

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "daemon/objects/handles.h"
+#include "daemon/core/handles.h"
 #include "pprpc/types.h"
 
 static int objs[300];

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "daemon/exec/hostmem.h"
+#include "daemon/core/hostmem.h"
 #include "pprpc/types.h"
 
 #define MIB (1024ull * 1024ull)

@@ -6,7 +6,7 @@
 #define PPRPC_DAEMON_CPU_BACKEND_H
 
 #include "daemon/device/backend_impl.h"
-#include "daemon/exec/hostmem.h"
+#include "daemon/core/hostmem.h"
 
 /* The device context; it is also the buffer type's and every stream's: the
  * CPU has one memory and one place to run, the device's worker thread. */

@@ -32,7 +32,7 @@
 #include "daemon/backend/ggml/ipc_cuda.h"
 #include "daemon/backend/ggml/stream_cuda.h"
 #include "daemon/device/backend_impl.h"
-#include "daemon/exec/hostmem.h"
+#include "daemon/core/hostmem.h"
 #include "daemon/objects/graph.h"
 #include "pprpc/types.h"
 

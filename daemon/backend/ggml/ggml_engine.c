@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "daemon/backend/ggml/ggml_load.h"
-#include "daemon/exec/hostmem.h"
+#include "daemon/core/hostmem.h"
 #include "ggml-backend-impl.h"
 #include "pprpc/types.h"
 

@@ -16,7 +16,7 @@
 #include "daemon/backend/ggml/dev_ggml.h"
 #include "daemon/backend/ggml/ggml_serve.h"
 #include "daemon/device/device.h"
-#include "daemon/exec/hostmem.h"
+#include "daemon/core/hostmem.h"
 #include "daemon/objects/buffer.h"
 #include "daemon/objects/graph.h"
 #include "daemon/pprpcd.h"

@@ -1,5 +1,5 @@
 /*
- * daemon/exec/hostmem.h — host memory that requests take outside buffers,
+ * daemon/core/hostmem.h — host memory that requests take outside buffers,
  * under the memory floor.
  *
  * Buffers and graph arenas are allocated through the device, which refuses

@@ -1,5 +1,5 @@
 /*
- * daemon/objects/handles.h — daemon-issued 64-bit handles.
+ * daemon/core/handles.h — daemon-issued 64-bit handles.
  *
  * A handle is  kind:8 | tag:32 | slot index + 1:24.  The tag is drawn at
  * random (getrandom) each time a slot is filled, so a handle cannot be

@@ -1,5 +1,5 @@
 /*
- * daemon/exec/staging.h — the SEND staging ring: fixed-size slots in one region
+ * daemon/core/staging.h — the SEND staging ring: fixed-size slots in one region
  * allocated at start.
  *
  * SEND captures the source tensor into slots when its queue reaches it, so

@@ -1,5 +1,5 @@
-/* daemon/objects/handles.c — tagged handle table (see handles.h). */
-#include "daemon/objects/handles.h"
+/* daemon/core/handles.c — tagged handle table (see handles.h). */
+#include "daemon/core/handles.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * daemon/server/log.h — the daemon's logging (library code never logs).
+ * daemon/core/log.h — the daemon's logging (library code never logs).
  *
  * Levels are syslog priorities.  Under systemd (JOURNAL_STREAM set) each line
  * starts with "<N>" so journald records the priority; otherwise lines carry

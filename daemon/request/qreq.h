@@ -1,5 +1,5 @@
 /*
- * daemon/exec/qreq.h — a request executed on a device queue.
+ * daemon/request/qreq.h — a request executed on a device queue.
  *
  * Holds a connection reference for as long as the command is in flight, so
  * the reply path never touches a freed connection (a closed one just drops
@@ -7,6 +7,11 @@
  *
  * A request with FRAME_F_QUEUED gets no success reply; its failure becomes
  * the stream's sticky error.  Without it, the reply goes out on completion.
+ *
+ * Its own part (request/) above device/ and exec/: a device owns its
+ * queue (device -> exec), and a queued request needs both; it reaches its
+ * connection through core/conn_if.h, so handlers/ and xfer/ share it
+ * without either including the server.
  */
 #ifndef PPRPC_DAEMON_QREQ_H
 #define PPRPC_DAEMON_QREQ_H

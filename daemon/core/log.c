@@ -1,5 +1,5 @@
-/* daemon/server/log.c — leveled logging to stderr (see log.h). */
-#include "daemon/server/log.h"
+/* daemon/core/log.c — leveled logging to stderr (see log.h). */
+#include "daemon/core/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * daemon/xfer/handlers.c — the transfer part's wire handlers: SEND and RECV
+ * daemon/handlers/h_xfer.c — the transfer part's wire handlers: SEND and RECV
  * (from clients, queued on a device), PULL and PULL_RELEASE (from the peer
  * link of a destination daemon), PULL_CHECK (from a source asking whether a
  * PULL is ours).  Each decodes and validates, then hands
@@ -8,9 +8,10 @@
 #include <stdio.h>
 
 #include "daemon/objects/buffer.h"
+#include "daemon/request/qreq.h"
 #include "daemon/server/conn.h"
 #include "daemon/server/dispatch.h"
-#include "daemon/xfer/xfer_impl.h"
+#include "daemon/xfer/xfer.h"
 #include "pprpc/types.h"
 
 void h_send(struct conn *c, struct request *r)

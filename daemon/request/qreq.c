@@ -1,14 +1,14 @@
-/* daemon/exec/qreq.c — queued requests (see qreq.h). */
-#include "daemon/exec/qreq.h"
+/* daemon/request/qreq.c — queued requests (see qreq.h). */
+#include "daemon/request/qreq.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "daemon/server/conn.h"
+#include "daemon/core/conn_if.h"
+#include "daemon/core/request.h"
 #include "daemon/device/device.h"
-#include "daemon/pprpcd.h"
-#include "daemon/server/reply.h"
 #include "daemon/exec/stream.h"
+#include "daemon/pprpcd.h"
 #include "pprpc/types.h"
 #include "proto/frame.h"
 #include "proto/msgtype.h"
@@ -30,7 +30,7 @@ static void qreq_done(struct qcmd *q)
 {
 	struct qreq *qr = (struct qreq *)q;
 	struct conn *c = qr->c;
-	struct stream *s = &c->streams[qr->dev->index];
+	struct stream *s = conn_stream(c, qr->dev->index);
 
 	qr->dev->commands++;
 	s->inflight--;
@@ -56,7 +56,7 @@ static void prepare(struct qreq *qr, struct conn *c, const struct request *r, st
 	qr->queued = (r->hdr.flags & FRAME_F_QUEUED) != 0;
 	qr->q.exec = exec;
 	qr->q.done = qreq_done;
-	qr->q.stream = &c->streams[dev->index];
+	qr->q.stream = conn_stream(c, dev->index);
 	qr->q.req_id = r->hdr.req_id;
 	qr->q.type = r->hdr.type;
 	qr->q.sticky = (uint8_t)qr->queued;
@@ -122,20 +122,22 @@ static int fail_exec(struct qcmd *q)
 
 void qreq_refuse(struct conn *c, const struct request *r, int code, const char *msg)
 {
+	struct pprpcd *d = conn_daemon(c);
+
 	/* A GET always answers: its client waits for the bytes. */
 	if (!(r->hdr.flags & FRAME_F_QUEUED) || r->hdr.type == MSG_TENSOR_GET) {
 		reply_error(c, r->hdr.type, r->hdr.req_id, code, msg);
 		return;
 	}
-	c->errors++;
-	for (uint32_t i = 0; i < c->d->ndev; i++) {
+	conn_count_error(c);
+	for (uint32_t i = 0; i < d->ndev; i++) {
 		struct fail_cmd *f = calloc(1, sizeof(*f));
 
 		if (!f)
 			return;
 		f->code = code;
 		snprintf(f->msg, sizeof(f->msg), "%s", msg);
-		qreq_push(&f->qr, c, r, c->d->dev[i], fail_exec);
+		qreq_push(&f->qr, c, r, d->dev[i], fail_exec);
 	}
 }
 
@@ -187,7 +189,7 @@ static void fence_done(struct qcmd *q)
  */
 void qreq_fence(struct conn *c, const struct request *r, struct device *dev)
 {
-	struct stream *s = &c->streams[dev->index];
+	struct stream *s = conn_stream(c, dev->index);
 	struct qreq *qr;
 
 	if (stream_idle(s)) {

@@ -1,5 +1,5 @@
-/* daemon/exec/staging.c — see staging.h. */
-#include "daemon/exec/staging.h"
+/* daemon/core/staging.c — see staging.h. */
+#include "daemon/core/staging.h"
 
 #include <stdlib.h>
 #include <string.h>

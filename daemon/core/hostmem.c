@@ -1,5 +1,5 @@
-/* daemon/exec/hostmem.c — host memory under the floor (see hostmem.h). */
-#include "daemon/exec/hostmem.h"
+/* daemon/core/hostmem.c — host memory under the floor (see hostmem.h). */
+#include "daemon/core/hostmem.h"
 
 #include <stdio.h>
 #include <stdlib.h>
