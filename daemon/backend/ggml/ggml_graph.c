@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/backend/ggml/dev_ggml.h"
+#include "daemon/backend/ggml/ggml_device.h"
 #include "daemon/device/device.h"
 #include "daemon/exec/hostmem.h"
 #include "daemon/objects/buffer.h"
@@ -313,7 +313,7 @@ int ggml_graph_finish(void *ctx, void *job, char *err, size_t errlen)
 		ggml_graph_drop(ctx, j);
 		return rc;
 	}
-	/* released with the graph (dev_ggml.c: gdev_graph_release) */
+	/* released with the graph (ggml_device.c: gdev_graph_release) */
 	j->gg->reserved = j->host;
 	g->dev_priv = j->gg;
 	/* A device whose streams run graphs behind held WAITs checks the

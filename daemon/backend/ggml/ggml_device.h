@@ -1,10 +1,10 @@
 /*
- * daemon/backend/ggml/dev_ggml.h — the ggml engine as a daemon device
- * (dev_ggml.c: the backend_impl.h interfaces, registry.c's "ggml:" row;
+ * daemon/backend/ggml/ggml_device.h — the ggml engine as a daemon device
+ * (ggml_device.c: the backend_impl.h interfaces, registry.c's "ggml:" row;
  * ggml_graph.c: its graph operations).  Inside daemon/backend/ggml/ only.
  */
-#ifndef PPRPC_DAEMON_DEV_GGML_H
-#define PPRPC_DAEMON_DEV_GGML_H
+#ifndef PPRPC_DAEMON_GGML_DEVICE_H
+#define PPRPC_DAEMON_GGML_DEVICE_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -31,7 +31,7 @@ struct gdev {
 	struct bmap *map;  /* sorted by base */
 	size_t n, cap;
 	struct gge_ipc_cuda *ipc;  /* ggml-cuda: made by the worker at first use */
-	/* ggml-cuda: streams that hold WAITs on the GPU (stream_cuda.h), or
+	/* ggml-cuda: streams that hold WAITs on the GPU (ggml_cuda_stream.h), or
 	 * NULL and why not */
 	struct gge_cuda_streams *streams;
 	char waits_why[160];

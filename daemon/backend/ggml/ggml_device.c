@@ -1,5 +1,5 @@
 /*
- * daemon/backend/ggml/dev_ggml.c — the ggml engine as a device backend
+ * daemon/backend/ggml/ggml_device.c — the ggml engine as a device backend
  * (backend_impl.h: device, buffers, streams; registry.c: "ggml:NAME").
  *
  * A buffer of a ggml device is a ggml backend buffer of the device's buffer
@@ -12,12 +12,12 @@
  * plain memory operations, as ggml-cpu's own are.
  *
  * A ggml-cuda device also exports an IPC pool and copies out of another
- * process's (ipc_cuda.h), so a stage boundary between two GPU ranks of one
+ * process's (ggml_cuda_ipc.h), so a stage boundary between two GPU ranks of one
  * host is a device-to-device copy, as between native cuda:N devices.
  *
  * Streams of a ggml-cuda device hold timeline WAITs on the GPU and
  * complete from CUDA's callback thread, as the native cuda:N device's do
- * (stream_cuda.h).  Elsewhere they complete inline, as the CPU device's
+ * (ggml_cuda_stream.h).  Elsewhere they complete inline, as the CPU device's
  * do: a GRAPH_RUN computes inside its submit, on the device's worker (never
  * on the loop: a ggml graph reports no small work, graph.c).  Either way
  * queues, fences, sticky errors, timelines and SEND/RECV work as on the
@@ -28,9 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/backend/ggml/dev_ggml.h"
-#include "daemon/backend/ggml/ipc_cuda.h"
-#include "daemon/backend/ggml/stream_cuda.h"
+#include "daemon/backend/ggml/ggml_device.h"
+#include "daemon/backend/ggml/ggml_gdn.h"
+#include "daemon/backend/ggml/ggml_cuda_ipc.h"
+#include "daemon/backend/ggml/ggml_cuda_stream.h"
 #include "daemon/device/backend_impl.h"
 #include "daemon/exec/hostmem.h"
 #include "daemon/objects/graph.h"
