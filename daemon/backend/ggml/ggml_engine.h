@@ -5,7 +5,8 @@
  *
  * Nothing here knows the daemon (connections, handles, queues, the device
  * vtable): ggml_device.c adapts the engine to the device interface and
- * ggml_serve.c to the requests, so the fuzz target drives the engine alone.
+ * ggml_graph.c to the requests (the device's graph ops), so the fuzz target
+ * drives the engine alone.
  *
  * ggml aborts the process on invalid input (GGML_ASSERT), and some kernels
  * write through indices read from tensor data without any check.  So a
@@ -56,7 +57,7 @@ struct gge_dev {
 	uint64_t pin_used;
 	bool host;                       /* buffers are host memory */
 	/* ggml-cpu's work buffer: the largest plan of a graph created so far,
-	 * reserved under the memory floor (ggml_serve.c check_scratch; loop) */
+	 * reserved under the memory floor (ggml_graph.c check_scratch; loop) */
 	uint64_t work_reserved;
 	size_t alignment, max_size;
 	enum ggml_backend_dev_type type;
@@ -177,7 +178,7 @@ struct gge_graph {
 	size_t scratch_size;
 	uint64_t host_bytes;         /* what the graph holds in host memory */
 	/* host memory reserved under the memory floor for the graph's life
-	 * (its context: host_bytes; ggml_serve.c), released when it is freed
+	 * (its context: host_bytes; ggml_graph.c), released when it is freed
 	 * (ggml_device.c) */
 	uint64_t reserved;
 };
