@@ -18,6 +18,9 @@
 #include "daemon/pprpcd.h"
 #include "pprpc/types.h"
 
+_Static_assert((int)GRAPH_NATIVE == (int)DEVICE_WIRE_NATIVE && (int)GRAPH_GGML == (int)DEVICE_WIRE_GGML,
+	       "a graph's kind is the wire form its device took");
+
 int graph_work_check(const struct pprpcd *d, const struct device *dev, uint64_t work, char *err, size_t errlen)
 {
 	uint64_t max = device_graph_flop_max(dev, d->opts.max_graph_gflop);
