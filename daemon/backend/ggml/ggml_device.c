@@ -74,7 +74,7 @@ static ggml_backend_buffer_t lookup(struct gdev *gd, const void *p, uint64_t n, 
 	return b;
 }
 
-ggml_backend_buffer_t dev_ggml_buffer(struct gdev *gd, const void *base)
+ggml_backend_buffer_t ggml_device_buffer(struct gdev *gd, const void *base)
 {
 	ggml_backend_buffer_t b = NULL;
 	long i;

@@ -39,7 +39,7 @@ struct gdev {
 
 /* The ggml buffer whose memory starts at base (a buffer's ptr); NULL when
  * the device allocated none there. */
-ggml_backend_buffer_t dev_ggml_buffer(struct gdev *gd, const void *base);
+ggml_backend_buffer_t ggml_device_buffer(struct gdev *gd, const void *base);
 
 /* The graph operations (ggml_graph.c; backend_impl.h says what each does),
  * ctx a struct gdev. */

@@ -42,7 +42,7 @@ static int resolve(void *arg, uint64_t handle, struct gge_wbuf *ret, char *err, 
 			 b->dev->name, r->dev->name);
 		return PPRPC_EINVAL;
 	}
-	ret->buf = dev_ggml_buffer(r->gd, b->ptr);
+	ret->buf = ggml_device_buffer(r->gd, b->ptr);
 	if (!ret->buf) {
 		snprintf(err, errlen, "buffer 0x%016" PRIx64 " is not a ggml buffer", handle);
 		return PPRPC_EINTERNAL;
