@@ -613,7 +613,7 @@ $(O)/tests/cuda/%.o: CPPFLAGS += -I$(CUDA_HOME)/include
 # ggml engine's CUDA glue for ggml:CUDA devices (pprpc's GATED_DELTA_NET,
 # CUDA IPC at stage boundaries, streams that hold WAITs on the GPU).
 $(O)/daemon/backend/cuda/%.o: CPPFLAGS += -I$(CUDA_HOME)/include
-$(O)/daemon/backend/ggml/gdn_cuda.o $(O)/daemon/backend/ggml/ipc_cuda.o $(O)/daemon/backend/ggml/stream_cuda.o: \
+$(O)/daemon/backend/ggml/ggml_cuda_%.o: \
 	CPPFLAGS += -I$(CUDA_HOME)/include
 
 $(T)/test_cuda_ops: $(O)/tests/cuda/test_cuda_ops.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(CUDA_OBJS)

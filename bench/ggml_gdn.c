@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "daemon/backend/ggml/ggml_engine.h"
+#include "daemon/backend/ggml/ggml_gdn.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
 #include "pprpc/types.h"
@@ -370,7 +371,7 @@ int main(int argc, char **argv)
 	gge_dev_gdn_config(g, GGE_GDN_AUTO, NULL, NULL, 0);
 	gge_dev_gdn_status(g, err, sizeof(err));
 	printf("ggml:%s (%s); pprpc's kernels: %s; reps %d\n", g->name, g->desc, err, o.reps);
-	if (g->gdn_kind == GGE_GDN_NONE) {
+	if (gge_dev_gdn_kind(g) == GGE_GDN_NONE) {
 		gge_dev_close(g);
 		return 1;
 	}

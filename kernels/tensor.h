@@ -66,6 +66,27 @@ bool kern_tensor_is_contiguous(const struct kern_tensor *t);
  * buffer of buf_size bytes?  (size > buf_size - offset, never offset+size.) */
 bool kern_region_ok(uint64_t buf_size, uint64_t offset, uint64_t size);
 
+/*
+ * The overlap rule of both graph validators (the native one,
+ * daemon/backend/native/, and the ggml engine's, daemon/backend/ggml/): a
+ * node writes its output while it reads its sources, so an output may share
+ * bytes with a source only as that source's exact memory (same first byte,
+ * same type, ne and nb) and only for an op that reads each element before
+ * writing it (runs in place).  Anything else would read what it already
+ * overwrote.  kern_ranges_overlap: do [a, a + an) and [b, b + bn) of one
+ * address space intersect (positions well below UINT64_MAX)?
+ * kern_overlap_allowed: may an overlapping output stay?
+ */
+static inline bool kern_ranges_overlap(uint64_t a, uint64_t an, uint64_t b, uint64_t bn)
+{
+	return a < b + bn && b < a + an;
+}
+
+static inline bool kern_overlap_allowed(bool same_start, bool same_layout, bool inplace_ok)
+{
+	return same_start && same_layout && inplace_ok;
+}
+
 /* Conversions (round to nearest even for narrowing). */
 float kern_f16_to_f32(uint16_t h);
 uint16_t kern_f32_to_f16(float f);

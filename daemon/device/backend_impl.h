@@ -57,6 +57,10 @@ struct device_props {
 	 * is auto: a few seconds of this device at most (0: the daemon's
 	 * fallback, DEVICE_GRAPH_GFLOP_FALLBACK) */
 	uint64_t graph_gflop_auto;
+	/* the wire forms of graph the engine takes (1 << DEVICE_WIRE_*), and
+	 * HELLO's DeviceInfo of the device (zeros: no ggml side) */
+	unsigned graph_wires;
+	struct device_info info;
 };
 
 /* ---- device --------------------------------------------------------------------------- */
@@ -75,6 +79,27 @@ struct device_i {
 	 * thread.  Absent: SIGNAL is published by its completion alone. */
 	int (*slot_alloc)(void *ctx, volatile uint64_t **ret_slot);
 	void (*slot_free)(void *ctx, volatile uint64_t *slot);
+	/*
+	 * optional (the four together): graphs of the wire forms in
+	 * device_props.graph_wires, created in three steps (device.h:
+	 * device_graph_begin): graph_begin (loop) checks msg, resolves its
+	 * buffers through env (g holds them) and makes a job; graph_build
+	 * (any thread, once) validates from the job alone; graph_finish
+	 * (loop) charges through env and fills g, freeing the job either way;
+	 * graph_drop (loop) frees an unfinished job.  Absent: PPRPC_EUNSUPP.
+	 */
+	int (*graph_begin)(void *ctx, int wire, const void *msg, const struct device_graph_env *env, struct graph *g,
+			   void **ret_job, char *err, size_t errlen);
+	void (*graph_build)(void *ctx, void *job);
+	int (*graph_finish)(void *ctx, void *job, char *err, size_t errlen);
+	void (*graph_drop)(void *ctx, void *job);
+	/* optional: one node of msg — would the device run it (ggml's device
+	 * supports_op), what memory would it take (the buffer type's
+	 * get_alloc_size).  Absent: PPRPC_EUNSUPP. */
+	int (*graph_supports)(void *ctx, int wire, const void *msg, const struct device_graph_env *env, bool *ret_ok,
+			      char *why, size_t whylen);
+	int (*graph_alloc_size)(void *ctx, int wire, const void *msg, const struct device_graph_env *env,
+				uint64_t *ret_size, char *err, size_t errlen);
 	/* optional: drop the backend's per-graph state (g->dev_priv), loop
 	 * thread, when nothing runs the graph any more */
 	void (*graph_release)(void *ctx, struct graph *g);

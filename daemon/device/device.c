@@ -137,7 +137,7 @@ void device_close(struct device *d)
 /* ---- properties ------------------------------------------------------------------ */
 
 const char *device_kind(const struct device *d) { return d->be->props.kind; }
-bool device_is_ggml(const struct device *d) { return d->ggml != NULL; }
+const struct device_info *device_info(const struct device *d) { return &d->be->props.info; }
 bool device_host_visible(const struct device *d) { return d->be->props.host_visible; }
 bool device_holds_waits(const struct device *d) { return d->be->props.holds_waits; }
 bool device_completes_inline(const struct device *d) { return d->be->props.completes_inline; }
@@ -310,6 +310,64 @@ void device_slot_free(struct device *d, volatile uint64_t *slot)
 {
 	if (slot)
 		d->be->dev.slot_free(d->be->dev_ctx, slot);
+}
+
+/* ---- graphs ------------------------------------------------------------------------ */
+
+bool device_takes_wire(const struct device *d, int wire, char *err, size_t errlen)
+{
+	unsigned w = d->be->props.graph_wires;
+
+	if (wire >= 0 && wire < DEVICE_WIRES && (w & (1u << wire)))
+		return true;
+	/* what the client should have sent, or where */
+	if (wire == DEVICE_WIRE_GGML)
+		snprintf(err, errlen, "device %u (%s) is not a ggml device (serve one with --devices ggml:NAME)", d->index,
+			 d->name);
+	else if (w & (1u << DEVICE_WIRE_GGML))
+		snprintf(err, errlen, "%s runs ggml graphs (GGML_GRAPH_CREATE), not native ones", d->name);
+	else
+		snprintf(err, errlen, "%s runs no native graphs", d->name);
+	return false;
+}
+
+int device_graph_begin(struct device *d, int wire, const void *msg, const struct device_graph_env *env,
+		       struct graph *g, void **ret_job, char *err, size_t errlen)
+{
+	if (!device_takes_wire(d, wire, err, errlen))
+		return PPRPC_EUNSUPP;
+	return d->be->dev.graph_begin(d->be->dev_ctx, wire, msg, env, g, ret_job, err, errlen);
+}
+
+void device_graph_build(struct device *d, void *job)
+{
+	d->be->dev.graph_build(d->be->dev_ctx, job);
+}
+
+int device_graph_finish(struct device *d, void *job, char *err, size_t errlen)
+{
+	return d->be->dev.graph_finish(d->be->dev_ctx, job, err, errlen);
+}
+
+void device_graph_drop(struct device *d, void *job)
+{
+	d->be->dev.graph_drop(d->be->dev_ctx, job);
+}
+
+int device_graph_supports(struct device *d, int wire, const void *msg, const struct device_graph_env *env,
+			  bool *ret_ok, char *why, size_t whylen)
+{
+	if (!device_takes_wire(d, wire, why, whylen))
+		return PPRPC_EUNSUPP;
+	return d->be->dev.graph_supports(d->be->dev_ctx, wire, msg, env, ret_ok, why, whylen);
+}
+
+int device_graph_alloc_size(struct device *d, int wire, const void *msg, const struct device_graph_env *env,
+			    uint64_t *ret_size, char *err, size_t errlen)
+{
+	if (!device_takes_wire(d, wire, err, errlen))
+		return PPRPC_EUNSUPP;
+	return d->be->dev.graph_alloc_size(d->be->dev_ctx, wire, msg, env, ret_size, err, errlen);
 }
 
 void device_graph_release(struct device *d, struct graph *g)

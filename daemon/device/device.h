@@ -17,8 +17,8 @@
 
 #include "kernels/ops.h"
 
+struct dbuf;
 struct device_backend;
-struct ggml_device;
 struct graph;
 struct queue;
 struct staging;
@@ -73,10 +73,12 @@ struct device {
 	void *ipc_mem;
 	uint8_t ipc_handle[DEVICE_IPC_HANDLE];
 	char ipc_why[160];
-	/* ggml devices (kind "ggml"): the engine's device, set by the ggml
-	 * backend's open (daemon/backend/ggml/dev_ggml.c), and what its buffer
-	 * type and ggml device report, for HELLO's DeviceInfo */
-	struct ggml_device *ggml;
+};
+
+/* What a device says of itself in HELLO's DeviceInfo beyond its name and
+ * memory: its ggml buffer type's alignment and largest buffer, ggml's
+ * device type and release (zeros and NULL where no ggml engine serves it). */
+struct device_info {
 	uint64_t ggml_alignment;
 	uint64_t ggml_max_size;
 	uint32_t ggml_dev_type;
@@ -118,9 +120,7 @@ void device_close(struct device *d);
 /* ---- properties ---------------------------------------------------------- */
 
 const char *device_kind(const struct device *d);
-/* Served by the ggml engine: runs ggml graphs (GGML_GRAPH_CREATE), not
- * native ones. */
-bool device_is_ggml(const struct device *d);
+const struct device_info *device_info(const struct device *d);
 int device_mem_info(struct device *d, uint64_t *ret_free, uint64_t *ret_total);
 /* Buffer memory is host-addressable (bulk can land in it). */
 bool device_host_visible(const struct device *d);
@@ -181,6 +181,58 @@ void device_stream_release(struct device *d, struct stream *s);
  * PPRPC_EUNSUPP on a device without them.  Any thread. */
 int device_slot_alloc(struct device *d, volatile uint64_t **ret_slot);
 void device_slot_free(struct device *d, volatile uint64_t *slot);
+/* ---- graphs ----------------------------------------------------------------------- */
+
+/* The wire forms of a graph a device's engine may take: native graphs
+ * (GRAPH_CREATE: Pprpc__GraphCreate) and ggml graphs (GGML_GRAPH_CREATE:
+ * Pprpc__GgmlGraphCreate; GGML_SUPPORTS and GGML_ALLOC_SIZE probe one node
+ * of one).  The values are objects/graph.h's enum graph_kind. */
+enum device_wire { DEVICE_WIRE_NATIVE = 0, DEVICE_WIRE_GGML = 1, DEVICE_WIRES };
+
+/* The daemon's side of a graph create or probe, which the engine calls
+ * (objects/graph.c fills it: the limits every engine shares live there,
+ * one place each).  Loop thread. */
+struct device_graph_env {
+	/* [offset, +size) of a buffer handle of the request's owner: the
+	 * buffer (not held: graph_hold_buffer), or a negative code with the
+	 * reason (an unknown handle, a region outside the buffer) */
+	int (*buffer)(void *arg, uint64_t handle, uint64_t offset, uint64_t size, struct dbuf **ret_b, char *err,
+		      size_t errlen);
+	/* Can the owner be charged bytes more (the graph's footprint)?  0
+	 * with the page-rounded footprint, or PPRPC_ELIMIT naming the limit */
+	int (*charge)(void *arg, uint64_t bytes, uint64_t *ret_footprint, char *err, size_t errlen);
+	/* max-graph-gflop of the device for a run demanding work flop: 0, or
+	 * PPRPC_ELIMIT naming the limit */
+	int (*work)(void *arg, uint64_t work, char *err, size_t errlen);
+	void *arg;
+};
+
+/* Does the device's engine take graphs of this wire form?  When not: 0
+ * is false, and err says what the device runs instead. */
+bool device_takes_wire(const struct device *d, int wire, char *err, size_t errlen);
+/*
+ * Create a graph of wire form `wire` from msg into g (made by graph.c: dev,
+ * owner, refs), in three steps so the middle one may leave the loop
+ * (h_ggml.c): begin (loop) checks msg and resolves its buffers through env,
+ * holding them in g, into a job; build (any thread, once) validates from
+ * what begin resolved alone; finish (loop) charges the costs through env
+ * and fills g (its tensors or dev_priv), or fails, freeing the job either
+ * way; drop (loop) frees a job that will not be finished.  PPRPC_EUNSUPP
+ * with the reason on a device that does not take the form.
+ */
+int device_graph_begin(struct device *d, int wire, const void *msg, const struct device_graph_env *env,
+		       struct graph *g, void **ret_job, char *err, size_t errlen);
+void device_graph_build(struct device *d, void *job);
+int device_graph_finish(struct device *d, void *job, char *err, size_t errlen);
+void device_graph_drop(struct device *d, void *job);
+/* Probes of one node of a graph of wire form `wire` (ggml's device
+ * supports_op and buffer type get_alloc_size: GGML_SUPPORTS,
+ * GGML_ALLOC_SIZE).  A negative code for a malformed request or a device
+ * without them; else 0 with the answer (*ret_ok false: why says why). */
+int device_graph_supports(struct device *d, int wire, const void *msg, const struct device_graph_env *env,
+			  bool *ret_ok, char *why, size_t whylen);
+int device_graph_alloc_size(struct device *d, int wire, const void *msg, const struct device_graph_env *env,
+			    uint64_t *ret_size, char *err, size_t errlen);
 /* Drop the backend's per-graph state (loop, when the graph is destroyed). */
 void device_graph_release(struct device *d, struct graph *g);
 /* Host memory one run of g allocates beyond its tensors and arena (kernel

@@ -9,6 +9,7 @@ void devinfo_fill(struct pprpcd *d, struct devinfo_set *set)
 	for (unsigned i = 0; i < d->ndev; i++) {
 		struct device *dev = d->dev[i];
 		Pprpc__DeviceInfo *di = &set->info[i];
+		const struct device_info *inf = device_info(dev);
 		uint64_t fr = 0, total = 0;
 
 		pprpc__device_info__init(di);
@@ -20,11 +21,11 @@ void devinfo_fill(struct pprpcd *d, struct devinfo_set *set)
 		di->free_bytes = fr;
 		di->floor_bytes = dev->floor;
 		di->description = dev->desc;
-		di->ggml_alignment = dev->ggml_alignment;
-		di->ggml_max_size = dev->ggml_max_size;
-		di->ggml_dev_type = dev->ggml_dev_type;
-		if (dev->ggml_version)
-			di->ggml_version = (char *)dev->ggml_version;
+		di->ggml_alignment = inf->ggml_alignment;
+		di->ggml_max_size = inf->ggml_max_size;
+		di->ggml_dev_type = inf->ggml_dev_type;
+		if (inf->ggml_version)
+			di->ggml_version = (char *)inf->ggml_version;
 		set->ptrs[i] = di;
 	}
 }

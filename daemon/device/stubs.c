@@ -30,6 +30,42 @@ static uint64_t graph_scratch_none(void *ctx, const struct graph *g)
 	return 0;
 }
 
+static int graph_begin_unsupp(void *ctx, int wire, const void *msg, const struct device_graph_env *env,
+			      struct graph *g, void **ret_job, char *err, size_t errlen)
+{
+	(void)ctx, (void)wire, (void)msg, (void)env, (void)g, (void)ret_job;
+	snprintf(err, errlen, "the device runs no graphs");
+	return PPRPC_EUNSUPP;
+}
+
+static void graph_job_none(void *ctx, void *job)
+{
+	(void)ctx, (void)job;
+}
+
+static int graph_finish_unsupp(void *ctx, void *job, char *err, size_t errlen)
+{
+	(void)ctx, (void)job;
+	snprintf(err, errlen, "the device runs no graphs");
+	return PPRPC_EUNSUPP;
+}
+
+static int graph_supports_unsupp(void *ctx, int wire, const void *msg, const struct device_graph_env *env,
+				 bool *ret_ok, char *why, size_t whylen)
+{
+	(void)ctx, (void)wire, (void)msg, (void)env, (void)ret_ok;
+	snprintf(why, whylen, "the device answers no supports probe");
+	return PPRPC_EUNSUPP;
+}
+
+static int graph_alloc_size_unsupp(void *ctx, int wire, const void *msg, const struct device_graph_env *env,
+				   uint64_t *ret_size, char *err, size_t errlen)
+{
+	(void)ctx, (void)wire, (void)msg, (void)env, (void)ret_size;
+	snprintf(err, errlen, "the device answers no alloc-size probe");
+	return PPRPC_EUNSUPP;
+}
+
 static int ipc_export_unsupp(void *ctx, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err, size_t errlen)
 {
 	(void)ctx, (void)bytes, (void)ret_ptr, (void)handle;
@@ -74,7 +110,7 @@ static int pin_host_unsupp(void *ctx, void *ptr, uint64_t bytes, int on)
 int backend_fill(const struct backend_dev *be, struct device_i *dev, struct buffer_i *buf, struct stream_i *stream,
 		 char *err, size_t errlen)
 {
-	int nipc;
+	int nipc, ngraph;
 
 	*dev = *be->dev;
 	*buf = *be->buf;
@@ -103,6 +139,18 @@ int backend_fill(const struct backend_dev *be, struct device_i *dev, struct buff
 		snprintf(err, errlen, "backend bug: ipc_export, ipc_copy and ipc_wait go together");
 		return PPRPC_EINTERNAL;
 	}
+	/* A create is all four steps or none. */
+	ngraph = !!dev->graph_begin + !!dev->graph_build + !!dev->graph_finish + !!dev->graph_drop;
+	if (ngraph != 0 && ngraph != 4) {
+		snprintf(err, errlen, "backend bug: graph_begin, graph_build, graph_finish and graph_drop go together");
+		return PPRPC_EINTERNAL;
+	}
+	STUB(dev, graph_begin, graph_begin_unsupp);
+	STUB(dev, graph_build, graph_job_none);
+	STUB(dev, graph_finish, graph_finish_unsupp);
+	STUB(dev, graph_drop, graph_job_none);
+	STUB(dev, graph_supports, graph_supports_unsupp);
+	STUB(dev, graph_alloc_size, graph_alloc_size_unsupp);
 	STUB(dev, slot_alloc, slot_alloc_unsupp);
 	STUB(dev, slot_free, slot_free_none);
 	STUB(dev, graph_release, graph_release_none);

@@ -1,10 +1,10 @@
 /* daemon/handlers/h_ggml.c — GGML_GRAPH_CREATE / GGML_SUPPORTS /
- * GGML_ALLOC_SIZE (doc/ggml.md; the work is in daemon/backend/ggml/). */
+ * GGML_ALLOC_SIZE (doc/ggml.md): graph objects (objects/graph.h) whose
+ * device's engine does the work (device.h: device_graph_begin). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <uv.h>
 
-#include "daemon/backend/ggml/ggml_serve.h"
 #include "daemon/device/device.h"
 #include "daemon/objects/graph.h"
 #include "daemon/pprpcd.h"
@@ -42,7 +42,7 @@
 /* The end of a create, on the loop: the graph registered and answered, its
  * first run queued, or the refusal for both. */
 static void create_done(struct conn *c, const struct frame_hdr *hdr, const Pprpc__GgmlGraphCreate *m,
-			struct ggml_create *j)
+			struct graph_job *j)
 {
 	Pprpc__GraphCreateReply rep = PPRPC__GRAPH_CREATE_REPLY__INIT;
 	struct request run = { .hdr = *hdr };
@@ -52,7 +52,7 @@ static void create_done(struct conn *c, const struct frame_hdr *hdr, const Pprpc
 
 	run.hdr.type = MSG_GRAPH_RUN;
 	run.hdr.flags |= FRAME_F_QUEUED;
-	rc = ggml_serve_create_finish(j, &g, err, sizeof(err));
+	rc = graph_finish(j, &g, err, sizeof(err));
 	if (rc >= 0)
 		rc = graph_register(c->d, &c->own, g, err, sizeof(err));
 	if (rc < 0) {
@@ -74,14 +74,14 @@ struct create_work {
 	struct conn *c;
 	struct frame_hdr hdr;
 	ProtobufCMessage *msg;
-	struct ggml_create *j;
+	struct graph_job *j;
 };
 
 static void create_work(uv_work_t *w)
 {
 	struct create_work *cw = w->data;
 
-	ggml_serve_create_build(cw->j);
+	graph_build(cw->j);
 }
 
 static void create_after(uv_work_t *w, int status)
@@ -94,7 +94,7 @@ static void create_after(uv_work_t *w, int status)
 	 * registered, so it and its reservation go here, and the frames that
 	 * waited behind it are dropped by conn_busy_end. */
 	if (status < 0 || c->closing || c->closed)
-		ggml_serve_create_drop(cw->j);
+		graph_drop(cw->j);
 	else
 		create_done(c, &cw->hdr, (const Pprpc__GgmlGraphCreate *)cw->msg, cw->j);
 	meta_free(cw->msg);
@@ -127,7 +127,7 @@ void h_ggml_graph_create(struct conn *c, struct request *r)
 	const Pprpc__GgmlGraphCreate *m = (const Pprpc__GgmlGraphCreate *)r->msg;
 	struct request run = { .hdr = r->hdr };
 	struct create_work *cw = NULL;
-	struct ggml_create *j = NULL;
+	struct graph_job *j = NULL;
 	char err[320] = "";
 	int rc;
 
@@ -135,7 +135,7 @@ void h_ggml_graph_create(struct conn *c, struct request *r)
 	run.hdr.flags |= FRAME_F_QUEUED;
 	rc = graph_room(&c->own, err, sizeof(err));
 	if (rc >= 0)
-		rc = ggml_serve_create_begin(c->d, &c->own, m, &j, err, sizeof(err));
+		rc = graph_begin(c->d, &c->own, GRAPH_GGML, m->device, m, m->n_nodes, &j, err, sizeof(err));
 	if (rc < 0) {
 		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
 		if (m->run)
@@ -161,7 +161,7 @@ void h_ggml_graph_create(struct conn *c, struct request *r)
 		free(cw);
 	}
 	/* small, or no way off the loop: built here */
-	ggml_serve_create_build(j);
+	graph_build(j);
 	create_done(c, &r->hdr, m, j);
 }
 
@@ -171,7 +171,7 @@ void h_ggml_supports(struct conn *c, struct request *r)
 	Pprpc__GgmlSupportsReply rep = PPRPC__GGML_SUPPORTS_REPLY__INIT;
 	char why[320] = "";
 	bool ok = false;
-	int rc = ggml_serve_supports(c->d, &c->own, m, &ok, why, sizeof(why));
+	int rc = graph_probe(c->d, &c->own, GRAPH_GGML, m->device, GRAPH_PROBE_SUPPORTS, m, &ok, NULL, why, sizeof(why));
 
 	if (rc < 0) {
 		reply_error(c, r->hdr.type, r->hdr.req_id, rc, why);
@@ -188,7 +188,8 @@ void h_ggml_alloc_size(struct conn *c, struct request *r)
 	Pprpc__GgmlAllocSizeReply rep = PPRPC__GGML_ALLOC_SIZE_REPLY__INIT;
 	char err[320] = "";
 	uint64_t size = 0;
-	int rc = ggml_serve_alloc_size(c->d, &c->own, m, &size, err, sizeof(err));
+	int rc = graph_probe(c->d, &c->own, GRAPH_GGML, m->device, GRAPH_PROBE_ALLOC_SIZE, m, NULL, &size, err,
+			     sizeof(err));
 
 	if (rc < 0) {
 		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);

@@ -1,4 +1,10 @@
-/* daemon/objects/graph.c — graph validation and planning (see graph.h). */
+/*
+ * daemon/objects/graph.c — graph objects: handles, references, the owner's
+ * charge, and the limits every engine shares (node cap, work bound, memory
+ * charge), one place each.  Validation and planning are the engines'
+ * (daemon/backend/native/, daemon/backend/ggml/), reached through the
+ * device (device.h: device_graph_begin).
+ */
 #include "daemon/objects/graph.h"
 
 #include <inttypes.h>
@@ -12,281 +18,8 @@
 #include "daemon/pprpcd.h"
 #include "pprpc/types.h"
 
-#define ARENA_ALIGN 64
-
-/* Per-tensor planning state. */
-struct tplan {
-	int base;          /* index of the tensor owning the bytes (self if not a view) */
-	uint64_t offset;   /* byte offset from the base's first byte */
-	uint64_t extent;
-	int defined;       /* scratch base: some node has written it */
-	int writer;        /* node writing this exact tensor, -1 none */
-	struct dbuf *buf;  /* buffer-backed base */
-	uint64_t arena_off;
-};
-
-static int same_layout(const struct kern_tensor *a, const struct kern_tensor *b)
-{
-	return a->dtype == b->dtype && !memcmp(a->ne, b->ne, sizeof(a->ne)) &&
-	       !memcmp(a->nb, b->nb, sizeof(a->nb));
-}
-
-/* Where tensor i's bytes start: its buffer (NULL for the arena) and the
- * offset inside it.  Two buffer-backed entries may name the same bytes, so
- * aliasing is judged on these absolute positions, not on table indices. */
-static uint64_t abs_start(const struct tplan *p, int i, const struct dbuf **ret_buf)
-{
-	const struct tplan *b = &p[p[i].base];
-
-	*ret_buf = b->buf;
-	return b->arena_off + p[i].offset;
-}
-
-static int overlaps(const struct tplan *p, int i, int j)
-{
-	const struct dbuf *bi, *bj;
-	uint64_t si = abs_start(p, i, &bi), sj = abs_start(p, j, &bj);
-
-	if (bi != bj)
-		return 0;
-	return si < sj + p[j].extent && sj < si + p[i].extent;
-}
-
-static int same_start(const struct tplan *p, int i, int j)
-{
-	const struct dbuf *bi, *bj;
-
-	return abs_start(p, i, &bi) == abs_start(p, j, &bj) && bi == bj;
-}
-
-void graph_hold_buffer(struct graph *g, struct dbuf *b)
-{
-	for (int i = 0; i < g->nbufs; i++)
-		if (g->bufs[i] == b)
-			return;
-	g->bufs[g->nbufs++] = b;
-	buffer_ref(b);
-}
-
-static int plan_tensors(struct pprpcd *d, const struct owner *o, const Pprpc__GraphCreate *m,
-			struct graph *g, struct tplan *p, char *err, size_t errlen)
-{
-	for (int i = 0; i < g->ntensors; i++) {
-		const Pprpc__Tensor *mt = m->tensors[i];
-		struct kern_tensor *t = &g->t[i];
-		int rc;
-
-		if (mt->n_ne != PPRPC_MAX_DIMS || mt->n_nb != PPRPC_MAX_DIMS) {
-			snprintf(err, errlen, "tensor %d: ne and nb must have 4 entries each", i);
-			return PPRPC_EINVAL;
-		}
-		t->dtype = (int32_t)(mt->dtype > INT32_MAX ? -1 : (int32_t)mt->dtype);
-		memcpy(t->ne, mt->ne, sizeof(t->ne));
-		memcpy(t->nb, mt->nb, sizeof(t->nb));
-		rc = kern_tensor_check(t);
-		if (rc == 0)
-			rc = kern_tensor_extent(t, &p[i].extent);
-		if (rc < 0) {
-			snprintf(err, errlen, "tensor %d: invalid descriptor (dtype %u, ne %" PRId64 "x%" PRId64
-				 "x%" PRId64 "x%" PRId64 ")", i, mt->dtype, t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
-			return rc;
-		}
-		p[i].writer = -1;
-		if (mt->view_of) {
-			uint32_t parent = mt->view_of - 1;
-
-			if (parent >= (uint32_t)i || mt->buffer) {
-				snprintf(err, errlen, "tensor %d: a view must name an earlier tensor and no buffer", i);
-				return PPRPC_EGRAPH;
-			}
-			if (!kern_region_ok(p[parent].extent, mt->offset, p[i].extent)) {
-				snprintf(err, errlen, "tensor %d: view [%" PRIu64 ", +%" PRIu64
-					 ") is outside tensor %u (%" PRIu64 " bytes)", i, mt->offset,
-					 p[i].extent, parent, p[parent].extent);
-				return PPRPC_ERANGE;
-			}
-			p[i].base = p[parent].base;
-			p[i].offset = p[parent].offset + mt->offset;
-		} else if (mt->buffer) {
-			struct dbuf *b;
-
-			rc = buffer_region(d, o, mt->buffer, mt->offset, p[i].extent, &b, err, errlen);
-			if (rc < 0)
-				return rc;
-			if (b->dev != g->dev) {
-				snprintf(err, errlen, "tensor %d: buffer lives on %s, graph runs on %s", i,
-					 b->dev->name, g->dev->name);
-				return PPRPC_EINVAL;
-			}
-			p[i].base = i;
-			p[i].offset = 0;
-			p[i].buf = b;
-			p[i].arena_off = mt->offset;
-			graph_hold_buffer(g, b);
-		} else {
-			p[i].base = i;
-			p[i].offset = 0;
-			if (mt->offset) {
-				snprintf(err, errlen, "tensor %d: a scratch tensor has no offset", i);
-				return PPRPC_EINVAL;
-			}
-			/* Linear placement: every scratch tensor gets its own bytes. */
-			uint64_t off = (g->arena_size + ARENA_ALIGN - 1) & ~(uint64_t)(ARENA_ALIGN - 1);
-			if (off < g->arena_size || p[i].extent > UINT64_MAX - off) {
-				snprintf(err, errlen, "graph scratch space overflows");
-				return PPRPC_ETOOBIG;
-			}
-			p[i].arena_off = off;
-			g->arena_size = off + p[i].extent;
-		}
-	}
-	return 0;
-}
-
-/* The kernels load elements directly: the first byte of every tensor must be
- * aligned to its element (buffers and the arena are page / 64-byte aligned,
- * so the offset from the base decides). */
-static int check_alignment(const struct graph *g, const struct tplan *p, char *err, size_t errlen)
-{
-	for (int i = 0; i < g->ntensors; i++) {
-		const struct kern_dtype_traits *tr = kern_dtype(g->t[i].dtype);
-		uint64_t off = p[i].offset + p[p[i].base].arena_off;
-
-		if (off % KERN_ALIGN(tr) != 0) {
-			snprintf(err, errlen, "tensor %d: offset %" PRIu64 " is not aligned to its %s elements",
-				 i, off, tr->name);
-			return PPRPC_EINVAL;
-		}
-	}
-	return 0;
-}
-
-static int check_nodes(const Pprpc__GraphCreate *m, struct graph *g, struct tplan *p, char *err,
-		       size_t errlen)
-{
-	for (int i = 0; i < g->nnodes; i++) {
-		const Pprpc__Node *mn = m->nodes[i];
-		struct gnode *n = &g->nodes[i];
-		const struct kern_tensor *src[PPRPC_MAX_SRC];
-		int nsrc = kern_op_nsrc((int)(mn->op > INT32_MAX ? -1 : (int)mn->op));
-		int rc;
-
-		if (nsrc < 0) {
-			snprintf(err, errlen, "node %d: unknown op %u", i, mn->op);
-			return PPRPC_EINVAL;
-		}
-		if ((int)mn->n_src != nsrc) {
-			snprintf(err, errlen, "node %d (%s): takes %d sources, got %zu", i,
-				 kern_op_name((int)mn->op), nsrc, mn->n_src);
-			return PPRPC_EINVAL;
-		}
-		if (mn->n_fparams > PPRPC_OP_MAX_F || mn->n_iparams > PPRPC_OP_MAX_I) {
-			snprintf(err, errlen, "node %d: too many parameters", i);
-			return PPRPC_EINVAL;
-		}
-		if (mn->dst < 0 || mn->dst >= g->ntensors) {
-			snprintf(err, errlen, "node %d: destination index %d out of range", i, mn->dst);
-			return PPRPC_EGRAPH;
-		}
-		n->op = (int)mn->op;
-		n->nsrc = nsrc;
-		n->dst = mn->dst;
-		memset(&n->p, 0, sizeof(n->p));
-		/* protobuf-c leaves empty repeated fields NULL. */
-		if (mn->n_fparams)
-			memcpy(n->p.f, mn->fparams, mn->n_fparams * sizeof(float));
-		if (mn->n_iparams)
-			memcpy(n->p.i, mn->iparams, mn->n_iparams * sizeof(int32_t));
-		for (int s = 0; s < nsrc; s++) {
-			int si = mn->src[s];
-
-			if (si < 0 || si >= g->ntensors) {
-				snprintf(err, errlen, "node %d: source index %d out of range", i, si);
-				return PPRPC_EGRAPH;
-			}
-			/* Sources must precede users: a scratch tensor is read only
-			 * after an earlier node wrote it (this also rules out cycles). */
-			if (!p[p[si].base].buf && !p[p[si].base].defined) {
-				snprintf(err, errlen, "node %d (%s): source %d (tensor %d) is read before any node writes it",
-					 i, kern_op_name(n->op), s, si);
-				return PPRPC_EGRAPH;
-			}
-			if (overlaps(p, si, n->dst) &&
-			    !(kern_op_inplace_ok(n->op) && same_start(p, si, n->dst) &&
-			      same_layout(&g->t[si], &g->t[n->dst]))) {
-				snprintf(err, errlen, "node %d (%s): output overlaps source %d", i,
-					 kern_op_name(n->op), s);
-				return PPRPC_EGRAPH;
-			}
-			n->src[s] = si;
-			src[s] = &g->t[si];
-		}
-		/* SET_ROWS writes only some rows: a scratch table would hold
-		 * garbage elsewhere. */
-		if (n->op == PPRPC_OP_SET_ROWS && !p[p[n->dst].base].buf) {
-			snprintf(err, errlen, "node %d (SET_ROWS): the table must live in a buffer", i);
-			return PPRPC_EGRAPH;
-		}
-		if (p[n->dst].writer >= 0) {
-			snprintf(err, errlen, "node %d: tensor %d is already written by node %d", i, n->dst,
-				 p[n->dst].writer);
-			return PPRPC_EGRAPH;
-		}
-		rc = kern_op_check_dst(n->op, &n->p, src, nsrc, &g->t[n->dst], err, errlen);
-		if (rc < 0)
-			return rc;
-		p[n->dst].writer = i;
-		p[p[n->dst].base].defined = 1;
-	}
-	return 0;
-}
-
-static void resolve_pointers(struct graph *g, const struct tplan *p)
-{
-	for (int i = 0; i < g->ntensors; i++) {
-		const struct tplan *b = &p[p[i].base];
-		uint8_t *base = b->buf ? b->buf->ptr + b->arena_off : (uint8_t *)g->arena + b->arena_off;
-
-		g->t[i].data = base + p[i].offset;
-	}
-}
-
-/* The work of one run in flop, roughly: every element a node reads or
- * writes (one each), plus the products of the ops that loop over an inner
- * dimension — MUL_MAT 2 K per output, ATTENTION 4 n_kv (Q K^T and P V),
- * GATED_DELTA_NET about 8 d_k per output of its o part (the state update
- * and read of each step).  Zero-stride (broadcast) sources make these
- * unrelated to the bytes a graph holds, which is why it is bounded by
- * max-graph-gflop, not by memory.  Saturates at UINT64_MAX / 2; shapes are
- * validated, each tensor below 2^34 elements. */
-static uint64_t estimate_work(const struct graph *g)
-{
-	const uint64_t cap = UINT64_MAX / 2;
-	uint64_t work = 0;
-
-	for (int i = 0; i < g->nnodes; i++) {
-		const struct gnode *n = &g->nodes[i];
-		uint64_t out = (uint64_t)kern_tensor_nelements(&g->t[n->dst]), w = out, f = 0, inner = out;
-
-		for (int s = 0; s < n->nsrc; s++)
-			w += (uint64_t)kern_tensor_nelements(&g->t[n->src[s]]);
-		if (n->op == PPRPC_OP_MUL_MAT) {
-			f = 2 * (uint64_t)g->t[n->src[0]].ne[0];
-		} else if (n->op == PPRPC_OP_ATTENTION) {
-			f = 4 * (uint64_t)g->t[n->src[1]].ne[2];
-		} else if (n->op == PPRPC_OP_GATED_DELTA_NET) {
-			f = 8 * (uint64_t)g->t[n->src[0]].ne[0];
-			inner = (uint64_t)kern_tensor_nelements(&g->t[n->src[2]]);  /* o part: v's shape */
-		}
-		if (f && inner > (cap - w) / f)
-			return cap;
-		w += inner * f;
-		if (w > cap - work)
-			return cap;
-		work += w;
-	}
-	return work;
-}
+_Static_assert((int)GRAPH_NATIVE == (int)DEVICE_WIRE_NATIVE && (int)GRAPH_GGML == (int)DEVICE_WIRE_GGML,
+	       "a graph's kind is the wire form its device took");
 
 int graph_work_check(const struct pprpcd *d, const struct device *dev, uint64_t work, char *err, size_t errlen)
 {
@@ -313,72 +46,142 @@ static void graph_destroy(struct graph *g)
 	free(g);
 }
 
-int graph_create(struct pprpcd *d, struct owner *o, const Pprpc__GraphCreate *m,
-		 struct graph **ret_g, char *err, size_t errlen)
-{
-	struct tplan *p = NULL;
+/* ---- the daemon's side of a create (device.h: struct device_graph_env) ---- */
+
+struct graph_job {
+	struct pprpcd *d;
+	struct owner *o;
 	struct graph *g;
+	struct device_graph_env env;
+	void *dev_job;             /* the engine's, from device_graph_begin */
+};
+
+static int env_buffer(void *arg, uint64_t handle, uint64_t offset, uint64_t size, struct dbuf **ret_b, char *err,
+		      size_t errlen)
+{
+	struct graph_job *j = arg;
+
+	return buffer_region(j->d, j->o, handle, offset, size, ret_b, err, errlen);
+}
+
+static int env_charge(void *arg, uint64_t bytes, uint64_t *ret_footprint, char *err, size_t errlen)
+{
+	struct graph_job *j = arg;
+
+	return owner_charge_check(j->o, bytes, ret_footprint, err, errlen);
+}
+
+static int env_work(void *arg, uint64_t work, char *err, size_t errlen)
+{
+	struct graph_job *j = arg;
+
+	return graph_work_check(j->d, j->g ? j->g->dev : NULL, work, err, errlen);
+}
+
+static void env_init(struct graph_job *j)
+{
+	j->env.buffer = env_buffer;
+	j->env.charge = env_charge;
+	j->env.work = env_work;
+	j->env.arg = j;
+}
+
+struct device *graph_device(struct pprpcd *d, uint32_t index, char *err, size_t errlen)
+{
+	struct device *dev = pprpcd_device(d, index);
+
+	if (!dev)
+		snprintf(err, errlen, "no device %u (this daemon has %u)", index, d->ndev);
+	return dev;
+}
+
+int graph_hold_buffer(struct graph *g, struct dbuf *b)
+{
+	for (int i = 0; i < g->nbufs; i++)
+		if (g->bufs[i] == b)
+			return 0;
+	if (g->nbufs == g->bufs_cap) {
+		int cap = g->bufs_cap ? 2 * g->bufs_cap : 8;
+		struct dbuf **v = realloc(g->bufs, (size_t)cap * sizeof(*v));
+
+		if (!v)
+			return PPRPC_ENOMEM;
+		g->bufs = v;
+		g->bufs_cap = cap;
+	}
+	g->bufs[g->nbufs++] = b;
+	buffer_ref(b);
+	return 0;
+}
+
+void graph_drop(struct graph_job *j)
+{
+	if (!j)
+		return;
+	if (j->dev_job)
+		device_graph_drop(j->g->dev, j->dev_job);
+	if (j->g)
+		graph_unref(j->g);
+	free(j);
+}
+
+int graph_begin(struct pprpcd *d, struct owner *o, int kind, uint32_t device, const void *msg, size_t nnodes,
+		struct graph_job **ret_j, char *err, size_t errlen)
+{
+	struct graph_job *j;
+	struct device *dev;
 	int rc;
 
-	if (m->n_nodes > d->opts.max_graph_nodes) {
-		snprintf(err, errlen, "graph node limit (%u) exceeded: the graph has %zu nodes",
-			 d->opts.max_graph_nodes, m->n_nodes);
+	/* the node cap of every engine */
+	if (nnodes > d->opts.max_graph_nodes) {
+		snprintf(err, errlen, "graph node limit (%u) exceeded: the graph has %zu nodes", d->opts.max_graph_nodes,
+			 nnodes);
 		return PPRPC_ELIMIT;
 	}
-	if (m->n_nodes == 0 || m->n_nodes > PPRPC_MAX_GRAPH_NODES ||
-	    m->n_tensors > PPRPC_MAX_GRAPH_TENSORS) {
-		snprintf(err, errlen, "a graph needs 1..%d nodes and at most %d tensors (got %zu, %zu)",
-			 PPRPC_MAX_GRAPH_NODES, PPRPC_MAX_GRAPH_TENSORS, m->n_nodes, m->n_tensors);
-		return m->n_nodes == 0 ? PPRPC_EINVAL : PPRPC_ETOOBIG;
-	}
-	g = calloc(1, sizeof(*g));
-	if (!g)
+	dev = graph_device(d, device, err, errlen);
+	if (!dev)
+		return PPRPC_EINVAL;
+	j = calloc(1, sizeof(*j));
+	if (!j || !(j->g = calloc(1, sizeof(*j->g)))) {
+		free(j);
+		snprintf(err, errlen, "out of memory");
 		return PPRPC_ENOMEM;
-	g->dev = pprpcd_device(d, m->device);
-	g->ntensors = (int)m->n_tensors;
-	g->nnodes = (int)m->n_nodes;
-	g->t = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(*g->t));
-	g->bufs = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(*g->bufs));
-	g->nodes = calloc(m->n_nodes, sizeof(*g->nodes));
-	p = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(*p));
-	rc = PPRPC_ENOMEM;
-	if (!g->t || !g->bufs || !g->nodes || !p)
-		goto fail;
-	if (!g->dev) {
-		snprintf(err, errlen, "no device %u", m->device);
-		rc = PPRPC_EINVAL;
-		goto fail;
 	}
-	if (device_is_ggml(g->dev)) {
-		snprintf(err, errlen, "%s runs ggml graphs (GGML_GRAPH_CREATE), not native ones", g->dev->name);
-		rc = PPRPC_EUNSUPP;
-		goto fail;
+	j->d = d;
+	j->o = o;
+	env_init(j);
+	j->g->kind = kind;
+	j->g->dev = dev;
+	j->g->owner = o;
+	j->g->refs = 1;
+	/* Never small enough to run inline on the loop unless the engine
+	 * says otherwise (the native one estimates it; ggml's graphs compute
+	 * on threads that belong to the device's worker). */
+	j->g->work = UINT64_MAX / 2;
+	rc = device_graph_begin(dev, kind, msg, &j->env, j->g, &j->dev_job, err, errlen);
+	if (rc < 0) {
+		j->dev_job = NULL;
+		graph_drop(j);
+		return rc;
 	}
-	rc = plan_tensors(d, o, m, g, p, err, errlen);
+	*ret_j = j;
+	return 0;
+}
+
+void graph_build(struct graph_job *j)
+{
+	device_graph_build(j->g->dev, j->dev_job);
+}
+
+int graph_finish(struct graph_job *j, struct graph **ret_g, char *err, size_t errlen)
+{
+	struct pprpcd *d = j->d;
+	struct graph *g = j->g;
+	int rc = device_graph_finish(g->dev, j->dev_job, err, errlen);
+
+	j->dev_job = NULL;  /* finish freed it */
 	if (rc < 0)
 		goto fail;
-	rc = check_alignment(g, p, err, errlen);
-	if (rc < 0)
-		goto fail;
-	rc = check_nodes(m, g, p, err, errlen);
-	if (rc < 0)
-		goto fail;
-	/* A graph of a few hundred bytes can demand minutes of a device
-	 * (issue 19.9: zero-stride ATTENTION ran ~60 s, holding the device
-	 * from everyone): bounded before anything is allocated for it. */
-	g->work = estimate_work(g);
-	rc = graph_work_check(d, g->dev, g->work, err, errlen);
-	if (rc < 0)
-		goto fail;
-	if (g->arena_size) {
-		rc = owner_charge_check(o, g->arena_size, &g->footprint, err, errlen);
-		if (rc < 0)
-			goto fail;
-		rc = device_alloc(g->dev, g->arena_size, &g->arena, err, errlen);
-		if (rc < 0)
-			goto fail;
-	}
-	resolve_pointers(g, p);
 	/* The kernels' workspaces are reserved under the floor for each run;
 	 * one that could not be reserved even now is refused at once. */
 	g->host_scratch = device_graph_scratch(g->dev, g);
@@ -388,39 +191,40 @@ int graph_create(struct pprpcd *d, struct owner *o, const Pprpc__GraphCreate *m,
 			goto fail;
 		hostmem_release(&d->hostmem, g->host_scratch);
 	}
-	g->owner = o;
-	g->refs = 1;
-	free(p);
+	j->g = NULL;
+	graph_drop(j);
 	*ret_g = g;
 	return 0;
 fail:
-	free(p);
-	graph_destroy(g);
+	graph_drop(j);
 	return rc;
 }
 
-int graph_new_backend(struct owner *o, struct device *dev, int kind, size_t max_bufs, struct graph **ret_g)
+int graph_create(struct pprpcd *d, struct owner *o, const Pprpc__GraphCreate *m, struct graph **ret_g, char *err,
+		 size_t errlen)
 {
-	struct graph *g = calloc(1, sizeof(*g));
+	struct graph_job *j;
+	int rc = graph_begin(d, o, GRAPH_NATIVE, m->device, m, m->n_nodes, &j, err, errlen);
 
-	if (!g)
-		return PPRPC_ENOMEM;
-	g->bufs = calloc(max_bufs ? max_bufs : 1, sizeof(*g->bufs));
-	if (!g->bufs) {
-		free(g);
-		return PPRPC_ENOMEM;
-	}
-	g->kind = kind;
-	g->dev = dev;
-	g->owner = o;
-	g->refs = 1;
-	/* Never small enough to run inline on the loop: a backend's graph
-	 * (ggml's) computes on threads that belong to the device's worker. */
-	g->work = UINT64_MAX / 2;
-	*ret_g = g;
-	return 0;
+	if (rc < 0)
+		return rc;
+	graph_build(j);
+	return graph_finish(j, ret_g, err, errlen);
 }
 
+int graph_probe(struct pprpcd *d, const struct owner *o, int kind, uint32_t device, int probe, const void *msg,
+		bool *ret_ok, uint64_t *ret_size, char *err, size_t errlen)
+{
+	struct graph_job j = { .d = d, .o = (struct owner *)o };
+	struct device *dev = graph_device(d, device, err, errlen);
+
+	if (!dev)
+		return PPRPC_EINVAL;
+	env_init(&j);
+	if (probe == GRAPH_PROBE_SUPPORTS)
+		return device_graph_supports(dev, kind, msg, &j.env, ret_ok, err, errlen);
+	return device_graph_alloc_size(dev, kind, msg, &j.env, ret_size, err, errlen);
+}
 int graph_room(const struct owner *o, char *err, size_t errlen)
 {
 	if (o->ngraphs < o->max_graphs)

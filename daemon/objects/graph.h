@@ -1,16 +1,20 @@
 /*
- * daemon/objects/graph.h — validated, planned compute graphs.
+ * daemon/objects/graph.h — compute graphs as daemon objects: a handle, an
+ * owner, references, the buffers they hold, and the limits every engine
+ * shares (node cap, work bound, the owner's charge).
  *
- * GRAPH_CREATE is validated once, with the same shape rules the client uses
- * (kernels/ops.h): every tensor descriptor, every region against its buffer,
- * topology (each node reads only leaf tensors or outputs of earlier nodes;
- * each tensor is written by at most one node), and each node's shapes and
- * types.  Scratch tensors (no buffer) are placed in a per-graph arena.  The
- * result holds resolved data pointers, so GRAPH_RUN does no checking at all.
+ * The device's engine validates and plans a graph (device.h:
+ * device_graph_begin): the native engine a GRAPH_CREATE
+ * (daemon/backend/native/: tensors, nodes, an arena, data pointers resolved
+ * so GRAPH_RUN checks nothing), the ggml engine a GGML_GRAPH_CREATE
+ * (daemon/backend/ggml/: its state in dev_priv).  It reaches the daemon's
+ * side (buffers by handle, the shared limits) through the env this file
+ * gives it.
  */
 #ifndef PPRPC_DAEMON_GRAPH_H
 #define PPRPC_DAEMON_GRAPH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,9 +34,11 @@ struct gnode {
 	struct pprpc_op_params p;
 };
 
-/* GRAPH_NATIVE: planned here (t, nodes, arena); GRAPH_GGML: a ggml graph,
- * planned by the ggml engine, dev_priv its state (daemon/backend/ggml/). */
+/* GRAPH_NATIVE: planned by the native engine (t, nodes, arena);
+ * GRAPH_GGML: a ggml graph, planned by the ggml engine, dev_priv its state.
+ * The values are the wire forms of device.h (DEVICE_WIRE_*). */
 enum graph_kind { GRAPH_NATIVE = 0, GRAPH_GGML = 1 };
+struct graph_job;
 
 struct graph {
 	uint64_t handle;
@@ -43,7 +49,7 @@ struct graph {
 	int ntensors;
 	struct kern_tensor *t;    /* data pointers resolved */
 	struct dbuf **bufs;       /* referenced buffers (refs held), nbufs */
-	int nbufs;
+	int nbufs, bufs_cap;
 	int nnodes;
 	struct gnode *nodes;
 	void *arena;
@@ -60,22 +66,38 @@ struct graph {
 	struct graph *next, *prev;  /* owner's list */
 };
 
-/* Validate and plan.  Returns 0 and *ret_g (refs = 1), or a negative code
- * with the reason in err.  Allocates the arena on the device (memory floor
- * applies). */
+/*
+ * A create of wire form kind (enum graph_kind) on device number device, msg
+ * its message (nnodes its node count, for the node cap), in the device's
+ * three steps (device.h: device_graph_begin): begin (loop) to a job, build
+ * (any thread, once), finish (loop) to the graph (refs = 1, not yet
+ * registered) or a negative code with the reason, freeing the job either
+ * way; drop (loop) a job that will not be finished.  msg must outlive the
+ * job.
+ */
+int graph_begin(struct pprpcd *d, struct owner *o, int kind, uint32_t device, const void *msg, size_t nnodes,
+		struct graph_job **ret_j, char *err, size_t errlen);
+void graph_build(struct graph_job *j);
+int graph_finish(struct graph_job *j, struct graph **ret_g, char *err, size_t errlen);
+void graph_drop(struct graph_job *j);
+/* A native create in one go (the three in a row). */
 int graph_create(struct pprpcd *d, struct owner *o, const Pprpc__GraphCreate *m,
 		 struct graph **ret_g, char *err, size_t errlen);
-/* A graph planned by a backend of its own (GRAPH_GGML): owner o, device
- * dev, refs = 1, room to hold max_bufs buffers (graph_hold_buffer); the
- * caller sets dev_priv, released through device_graph_release with the
- * graph.  Drop a half-built one with graph_unref. */
-int graph_new_backend(struct owner *o, struct device *dev, int kind, size_t max_bufs, struct graph **ret_g);
-/* Keep b alive while g exists (once per buffer; at most max_bufs). */
-void graph_hold_buffer(struct graph *g, struct dbuf *b);
+/* A probe of one node of a graph of wire form kind on device number
+ * device (GGML_SUPPORTS: *ret_ok; GGML_ALLOC_SIZE: *ret_size): a negative
+ * code for a malformed request or a device without it, else 0. */
+enum { GRAPH_PROBE_SUPPORTS, GRAPH_PROBE_ALLOC_SIZE };
+int graph_probe(struct pprpcd *d, const struct owner *o, int kind, uint32_t device, int probe, const void *msg,
+		bool *ret_ok, uint64_t *ret_size, char *err, size_t errlen);
+/* The device of a request, or NULL with the reason in err. */
+struct device *graph_device(struct pprpcd *d, uint32_t index, char *err, size_t errlen);
+/* Keep b alive while g exists (an engine, for each buffer its graph
+ * names; once per buffer).  0 or PPRPC_ENOMEM. */
+int graph_hold_buffer(struct graph *g, struct dbuf *b);
 
 /* max-graph-gflop for a graph of dev whose run demands about work flop:
- * 0, or PPRPC_ELIMIT naming the limit.  Native graphs (estimate_work) and
- * ggml graphs (gge_graph_work) both pass here at create. */
+ * 0, or PPRPC_ELIMIT naming the limit.  Every engine's graphs pass here
+ * at create (the env's work). */
 int graph_work_check(const struct pprpcd *d, const struct device *dev, uint64_t work, char *err, size_t errlen);
 
 /* Work (flop) up to which a GRAPH_RUN may run inline on the loop (h_graph.c):

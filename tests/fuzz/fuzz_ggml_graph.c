@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "daemon/backend/ggml/ggml_engine.h"
+#include "daemon/backend/ggml/ggml_gdn.h"
 #include "proto/meta.h"
 #include "tests/integration/ggml_wire.h"
 
@@ -411,14 +412,14 @@ static void exercise(const Pprpc__GgmlGraphCreate *m, int probe, int compute)
 		if (getenv("FUZZ_GGML_VERBOSE") && compute) {
 			struct kern_gdn_stats st;
 
-			kern_gdn_stats_read(fz.g->gdn_native, &st);
+			kern_gdn_stats_read(gge_dev_gdn_native(fz.g), &st);
 			if (rc)
 				fprintf(stderr, "run %d: %s\n", rc, err);
 			fprintf(stderr, "run %d; GATED_DELTA_NET so far: pprpc serial %llu chunked %llu, ggml gate %llu "
 				"shape %llu\n", rc, (unsigned long long)st.serial,
 				(unsigned long long)(st.chunked[0] + st.chunked[1] + st.chunked[2]),
-				(unsigned long long)fz.g->gdn_ggml[GGE_GDN_WHY_GATE],
-				(unsigned long long)fz.g->gdn_ggml[GGE_GDN_WHY_SHAPE]);
+				(unsigned long long)gge_dev_gdn_ggml_count(fz.g, GGE_GDN_WHY_GATE),
+				(unsigned long long)gge_dev_gdn_ggml_count(fz.g, GGE_GDN_WHY_SHAPE));
 		}
 		gge_graph_free(gg);
 	}

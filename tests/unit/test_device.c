@@ -92,6 +92,11 @@ static int nop_xsub(void *s, volatile uint64_t *sl, uint64_t v, device_done_fn f
 }
 static int nop_ipc_wait(void *ctx, char *e, size_t n) { (void)ctx, (void)e, (void)n; return 0; }
 
+static void nop_gbuild(void *ctx, void *job)
+{
+	(void)ctx, (void)job;
+}
+
 static void test_fill_stubs(void **state)
 {
 	struct device_i dev = { .get_props = nop_props, .mem_info = nop_mem, .stream_open = nop_sopen,
@@ -123,6 +128,30 @@ static void test_fill_stubs(void **state)
 	assert_int_equal(fbuf.ipc_copy(NULL, NULL, handle, 0, 1, err, sizeof(err)), PPRPC_EUNSUPP);
 	assert_int_equal(fbuf.ipc_wait(NULL, err, sizeof(err)), PPRPC_EUNSUPP);
 	assert_int_equal(fbuf.pin_host(NULL, NULL, 0, 1), PPRPC_EUNSUPP);
+	/* No graphs: creates and probes answer PPRPC_EUNSUPP. */
+	{
+		bool ok = true;
+		uint64_t size = 7;
+		void *job = NULL;
+
+		assert_int_equal(fdev.graph_begin(NULL, DEVICE_WIRE_NATIVE, NULL, NULL, NULL, &job, err, sizeof(err)),
+				 PPRPC_EUNSUPP);
+		assert_null(job);
+		assert_int_equal(fdev.graph_finish(NULL, NULL, err, sizeof(err)), PPRPC_EUNSUPP);
+		fdev.graph_build(NULL, NULL);
+		fdev.graph_drop(NULL, NULL);
+		assert_int_equal(fdev.graph_supports(NULL, DEVICE_WIRE_GGML, NULL, NULL, &ok, err, sizeof(err)),
+				 PPRPC_EUNSUPP);
+		assert_true(ok);
+		assert_int_equal(fdev.graph_alloc_size(NULL, DEVICE_WIRE_GGML, NULL, NULL, &size, err, sizeof(err)),
+				 PPRPC_EUNSUPP);
+		assert_int_equal(size, 7);
+	}
+	/* A create is the four steps or none. */
+	dev.graph_build = nop_gbuild;
+	assert_int_equal(backend_fill(&be, &fdev, &fbuf, &fstr, err, sizeof(err)), PPRPC_EINTERNAL);
+	assert_non_null(strstr(err, "graph_begin"));
+	dev.graph_build = NULL;
 
 	/* Half of the IPC group is a bug, as is a missing mandatory op. */
 	buf.ipc_wait = nop_ipc_wait;
@@ -180,6 +209,19 @@ static void test_cpu_props(void **state)
 	assert_int_equal(device_pin_host(r.d, NULL, 0, 1), PPRPC_EUNSUPP);
 	assert_false(device_has_ipc(r.d));
 	assert_int_equal(device_ipc_pool(r.d, 4096, &p, handle, err, sizeof(err)), PPRPC_EUNSUPP);
+	/* Native graphs only: a ggml graph or probe is refused, naming what
+	 * the device is not. */
+	assert_true(device_takes_wire(r.d, DEVICE_WIRE_NATIVE, err, sizeof(err)));
+	assert_false(device_takes_wire(r.d, DEVICE_WIRE_GGML, err, sizeof(err)));
+	assert_non_null(strstr(err, "not a ggml device"));
+	{
+		bool ok = false;
+
+		assert_int_equal(device_graph_supports(r.d, DEVICE_WIRE_GGML, NULL, NULL, &ok, err, sizeof(err)),
+				 PPRPC_EUNSUPP);
+		assert_non_null(strstr(err, "not a ggml device"));
+	}
+	assert_null(device_info(r.d)->ggml_version);
 	rig_close(&r);
 
 	/* cpu-ipc: memory exported by pid and address, read back by

@@ -322,7 +322,7 @@ static void test_shared_input_ids(void **state)
 	net_free(&n);
 }
 
-/* The GPU's index checks (ggml-cuda streams, stream_cuda.c): shared ids
+/* The GPU's index checks (ggml-cuda streams, ggml_cuda_stream.c): shared ids
  * are checked once, against the shorter table, into the graph's own copy,
  * which the graph reads from then on; the client's tensor stays where it
  * was.  Here the copy the GPU would make is made by hand, and the run

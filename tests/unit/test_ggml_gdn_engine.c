@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "daemon/backend/ggml/ggml_engine.h"
+#include "daemon/backend/ggml/ggml_gdn.h"
 #include "daemon/backend/ggml/ggml_load.h"
 #include "ggml-alloc.h"
 #include "pprpc/types.h"

@@ -197,6 +197,24 @@ static void test_contiguous(void **state)
 	assert_false(kern_tensor_is_contiguous(&t));
 }
 
+/* The overlap rule both graph validators share. */
+static void test_overlap_rule(void **state)
+{
+	(void)state;
+	assert_true(kern_ranges_overlap(0, 16, 8, 16));
+	assert_true(kern_ranges_overlap(8, 16, 0, 16));
+	assert_true(kern_ranges_overlap(0, 16, 0, 16));
+	assert_false(kern_ranges_overlap(0, 16, 16, 16));
+	assert_false(kern_ranges_overlap(16, 16, 0, 16));
+	/* an empty range inside another counts (the native engine's view) */
+	assert_true(kern_ranges_overlap(0, 16, 4, 0));
+	/* only the exact memory, the same layout, an op that runs in place */
+	assert_true(kern_overlap_allowed(true, true, true));
+	assert_false(kern_overlap_allowed(false, true, true));
+	assert_false(kern_overlap_allowed(true, false, true));
+	assert_false(kern_overlap_allowed(true, true, false));
+}
+
 static void test_region(void **state)
 {
 	(void)state;
@@ -372,6 +390,7 @@ int main(void)
 		cmocka_unit_test(test_f16_vs_compiler),
 #endif
 		cmocka_unit_test(test_bf16),
+		cmocka_unit_test(test_overlap_rule),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

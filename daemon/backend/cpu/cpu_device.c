@@ -9,6 +9,7 @@
 #include <cblas.h>
 
 #include "daemon/backend/cpu/cpu_backend.h"
+#include "daemon/backend/native/native_graph.h"
 #include "daemon/objects/graph.h"
 #include "pprpc/types.h"
 
@@ -30,6 +31,7 @@ static void cpu_get_props(void *ctx, struct device_props *ret)
 	 * most seconds of the device (about 6 s of attention there), not
 	 * minutes. */
 	ret->graph_gflop_auto = 32 * (uint64_t)c->kctx.nthreads;
+	ret->graph_wires = 1u << DEVICE_WIRE_NATIVE;
 }
 
 /* MemAvailable less reservations, or the baseline less all the daemon has
@@ -88,6 +90,7 @@ static void cpu_destroy(void *ctx)
 static const struct device_i cpu_device_i = {
 	.get_props = cpu_get_props,
 	.mem_info = cpu_mem_info,
+	NATIVE_GRAPH_OPS,
 	.graph_scratch = cpu_graph_scratch,
 	.stream_open = cpu_stream_open,
 	.stream_close = cpu_stream_close,

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/backend/native/native_graph.h"
 #include "daemon/device/backend_impl.h"
 #include "pprpc/types.h"
 
@@ -41,6 +42,7 @@ static void cuda_get_props(void *ctx, struct device_props *ret)
 	/* 1 Pflop: about a second of an H100/H200's dense tensor cores; a
 	 * 70B-parameter model's 512-token ubatch is ~72 Tflop. */
 	ret->graph_gflop_auto = 1ull << 20;
+	ret->graph_wires = 1u << DEVICE_WIRE_NATIVE;
 }
 
 static int cuda_mem_info(void *ctx, uint64_t *ret_free, uint64_t *ret_total)
@@ -73,6 +75,7 @@ static void cuda_destroy(void *ctx)
 static const struct device_i cuda_device_i = {
 	.get_props = cuda_get_props,
 	.mem_info = cuda_mem_info,
+	NATIVE_GRAPH_OPS,
 	.stream_open = cuda_stream_open,
 	.stream_close = cuda_stream_close,
 	.slot_alloc = cuda_slot_alloc,

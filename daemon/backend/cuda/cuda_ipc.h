@@ -3,7 +3,7 @@
  * exporting GPU memory and copying out of another process's export.
  *
  * Shared by the native CUDA backend (cuda_buffer.c) and the ggml engine's
- * ggml-cuda devices (daemon/backend/ggml/ipc_cuda.c), so a stage boundary
+ * ggml-cuda devices (daemon/backend/ggml/ggml_cuda_ipc.c), so a stage boundary
  * between two GPU ranks of one host is a device-to-device copy whichever
  * backend serves each side.  Only for builds with CUDA.
  */

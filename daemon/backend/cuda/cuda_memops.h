@@ -4,7 +4,7 @@
  * slots of host-mapped memory, the stream memory operations on them, and
  * the completion callback that ends a command.  Shared by the native CUDA
  * backend (cuda_stream.c) and the ggml engine's ggml-cuda devices
- * (daemon/backend/ggml/stream_cuda.c).  Only for builds with CUDA.
+ * (daemon/backend/ggml/ggml_cuda_stream.c).  Only for builds with CUDA.
  *
  * A WAIT is cuStreamWaitValue64 on a slot: the GPU polls it and the stream
  * stays held until the host stores 1 (timeline.c).  A SIGNAL is

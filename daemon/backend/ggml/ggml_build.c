@@ -125,7 +125,9 @@ static int check_node(struct gge_dev *g, const struct ggml_tensor *x, size_t i, 
 }
 
 /*
- * A node writes its own extent while it reads its sources.  ggml-alloc lets
+ * A node writes its own extent while it reads its sources (the rule of
+ * kernels/tensor.h: kern_overlap_allowed, which the native engine applies
+ * too).  ggml-alloc lets
  * a node take a source's memory only exactly (same start, type, ne and nb)
  * and only for an op that can run in place; ggml's in-place constructors
  * (and CPY) make the node a view of the source it overwrites.  Anything
@@ -152,9 +154,12 @@ static int check_overlap(const struct ggml_tensor *x, uint64_t ex, size_t i, cha
 			continue;
 		b = (uintptr_t)src->data;
 		es = ggml_nbytes(src);
-		if (!es || b >= a + ex || a >= b + es)
+		if (!es || !kern_ranges_overlap(a, ex, b, es))
 			continue;
-		if (a == b && ggml_are_same_layout(x, src) && exact++ == 0 && (ggml_op_can_inplace(x->op) || x->view_src))
+		/* (ggml's in-place constructors and CPY make the node a view of
+		 * what it overwrites; at most one source may be taken so) */
+		if (kern_overlap_allowed(a == b, ggml_are_same_layout(x, src), ggml_op_can_inplace(x->op) || x->view_src) &&
+		    exact++ == 0)
 			continue;
 		snprintf(err, errlen, "node %s: its output overlaps source %d (only an op that can run in place may "
 			 "take one source's exact memory)", node_who(x, i, who, sizeof(who)), s);
@@ -222,12 +227,12 @@ static int count_uses(struct ggml_cgraph *cg)
 	return 0;
 }
 
-/* An upper bound: at most one guard and one GATED_DELTA_NET entry per
- * node (ggml_guard.c's table has one index source per op). */
+/* An upper bound: at most one guard and one op entry per node
+ * (ggml_guard.c's table has one index source per op; ggml_ops.h). */
 uint64_t gge_graph_host_size(size_t n, size_t nnodes)
 {
 	return (uint64_t)ctx_size(n, n) + (uint64_t)n * (sizeof(struct gge_wt) + sizeof(struct ggml_tensor *)) +
-	       (uint64_t)nnodes * (sizeof(int) + 64 + sizeof(struct gge_gdn_node)) + sizeof(struct gge_graph);
+	       (uint64_t)nnodes * (sizeof(int) + 64 + GGE_OP_NODE_BYTES) + sizeof(struct gge_graph);
 }
 
 int gge_graph_build(struct gge_dev *g, const Pprpc__GgmlTensor *const *w, size_t n, const int32_t *nodes,
@@ -283,7 +288,7 @@ int gge_graph_build(struct gge_dev *g, const Pprpc__GgmlTensor *const *w, size_t
 	rc = gge_guards_plan(gg, w, err, errlen);
 	if (rc < 0)
 		goto fail;
-	rc = gge_gdn_plan(g, gg);
+	rc = gge_ops_plan(g, gg);
 	if (rc < 0) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
@@ -307,7 +312,7 @@ void gge_graph_free(struct gge_graph *gg)
 	free(gg->plan);
 	free(gg->order);
 	free(gg->guards);
-	free(gg->gdn);
+	gge_ops_free(gg);
 	free(gg->scratch);
 	free(gg->gpu_checks);
 	gge_buf_free(gg->shadow);

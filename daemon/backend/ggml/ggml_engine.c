@@ -6,7 +6,7 @@
  * set/get/memset/cpy_tensor on a one-dimensional I8 stand-in tensor over the
  * range), so device memory (ggml-cuda) works as host memory does.  Host
  * buffers need none of it: the device layer moves their bytes itself
- * (dev_ggml.c), except when told to stage them (PPRPC_GGML_STAGED, a test
+ * (ggml_device.c), except when told to stage them (PPRPC_GGML_STAGED, a test
  * of this path on ggml-cpu).
  */
 #include "daemon/backend/ggml/ggml_engine.h"
@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "daemon/backend/ggml/ggml_cuda_find.h"
 #include "daemon/backend/ggml/ggml_load.h"
 #include "daemon/core/hostmem.h"
 #include "ggml-backend-impl.h"
@@ -81,6 +82,21 @@ void gge_dev_worker_init(struct gge_dev *g)
 	set_tp(g->backend, g->tp);
 }
 
+/* A ggml-cuda device's ordinal in pprpcd's runtime (ggml_cuda_find.h). */
+static void find_cuda(struct gge_dev *g)
+{
+	ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(g->dev);
+	struct ggml_backend_dev_props props;
+
+	g->cuda_ordinal = -1;
+	if (!reg || strcmp(ggml_backend_reg_name(reg), "CUDA") != 0 || g->host)
+		return;
+	memset(&props, 0, sizeof(props));
+	ggml_backend_dev_get_props(g->dev, &props);
+	if (gge_cuda_find(props.device_id, &g->cuda_ordinal, g->cuda_why, sizeof(g->cuda_why)) < 0)
+		g->cuda_ordinal = -1;
+}
+
 int gge_dev_open(const char *name, int threads, struct gge_dev **ret_g, char *err, size_t errlen)
 {
 	ggml_backend_dev_t dev;
@@ -114,8 +130,7 @@ int gge_dev_open(const char *name, int threads, struct gge_dev **ret_g, char *er
 	g->max_size = ggml_backend_buft_get_max_size(g->buft);
 	g->type = ggml_backend_dev_type(dev);
 	setup_threads(g, threads);
-	g->cuda_ordinal = -1;
-	gge_gdn_dev_init(g);
+	find_cuda(g);
 	if (g->threads)
 		snprintf(g->desc, sizeof(g->desc), "ggml %s: %.60s, %d threads", g->name,
 			 ggml_backend_dev_description(dev), g->threads);
@@ -132,7 +147,8 @@ void gge_dev_close(struct gge_dev *g)
 {
 	if (!g)
 		return;
-	gge_gdn_dev_fini(g);
+	/* the ops' streams and workspaces before the backend */
+	gge_dev_ops_fini(g);
 	/* The pool goes after the backend that points at it; the staging of
 	 * queued uploads after the backend finished with it. */
 	if (g->backend)

@@ -4,8 +4,9 @@
  * ggml graphs (doc/ggml.md).
  *
  * Nothing here knows the daemon (connections, handles, queues, the device
- * vtable): dev_ggml.c adapts the engine to the device interface and
- * ggml_serve.c to the requests, so the fuzz target drives the engine alone.
+ * vtable): ggml_device.c adapts the engine to the device interface and
+ * ggml_graph.c to the requests (the device's graph ops), so the fuzz target
+ * drives the engine alone.
  *
  * ggml aborts the process on invalid input (GGML_ASSERT), and some kernels
  * write through indices read from tensor data without any check.  So a
@@ -28,6 +29,7 @@
 
 #include "ggml-backend.h"
 #include "ggml.h"
+#include "daemon/backend/ggml/ggml_ops.h"
 #include "kernels/ops.h"
 #include "proto/pprpc.pb-c.h"
 
@@ -37,25 +39,6 @@
 /* Largest element count, extent or dense size of one tensor: far above any
  * buffer, low enough that ggml's int64/size_t arithmetic cannot wrap. */
 #define GGE_MAX_BYTES (1ull << 56)
-
-/* GATED_DELTA_NET on pprpc's own kernels (ggml_gdn.c, doc/ggml.md): the
- * setting, and why a node ran with ggml's kernel instead. */
-enum gge_gdn_mode {
-	GGE_GDN_OFF = 0,   /* ggml's kernel for every node */
-	GGE_GDN_AUTO = 1,  /* pprpc's where it would take its chunked form (prefill) */
-	GGE_GDN_ON = 2,    /* pprpc's wherever the node fits (decode too) */
-};
-enum gge_gdn_why {
-	GGE_GDN_WHY_OFF,    /* the setting is off, or the device has no such kernel */
-	GGE_GDN_WHY_AUTO,   /* auto, and pprpc would run its serial form */
-	GGE_GDN_WHY_SHAPE,  /* a node pprpc's kernel does not compute as ggml's does */
-	GGE_GDN_WHY_GATE,   /* this run's gates are outside the shared domain */
-	GGE_GDN_WHY_NOMEM,  /* no workspace or stream for pprpc's kernel */
-	GGE_GDN_WHY_COUNT
-};
-enum gge_gdn_kind { GGE_GDN_NONE = 0, GGE_GDN_CPU, GGE_GDN_CUDA };
-
-struct gge_gdn_cuda;
 
 struct gge_dev {
 	ggml_backend_dev_t dev;
@@ -74,27 +57,23 @@ struct gge_dev {
 	uint64_t pin_used;
 	bool host;                       /* buffers are host memory */
 	/* ggml-cpu's work buffer: the largest plan of a graph created so far,
-	 * reserved under the memory floor (ggml_serve.c check_scratch; loop) */
+	 * reserved under the memory floor (ggml_graph.c check_scratch; loop) */
 	uint64_t work_reserved;
 	size_t alignment, max_size;
 	enum ggml_backend_dev_type type;
 	int threads;                     /* 0 where the backend has no thread count */
 	char name[64];                   /* ggml's device name ("CPU", "CUDA0") */
 	char desc[200];
-	/* GATED_DELTA_NET on pprpc's kernels (ggml_gdn.c) */
-	int gdn_mode;                    /* enum gge_gdn_mode */
-	int gdn_kind;                    /* enum gge_gdn_kind: which of pprpc's kernels */
-	/* the CUDA device of pprpcd's own runtime (gdn_cuda_find), -1 where
-	 * the device is not a ggml-cuda one: pprpc's GATED_DELTA_NET kernels
-	 * and CUDA IPC at stage boundaries (dev_ggml.c) run there */
+	/* the CUDA device of pprpcd's own runtime (ggml_cuda_find.h), -1
+	 * where the device is not a ggml-cuda one, or cuda_why says why it is
+	 * not seen: CUDA IPC at stage boundaries, streams holding waits
+	 * (ggml_device.c) and pprpc's kernels (ggml_gdn.c) run there */
 	int cuda_ordinal;
-	char gdn_why[160];               /* GGE_GDN_NONE: why not */
-	uint64_t gdn_floor;              /* device memory our workspace must leave free */
-	struct kern_gdn_stats *gdn_native;  /* forms pprpc's kernels ran (relaxed atomics) */
-	uint64_t *gdn_ggml;              /* [GGE_GDN_WHY_COUNT]: nodes ggml's kernel ran */
-	struct kern_gdn_stats gdn_native_own;
-	uint64_t gdn_ggml_own[GGE_GDN_WHY_COUNT];
-	struct gge_gdn_cuda *gdn_cuda;   /* made by the worker at the first native run */
+	char cuda_why[160];
+	/* op implementations of pprpc's own (ggml_ops.h), by whoever
+	 * configures the device */
+	struct gge_op ops[GGE_MAX_OPS];
+	int nops;
 };
 
 /* Open the ggml device called name (ggml_backend_dev_name), its backend
@@ -103,16 +82,9 @@ struct gge_dev {
  * backend cannot start. */
 int gge_dev_open(const char *name, int threads, struct gge_dev **ret_g, char *err, size_t errlen);
 void gge_dev_close(struct gge_dev *g);
-/* How GATED_DELTA_NET nodes of graphs built from now on run (enum
- * gge_gdn_mode), where they are counted (NULL: in the engine's own
- * counters) and the device memory pprpc's workspace must leave free. */
-void gge_dev_gdn_config(struct gge_dev *g, int mode, struct kern_gdn_stats *native, uint64_t *ggml_why,
-			uint64_t floor);
-/* The setting in words for STATS: "off", "auto", "on", or "off (why)". */
-void gge_dev_gdn_status(const struct gge_dev *g, char *buf, size_t len);
 /* On the thread that runs the device's graphs, before its first run. */
 void gge_dev_worker_init(struct gge_dev *g);
-/* Free and total memory behind the device's buffers (see dev_ggml.c for
+/* Free and total memory behind the device's buffers (see ggml_device.c for
  * host memory, where ggml-cpu reports everything as free). */
 int gge_dev_memory(const struct gge_dev *g, uint64_t *ret_free, uint64_t *ret_total);
 
@@ -194,8 +166,8 @@ struct gge_graph {
 	struct gge_guard *guards;    /* ordered by node */
 	int nguards;
 	bool inited;                 /* buffer init_tensor done (first run) */
-	struct gge_gdn_node *gdn;    /* GATED_DELTA_NET nodes by position (ggml_gdn.c) */
-	int ngdn;
+	struct gge_op_node *opn;     /* nodes an op of the device was asked about, by position */
+	int nopn;
 	void *scratch;               /* host copy of indices on device buffers */
 	/* gge_graph_shadow: the copies of the client's index tensors that the
 	 * GPU checks fill, and what to fill them from */
@@ -206,8 +178,8 @@ struct gge_graph {
 	size_t scratch_size;
 	uint64_t host_bytes;         /* what the graph holds in host memory */
 	/* host memory reserved under the memory floor for the graph's life
-	 * (its context: host_bytes; ggml_serve.c), released when it is freed
-	 * (dev_ggml.c) */
+	 * (its context: host_bytes; ggml_graph.c), released when it is freed
+	 * (ggml_device.c) */
 	uint64_t reserved;
 };
 
@@ -224,15 +196,16 @@ int gge_graph_build(struct gge_dev *g, const Pprpc__GgmlTensor *const *t, size_t
 /* Run it (the device's worker thread): PPRPC_ERANGE when an index is out of
  * range (nothing after that node ran), PPRPC_EDEVICE when ggml fails. */
 int gge_graph_compute(struct gge_dev *g, struct gge_graph *gg, char *err, size_t errlen);
-/* The same on another backend of the device (a stream's own: stream_cuda.c). */
+/* The same on another backend of the device (a stream's own: ggml_cuda_stream.c). */
 int gge_graph_compute_on(struct gge_dev *g, ggml_backend_t be, struct gge_graph *gg, char *err, size_t errlen);
 /* What every run does first, on the worker: the queued uploads landed,
  * the buffers' init_tensor on the first run. */
 int gge_graph_prepare(struct gge_dev *g, struct gge_graph *gg, char *err, size_t errlen);
 /* Can a run be enqueued on a GPU stream behind work that has not run yet
  * (a timeline WAIT held there)?  Not when something must be read on the
- * host in the middle of it: a split guard, pprpc's GATED_DELTA_NET (its
- * gate scan), or a START guard the GPU cannot check (gge_guards_gpu_count). */
+ * host in the middle of it: a split guard, a node of pprpc's own ops
+ * (ggml_ops.h; GATED_DELTA_NET's gate scan), or a START guard the GPU
+ * cannot check (gge_guards_gpu_count). */
 bool gge_graph_async_ok(const struct gge_graph *gg);
 void gge_graph_free(struct gge_graph *gg);
 /* What one run costs, from shapes (ggml_work.c): its work in flop, for
@@ -288,26 +261,5 @@ void gge_guard_describe(const struct gge_graph *gg, int guard, int64_t value, co
  * (ggml_run.c). */
 int gge_run_segment(struct gge_dev *g, ggml_backend_t be, struct gge_graph *gg, int from, int to, char *err,
 		    size_t errlen);
-
-/* GATED_DELTA_NET (ggml_gdn.c).  A node, and which kernel runs it. */
-struct gge_gdn_node {
-	int pos;         /* position in the node order */
-	int why;         /* enum gge_gdn_why; -1: pprpc's kernel */
-	struct kern_tensor src[6], dst;  /* pprpc's descriptors of the node */
-	struct pprpc_op_params p;
-};
-/* Decide at create time, per node, which kernel runs it (gg->gdn); 0 or
- * PPRPC_ENOMEM. */
-int gge_gdn_plan(struct gge_dev *g, struct gge_graph *gg);
-/* First node position >= from that pprpc's kernel runs, nnodes if none. */
-int gge_gdn_next_native(const struct gge_graph *gg, int from);
-/* Run position pos, one of those, with pprpc's kernel (or ggml's, when this
- * run's gates say so).  0 or a negative code with the reason. */
-int gge_gdn_run(struct gge_dev *g, ggml_backend_t be, struct gge_graph *gg, int pos, char *err, size_t errlen);
-/* Count the nodes in [from, to) that ggml's backend just ran. */
-void gge_gdn_count_ggml(struct gge_dev *g, const struct gge_graph *gg, int from, int to);
-/* Decide which of pprpc's kernels the device could use (gge_dev_open). */
-void gge_gdn_dev_init(struct gge_dev *g);
-void gge_gdn_dev_fini(struct gge_dev *g);
 
 #endif

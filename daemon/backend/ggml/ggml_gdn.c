@@ -37,20 +37,26 @@
  * test-backend-ops' 1e-7; doc/results/kda-cuda.md).  The one-bf16 form
  * (3.6e-3, NMSE 1e-5) is not used here: it fails that bound.
  *
- * When: decided per node at create time (gg->gdn): "off" (setting, or no
+ * When: decided per node at create time (gdn_plan): "off" (setting, or no
  * kernel for this device), "shape" (above), "auto" (the auto setting and a
  * node pprpc would run in its serial form: decode, or dimensions its CUDA
  * chunked kernels do not take), else pprpc's.  A run cuts its segments at
  * those nodes (ggml_run.c): everything before has completed when pprpc's
  * kernel starts, and it has completed before the next segment starts.
+ *
+ * An op of the device's table (ggml_ops.h): its setting, counters and
+ * CUDA stream are this file's context, each node's descriptors its
+ * state; the engine holds none of them.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/backend/ggml/gdn_cuda.h"
+#include "daemon/backend/ggml/ggml_cuda_gdn.h"
 #include "daemon/backend/ggml/ggml_engine.h"
+#include "daemon/backend/ggml/ggml_gdn.h"
+#include "daemon/backend/ggml/ggml_ops.h"
 #include "ggml-backend-impl.h"
 #include "ggml-impl.h"
 #include "pprpc/types.h"
@@ -65,61 +71,132 @@ static void count(uint64_t *c)
 	__atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
 }
 
-/* ---- the device -------------------------------------------------------------- */
+/* The op's context: one per device. */
+struct gdn_op {
+	struct gge_dev *g;
+	int mode;                        /* enum gge_gdn_mode */
+	int kind;                        /* enum gge_gdn_kind: which of pprpc's kernels */
+	char why[160];                   /* GGE_GDN_NONE: why not */
+	uint64_t floor;                  /* device memory our workspace must leave free */
+	struct kern_gdn_stats *native;   /* forms pprpc's kernels ran (relaxed atomics) */
+	uint64_t *ggml;                  /* [GGE_GDN_WHY_COUNT]: nodes ggml's kernel ran */
+	struct kern_gdn_stats native_own;
+	uint64_t ggml_own[GGE_GDN_WHY_COUNT];
+	struct gge_gdn_cuda *cuda;       /* made by the worker at the first native run */
+};
 
-void gge_gdn_dev_init(struct gge_dev *g)
+/* A node pprpc's kernel runs: its descriptors. */
+struct gdn_node {
+	struct kern_tensor src[6], dst;
+	struct pprpc_op_params p;
+};
+
+_Static_assert(sizeof(struct gdn_node) + sizeof(struct gge_op_node) <= GGE_OP_NODE_BYTES,
+	       "a node's entry fits the graph's host charge");
+
+static const struct gge_op_i gdn_op_i;
+
+/* Which of pprpc's kernels the device could use. */
+static void gdn_kind(struct gdn_op *o)
 {
+	const struct gge_dev *g = o->g;
 	ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(g->dev);
 	const char *rname = reg ? ggml_backend_reg_name(reg) : "";
-	struct ggml_backend_dev_props props;
 
-	g->gdn_native = &g->gdn_native_own;
-	g->gdn_ggml = g->gdn_ggml_own;
 	if (g->type == GGML_BACKEND_DEVICE_TYPE_CPU && g->host) {
-		g->gdn_kind = GGE_GDN_CPU;
+		o->kind = GGE_GDN_CPU;
 		return;
 	}
 	if (strcmp(rname, "CUDA") != 0 || g->host) {
-		snprintf(g->gdn_why, sizeof(g->gdn_why), "pprpc has no GATED_DELTA_NET kernel for a %s device",
+		snprintf(o->why, sizeof(o->why), "pprpc has no GATED_DELTA_NET kernel for a %s device",
 			 rname[0] ? rname : "ggml");
 		return;
 	}
-	memset(&props, 0, sizeof(props));
-	ggml_backend_dev_get_props(g->dev, &props);
-	if (gdn_cuda_find(props.device_id, &g->cuda_ordinal, g->gdn_why, sizeof(g->gdn_why)) == 0)
-		g->gdn_kind = GGE_GDN_CUDA;
+	if (g->cuda_ordinal >= 0)
+		o->kind = GGE_GDN_CUDA;
+	else
+		snprintf(o->why, sizeof(o->why), "%s", g->cuda_why);
 }
 
-void gge_gdn_dev_fini(struct gge_dev *g)
+static void gdn_fini(void *ctx)
 {
-	gdn_cuda_close(g->gdn_cuda);
-	g->gdn_cuda = NULL;
+	struct gdn_op *o = ctx;
+
+	gdn_cuda_close(o->cuda);
+	free(o);
+}
+
+static struct gdn_op *gdn_of(const struct gge_dev *g)
+{
+	struct gge_op *op = gge_dev_op_find(g, &gdn_op_i);
+
+	return op ? op->ctx : NULL;
 }
 
 void gge_dev_gdn_config(struct gge_dev *g, int mode, struct kern_gdn_stats *native, uint64_t *ggml_why,
 			uint64_t floor)
 {
-	g->gdn_mode = mode;
+	struct gdn_op *o = gdn_of(g);
+	struct gge_op *op;
+
+	if (!o) {
+		/* without it (no memory, a full table) ggml's kernel runs every node */
+		o = calloc(1, sizeof(*o));
+		if (!o)
+			return;
+		o->g = g;
+		o->native = &o->native_own;
+		o->ggml = o->ggml_own;
+		gdn_kind(o);
+		if (gge_dev_op_add(g, &gdn_op_i, o, &op) < 0) {
+			free(o);
+			return;
+		}
+	}
+	o->mode = mode;
 	if (native)
-		g->gdn_native = native;
+		o->native = native;
 	if (ggml_why)
-		g->gdn_ggml = ggml_why;
-	g->gdn_floor = floor;
+		o->ggml = ggml_why;
+	o->floor = floor;
 }
 
 void gge_dev_gdn_status(const struct gge_dev *g, char *buf, size_t len)
 {
 	static const char *const names[] = { "off", "auto", "on" };
-	const char *m = g->gdn_mode >= 0 && g->gdn_mode <= GGE_GDN_ON ? names[g->gdn_mode] : "?";
+	const struct gdn_op *o = gdn_of(g);
+	int mode = o ? o->mode : GGE_GDN_OFF;
+	const char *m = mode >= 0 && mode <= GGE_GDN_ON ? names[mode] : "?";
 
-	if (g->gdn_mode == GGE_GDN_OFF)
+	if (mode == GGE_GDN_OFF)
 		snprintf(buf, len, "off");
-	else if (g->gdn_kind == GGE_GDN_NONE)
-		snprintf(buf, len, "off (%s asked: %.150s)", m, g->gdn_why);
-	else if (g->gdn_kind == GGE_GDN_CUDA)
+	else if (o->kind == GGE_GDN_NONE)
+		snprintf(buf, len, "off (%s asked: %.150s)", m, o->why);
+	else if (o->kind == GGE_GDN_CUDA)
 		snprintf(buf, len, "%s (pprpc's CUDA kernels on CUDA device %d)", m, g->cuda_ordinal);
 	else
 		snprintf(buf, len, "%s (pprpc's CPU kernels)", m);
+}
+
+int gge_dev_gdn_kind(const struct gge_dev *g)
+{
+	const struct gdn_op *o = gdn_of(g);
+
+	return o ? o->kind : GGE_GDN_NONE;
+}
+
+uint64_t gge_dev_gdn_ggml_count(const struct gge_dev *g, int why)
+{
+	const struct gdn_op *o = gdn_of(g);
+
+	return o && why >= 0 && why < GGE_GDN_WHY_COUNT ? __atomic_load_n(&o->ggml[why], __ATOMIC_RELAXED) : 0;
+}
+
+const struct kern_gdn_stats *gge_dev_gdn_native(const struct gge_dev *g)
+{
+	const struct gdn_op *o = gdn_of(g);
+
+	return o ? o->native : NULL;
 }
 
 /* ---- create time ------------------------------------------------------------- */
@@ -137,7 +214,7 @@ static void desc(struct kern_tensor *k, const struct ggml_tensor *t)
 
 /* Does pprpc's kernel compute node x exactly as ggml's does (file
  * comment)?  Fills n's descriptors and params when it does. */
-static bool fits(const struct ggml_tensor *x, struct gge_gdn_node *n)
+static bool fits(const struct ggml_tensor *x, struct gdn_node *n)
 {
 	const struct ggml_tensor *q = x->src[0], *k = x->src[1], *v = x->src[2];
 	const int64_t S = v->ne[0], T = v->ne[2], B = v->ne[3];
@@ -182,11 +259,11 @@ static bool fits(const struct ggml_tensor *x, struct gge_gdn_node *n)
 }
 
 /* Would pprpc's automatic choice take its chunked form for n? */
-static bool would_chunk(const struct gge_dev *g, const struct gge_gdn_node *n)
+static bool would_chunk(const struct gdn_op *o, const struct gdn_node *n)
 {
 	const int64_t d = n->src[0].ne[0], T = n->src[0].ne[2];
 
-	if (g->gdn_kind == GGE_GDN_CPU)
+	if (o->kind == GGE_GDN_CPU)
 		return T >= KERN_GDN_CHUNK_MIN_T;
 #ifdef PPRPC_HAVE_CUDA
 	return kern_cuda_gdn_chunked_fits(d, d, T);
@@ -196,60 +273,44 @@ static bool would_chunk(const struct gge_dev *g, const struct gge_gdn_node *n)
 #endif
 }
 
-int gge_gdn_plan(struct gge_dev *g, struct gge_graph *gg)
+static int gdn_plan(void *ctx, const struct ggml_tensor *x, void **ret_state, int *ret_why)
 {
-	int n = 0;
+	struct gdn_op *o = ctx;
+	struct gdn_node *n;
 
-	for (int k = 0; k < gg->nnodes; k++)
-		n += gg->cg->nodes[k]->op == GGML_OP_GATED_DELTA_NET;
-	if (!n)
+	*ret_state = NULL;
+	if (o->mode == GGE_GDN_OFF || o->kind == GGE_GDN_NONE) {
+		*ret_why = GGE_GDN_WHY_OFF;
 		return 0;
-	gg->gdn = calloc((size_t)n, sizeof(*gg->gdn));
-	if (!gg->gdn)
-		return PPRPC_ENOMEM;
-	for (int k = 0; k < gg->nnodes; k++) {
-		struct gge_gdn_node *x = &gg->gdn[gg->ngdn];
-
-		if (gg->cg->nodes[k]->op != GGML_OP_GATED_DELTA_NET)
-			continue;
-		x->pos = k;
-		if (g->gdn_mode == GGE_GDN_OFF || g->gdn_kind == GGE_GDN_NONE)
-			x->why = GGE_GDN_WHY_OFF;
-		else if (!fits(gg->cg->nodes[k], x))
-			x->why = GGE_GDN_WHY_SHAPE;
-		else if (g->gdn_mode == GGE_GDN_AUTO && !would_chunk(g, x))
-			x->why = GGE_GDN_WHY_AUTO;
-		else
-			x->why = -1;
-		gg->ngdn++;
 	}
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return PPRPC_ENOMEM;
+	if (!fits(x, n))
+		*ret_why = GGE_GDN_WHY_SHAPE;
+	else if (o->mode == GGE_GDN_AUTO && !would_chunk(o, n))
+		*ret_why = GGE_GDN_WHY_AUTO;
+	else
+		*ret_state = n;
+	if (!*ret_state)
+		free(n);
 	return 0;
 }
 
+static void gdn_state_free(void *ctx, void *state)
+{
+	(void)ctx;
+	free(state);
+}
+
+static void gdn_count_ggml(void *ctx, int why)
+{
+	struct gdn_op *o = ctx;
+
+	count(&o->ggml[why]);
+}
+
 /* ---- run time ---------------------------------------------------------------- */
-
-static const struct gge_gdn_node *at(const struct gge_graph *gg, int pos)
-{
-	for (int i = 0; i < gg->ngdn; i++)
-		if (gg->gdn[i].pos == pos)
-			return &gg->gdn[i];
-	return NULL;
-}
-
-int gge_gdn_next_native(const struct gge_graph *gg, int from)
-{
-	for (int i = 0; i < gg->ngdn; i++)
-		if (gg->gdn[i].why < 0 && gg->gdn[i].pos >= from)
-			return gg->gdn[i].pos;
-	return gg->nnodes;
-}
-
-void gge_gdn_count_ggml(struct gge_dev *g, const struct gge_graph *gg, int from, int to)
-{
-	for (int i = 0; i < gg->ngdn; i++)
-		if (gg->gdn[i].pos >= from && gg->gdn[i].pos < to && gg->gdn[i].why >= 0)
-			count(&g->gdn_ggml[gg->gdn[i].why]);
-}
 
 /* Every gate finite and <= 0 (g is contiguous: the rules). */
 static bool gates_ok(const struct kern_tensor *g)
@@ -263,9 +324,10 @@ static bool gates_ok(const struct kern_tensor *g)
 	return !bad;
 }
 
-static int run_cpu(struct gge_dev *g, const struct gge_gdn_node *n, int *ret_why, char *err, size_t errlen)
+static int run_cpu(struct gdn_op *o, const struct gdn_node *n, int *ret_why, char *err, size_t errlen)
 {
-	struct kern_cpu_ctx ctx = { .nthreads = g->threads > 0 ? g->threads : 1, .gdn_stats = g->gdn_native };
+	struct gge_dev *g = o->g;
+	struct kern_cpu_ctx ctx = { .nthreads = g->threads > 0 ? g->threads : 1, .gdn_stats = o->native };
 	struct kern_tensor src[6], dst = n->dst;
 	struct kern_tensor *sp[6];
 	int rc;
@@ -284,15 +346,16 @@ static int run_cpu(struct gge_dev *g, const struct gge_gdn_node *n, int *ret_why
 	return rc;
 }
 
-static int run_cuda(struct gge_dev *g, const struct gge_gdn_node *n, int *ret_why, char *err, size_t errlen)
+static int run_cuda(struct gdn_op *o, const struct gdn_node *n, int *ret_why, char *err, size_t errlen)
 {
+	struct gge_dev *g = o->g;
 	struct kern_tensor src[6], dst = n->dst;
 	struct kern_tensor *sp[6];
 	char why[256] = "";
 	int rc, outcome;
 
-	if (!g->gdn_cuda) {
-		rc = gdn_cuda_open(g->cuda_ordinal, &g->gdn_cuda, why, sizeof(why));
+	if (!o->cuda) {
+		rc = gdn_cuda_open(g->cuda_ordinal, &o->cuda, why, sizeof(why));
 		if (rc < 0) {
 			snprintf(err, errlen, "ggml:%s: %s", g->name, why);
 			return rc;
@@ -302,7 +365,7 @@ static int run_cuda(struct gge_dev *g, const struct gge_gdn_node *n, int *ret_wh
 		src[s] = n->src[s];
 		sp[s] = &src[s];
 	}
-	rc = gdn_cuda_run(g->gdn_cuda, g->gdn_floor, &n->p, sp, &dst, g->gdn_native, &outcome, why, sizeof(why));
+	rc = gdn_cuda_run(o->cuda, o->floor, &n->p, sp, &dst, o->native, &outcome, why, sizeof(why));
 	if (rc < 0) {
 		snprintf(err, errlen, "ggml:%s: %s", g->name, why);
 		return rc;
@@ -314,21 +377,29 @@ static int run_cuda(struct gge_dev *g, const struct gge_gdn_node *n, int *ret_wh
 	return 0;
 }
 
-int gge_gdn_run(struct gge_dev *g, ggml_backend_t be, struct gge_graph *gg, int pos, char *err, size_t errlen)
+static int gdn_run(void *ctx, void *state, int *ret_why, char *err, size_t errlen)
 {
-	const struct gge_gdn_node *n = at(gg, pos);
+	struct gdn_op *o = ctx;
+	const struct gdn_node *n = state;
 	int why = -1, rc;
 
-	if (!n || n->why >= 0) {
-		snprintf(err, errlen, "ggml:%s: node %d is not one of pprpc's GATED_DELTA_NET", g->name, pos);
-		return PPRPC_EINTERNAL;
-	}
-	rc = g->gdn_kind == GGE_GDN_CUDA ? run_cuda(g, n, &why, err, errlen) : run_cpu(g, n, &why, err, errlen);
-	if (rc < 0 || why < 0)
+	rc = o->kind == GGE_GDN_CUDA ? run_cuda(o, n, &why, err, errlen) : run_cpu(o, n, &why, err, errlen);
+	if (rc < 0)
 		return rc;
 	/* This run's data is outside what pprpc's kernel computes as ggml's
 	 * does (or it has no room): ggml's kernel computes the node, over
-	 * whatever pprpc's wrote. */
-	count(&g->gdn_ggml[why]);
-	return gge_run_segment(g, be, gg, pos, pos + 1, err, errlen);
+	 * whatever pprpc's wrote (ggml_run.c). */
+	if (why >= 0)
+		count(&o->ggml[why]);
+	*ret_why = why;
+	return 0;
 }
+
+static const struct gge_op_i gdn_op_i = {
+	.op = GGML_OP_GATED_DELTA_NET,
+	.plan = gdn_plan,
+	.run = gdn_run,
+	.count_ggml = gdn_count_ggml,
+	.state_free = gdn_state_free,
+	.fini = gdn_fini,
+};

@@ -4,7 +4,7 @@
  *
  * A run is a sequence of segments of the node order, cut where an index
  * guard must see values computed earlier in the same run (ggml_guard.c) and
- * around each GATED_DELTA_NET node pprpc's own kernel runs (ggml_gdn.c);
+ * around each node one of pprpc's own ops runs (ggml_ops.h: GATED_DELTA_NET);
  * most graphs are one segment.  A segment boundary is a point where
  * everything before has completed on the device (ggml_backend_graph_compute
  * synchronizes), which is what lets a node go to a kernel that is not
@@ -86,7 +86,7 @@ int gge_graph_compute_on(struct gge_dev *g, ggml_backend_t be, struct gge_graph 
 		return rc;
 	rc = gge_guards_check(gg, 0, gg->nnodes, GGE_GUARD_START, err, errlen);
 	for (int from = 0; rc == 0 && from < gg->nnodes;) {
-		int to = gge_guards_next_split(gg, from + 1), native = gge_gdn_next_native(gg, from);
+		int to = gge_guards_next_split(gg, from + 1), native = gge_ops_next_native(gg, from);
 
 		/* Everything before `from` has run: its split guards see the
 		 * values this run produced. */
@@ -94,7 +94,13 @@ int gge_graph_compute_on(struct gge_dev *g, ggml_backend_t be, struct gge_graph 
 		if (rc < 0)
 			break;
 		if (native == from) {
-			rc = gge_gdn_run(g, be, gg, from, err, errlen);
+			int why = -1;
+
+			rc = gge_ops_run(gg, from, &why, err, errlen);
+			/* this run's data is not the op's to compute: ggml's kernel
+			 * computes the node (over whatever the op wrote) */
+			if (rc == 0 && why >= 0)
+				rc = gge_run_segment(g, be, gg, from, from + 1, err, errlen);
 			from++;
 			continue;
 		}
@@ -102,7 +108,7 @@ int gge_graph_compute_on(struct gge_dev *g, ggml_backend_t be, struct gge_graph 
 			to = native;
 		rc = gge_run_segment(g, be, gg, from, to, err, errlen);
 		if (rc == 0)
-			gge_gdn_count_ggml(g, gg, from, to);
+			gge_ops_count_ggml(gg, from, to);
 		from = to;
 	}
 	return rc;
@@ -112,6 +118,6 @@ bool gge_graph_async_ok(const struct gge_graph *gg)
 {
 	int checks = gge_guards_gpu_count(gg);
 
-	return gge_guards_count(gg, GGE_GUARD_SPLIT) == 0 && gge_gdn_next_native(gg, 0) == gg->nnodes &&
+	return gge_guards_count(gg, GGE_GUARD_SPLIT) == 0 && gge_ops_next_native(gg, 0) == gg->nnodes &&
 	       checks >= 0 && checks <= GGE_GPU_CHECKS_MAX;
 }

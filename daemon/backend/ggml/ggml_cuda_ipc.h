@@ -1,13 +1,13 @@
 /*
- * daemon/backend/ggml/ipc_cuda.h — CUDA IPC for a ggml-cuda device's stage
- * boundaries (dev_ggml.c's buffer interface, backend_impl.h's ipc_*).
- * Free of ggml types, as gdn_cuda.h is: ggml-cuda's buffers are cudaMalloc
+ * daemon/backend/ggml/ggml_cuda_ipc.h — CUDA IPC for a ggml-cuda device's stage
+ * boundaries (ggml_device.c's buffer interface, backend_impl.h's ipc_*).
+ * Free of ggml types, as ggml_cuda_gdn.h is: ggml-cuda's buffers are cudaMalloc
  * memory of the device's primary context, which pprpcd's own runtime
  * exports and copies into like the native CUDA device's
  * (daemon/backend/cuda/cuda_ipc.h).  Only in builds with CUDA.
  */
-#ifndef PPRPC_DAEMON_GGML_IPC_CUDA_H
-#define PPRPC_DAEMON_GGML_IPC_CUDA_H
+#ifndef PPRPC_DAEMON_GGML_CUDA_IPC_H
+#define PPRPC_DAEMON_GGML_CUDA_IPC_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,10 +1,9 @@
 /*
- * daemon/backend/ggml/gdn_cuda.c — pprpc's CUDA GATED_DELTA_NET on a
- * ggml-cuda device's memory (gdn_cuda.h says why a stream of its own).
+ * daemon/backend/ggml/ggml_cuda_gdn.c — pprpc's CUDA GATED_DELTA_NET on a
+ * ggml-cuda device's memory (ggml_cuda_gdn.h says why a stream of its own).
  */
-#include "daemon/backend/ggml/gdn_cuda.h"
+#include "daemon/backend/ggml/ggml_cuda_gdn.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,39 +36,6 @@ static int cuda_fail(cudaError_t e, const char *what, char *err, size_t errlen)
 	cudaGetLastError();
 	snprintf(err, errlen, "pprpc's GATED_DELTA_NET on CUDA: %s: %s", what, cudaGetErrorString(e));
 	return PPRPC_EDEVICE;
-}
-
-int gdn_cuda_find(const char *pci, int *ret_ordinal, char *why, size_t whylen)
-{
-	size_t len;
-	int n = 0;
-
-	if (!pci || !*pci) {
-		snprintf(why, whylen, "ggml names no PCI bus id for the device");
-		return PPRPC_EUNSUPP;
-	}
-	/* ggml-cuda appends "-vN" for virtual devices of one GPU. */
-	len = strcspn(pci, "-");
-	if (cudaGetDeviceCount(&n) != cudaSuccess) {
-		cudaGetLastError();
-		n = 0;
-	}
-	for (int i = 0; i < n; i++) {
-		char id[32];
-
-		if (cudaDeviceGetPCIBusId(id, sizeof(id), i) != cudaSuccess) {
-			cudaGetLastError();
-			continue;
-		}
-		for (char *s = id; *s; s++)
-			*s = (char)tolower((unsigned char)*s);
-		if (strlen(id) == len && !strncmp(id, pci, len)) {
-			*ret_ordinal = i;
-			return 0;
-		}
-	}
-	snprintf(why, whylen, "no CUDA device of pprpcd's runtime has PCI bus id %.40s (%d seen)", pci, n);
-	return PPRPC_EUNSUPP;
 }
 
 void gdn_cuda_close(struct gge_gdn_cuda *c)
@@ -220,13 +186,6 @@ int gdn_cuda_run(struct gge_gdn_cuda *c, uint64_t floor, const struct pprpc_op_p
 }
 
 #else /* !PPRPC_HAVE_CUDA */
-
-int gdn_cuda_find(const char *pci, int *ret_ordinal, char *why, size_t whylen)
-{
-	(void)pci, (void)ret_ordinal;
-	snprintf(why, whylen, "this pprpcd was built without CUDA kernels");
-	return PPRPC_EUNSUPP;
-}
 
 int gdn_cuda_open(int ordinal, struct gge_gdn_cuda **ret, char *err, size_t errlen)
 {

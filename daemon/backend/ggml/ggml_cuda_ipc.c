@@ -1,6 +1,6 @@
-/* daemon/backend/ggml/ipc_cuda.c — CUDA IPC on a ggml-cuda device's memory
- * (ipc_cuda.h). */
-#include "daemon/backend/ggml/ipc_cuda.h"
+/* daemon/backend/ggml/ggml_cuda_ipc.c — CUDA IPC on a ggml-cuda device's memory
+ * (ggml_cuda_ipc.h). */
+#include "daemon/backend/ggml/ggml_cuda_ipc.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,13 +1,13 @@
 /*
- * daemon/backend/ggml/stream_cuda.c — a ggml-cuda device's streams: WAITs
- * held on the GPU, runs enqueued behind them (stream_cuda.h).
+ * daemon/backend/ggml/ggml_cuda_stream.c — a ggml-cuda device's streams: WAITs
+ * held on the GPU, runs enqueued behind them (ggml_cuda_stream.h).
  *
  * Streams of closed connections are kept and reused, as the native CUDA
  * device keeps its own: freeing a ggml backend frees its memory pool, and
  * freeing device memory may wait for the whole device, which can be held
  * by a timeline wait that only this thread would release.
  */
-#include "daemon/backend/ggml/stream_cuda.h"
+#include "daemon/backend/ggml/ggml_cuda_stream.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,7 +175,7 @@ int gge_cuda_streams_open(struct gge_dev *g, struct gge_cuda_streams **ret, char
 	int rc;
 
 	if (g->cuda_ordinal < 0) {
-		snprintf(why, whylen, "pprpcd's CUDA runtime does not see the device (%s)", g->gdn_why);
+		snprintf(why, whylen, "pprpcd's CUDA runtime does not see the device (%s)", g->cuda_why);
 		return PPRPC_EUNSUPP;
 	}
 	if (env && !strcmp(env, "0")) {
@@ -428,7 +428,7 @@ static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 		rc = st == GGML_STATUS_ALLOC_FAILED ? PPRPC_ENOMEM : PPRPC_EDEVICE;
 		goto fail;
 	}
-	gge_gdn_count_ggml(cs->g, gg, 0, gg->nnodes);
+	gge_ops_count_ggml(gg, 0, gg->nnodes);
 	if (quiet(s)) {
 		/* The checks ran before the graph (it waited for them). */
 		ggml_backend_synchronize(s->be);

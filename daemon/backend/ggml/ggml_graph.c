@@ -1,31 +1,30 @@
 /*
- * daemon/backend/ggml/ggml_serve.c — the ggml requests on the daemon's side
- * (see ggml_serve.h).
+ * daemon/backend/ggml/ggml_graph.c — the ggml device's graph operations
+ * (backend_impl.h: graph_begin ... graph_drop, graph_supports,
+ * graph_alloc_size): GGML_GRAPH_CREATE, GGML_SUPPORTS and GGML_ALLOC_SIZE
+ * made into the engine's calls (doc/ggml.md).
  *
  * The engine sees buffers only through resolve(): a handle names a live
- * buffer of this connection on this device, or the request fails with the
- * handle named.  A graph holds a reference on every buffer it names, as a
- * native graph does, so BUFFER_FREE while the graph lives retires the
- * handle and keeps the memory until GRAPH_FREE.
+ * buffer of the request's owner on this device (the env's buffer), or the
+ * request fails with the handle named.  A graph holds a reference on every
+ * buffer it names, as a native graph does, so BUFFER_FREE while the graph
+ * lives retires the handle and keeps the memory until GRAPH_FREE.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/backend/ggml/dev_ggml.h"
-#include "daemon/backend/ggml/ggml_serve.h"
+#include "daemon/backend/ggml/ggml_device.h"
 #include "daemon/device/device.h"
 #include "daemon/core/hostmem.h"
 #include "daemon/objects/buffer.h"
 #include "daemon/objects/graph.h"
-#include "daemon/pprpcd.h"
-#include "daemon/objects/owner.h"
 #include "pprpc/types.h"
 
 struct resolver {
-	struct pprpcd *d;
-	const struct owner *o;
+	struct gdev *gd;
+	const struct device_graph_env *env;
 	struct device *dev;
 	struct graph *g;   /* holds what it names; NULL for probes */
 };
@@ -33,45 +32,27 @@ struct resolver {
 static int resolve(void *arg, uint64_t handle, struct gge_wbuf *ret, char *err, size_t errlen)
 {
 	struct resolver *r = arg;
-	struct dbuf *b = buffer_get(r->d, r->o, handle);
+	struct dbuf *b;
+	int rc = r->env->buffer(r->env->arg, handle, 0, 0, &b, err, errlen);
 
-	if (!b) {
-		snprintf(err, errlen, "unknown buffer handle 0x%016" PRIx64, handle);
-		return PPRPC_EHANDLE;
-	}
+	if (rc < 0)
+		return rc;
 	if (b->dev != r->dev) {
 		snprintf(err, errlen, "buffer 0x%016" PRIx64 " lives on %s, the graph is for %s", handle,
 			 b->dev->name, r->dev->name);
 		return PPRPC_EINVAL;
 	}
-	ret->buf = dev_ggml_buffer(r->dev, b->ptr);
+	ret->buf = ggml_device_buffer(r->gd, b->ptr);
 	if (!ret->buf) {
 		snprintf(err, errlen, "buffer 0x%016" PRIx64 " is not a ggml buffer", handle);
 		return PPRPC_EINTERNAL;
 	}
 	ret->size = b->size;
-	if (r->g)
-		graph_hold_buffer(r->g, b);
+	if (r->g && graph_hold_buffer(r->g, b) < 0) {
+		snprintf(err, errlen, "out of memory");
+		return PPRPC_ENOMEM;
+	}
 	return 0;
-}
-
-/* The request's device, which must be a ggml one. */
-static struct device *ggml_dev(struct pprpcd *d, uint32_t index, int *ret_rc, char *err, size_t errlen)
-{
-	struct device *dev = pprpcd_device(d, index);
-
-	if (!dev) {
-		snprintf(err, errlen, "no device %u (this daemon has %u)", index, d->ndev);
-		*ret_rc = PPRPC_EINVAL;
-		return NULL;
-	}
-	if (!device_is_ggml(dev)) {
-		snprintf(err, errlen, "device %u (%s) is not a ggml device (serve one with --devices ggml:NAME)", index,
-			 dev->name);
-		*ret_rc = PPRPC_EUNSUPP;
-		return NULL;
-	}
-	return dev;
 }
 
 /* What a run will ask of ggml's backend beyond the graph's tensors, checked
@@ -82,9 +63,9 @@ static struct device *ggml_dev(struct pprpcd *d, uint32_t index, int *ret_rc, ch
  * under the memory floor for the daemon's life, as what ggml has been
  * allowed to commit.  A GPU's pool keeps its high-water mark as well: the
  * graph's need must fit in the device's free memory above its floor. */
-static int check_scratch(struct pprpcd *d, struct device *dev, struct gge_dev *eng, uint64_t need, char *err,
-			 size_t errlen)
+static int check_scratch(struct gdev *gd, struct device *dev, uint64_t need, char *err, size_t errlen)
 {
+	struct gge_dev *eng = gd->g;
 	uint64_t fr = 0, total = 0;
 	char why[240];
 	int rc;
@@ -92,7 +73,7 @@ static int check_scratch(struct pprpcd *d, struct device *dev, struct gge_dev *e
 	if (eng->host) {
 		if (need <= eng->work_reserved)
 			return 0;
-		rc = hostmem_reserve(&d->hostmem, need - eng->work_reserved, why, sizeof(why));
+		rc = gd->hostmem ? hostmem_reserve(gd->hostmem, need - eng->work_reserved, why, sizeof(why)) : 0;
 		if (rc < 0) {
 			snprintf(err, errlen, "the graph's ggml work buffer (%.1f MiB): %s", need / 1048576.0, why);
 			return rc;
@@ -116,12 +97,11 @@ static int check_scratch(struct pprpcd *d, struct device *dev, struct gge_dev *e
 
 /* The graph built: its work bounded (max-graph-gflop, as a native graph's:
  * issue 27.8), its scratch and context charged to the connection. */
-static int check_costs(struct pprpcd *d, struct owner *o, struct resolver *r, struct gge_graph *gg, char *err,
-		       size_t errlen)
+static int check_costs(struct resolver *r, struct gge_graph *gg, char *err, size_t errlen)
 {
-	struct gge_dev *eng = dev_ggml_engine(r->dev);
+	struct gge_dev *eng = r->gd->g;
 	uint64_t need = 0;
-	int rc = graph_work_check(d, r->dev, gge_graph_work(gg), err, errlen);
+	int rc = r->env->work(r->env->arg, gge_graph_work(gg), err, errlen);
 
 	if (rc < 0)
 		return rc;
@@ -134,14 +114,14 @@ static int check_costs(struct pprpcd *d, struct owner *o, struct resolver *r, st
 	 * device's graphs, so this errs towards refusing */
 	if (need > UINT64_MAX / 2 - gg->host_bytes)
 		need = UINT64_MAX / 2 - gg->host_bytes;
-	rc = owner_charge_check(o, gg->host_bytes + need, &r->g->footprint, err, errlen);
+	rc = r->env->charge(r->env->arg, gg->host_bytes + need, &r->g->footprint, err, errlen);
 	if (rc < 0)
 		return rc;
-	return check_scratch(d, r->dev, eng, need, err, errlen);
+	return check_scratch(r->gd, r->dev, need, err, errlen);
 }
 
 /*
- * A create in three steps (ggml_serve.h): begin on the loop resolves every
+ * A create in three steps (device.h: device_graph_begin): begin on the loop resolves every
  * buffer the tensors name into the job's own table, build decodes and
  * checks the graph from that table alone (so it may run on any thread:
  * gge_graph_build reads only what the engine fixed at open, struct gge_dev's
@@ -155,11 +135,11 @@ struct slot {
 };
 
 struct ggml_create {
-	struct pprpcd *d;
-	struct owner *o;
+	struct gdev *gd;
+	const struct device_graph_env *env;
 	const Pprpc__GgmlGraphCreate *m;
 	struct device *dev;
-	struct graph *g;           /* holds every buffer of tab */
+	struct graph *g;           /* graph.c's, holds every buffer of tab */
 	uint64_t host;             /* reserved under the floor for the context */
 	struct slot *tab;          /* open addressing, mask + 1 slots */
 	size_t mask;
@@ -206,7 +186,7 @@ static int resolve_table(void *arg, uint64_t handle, struct gge_wbuf *ret, char 
  * on the loop. */
 static int resolve_all(struct ggml_create *j)
 {
-	struct resolver r = { j->d, j->o, j->dev, j->g };
+	struct resolver r = { j->gd, j->env, j->dev, j->g };
 	size_t n = 16;
 
 	while (n < 2 * j->m->n_tensors)
@@ -234,41 +214,39 @@ static int resolve_all(struct ggml_create *j)
 	return 0;
 }
 
-void ggml_serve_create_drop(struct ggml_create *j)
+void ggml_graph_drop(void *ctx, void *job)
 {
+	struct ggml_create *j = job;
+
+	(void)ctx;
 	if (!j)
 		return;
 	gge_graph_free(j->gg);
-	if (j->host)
-		hostmem_release(&j->d->hostmem, j->host);
-	if (j->g)
-		graph_unref(j->g);
+	if (j->host && j->gd->hostmem)
+		hostmem_release(j->gd->hostmem, j->host);
 	free(j->tab);
 	free(j);
 }
 
-int ggml_serve_create_begin(struct pprpcd *d, struct owner *o, const Pprpc__GgmlGraphCreate *m,
-			    struct ggml_create **ret_j, char *err, size_t errlen)
+int ggml_graph_begin(void *ctx, int wire, const void *msg, const struct device_graph_env *env, struct graph *g,
+		     void **ret_job, char *err, size_t errlen)
 {
+	const Pprpc__GgmlGraphCreate *m = msg;
+	struct gdev *gd = ctx;
 	struct ggml_create *j;
-	struct device *dev;
 	uint64_t host, fp;
 	char why[240];
 	int rc = 0;
 
-	dev = ggml_dev(d, m->device, &rc, err, errlen);
-	if (!dev)
-		return rc;
+	if (wire != DEVICE_WIRE_GGML) {
+		snprintf(err, errlen, "%s runs ggml graphs (GGML_GRAPH_CREATE), not native ones", g->dev->name);
+		return PPRPC_EUNSUPP;
+	}
 	if (!m->ggml_version || strcmp(m->ggml_version, ggml_version()) != 0) {
 		snprintf(err, errlen, "this rank runs ggml %s (llama.cpp %s), the graph comes from ggml %s: "
 			 "op numbering and parameters differ between releases, so it cannot be validated",
 			 ggml_version(), PPRPC_LLAMA_RELEASE, m->ggml_version && *m->ggml_version ? m->ggml_version : "(not said)");
 		return PPRPC_EVERSION;
-	}
-	if (m->n_nodes > d->opts.max_graph_nodes) {
-		snprintf(err, errlen, "graph node limit (%u) exceeded: the graph has %zu nodes", d->opts.max_graph_nodes,
-			 m->n_nodes);
-		return PPRPC_ELIMIT;
 	}
 	if (m->n_tensors > GGE_MAX_TENSORS) {
 		snprintf(err, errlen, "a ggml graph has at most %d tensors (got %zu)", GGE_MAX_TENSORS, m->n_tensors);
@@ -279,7 +257,7 @@ int ggml_serve_create_begin(struct pprpcd *d, struct owner *o, const Pprpc__Ggml
 	 * allocated, held until the graph is freed (issue 27.9: 40 graphs
 	 * took 1,242 MiB past the floor). */
 	host = gge_graph_host_size(m->n_tensors, m->n_nodes);
-	rc = owner_charge_check(o, host, &fp, err, errlen);
+	rc = env->charge(env->arg, host, &fp, err, errlen);
 	if (rc < 0)
 		return rc;
 	j = calloc(1, sizeof(*j));
@@ -287,107 +265,93 @@ int ggml_serve_create_begin(struct pprpcd *d, struct owner *o, const Pprpc__Ggml
 		snprintf(err, errlen, "out of memory");
 		return PPRPC_ENOMEM;
 	}
-	j->d = d;
-	j->o = o;
+	j->gd = gd;
+	j->env = env;
 	j->m = m;
-	j->dev = dev;
-	rc = hostmem_reserve(&d->hostmem, host, why, sizeof(why));
+	j->dev = g->dev;
+	j->g = g;
+	rc = gd->hostmem ? hostmem_reserve(gd->hostmem, host, why, sizeof(why)) : 0;
 	if (rc < 0) {
 		snprintf(err, errlen, "the graph's ggml context (%.1f MiB for %zu tensors): %s", host / 1048576.0,
 			 m->n_tensors, why);
 		goto fail;
 	}
 	j->host = host;
-	rc = graph_new_backend(o, dev, GRAPH_GGML, m->n_tensors, &j->g);
-	if (rc == 0)
-		rc = resolve_all(j);
+	rc = resolve_all(j);
 	if (rc < 0) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	*ret_j = j;
+	*ret_job = j;
 	return 0;
 fail:
-	ggml_serve_create_drop(j);
+	ggml_graph_drop(ctx, j);
 	return rc;
 }
 
-void ggml_serve_create_build(struct ggml_create *j)
+void ggml_graph_build(void *ctx, void *job)
 {
-	j->rc = gge_graph_build(dev_ggml_engine(j->dev), (const Pprpc__GgmlTensor *const *)j->m->tensors,
-				j->m->n_tensors, j->m->nodes, j->m->n_nodes, resolve_table, j, &j->gg, j->err,
-				sizeof(j->err));
+	struct ggml_create *j = job;
+
+	(void)ctx;
+	j->rc = gge_graph_build(j->gd->g, (const Pprpc__GgmlTensor *const *)j->m->tensors, j->m->n_tensors,
+				j->m->nodes, j->m->n_nodes, resolve_table, j, &j->gg, j->err, sizeof(j->err));
 }
 
-int ggml_serve_create_finish(struct ggml_create *j, struct graph **ret_g, char *err, size_t errlen)
+int ggml_graph_finish(void *ctx, void *job, char *err, size_t errlen)
 {
-	struct resolver r = { j->d, j->o, j->dev, j->g };
+	struct ggml_create *j = job;
+	struct resolver r = { j->gd, j->env, j->dev, j->g };
 	struct graph *g = j->g;
 	int rc = j->rc;
 
 	if (rc < 0)
 		snprintf(err, errlen, "%s", j->err);
 	else
-		rc = check_costs(j->d, j->o, &r, j->gg, err, errlen);
+		rc = check_costs(&r, j->gg, err, errlen);
 	if (rc < 0) {
-		ggml_serve_create_drop(j);
+		ggml_graph_drop(ctx, j);
 		return rc;
 	}
-	/* released with the graph (dev_ggml.c: gdev_graph_release) */
+	/* released with the graph (ggml_device.c: gdev_graph_release) */
 	j->gg->reserved = j->host;
 	g->dev_priv = j->gg;
 	/* A device whose streams run graphs behind held WAITs checks the
 	 * client's indices on the GPU, into copies of its own; without them
 	 * (no memory for the copies) the graph waits for its stream. */
 	g->sync_run = !gge_graph_async_ok(j->gg);
-	if (!g->sync_run && dev_ggml_gpu_streams(j->dev)) {
+	if (!g->sync_run && j->gd->streams) {
 		char why2[200];
 
-		g->sync_run = gge_graph_shadow(dev_ggml_engine(j->dev), j->gg, why2, sizeof(why2)) < 0;
+		g->sync_run = gge_graph_shadow(j->gd->g, j->gg, why2, sizeof(why2)) < 0;
 	}
 	/* the graph owns them now */
 	j->gg = NULL;
 	j->host = 0;
-	j->g = NULL;
-	ggml_serve_create_drop(j);
-	*ret_g = g;
+	ggml_graph_drop(ctx, j);
 	return 0;
 }
 
-int ggml_serve_graph_create(struct pprpcd *d, struct owner *o, const Pprpc__GgmlGraphCreate *m,
-			    struct graph **ret_g, char *err, size_t errlen)
+int ggml_graph_supports(void *ctx, int wire, const void *msg, const struct device_graph_env *env, bool *ret_ok,
+			char *why, size_t whylen)
 {
-	struct ggml_create *j;
-	int rc = ggml_serve_create_begin(d, o, m, &j, err, errlen);
+	const Pprpc__GgmlSupports *m = msg;
+	struct gdev *gd = ctx;
+	struct resolver r = { gd, env, gd->dev, NULL };
 
-	if (rc < 0)
-		return rc;
-	ggml_serve_create_build(j);
-	return ggml_serve_create_finish(j, ret_g, err, errlen);
+	(void)wire;
+	return gge_probe_supports(gd->g, (const Pprpc__GgmlTensor *const *)m->tensors, m->n_tensors, m->node, resolve,
+				  &r, ret_ok, why, whylen);
 }
 
-int ggml_serve_supports(struct pprpcd *d, struct owner *o, const Pprpc__GgmlSupports *m, bool *ret_ok, char *why,
-			size_t whylen)
+int ggml_graph_alloc_size(void *ctx, int wire, const void *msg, const struct device_graph_env *env,
+			  uint64_t *ret_size, char *err, size_t errlen)
 {
-	struct resolver r = { d, o, NULL, NULL };
-	int rc = 0;
+	const Pprpc__GgmlAllocSize *m = msg;
+	struct gdev *gd = ctx;
+	struct resolver r = { gd, env, gd->dev, NULL };
 
-	r.dev = ggml_dev(d, m->device, &rc, why, whylen);
-	if (!r.dev)
-		return rc;
-	return gge_probe_supports(dev_ggml_engine(r.dev), (const Pprpc__GgmlTensor *const *)m->tensors, m->n_tensors,
-				  m->node, resolve, &r, ret_ok, why, whylen);
-}
-
-int ggml_serve_alloc_size(struct pprpcd *d, struct owner *o, const Pprpc__GgmlAllocSize *m, uint64_t *ret_size,
-			  char *err, size_t errlen)
-{
-	struct resolver r = { d, o, NULL, NULL };
-	int rc = 0;
-
-	r.dev = ggml_dev(d, m->device, &rc, err, errlen);
-	if (!r.dev)
-		return rc;
-	return gge_probe_alloc_size(dev_ggml_engine(r.dev), (const Pprpc__GgmlTensor *const *)m->tensors,
-				    m->n_tensors, m->node, resolve, &r, ret_size, err, errlen);
+	(void)wire;
+	return gge_probe_alloc_size(gd->g, (const Pprpc__GgmlTensor *const *)m->tensors, m->n_tensors, m->node,
+				    resolve, &r, ret_size, err, errlen);
 }

@@ -1,5 +1,5 @@
 /*
- * daemon/backend/ggml/dev_ggml.c — the ggml engine as a device backend
+ * daemon/backend/ggml/ggml_device.c — the ggml engine as a device backend
  * (backend_impl.h: device, buffers, streams; registry.c: "ggml:NAME").
  *
  * A buffer of a ggml device is a ggml backend buffer of the device's buffer
@@ -12,12 +12,12 @@
  * plain memory operations, as ggml-cpu's own are.
  *
  * A ggml-cuda device also exports an IPC pool and copies out of another
- * process's (ipc_cuda.h), so a stage boundary between two GPU ranks of one
+ * process's (ggml_cuda_ipc.h), so a stage boundary between two GPU ranks of one
  * host is a device-to-device copy, as between native cuda:N devices.
  *
  * Streams of a ggml-cuda device hold timeline WAITs on the GPU and
  * complete from CUDA's callback thread, as the native cuda:N device's do
- * (stream_cuda.h).  Elsewhere they complete inline, as the CPU device's
+ * (ggml_cuda_stream.h).  Elsewhere they complete inline, as the CPU device's
  * do: a GRAPH_RUN computes inside its submit, on the device's worker (never
  * on the loop: a ggml graph reports no small work, graph.c).  Either way
  * queues, fences, sticky errors, timelines and SEND/RECV work as on the
@@ -28,41 +28,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/backend/ggml/dev_ggml.h"
-#include "daemon/backend/ggml/ipc_cuda.h"
-#include "daemon/backend/ggml/stream_cuda.h"
+#include "daemon/backend/ggml/ggml_device.h"
+#include "daemon/backend/ggml/ggml_gdn.h"
+#include "daemon/backend/ggml/ggml_cuda_ipc.h"
+#include "daemon/backend/ggml/ggml_cuda_stream.h"
 #include "daemon/device/backend_impl.h"
 #include "daemon/core/hostmem.h"
 #include "daemon/objects/graph.h"
 #include "pprpc/types.h"
 
-struct bmap {
-	uintptr_t base;
-	uint64_t size;
-	ggml_backend_buffer_t buf;
-};
-
-struct ggml_device {
-	struct gge_dev *g;
-	bool staged;       /* host memory served as device memory (PPRPC_GGML_STAGED) */
-	struct hostmem *hostmem;  /* the daemon's host memory reservations, or NULL */
-	pthread_mutex_t lock;
-	struct bmap *map;  /* sorted by base */
-	size_t n, cap;
-	struct gge_ipc_cuda *ipc;  /* ggml-cuda: made by the worker at first use */
-	/* ggml-cuda: streams that hold WAITs on the GPU (stream_cuda.h), or
-	 * NULL and why not */
-	struct gge_cuda_streams *streams;
-	char waits_why[160];
-};
-
-struct gge_dev *dev_ggml_engine(struct device *d)
-{
-	return d->ggml->g;
-}
-
 /* Index of the last entry with base <= p, or -1; under the lock. */
-static long find(const struct ggml_device *gd, uintptr_t p)
+static long find(const struct gdev *gd, uintptr_t p)
 {
 	size_t lo = 0, hi = gd->n;
 
@@ -78,7 +54,7 @@ static long find(const struct ggml_device *gd, uintptr_t p)
 }
 
 /* The buffer holding [p, p + n) and p's offset in it. */
-static ggml_backend_buffer_t lookup(struct ggml_device *gd, const void *p, uint64_t n, uint64_t *ret_off)
+static ggml_backend_buffer_t lookup(struct gdev *gd, const void *p, uint64_t n, uint64_t *ret_off)
 {
 	ggml_backend_buffer_t b = NULL;
 	long i;
@@ -98,14 +74,8 @@ static ggml_backend_buffer_t lookup(struct ggml_device *gd, const void *p, uint6
 	return b;
 }
 
-bool dev_ggml_gpu_streams(struct device *d)
+ggml_backend_buffer_t ggml_device_buffer(struct gdev *gd, const void *base)
 {
-	return d->ggml->streams != NULL;
-}
-
-ggml_backend_buffer_t dev_ggml_buffer(struct device *d, const void *base)
-{
-	struct ggml_device *gd = d->ggml;
 	ggml_backend_buffer_t b = NULL;
 	long i;
 
@@ -121,7 +91,7 @@ ggml_backend_buffer_t dev_ggml_buffer(struct device *d, const void *base)
 
 static void gdev_get_props(void *ctx, struct device_props *ret)
 {
-	struct ggml_device *gd = ctx;
+	struct gdev *gd = ctx;
 
 	snprintf(ret->name, sizeof(ret->name), "ggml:%.26s", gd->g->name);
 	snprintf(ret->desc, sizeof(ret->desc), "%.110s%s", gd->g->desc, gd->staged ? " (staged)" : "");
@@ -138,6 +108,11 @@ static void gdev_get_props(void *ctx, struct device_props *ret)
 	 * GPU (cuda_device.c) */
 	ret->graph_gflop_auto = gd->g->host ? 1024 * (uint64_t)(gd->g->threads > 0 ? gd->g->threads : 1) : 1ull << 20;
 	snprintf(ret->waits_why, sizeof(ret->waits_why), "%s", gd->waits_why);
+	ret->graph_wires = 1u << DEVICE_WIRE_GGML;
+	ret->info.ggml_alignment = gd->g->alignment;
+	ret->info.ggml_max_size = gd->g->max_size;
+	ret->info.ggml_dev_type = (uint32_t)gd->g->type;
+	ret->info.ggml_version = ggml_version();
 }
 
 /* A host device counts host memory as the native cpu device does
@@ -146,7 +121,7 @@ static void gdev_get_props(void *ctx, struct device_props *ret)
  * untouched until written: issue 27.10).  Both share one memory floor. */
 static int gdev_mem_info(void *ctx, uint64_t *ret_free, uint64_t *ret_total)
 {
-	struct ggml_device *gd = ctx;
+	struct gdev *gd = ctx;
 	int rc = gge_dev_memory(gd->g, ret_free, ret_total);
 
 	if (rc < 0 || !gd->g->host || !gd->hostmem)
@@ -159,7 +134,7 @@ static int gdev_mem_info(void *ctx, uint64_t *ret_free, uint64_t *ret_total)
  * runs on the worker with the device's one ggml backend. */
 static int gdev_stream_open(void *ctx, void **ret_sctx, char *err, size_t errlen)
 {
-	struct ggml_device *gd = ctx;
+	struct gdev *gd = ctx;
 
 #ifdef PPRPC_HAVE_CUDA
 	if (gd->streams)
@@ -173,7 +148,7 @@ static int gdev_stream_open(void *ctx, void **ret_sctx, char *err, size_t errlen
 static void gdev_stream_close(void *ctx, void *sctx)
 {
 #ifdef PPRPC_HAVE_CUDA
-	struct ggml_device *gd = ctx;
+	struct gdev *gd = ctx;
 
 	if (gd->streams)
 		gge_cuda_stream_close(gd->streams, sctx);
@@ -185,7 +160,7 @@ static void gdev_stream_close(void *ctx, void *sctx)
 static int gdev_slot_alloc(void *ctx, volatile uint64_t **ret_slot)
 {
 #ifdef PPRPC_HAVE_CUDA
-	struct ggml_device *gd = ctx;
+	struct gdev *gd = ctx;
 
 	if (gd->streams)
 		return gge_cuda_slot_alloc(gd->streams, ret_slot);
@@ -197,7 +172,7 @@ static int gdev_slot_alloc(void *ctx, volatile uint64_t **ret_slot)
 static void gdev_slot_free(void *ctx, volatile uint64_t *slot)
 {
 #ifdef PPRPC_HAVE_CUDA
-	struct ggml_device *gd = ctx;
+	struct gdev *gd = ctx;
 
 	if (gd->streams)
 		gge_cuda_slot_free(gd->streams, slot);
@@ -208,11 +183,11 @@ static void gdev_slot_free(void *ctx, volatile uint64_t *slot)
 
 static void gdev_graph_release(void *ctx, struct graph *g)
 {
-	struct ggml_device *gd = ctx;
+	struct gdev *gd = ctx;
 	struct gge_graph *gg = g->dev_priv;
 
 	if (g->kind == GRAPH_GGML && gg) {
-		/* what ggml_serve.c reserved for its context, on the daemon's
+		/* what ggml_graph.c reserved for its context, on the daemon's
 		 * hostmem (the one gd->hostmem points to) */
 		if (gd->hostmem && gg->reserved)
 			hostmem_release(gd->hostmem, gg->reserved);
@@ -223,7 +198,7 @@ static void gdev_graph_release(void *ctx, struct graph *g)
 
 static void gdev_destroy(void *ctx)
 {
-	struct ggml_device *gd = ctx;
+	struct gdev *gd = ctx;
 
 	/* Buffers and graphs were released before (device_close runs last). */
 	for (size_t i = 0; i < gd->n; i++)
@@ -246,6 +221,12 @@ static const struct device_i gdev_device_i = {
 	.stream_close = gdev_stream_close,
 	.slot_alloc = gdev_slot_alloc,
 	.slot_free = gdev_slot_free,
+	.graph_begin = ggml_graph_begin,
+	.graph_build = ggml_graph_build,
+	.graph_finish = ggml_graph_finish,
+	.graph_drop = ggml_graph_drop,
+	.graph_supports = ggml_graph_supports,
+	.graph_alloc_size = ggml_graph_alloc_size,
 	.graph_release = gdev_graph_release,
 	.destroy = gdev_destroy,
 };
@@ -254,7 +235,7 @@ static const struct device_i gdev_device_i = {
 
 static int gdev_alloc(void *ctx, uint64_t size, void **ret_ptr)
 {
-	struct ggml_device *gd = ctx;
+	struct gdev *gd = ctx;
 	ggml_backend_buffer_t b;
 	char why[160];
 	uintptr_t base;
@@ -288,7 +269,7 @@ static int gdev_alloc(void *ctx, uint64_t size, void **ret_ptr)
 
 static void gdev_free(void *ctx, void *ptr, uint64_t size)
 {
-	struct ggml_device *gd = ctx;
+	struct gdev *gd = ctx;
 	ggml_backend_buffer_t b = NULL;
 	long i;
 
@@ -335,7 +316,7 @@ static int host_xfer(void *ctx, void *dst, const void *src, uint64_t n)
 
 static int dev_fill(void *ctx, void *dst, int value, uint64_t n)
 {
-	struct ggml_device *gd = ctx;
+	struct gdev *gd = ctx;
 	uint64_t off;
 	ggml_backend_buffer_t b = lookup(gd, dst, n, &off);
 
@@ -345,7 +326,7 @@ static int dev_fill(void *ctx, void *dst, int value, uint64_t n)
 
 static int dev_copy(void *ctx, void *dst, const void *src, uint64_t n)
 {
-	struct ggml_device *gd = ctx;
+	struct gdev *gd = ctx;
 	uint64_t doff, soff;
 	ggml_backend_buffer_t bd = lookup(gd, dst, n, &doff);
 	ggml_backend_buffer_t bs = lookup(gd, src, n, &soff);
@@ -356,7 +337,7 @@ static int dev_copy(void *ctx, void *dst, const void *src, uint64_t n)
 
 static int dev_upload(void *ctx, void *dst_dev, const void *src_host, uint64_t n)
 {
-	struct ggml_device *gd = ctx;
+	struct gdev *gd = ctx;
 	uint64_t off;
 	ggml_backend_buffer_t b = lookup(gd, dst_dev, n, &off);
 
@@ -365,7 +346,7 @@ static int dev_upload(void *ctx, void *dst_dev, const void *src_host, uint64_t n
 
 static int dev_download(void *ctx, void *dst_host, const void *src_dev, uint64_t n)
 {
-	struct ggml_device *gd = ctx;
+	struct gdev *gd = ctx;
 	uint64_t off;
 	ggml_backend_buffer_t b = lookup(gd, src_dev, n, &off);
 
@@ -392,7 +373,7 @@ static const struct buffer_i gdev_dev_buffer_i = { GDEV_DEV_BUFFER_OPS };
 #ifdef PPRPC_HAVE_CUDA
 /* ggml-cuda buffers: the same, and CUDA IPC at stage boundaries (worker). */
 
-static int ipc_ready(struct ggml_device *gd, char *err, size_t errlen)
+static int ipc_ready(struct gdev *gd, char *err, size_t errlen)
 {
 	char who[48];
 
@@ -406,7 +387,7 @@ static int ipc_ready(struct ggml_device *gd, char *err, size_t errlen)
  * so the source's capture is a plain device copy into it. */
 static int cuda_ipc_pool(void *ctx, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err, size_t errlen)
 {
-	struct ggml_device *gd = ctx;
+	struct gdev *gd = ctx;
 	void *p = NULL;
 	int rc = ipc_ready(gd, err, errlen);
 
@@ -423,7 +404,7 @@ static int cuda_ipc_pool(void *ctx, uint64_t bytes, void **ret_ptr, uint8_t *han
 static int cuda_ipc_copy(void *ctx, void *dst, const uint8_t *handle, uint64_t off, uint64_t n, char *err,
 			 size_t errlen)
 {
-	struct ggml_device *gd = ctx;
+	struct gdev *gd = ctx;
 	uint64_t doff;
 	int rc = ipc_ready(gd, err, errlen);
 
@@ -439,7 +420,7 @@ static int cuda_ipc_copy(void *ctx, void *dst, const uint8_t *handle, uint64_t o
 
 static int cuda_ipc_wait(void *ctx, char *err, size_t errlen)
 {
-	struct ggml_device *gd = ctx;
+	struct gdev *gd = ctx;
 	int rc = ipc_ready(gd, err, errlen);
 
 	return rc < 0 ? rc : gge_ipc_cuda_wait(gd->ipc, err, errlen);
@@ -454,7 +435,7 @@ static const struct buffer_i gdev_cuda_buffer_i = {
 #endif
 
 /* Host memory, device memory moved through ggml, or ggml-cuda's. */
-static const struct buffer_i *buffer_table(const struct ggml_device *gd)
+static const struct buffer_i *buffer_table(const struct gdev *gd)
 {
 	if (gd->g->host && !gd->staged)
 		return &gdev_host_buffer_i;
@@ -469,7 +450,7 @@ static const struct buffer_i *buffer_table(const struct ggml_device *gd)
 
 static int gdev_graph_submit(void *sctx, struct graph *g, device_done_fn done, void *arg, char *err, size_t errlen)
 {
-	struct ggml_device *gd = sctx;
+	struct gdev *gd = sctx;
 	char why[512];
 	int rc;
 
@@ -525,7 +506,7 @@ _Static_assert((int)DEVICE_GDN_GGML_OFF == (int)GGE_GDN_WHY_OFF && (int)DEVICE_G
 int ggml_backend_open(struct device *d, const char *arg, const struct device_conf *conf, struct backend_dev *ret,
 		      char *err, size_t errlen)
 {
-	struct ggml_device *gd;
+	struct gdev *gd;
 	const char *st = getenv("PPRPC_GGML_STAGED");
 	int rc;
 
@@ -538,6 +519,7 @@ int ggml_backend_open(struct device *d, const char *arg, const struct device_con
 		snprintf(err, errlen, "out of memory");
 		return PPRPC_ENOMEM;
 	}
+	gd->dev = d;
 	gd->hostmem = conf->hostmem;
 	rc = gge_dev_open(arg, conf->threads, &gd->g, err, errlen);
 	if (rc < 0) {
@@ -549,11 +531,6 @@ int ggml_backend_open(struct device *d, const char *arg, const struct device_con
 	 * (bulk staged, bytes through ggml's buffer interface): the ggml-cuda
 	 * path, testable on ggml-cpu (make integration runs test_ggml so). */
 	gd->staged = st && !strcmp(st, "1");
-	d->ggml = gd;
-	d->ggml_alignment = gd->g->alignment;
-	d->ggml_max_size = gd->g->max_size;
-	d->ggml_dev_type = (uint32_t)gd->g->type;
-	d->ggml_version = ggml_version();
 	/* GATED_DELTA_NET on pprpc's kernels: counted where STATS and the
 	 * metrics read the native devices' counters. */
 	gge_dev_gdn_config(gd->g, conf->ggml_native_gdn, &d->gdn_stats, d->gdn_ggml, conf->floor);

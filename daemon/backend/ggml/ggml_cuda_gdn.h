@@ -1,8 +1,8 @@
 /*
- * daemon/backend/ggml/gdn_cuda.h — pprpc's CUDA GATED_DELTA_NET run on the
- * memory of a ggml-cuda device (gdn_cuda.c), for the ggml engine
+ * daemon/backend/ggml/ggml_cuda_gdn.h — pprpc's CUDA GATED_DELTA_NET run on the
+ * memory of a ggml-cuda device (ggml_cuda_gdn.c), for the ggml engine
  * (ggml_gdn.c).  Free of ggml and CUDA types: ggml_gdn.c sees ggml's
- * headers, gdn_cuda.c sees CUDA's.
+ * headers, ggml_cuda_gdn.c sees CUDA's.
  *
  * pprpcd links its own CUDA runtime (static) and ggml-cuda links another
  * (shared); both run on the device's primary context, so the device
@@ -12,8 +12,8 @@
  * ends with ggml_backend_graph_compute's synchronize), and is waited for
  * before the next segment starts.
  */
-#ifndef PPRPC_DAEMON_GGML_GDN_CUDA_H
-#define PPRPC_DAEMON_GGML_GDN_CUDA_H
+#ifndef PPRPC_DAEMON_GGML_CUDA_GDN_H
+#define PPRPC_DAEMON_GGML_CUDA_GDN_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -21,12 +21,6 @@
 #include "kernels/ops.h"
 
 struct gge_gdn_cuda;
-
-/* The CUDA device of pprpc's runtime whose PCI bus id is pci (ggml-cuda's
- * device_id, lower case, maybe with a "-vN" suffix for a virtual device).
- * 0 and *ret_ordinal, or PPRPC_EUNSUPP with the reason (a build without
- * CUDA, no such device). */
-int gdn_cuda_find(const char *pci, int *ret_ordinal, char *why, size_t whylen);
 
 /* A stream and a status word on device ordinal (the worker thread, at the
  * first native run).  0 or PPRPC_EDEVICE with CUDA's text. */

@@ -1,5 +1,5 @@
 /*
- * daemon/backend/ggml/stream_cuda.h — the streams of a ggml-cuda device:
+ * daemon/backend/ggml/ggml_cuda_stream.h — the streams of a ggml-cuda device:
  * timeline WAITs held on the GPU and graph runs enqueued behind them, as
  * the native cuda:N device does (daemon/backend/cuda/cuda_stream.c).
  *
@@ -18,10 +18,10 @@
  * (gge_graph_async_ok false) is not enqueued so: the queue hands it over
  * only when its stream has nothing pending (graph.h: sync_run), and it
  * runs to its end on the stream's backend before the submit returns.
- * Only in builds with CUDA; dev_ggml.c uses it for ggml-cuda devices.
+ * Only in builds with CUDA; ggml_device.c uses it for ggml-cuda devices.
  */
-#ifndef PPRPC_DAEMON_GGML_STREAM_CUDA_H
-#define PPRPC_DAEMON_GGML_STREAM_CUDA_H
+#ifndef PPRPC_DAEMON_GGML_CUDA_STREAM_H
+#define PPRPC_DAEMON_GGML_CUDA_STREAM_H
 
 #include <stddef.h>
 #include <stdint.h>
