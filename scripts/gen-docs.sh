@@ -58,6 +58,20 @@ gen conf
 cp "$tmp/gen" "$tmp/new"
 update conf/pprpcd.conf
 
+# Every flag of --help (the table's and the fixed ones) in the man page.
+"$pprpcd" --help | sed -n 's/^  \(-c, \)\{0,1\}--\([a-z-]*\).*/\2/p' >"$tmp/flags"
+sed -n 's/^\.BI\{0,1\} //p' doc/man/pprpcd.8 | sed 's/[\\"]//g' >"$tmp/manflags"
+missing=
+while read -r flag; do
+	grep -Eq -- "(^|, )--$flag( |\$)" "$tmp/manflags" || missing="$missing --$flag"
+done <"$tmp/flags"
+if [ -n "$missing" ]; then
+	echo "FAIL: doc/man/pprpcd.8 lacks$missing"
+	fail=1
+else
+	[ $check = 0 ] || echo "ok: doc/man/pprpcd.8 has all $(wc -l <"$tmp/flags") flags of pprpcd --help"
+fi
+
 # "Values below are the defaults": the file read back gives what no file gives.
 "$pprpcd" -c conf/pprpcd.conf --check-config | sed 1d >"$tmp/file" &&
 	"$pprpcd" -c /dev/null --check-config | sed 1d >"$tmp/none" || fail=1
