@@ -55,7 +55,7 @@ CFLAGS  += -std=gnu11 $(WARN) -MMD -MP -fPIC -fvisibility=hidden -pthread
 CPPFLAGS += -I. -Iinclude -I$(G) -D_GNU_SOURCE
 # The public client header is seen by the library and its users only (tools,
 # benchmarks, tests); daemon, transport, kernels and proto share
-# include/pprpc/ and never the client library (README: Layout).
+# include/pprpc/ and never the client library (doc/architecture.md: Layout).
 CLIENT_INC := -Ilibclient/include
 LDFLAGS += -pthread
 
@@ -222,7 +222,7 @@ KERNEL_SRCS    := $(wildcard kernels/*.c)
 KERNEL_CPU_SRCS := $(wildcard kernels/cpu/*.c)
 CLIENT_SRCS    := $(wildcard libclient/*.c)
 UTIL_SRCS      := $(wildcard util/*.c)
-# The daemon in sub-folders by part (README: Layout); backends in daemon/backend/<kind>/.
+# The daemon in sub-folders by part (doc/architecture.md: Layout); backends in daemon/backend/<kind>/.
 DAEMON_SRCS    := $(filter-out daemon/main.c $(GGML_SKIP),$(wildcard daemon/*.c daemon/*/*.c daemon/*/*/*.c \
 	daemon/backend/ggml/rules/*.c))
 
@@ -255,7 +255,7 @@ FUZZ_SRCS := $(filter-out $(GGML_SKIP),$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(T)/replay_%,$(FUZZ_SRCS))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 
-.PHONY: rule-sources
+.PHONY: rule-sources docs
 .PHONY: all test unit integration fuzz-replay fuzz clean info run run-pprpc-bench test-install soak soak-asan test-hostile test-rdma run-fence
 # Keep intermediate objects (test and tool objects) between runs.
 .SECONDARY:
@@ -502,11 +502,19 @@ endif
 UNIT_TESTS := $(filter-out $(T)/test_ggml_rules_archs,$(UNIT_TESTS))
 .PHONY: test-ggml-rules-archs
 
-unit: $(UNIT_TESTS)
+unit: $(UNIT_TESTS) $(B)/pprpcd
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; $$t; done
 	@echo "== every include is one doc/layers.txt allows" && tests/layers.sh
+	@echo "== the settings in README.md, doc/man/pprpcd.8, conf/pprpcd.conf are options.c's table" && \
+		scripts/gen-docs.sh --check $(B)/pprpcd
 	@$(if $(filter 1,$(GGML_ON)),:,echo "== test_ggml_rules: skipped, ggml engine: $(GGML_INFO)")
 	@$(if $(filter 1,$(GGML_ON)),echo "== every ggml rule cites its kernels" && tests/ggml/rule-sources.sh $(LLAMA_DIR)/ggml/src,:)
+
+# The settings table of README.md, the OPTIONS of doc/man/pprpcd.8 and
+# conf/pprpcd.conf, written from daemon/server/options.c's table (make unit
+# checks them).
+docs: $(B)/pprpcd
+	@scripts/gen-docs.sh $(B)/pprpcd
 
 # The table of the ggml rules' source lines (issue 27's closing note).
 rule-sources:

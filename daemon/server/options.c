@@ -480,50 +480,242 @@ static void set_ggml_native_gdn_show(const struct pprpcd_opts *o, char *buf, siz
 	snprintf(buf, len, "%s", gdn_native_names[o->ggml_native_gdn]);
 }
 
+/* Each setting: its flag and key, its argument, the --help line, and the
+ * longer text of the man page and the example file (`make docs` writes
+ * them from here; `make unit` fails when they differ). */
+#define OPT(n, a, fn) .name = (n), .arg = (a), .set = fn, .show = fn##_show
+
 static const struct optdef defs[] = {
-	{ "listen", "HOST:PORT", "address to serve (port 0 = ephemeral; IPv6 as [::1]:PORT)", set_listen, set_listen_show },
-	{ "port-file", "FILE", "write the bound port to FILE once listening", set_port_file, set_port_file_show },
-	{ "devices", "LIST", "devices to serve, comma-separated: cpu, cuda:N, ggml:NAME (ggml's device, e.g. ggml:CPU, ggml:CUDA0)", set_devices, set_devices_show },
-	{ "threads", "N", "threads of the CPU device and of each ggml device's backend (0 = all cores)", set_threads, set_threads_show },
-	{ "memory-floor-mib", "N", "refuse allocations leaving less than N MiB free", set_floor, set_floor_show },
-	{ "max-bulk-mib", "N", "largest tensor payload in one message", set_max_bulk, set_max_bulk_show },
-	{ "max-meta-kib", "N", "largest control message (meta) in one frame, KiB (max 1024)", set_max_meta, set_max_meta_show },
-	{ "max-buffers", "N", "buffers in the whole daemon", set_max_buffers, set_max_buffers_show },
-	{ "max-graphs", "N", "graphs in the whole daemon", set_max_graphs, set_max_graphs_show },
-	{ "max-timelines", "N", "timelines in the whole daemon", set_max_timelines, set_max_timelines_show },
-	{ "max-conn-buffers", "N", "buffers one connection may hold", set_max_conn_buffers, set_max_conn_buffers_show },
-	{ "max-conn-mib", "N", "device memory one connection may hold, page-rounded (0 = only the floor)", set_max_conn_mib, set_max_conn_mib_show },
-	{ "max-conn-graphs", "N", "graphs one connection may hold", set_max_conn_graphs, set_max_conn_graphs_show },
-	{ "max-conn-inflight", "N", "queued commands + unsent replies of one connection (reading pauses at half)", set_max_conn_inflight, set_max_conn_inflight_show },
-	{ "max-conn-reply-mib", "N", "TENSOR_GET copies one connection may hold until written to it; a GET beyond waits in its queue (default 256)", set_max_conn_reply_mib, set_max_conn_reply_mib_show },
-	{ "max-graph-nodes", "N", "nodes in one graph (max 65536)", set_max_graph_nodes, set_max_graph_nodes_show },
-	{ "max-graph-gflop", "N|auto|off", "work one graph run may demand, estimated at GRAPH_CREATE (auto: 32 per CPU thread natively, 1024 per thread on ggml:CPU, 1048576 on a GPU)", set_max_graph_gflop, set_max_graph_gflop_show },
-	{ "max-conns", "N", "connections served at once, clients and peers (beyond: closed at once)", set_max_conns, set_max_conns_show },
-	{ "hello-timeout-ms", "N", "close a connection whose HELLO (authentication included) or metrics request is not complete within N ms (0 = never)", set_hello_timeout, set_hello_timeout_show },
-	{ "auth-key-file", "FILE", "shared key (>= 32 bytes, mode 600): clients and peers must prove it (HMAC)", set_auth_key_file, set_auth_key_file_show },
-	{ "insecure-listen", "0|1", "allow a non-loopback --listen without auth-key-file", set_insecure_listen, set_insecure_listen_show },
-	{ "staging-mib", "N", "SEND staging ring; a SEND stalls only when it is full", set_staging, set_staging_show },
-	{ "cpu-affinity", "SPEC", "pin threads: loop=CPUS,device=CPUS (e.g. loop=0,device=1-3)", set_affinity, set_affinity_show },
-	{ "drain-ms", "N", "on SIGTERM, let queued work finish for up to N ms", set_drain, set_drain_show },
-	{ "send-in-place", "0|1", "a SEND last in its stream streams from the tensor itself while the destination pulls (default 1)", set_send_in_place, set_send_in_place_show },
-	{ "ipc-pool-mib", "N", "IPC staging per device for boundary SENDs (0 = 1024 on a GPU, staging-mib on the CPU)", set_ipc_pool, set_ipc_pool_show },
-	{ "cpu-ipc", "0|1", "CPU-to-CPU boundaries with daemons of this host by process_vm_readv (needs ptrace access; default 0)", set_cpu_ipc, set_cpu_ipc_show },
-	{ "transfer-timeout-ms", "N", "a SEND or RECV whose partner does not come fails after N ms (0 = never)", set_xfer_timeout, set_xfer_timeout_show },
-	{ "peer-timeout-ms", "N", "drop a peer link silent for N ms while we wait on it (0 = never)", set_peer_timeout, set_peer_timeout_show },
-	{ "peer-connect-timeout-ms", "N", "a peer link not up (connected, HELLO answered) within N ms fails (0 = never)", set_peer_connect_timeout, set_peer_connect_timeout_show },
-	{ "cuda-graphs", "0|1", "capture each graph as a CUDA graph on its first run and replay it (default 1)", set_cuda_graphs, set_cuda_graphs_show },
-	{ "ggml-native-gdn", "MODE", "ggml devices: GATED_DELTA_NET on pprpc's chunked kernels: off, auto (prefill: where pprpc runs its chunked form), on (every node that fits) (default off)", set_ggml_native_gdn, set_ggml_native_gdn_show },
-	{ "transport", "MODE", "peer links and listener: auto (RDMA if it works, else TCP), tcp, rdma (required)", set_transport, set_transport_show },
-	{ "rdma-chunk", "BYTES", "RDMA ring slot size, k/m suffix allowed (env PPRPC_RDMA_CHUNK; 512K)", set_rdma_chunk, set_rdma_chunk_show },
-	{ "rdma-tx-depth", "N", "RDMA sends in flight per connection (env PPRPC_RDMA_TX_DEPTH; 8)", set_rdma_tx, set_rdma_tx_show },
-	{ "rdma-rx-depth", "N", "RDMA receives posted per connection, >= 24 (env PPRPC_RDMA_RX_DEPTH; 32)", set_rdma_rx, set_rdma_rx_show },
-	{ "rdma-bulk", "MODE", "large payloads over RDMA: read (pulled by RDMA READ) or off (message slots) (env PPRPC_RDMA_BULK; off)", set_rdma_bulk, set_rdma_bulk_show },
-	{ "rdma-bulk-threshold", "BYTES", "smallest payload for the bulk path, k/m suffix, 4K..1024M (env PPRPC_RDMA_BULK_THRESHOLD; 256K)", set_rdma_bulk_threshold, set_rdma_bulk_threshold_show },
-	{ "metrics-listen", "HOST:PORT", "serve Prometheus text metrics over HTTP here", set_metrics_listen, set_metrics_listen_show },
-	{ "log-level", "LEVEL", "err, warning, notice, info, debug", set_log, set_log_show },
+	{ OPT("listen", "HOST:PORT", set_listen),
+	  .help = "address to serve (port 0 = ephemeral; IPv6 as [::1]:PORT)",
+	  .doc = "Address to serve.  Loopback by default; anything else exposes the daemon to that network "
+		 "(and needs auth-key-file, or insecure-listen 1).  Port 0 picks a free port (see port-file).  "
+		 "IPv6 as [::1]:50052." },
+	{ OPT("port-file", "FILE", set_port_file),
+	  .help = "write the bound port to FILE once listening",
+	  .doc = "Write the bound port to FILE once the daemon listens, after the devices are up (empty: "
+		 "don't).",
+	  .example = "/run/pprpc/rank0.port" },
+	{ OPT("devices", "LIST", set_devices),
+	  .help = "devices to serve, comma-separated: cpu, cuda:N, ggml:NAME (ggml's device, e.g. ggml:CPU, ggml:CUDA0)",
+	  .doc = "Devices to serve, comma-separated: cpu, cuda:0, cuda:1 ..., and ggml:NAME for ggml's own "
+		 "backend of ggml device NAME (ggml:CPU, ggml:CUDA0), which runs the ggml graphs "
+		 "(GGML_GRAPH_CREATE) of llama.cpp's pprpc backend (doc/ggml.md).  A GPU or ggml device that "
+		 "cannot run here is reported (pprpcctl status says why) and skipped." },
+	{ OPT("threads", "N", set_threads),
+	  .help = "threads of the CPU device and of each ggml device's backend (0 = all cores)",
+	  .doc = "Threads of the CPU device (its kernels and OpenBLAS) and of each ggml device's backend; "
+		 "0 = all cores." },
+	{ OPT("memory-floor-mib", "N", set_floor),
+	  .help = "refuse allocations leaving less than N MiB free",
+	  .doc = "Refuse an allocation that would leave less than N MiB free (PPRPC_EFLOOR).  On a GPU free "
+		 "is cudaMemGetInfo's.  On host devices (cpu, ggml:CPU) the floor counts what the daemon "
+		 "committed, touched or not, not only what MemAvailable shows: free is the smaller of "
+		 "MemAvailable less the reservations and the baseline (MemAvailable when the daemon held "
+		 "nothing) less every host buffer and arena it holds and the reservations.  Host memory a "
+		 "request makes the daemon take outside buffers is reserved too: a queued TENSOR_SET's bulk, "
+		 "a queued TENSOR_GET's copy, a RECV's landing stage, the CPU kernels' workspaces (a graph "
+		 "run reserves them first; daemon/exec/hostmem.h)." },
+	{ OPT("max-bulk-mib", "N", set_max_bulk),
+	  .help = "largest tensor payload in one message",
+	  .doc = "Largest tensor payload accepted in one message, MiB.  A larger frame is a protocol error "
+		 "(PPRPC_ETOOBIG naming the setting; the connection is closed)." },
+	{ OPT("max-meta-kib", "N", set_max_meta),
+	  .help = "largest control message (meta) in one frame, KiB (max 1024)",
+	  .doc = "Largest control message (protobuf meta) in one frame, KiB (at most 1024).  A larger frame "
+		 "is a protocol error (PPRPC_ETOOBIG naming the setting; the connection is closed)." },
+	{ OPT("max-buffers", "N", set_max_buffers),
+	  .help = "buffers in the whole daemon",
+	  .doc = "Buffers in the whole daemon.  Every limit is a setting: exceeding one answers PPRPC_ELIMIT "
+		 "with a message naming it (\"connection buffer limit (16384) reached\"), and the connection "
+		 "(and everyone else) keeps being served." },
+	{ OPT("max-graphs", "N", set_max_graphs),
+	  .help = "graphs in the whole daemon",
+	  .doc = "Graphs in the whole daemon (PPRPC_ELIMIT beyond)." },
+	{ OPT("max-timelines", "N", set_max_timelines),
+	  .help = "timelines in the whole daemon",
+	  .doc = "Timelines in the whole daemon (PPRPC_ELIMIT beyond)." },
+	{ OPT("max-conn-buffers", "N", set_max_conn_buffers),
+	  .help = "buffers one connection may hold",
+	  .doc = "Buffers one connection (a client or a peer link) may hold." },
+	{ OPT("max-conn-mib", "N", set_max_conn_mib),
+	  .help = "device memory one connection may hold, page-rounded (0 = only the floor)",
+	  .doc = "Device memory one connection may hold, MiB, page-rounded (a 1-byte CPU buffer costs a "
+		 "page): buffers and graph arenas together, a ggml graph's context and scratch included; "
+		 "0 = no cap beyond the memory floor." },
+	{ OPT("max-conn-graphs", "N", set_max_conn_graphs),
+	  .help = "graphs one connection may hold",
+	  .doc = "Graphs one connection may hold." },
+	{ OPT("max-conn-inflight", "N", set_max_conn_inflight),
+	  .help = "queued commands + unsent replies of one connection (reading pauses at half)",
+	  .doc = "Queued commands, requests answered later (HOST_WAIT, SUBSCRIBE, PROBE, and PULL until its "
+		 "transfer lets it go) and replies not yet written, of one connection.  Reading from the "
+		 "connection pauses while it has more than half of this (at most 4096) and resumes at half "
+		 "that; a connection that still reaches it (frames already read when the pause set in) is "
+		 "answered PPRPC_ELIMIT and closed, so memory never grows without bound." },
+	{ OPT("max-conn-reply-mib", "N", set_max_conn_reply_mib),
+	  .help = "TENSOR_GET copies one connection may hold until written to it; a GET beyond waits in its queue (default 256)",
+	  .doc = "TENSOR_GET copies one connection may hold until they are written to it, MiB: a queued GET "
+		 "makes its copy only when the copies not yet read by the client leave room (any one copy "
+		 "fits when none is held); until then it waits in its queue.  A client that never reads "
+		 "holds at most this much." },
+	{ OPT("max-graph-nodes", "N", set_max_graph_nodes),
+	  .help = "nodes in one graph (max 65536)",
+	  .doc = "Nodes in one graph (at most 65536), native and ggml graphs alike." },
+	{ OPT("max-graph-gflop", "N|auto|off", set_max_graph_gflop),
+	  .help = "work one graph run may demand, estimated at GRAPH_CREATE (auto: 32 per CPU thread natively, 1024 per thread on ggml:CPU, 1048576 on a GPU)",
+	  .doc = "The work one graph run may demand, in Gflop, estimated at GRAPH_CREATE (MUL_MAT 2 K per "
+		 "output, ATTENTION 4 n_kv, GATED_DELTA_NET 8 d_k, one per element touched otherwise); "
+		 "beyond it GRAPH_CREATE answers PPRPC_ELIMIT naming the setting.  A tensor has at most 2^34 "
+		 "elements, but zero strides let a graph of a few hundred bytes demand minutes of a device, "
+		 "which it would hold from every other client.  auto: 32 per thread of the native cpu device "
+		 "(seconds of a CPU), 1024 per thread on ggml:CPU (a ggml graph is a whole stage of a model), "
+		 "1048576 (1 Pflop, about a second) on a GPU; off: no bound; or a number." },
+	{ OPT("max-conns", "N", set_max_conns),
+	  .help = "connections served at once, clients and peers (beyond: closed at once)",
+	  .doc = "Connections served at once, clients and peer ranks together; one beyond it is closed as "
+		 "soon as it is accepted." },
+	{ OPT("hello-timeout-ms", "N", set_hello_timeout),
+	  .help = "close a connection whose HELLO (authentication included) or metrics request is not complete within N ms (0 = never)",
+	  .doc = "A connection must finish HELLO (authentication included) within N ms, or it is closed; a "
+		 "metrics request must be read and answered within it too (0 = no deadline).  Before HELLO "
+		 "a frame carries no bulk and at most 4 KiB of meta, with or without a key." },
+	{ OPT("auth-key-file", "FILE", set_auth_key_file),
+	  .help = "shared key (>= 32 bytes, mode 600): clients and peers must prove it (HMAC)",
+	  .doc = "Shared-key authentication.  Every client and every peer rank must prove the key at HELLO "
+		 "(an HMAC-SHA256 challenge; the key never travels) and the daemon proves it back.  All ranks "
+		 "of a cluster and their clients use the same key: a file of at least 32 bytes (its bytes are "
+		 "the key, one trailing newline ignored), mode 600 (group or world access is refused), e.g. "
+		 "openssl rand -hex 32 > /etc/pprpc/key && chmod 600 /etc/pprpc/key.  Clients: "
+		 "pprpc_connect_opts.auth_key_file or PPRPC_AUTH_KEY_FILE.  This authenticates; it does not "
+		 "encrypt: beyond a trusted network, tunnel.",
+	  .example = "/etc/pprpc/key" },
+	{ OPT("insecure-listen", "0|1", set_insecure_listen),
+	  .help = "allow a non-loopback --listen without auth-key-file",
+	  .doc = "Without auth-key-file a non-loopback listen address is refused, unless this is 1 (then "
+		 "anyone who reaches the port can use the daemon, and it warns).  A non-loopback "
+		 "metrics-listen needs it too, key or not: HTTP requests prove no key." },
+	{ OPT("staging-mib", "N", set_staging),
+	  .help = "SEND staging ring; a SEND stalls only when it is full",
+	  .doc = "Staging ring for stage-boundary SENDs, MiB: a SEND copies its tensor here and the queue "
+		 "moves on; it stalls only while the ring is full, and then without holding its device "
+		 "worker.  With a GPU it is page-locked for fast device-to-host copies." },
+	{ OPT("cpu-affinity", "SPEC", set_affinity),
+	  .help = "pin threads: loop=CPUS,device=CPUS (e.g. loop=0,device=1-3)",
+	  .doc = "CPU placement: pin the event loop and the device workers (and their BLAS threads) to "
+		 "separate cores so RPC progress and batch work do not compete.  none, or "
+		 "loop=CPUS,device=CPUS (either part optional) with CPUS like 0, 1-3 or 0:2-3 (':' separates "
+		 "a list inside a part)." },
+	{ OPT("drain-ms", "N", set_drain),
+	  .help = "on SIGTERM, let queued work finish for up to N ms",
+	  .doc = "On SIGTERM: stop accepting, let queued work finish for up to N ms, then close every "
+		 "connection.  A promise: the process is gone at most 500 ms after this, even with a kernel "
+		 "still running (it is abandoned with the process: the OS takes the memory back, the GPU "
+		 "driver the context; daemon/server/deadline.h)." },
+	{ OPT("send-in-place", "0|1", set_send_in_place),
+	  .help = "a SEND last in its stream streams from the tensor itself while the destination pulls (default 1)",
+	  .doc = "A SEND of 256 KiB or more that is the last command of its stream, with the destination "
+		 "already pulling, streams from the tensor itself instead of copying it into the staging "
+		 "ring; a later command of the stream makes it copy the rest and move on.  0 = always copy." },
+	{ OPT("ipc-pool-mib", "N", set_ipc_pool),
+	  .help = "IPC staging per device for boundary SENDs (0 = 1024 on a GPU, staging-mib on the CPU)",
+	  .doc = "GPU to GPU on this host (native cuda:N and ggml:CUDA devices alike), boundaries go by CUDA "
+		 "IPC: the source copies the region into a GPU staging pool of this size, MiB (0 = 1024 per "
+		 "GPU; the CPU's, with cpu-ipc: staging-mib), the destination copies from there and releases "
+		 "the slots as it goes." },
+	{ OPT("cpu-ipc", "0|1", set_cpu_ipc),
+	  .help = "CPU-to-CPU boundaries with daemons of this host by process_vm_readv (needs ptrace access; default 0)",
+	  .doc = "CPU daemons of this host exchange boundaries by process_vm_readv (one copy instead of a "
+		 "socket).  Needs ptrace access between the daemons (same user and Yama ptrace_scope 0, or "
+		 "CAP_SYS_PTRACE), hence off by default.  The destination reads only the pool of the process "
+		 "at the other end of its link (the one owning the TCP listener at the rank's address, "
+		 "checked in /proc), the same pool for the link's life; any other announcement fails the "
+		 "RECV with PPRPC_EAUTH." },
+	{ OPT("transfer-timeout-ms", "N", set_xfer_timeout),
+	  .help = "a SEND or RECV whose partner does not come fails after N ms (0 = never)",
+	  .doc = "A SEND nobody pulls, or a RECV whose SEND never comes, fails after N ms with a reason "
+		 "instead of holding memory or waiting for ever (0 = never)." },
+	{ OPT("peer-timeout-ms", "N", set_peer_timeout),
+	  .help = "drop a peer link silent for N ms while we wait on it (0 = never)",
+	  .doc = "A link to another rank that we are waiting on is pinged when quiet (at a third of this) "
+		 "and dropped after N ms without an answer (a stopped or wedged rank); everything waiting on "
+		 "it then fails with a clear error.  A destination that shows no life this long while a "
+		 "transfer waits on it (bytes unwritten, IPC slots unreleased) loses the transfer and its "
+		 "connection, and the SEND fails naming it.  Ranks should share this setting (0 = never)." },
+	{ OPT("peer-connect-timeout-ms", "N", set_peer_connect_timeout),
+	  .help = "a peer link not up (connected, HELLO answered) within N ms fails (0 = never)",
+	  .doc = "A link to another rank must be up (its host name resolved, connected, HELLO answered) "
+		 "within N ms: a rank that accepts the connection but never answers (a stopped process, some "
+		 "other listener) fails what waits on it instead of holding it for ever (0 = never)." },
+	{ OPT("cuda-graphs", "0|1", set_cuda_graphs),
+	  .help = "capture each graph as a CUDA graph on its first run and replay it (default 1)",
+	  .doc = "Capture each graph as a CUDA graph on its first run on a stream and replay it after; 0 "
+		 "launches it node by node (bench-graph_replay measures both)." },
+	{ OPT("ggml-native-gdn", "MODE", set_ggml_native_gdn),
+	  .help = "ggml devices: GATED_DELTA_NET on pprpc's chunked kernels: off, auto (prefill: where pprpc runs its chunked form), on (every node that fits) (default off)",
+	  .doc = "ggml devices (ggml:CPU, ggml:CUDA0): which kernel runs ggml's GATED_DELTA_NET (Qwen3.5 / "
+		 "Qwen3-Next Gated DeltaNet, Kimi-Linear's KDA).  off: ggml's.  auto: pprpc's chunked kernels "
+		 "where they take their chunked form (prefill; the CPU from 2 tokens, CUDA from 8 with head "
+		 "sizes 64 or 128), ggml's for decode.  on: pprpc's for every node they compute as ggml does "
+		 "(decode too).  Nodes pprpc does not compute the same way (state snapshots of intermediate "
+		 "tokens, q/k broadcast over sequences) and runs whose gates are not all finite and <= 0 "
+		 "stay with ggml's kernel.  On a GPU pprpc's chunked form runs on bf16 tensor cores with "
+		 "split operands (a bf16 and its bf16 remainder: RMSE/RMS about 6.5e-6 of ggml's fp32 "
+		 "kernel, within test-backend-ops' bound; 3-6x ggml-cuda's kernel on an H200); on the CPU it "
+		 "is fp32.  STATS and pprpcctl stats count which kernel ran "
+		 "(gdn_chunked, gdn_serial, gdn_ggml_* per reason; doc/ggml.md)." },
+	{ OPT("transport", "MODE", set_transport),
+	  .help = "peer links and listener: auto (RDMA if it works, else TCP), tcp, rdma (required)",
+	  .doc = "Peer links (stage-boundary transfers) and the listener: auto tries RDMA (rdmacm, RoCE or "
+		 "iWARP) and falls back to TCP, logging why; tcp never tries; rdma requires it (the daemon "
+		 "refuses to start without a device on the listen address).  Clients always connect over "
+		 "TCP.  The environment's PPRPC_TRANSPORT overrides the file." },
+	{ OPT("rdma-chunk", "BYTES", set_rdma_chunk),
+	  .help = "RDMA ring slot size, k/m suffix allowed (env PPRPC_RDMA_CHUNK; 512K)",
+	  .doc = "RDMA ring geometry per connection: rdma-tx-depth sends of rdma-chunk bytes (a multiple of "
+		 "4 KiB, k/m suffix allowed) in flight and rdma-rx-depth posted receives, registered once, so "
+		 "it must fit RLIMIT_MEMLOCK (else the daemon steps down: smaller depth, one 256 KiB chunk, "
+		 "TCP; and says so).  The environment's PPRPC_RDMA_CHUNK overrides the file." },
+	{ OPT("rdma-tx-depth", "N", set_rdma_tx),
+	  .help = "RDMA sends in flight per connection (env PPRPC_RDMA_TX_DEPTH; 8)",
+	  .doc = "RDMA sends in flight per connection (see rdma-chunk).  The environment's "
+		 "PPRPC_RDMA_TX_DEPTH overrides the file." },
+	{ OPT("rdma-rx-depth", "N", set_rdma_rx),
+	  .help = "RDMA receives posted per connection, >= 24 (env PPRPC_RDMA_RX_DEPTH; 32)",
+	  .doc = "RDMA receives posted per connection, at least 24 (see rdma-chunk).  The environment's "
+		 "PPRPC_RDMA_RX_DEPTH overrides the file." },
+	{ OPT("rdma-bulk", "MODE", set_rdma_bulk),
+	  .help = "large payloads over RDMA: read (pulled by RDMA READ) or off (message slots) (env PPRPC_RDMA_BULK; off)",
+	  .doc = "Payloads of at least rdma-bulk-threshold over RDMA: read has the receiver pull them by "
+		 "RDMA READ (straight from the registered staging ring for boundaries), off sends them "
+		 "through the ring slots.  Off by default: on Soft-RoCE it measured no faster "
+		 "(doc/rdma-bulk.md); try read on real RoCE hardware.  The environment's PPRPC_RDMA_BULK "
+		 "overrides the file." },
+	{ OPT("rdma-bulk-threshold", "BYTES", set_rdma_bulk_threshold),
+	  .help = "smallest payload for the bulk path, k/m suffix, 4K..1024M (env PPRPC_RDMA_BULK_THRESHOLD; 256K)",
+	  .doc = "Smallest payload for the bulk path (rdma-bulk read), 4K..1024M, k/m suffix allowed.  The "
+		 "environment's PPRPC_RDMA_BULK_THRESHOLD overrides the file." },
+	{ OPT("metrics-listen", "HOST:PORT", set_metrics_listen),
+	  .help = "serve Prometheus text metrics over HTTP here",
+	  .doc = "Prometheus text metrics over HTTP (GET /metrics) at this address (empty: off).  Loopback "
+		 "only unless insecure-listen 1 (the requests carry no proof of the key); 16 requests at a "
+		 "time, each closed after hello-timeout-ms.",
+	  .example = "127.0.0.1:9464" },
+	{ OPT("log-level", "LEVEL", set_log),
+	  .help = "err, warning, notice, info, debug",
+	  .doc = "err, warning, notice, info, debug.  SIGHUP re-reads this value from the configuration "
+		 "file.  Under systemd lines carry syslog priorities (<N> prefixes)." },
 };
 
+#undef OPT
+
 #define NDEFS (sizeof(defs) / sizeof(defs[0]))
+
+const struct optdef *pprpcd_optdefs(size_t *ret_n)
+{
+	*ret_n = NDEFS;
+	return defs;
+}
 
 /* Names match with '-' and '_' interchangeable. */
 static const struct optdef *find(const char *name, size_t len)
@@ -742,6 +934,15 @@ int pprpcd_opts_parse(struct pprpcd_opts *o, int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);
+			return 1;
+		}
+		/* Not in --help: the settings as README.md, pprpcd.8 and
+		 * pprpcd.conf show them (scripts/gen-docs.sh, make docs). */
+		if (!strcmp(argv[i], "--help-table")) {
+			if (i + 1 >= argc || pprpcd_opts_doc(argv[i + 1], stdout) < 0) {
+				fprintf(stderr, "pprpcd: --help-table needs md, roff or conf\n");
+				return PPRPC_EINVAL;
+			}
 			return 1;
 		}
 		if (!strcmp(argv[i], "--version")) {

@@ -19,13 +19,27 @@ void pprpcd_opts_default(struct pprpcd_opts *o);
  * after printing the reason (exit 2). */
 int pprpcd_opts_parse(struct pprpcd_opts *o, int argc, char **argv);
 
+/* One setting.  The table of them (options.c) is the only place a setting
+ * is described: --help prints help, and `pprpcd --help-table md|roff|conf`
+ * (options_doc.c) prints the README's table, the man page's OPTIONS and the
+ * example file from name, arg, help, doc and the default — which is show()
+ * of pprpcd_opts_default(), so no default is written twice. */
 struct optdef {
 	const char *name;   /* flag --name, file key name (or name_with_underscores) */
 	const char *arg;
-	const char *help;
+	const char *help;   /* one line: --help and the README's table */
+	const char *doc;    /* whole sentences: the man page and the example file's comment */
+	const char *example; /* optional: shown commented out in the example file when the default is empty */
 	int (*set)(struct pprpcd_opts *o, const char *v, char *err, size_t errlen);
 	void (*show)(const struct pprpcd_opts *o, char *buf, size_t len);
 };
+
+/* The table, for the printers of options_doc.c. */
+const struct optdef *pprpcd_optdefs(size_t *ret_n);
+/* Print the settings as "md" (the README's table), "roff" (the man page's
+ * OPTIONS) or "conf" (the example configuration file).  PPRPC_EINVAL for
+ * another format. */
+int pprpcd_opts_doc(const char *format, FILE *f);
 
 /* Parse a configuration text (path is only for messages).  Errors name
  * path:line. */
