@@ -108,6 +108,8 @@ struct device_i {
 	 * A backend that has some reserves it under the memory floor for each
 	 * run (device_conf.hostmem). */
 	uint64_t (*graph_scratch)(void *ctx, const struct graph *g);
+	/* optional: device_gdn_report (device.h).  Absent: PPRPC_EUNSUPP. */
+	int (*gdn_report)(void *ctx, struct device_gdn_report *ret);
 	/* after the queue stopped: free everything, ctx included */
 	void (*destroy)(void *ctx);
 };

@@ -138,6 +138,11 @@ void device_close(struct device *d)
 
 const char *device_kind(const struct device *d) { return d->be->props.kind; }
 const struct device_info *device_info(const struct device *d) { return &d->be->props.info; }
+
+int device_gdn_report(const struct device *d, struct device_gdn_report *ret)
+{
+	return d->be->dev.gdn_report(d->be->dev_ctx, ret);
+}
 bool device_host_visible(const struct device *d) { return d->be->props.host_visible; }
 bool device_holds_waits(const struct device *d) { return d->be->props.holds_waits; }
 bool device_completes_inline(const struct device *d) { return d->be->props.completes_inline; }

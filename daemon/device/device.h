@@ -60,11 +60,6 @@ struct device {
 	/* which GATED_DELTA_NET form of pprpc's kernels ran (kernels add
 	 * atomically); on a ggml device, the nodes pprpc's kernels ran */
 	struct kern_gdn_stats gdn_stats;
-	/* ggml devices: GATED_DELTA_NET nodes ggml's own kernel ran, by reason
-	 * (DEVICE_GDN_GGML_*; the engine adds atomically), and the
-	 * ggml-native-gdn setting in words ("" on other devices) */
-	uint64_t gdn_ggml[DEVICE_GDN_GGML_WHYS];
-	char gdn_native[192];
 	/* Boundary transfers by IPC (xfer.c owns these; any device whose
 	 * buffers have the IPC ops): the staging pool, made by the worker on
 	 * first use; ipc_state: 0 not yet, 1 ready, -1 failed (ipc_why). */
@@ -83,6 +78,14 @@ struct device_info {
 	uint64_t ggml_max_size;
 	uint32_t ggml_dev_type;
 	const char *ggml_version;
+};
+
+/* An engine that can run GATED_DELTA_NET either with pprpc's kernels or
+ * with its own (the ggml engine: device_gdn_report): the nodes its own
+ * kernel ran, by reason (DEVICE_GDN_GGML_*), and the setting in words. */
+struct device_gdn_report {
+	uint64_t other_kernel[DEVICE_GDN_GGML_WHYS];
+	char setting[192];
 };
 
 /* Settings a backend may use (from pprpcd.conf / flags). */
@@ -121,6 +124,9 @@ void device_close(struct device *d);
 
 const char *device_kind(const struct device *d);
 const struct device_info *device_info(const struct device *d);
+/* Fill ret (any thread: the counters are read loosely); PPRPC_EUNSUPP where
+ * the device has one implementation of GATED_DELTA_NET only. */
+int device_gdn_report(const struct device *d, struct device_gdn_report *ret);
 int device_mem_info(struct device *d, uint64_t *ret_free, uint64_t *ret_total);
 /* Buffer memory is host-addressable (bulk can land in it). */
 bool device_host_visible(const struct device *d);

@@ -66,6 +66,12 @@ static int graph_alloc_size_unsupp(void *ctx, int wire, const void *msg, const s
 	return PPRPC_EUNSUPP;
 }
 
+static int gdn_report_unsupp(void *ctx, struct device_gdn_report *ret)
+{
+	(void)ctx, (void)ret;
+	return PPRPC_EUNSUPP;
+}
+
 static int ipc_export_unsupp(void *ctx, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err, size_t errlen)
 {
 	(void)ctx, (void)bytes, (void)ret_ptr, (void)handle;
@@ -155,6 +161,7 @@ int backend_fill(const struct backend_dev *be, struct device_i *dev, struct buff
 	STUB(dev, slot_free, slot_free_none);
 	STUB(dev, graph_release, graph_release_none);
 	STUB(dev, graph_scratch, graph_scratch_none);
+	STUB(dev, gdn_report, gdn_report_unsupp);
 	STUB(buf, ipc_export, ipc_export_unsupp);
 	STUB(buf, ipc_copy, ipc_copy_unsupp);
 	STUB(buf, ipc_wait, ipc_wait_unsupp);

@@ -64,7 +64,7 @@ static void ipc_status(const struct device *dev, char *buf, size_t len, uint64_t
 
 /* Which kernels ran GATED_DELTA_NET (the kernels and the ggml engine add
  * with relaxed atomics on the worker). */
-static void gdn_stats_fill(struct device *dev, Pprpc__DeviceStats *ds)
+static void gdn_stats_fill(struct device *dev, Pprpc__DeviceStats *ds, struct device_gdn_report *rep)
 {
 	struct kern_gdn_stats gs;
 
@@ -74,12 +74,15 @@ static void gdn_stats_fill(struct device *dev, Pprpc__DeviceStats *ds)
 		ds->gdn_chunked += gs.chunked[i];
 	for (int i = 0; i < KERN_GDN_FB_COUNT; i++)
 		ds->gdn_fallback += gs.fallback[i];
-	ds->gdn_ggml_off = __atomic_load_n(&dev->gdn_ggml[DEVICE_GDN_GGML_OFF], __ATOMIC_RELAXED);
-	ds->gdn_ggml_auto = __atomic_load_n(&dev->gdn_ggml[DEVICE_GDN_GGML_AUTO], __ATOMIC_RELAXED);
-	ds->gdn_ggml_shape = __atomic_load_n(&dev->gdn_ggml[DEVICE_GDN_GGML_SHAPE], __ATOMIC_RELAXED);
-	ds->gdn_ggml_gate = __atomic_load_n(&dev->gdn_ggml[DEVICE_GDN_GGML_GATE], __ATOMIC_RELAXED);
-	ds->gdn_ggml_nomem = __atomic_load_n(&dev->gdn_ggml[DEVICE_GDN_GGML_NOMEM], __ATOMIC_RELAXED);
-	ds->gdn_native = dev->gdn_native;
+	/* an engine with a kernel of its own (ggml): which nodes it ran */
+	if (device_gdn_report(dev, rep) < 0)
+		return;
+	ds->gdn_ggml_off = rep->other_kernel[DEVICE_GDN_GGML_OFF];
+	ds->gdn_ggml_auto = rep->other_kernel[DEVICE_GDN_GGML_AUTO];
+	ds->gdn_ggml_shape = rep->other_kernel[DEVICE_GDN_GGML_SHAPE];
+	ds->gdn_ggml_gate = rep->other_kernel[DEVICE_GDN_GGML_GATE];
+	ds->gdn_ggml_nomem = rep->other_kernel[DEVICE_GDN_GGML_NOMEM];
+	ds->gdn_native = rep->setting;
 }
 
 /* Each device's exec time per command type that ran, in ex (room for
@@ -124,6 +127,7 @@ void h_stats(struct conn *c, struct request *r)
 	struct devinfo_set set;
 	char ipc_text[PPRPCD_MAX_DEVICES][192];
 	char async_text[PPRPCD_MAX_DEVICES][192];
+	struct device_gdn_report gdn_rep[PPRPCD_MAX_DEVICES];
 	size_t nconn = 0, i = 0;
 	struct conn *it;
 
@@ -147,7 +151,7 @@ void h_stats(struct conn *c, struct request *r)
 		ds[k].gpu_signals = __atomic_load_n(&dev->gpu_signals, __ATOMIC_RELAXED);
 		device_waits_status(dev, async_text[k], sizeof(async_text[k]));
 		ds[k].async_status = async_text[k];
-		gdn_stats_fill(dev, &ds[k]);
+		gdn_stats_fill(dev, &ds[k], &gdn_rep[k]);
 		ipc_status(dev, ipc_text[k], sizeof(ipc_text[k]), &ds[k].ipc_pool_bytes);
 		dsp[k] = &ds[k];
 	}

@@ -137,13 +137,14 @@ char *metrics_render(struct pprpcd *d)
 	for (uint32_t i = 0; i < d->ndev; i++) {
 		static const char *const why[DEVICE_GDN_GGML_WHYS] = { "off", "auto", "shape", "gate", "nomem" };
 		struct device *dev = d->dev[i];
+		struct device_gdn_report rep;
 
-		if (!dev || !dev->gdn_native[0])
+		if (!dev || device_gdn_report(dev, &rep) < 0)
 			continue;
 		esc(dev->name, e1, sizeof(e1));
 		for (int r = 0; r < DEVICE_GDN_GGML_WHYS; r++)
 			put(&b, "pprpc_gdn_ggml_total{device=\"%s\",reason=\"%s\"} %" PRIu64 "\n", e1, why[r],
-			    __atomic_load_n(&dev->gdn_ggml[r], __ATOMIC_RELAXED));
+			    rep.other_kernel[r]);
 	}
 	put(&b, "# TYPE pprpc_boundary_transfers_total counter\n# TYPE pprpc_boundary_bytes_total counter\n"
 		"# TYPE pprpc_boundary_seconds_total counter\n# TYPE pprpc_boundary_errors_total counter\n"

@@ -515,7 +515,7 @@ static const struct optdef defs[] = {
 		 "nothing) less every host buffer and arena it holds and the reservations.  Host memory a "
 		 "request makes the daemon take outside buffers is reserved too: a queued TENSOR_SET's bulk, "
 		 "a queued TENSOR_GET's copy, a RECV's landing stage, the CPU kernels' workspaces (a graph "
-		 "run reserves them first; daemon/exec/hostmem.h)." },
+		 "run reserves them first; daemon/core/hostmem.h)." },
 	{ OPT("max-bulk-mib", "N", set_max_bulk),
 	  .help = "largest tensor payload in one message",
 	  .doc = "Largest tensor payload accepted in one message, MiB.  A larger frame is a protocol error "

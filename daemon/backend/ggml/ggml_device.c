@@ -214,6 +214,18 @@ static void gdev_destroy(void *ctx)
 	free(gd);
 }
 
+/* GATED_DELTA_NET nodes ggml's own kernel ran, by reason, and the
+ * ggml-native-gdn setting in words (the op's own counters: ggml_gdn.c) */
+static int gdev_gdn_report(void *ctx, struct device_gdn_report *ret)
+{
+	struct gdev *gd = ctx;
+
+	for (int r = 0; r < DEVICE_GDN_GGML_WHYS; r++)
+		ret->other_kernel[r] = gge_dev_gdn_ggml_count(gd->g, r);
+	gge_dev_gdn_status(gd->g, ret->setting, sizeof(ret->setting));
+	return 0;
+}
+
 static const struct device_i gdev_device_i = {
 	.get_props = gdev_get_props,
 	.mem_info = gdev_mem_info,
@@ -228,6 +240,7 @@ static const struct device_i gdev_device_i = {
 	.graph_supports = ggml_graph_supports,
 	.graph_alloc_size = ggml_graph_alloc_size,
 	.graph_release = gdev_graph_release,
+	.gdn_report = gdev_gdn_report,
 	.destroy = gdev_destroy,
 };
 
@@ -533,8 +546,7 @@ int ggml_backend_open(struct device *d, const char *arg, const struct device_con
 	gd->staged = st && !strcmp(st, "1");
 	/* GATED_DELTA_NET on pprpc's kernels: counted where STATS and the
 	 * metrics read the native devices' counters. */
-	gge_dev_gdn_config(gd->g, conf->ggml_native_gdn, &d->gdn_stats, d->gdn_ggml, conf->floor);
-	gge_dev_gdn_status(gd->g, d->gdn_native, sizeof(d->gdn_native));
+	gge_dev_gdn_config(gd->g, conf->ggml_native_gdn, &d->gdn_stats, NULL, conf->floor);
 	ret->stream = &gdev_stream_i;
 #ifdef PPRPC_HAVE_CUDA
 	if (gd->g->cuda_ordinal >= 0 && !gd->staged) {
