@@ -114,6 +114,18 @@ static int graph_ok(pprpc_client *c, const pprpc_ggml_graph_desc *g)
 	return 0;
 }
 
+/* The GGML_GRAPH_CREATE of g, its tensors' wire form in w (wire_free
+ * after sending), for a client's request. */
+static int create_prepare(pprpc_client *c, const pprpc_ggml_graph_desc *g, struct wire *w, Pprpc__GgmlGraphCreate *m)
+{
+	int rc;
+
+	if ((rc = graph_ok(c, g)) < 0 || (rc = wire_make(c, g->tensors, g->n_tensors, w)) < 0)
+		return rc;
+	create_msg(g, w, m);
+	return 0;
+}
+
 PPRPC_API int pprpc_ggml_graph_pack(const pprpc_ggml_graph_desc *g, uint8_t **ret, size_t *ret_len)
 {
 	Pprpc__GgmlGraphCreate m = PPRPC__GGML_GRAPH_CREATE__INIT;
@@ -160,9 +172,8 @@ PPRPC_API int pprpc_ggml_graph_create(pprpc_client *c, const pprpc_ggml_graph_de
 
 	if (!c || !out)
 		return PPRPC_EINVAL;
-	if ((rc = graph_ok(c, g)) < 0 || (rc = wire_make(c, g->tensors, g->n_tensors, &w)) < 0)
+	if ((rc = create_prepare(c, g, &w, &m)) < 0)
 		return rc;
-	create_msg(g, &w, &m);
 	rc = rpc_call(c, MSG_GGML_GRAPH_CREATE, &m.base, NULL, 0, &pprpc__graph_create_reply__descriptor, &rep,
 		      NULL, 0);
 	wire_free(&w);
@@ -182,14 +193,13 @@ PPRPC_API int pprpc_ggml_graph_create_run(pprpc_client *c, const pprpc_ggml_grap
 
 	if (!c || !out)
 		return PPRPC_EINVAL;
-	if ((rc = graph_ok(c, g)) < 0 || (rc = wire_make(c, g->tensors, g->n_tensors, &w)) < 0)
+	if ((rc = create_prepare(c, g, &w, &m)) < 0)
 		return rc;
 	r = calloc(1, sizeof(*r));
 	if (!r) {
 		wire_free(&w);
 		return client_fail(c, PPRPC_ENOMEM, "out of memory");
 	}
-	create_msg(g, &w, &m);
 	m.run = 1;
 	r->p.rep_desc = &pprpc__graph_create_reply__descriptor;
 	c->err[0] = '\0';
