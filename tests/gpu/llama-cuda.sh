@@ -15,6 +15,12 @@ tarball=$1
 pack=${2:-}
 src=$(. scripts/llama-release.sh && echo "$LLAMA_SRC_DEFAULT")
 build=$src/build-cuda
+# The tarball is no git checkout: without a ceiling, ggml's CMakeLists asks
+# the enclosing repository (this tree's copy) for "its" commit and bakes a
+# wrong one into ggml_commit(), which the plugin and pprpcd then refuse.
+# Stopped at ext/, it says "unknown" and the release check compares the
+# version alone (util/ggml_release.h).
+export GIT_CEILING_DIRECTORIES=$PWD/$(dirname "$src")
 targets="ggml llama test-backend-ops test-llama-archs llama-bench llama-completion llama-fit-params ggml-rpc-server"
 if [ ! -x "$build/bin/test-backend-ops" ] || [ ! -f "$build/bin/libggml-cuda.so" ]; then
 	if [ ! -d "$src" ]; then
