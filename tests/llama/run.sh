@@ -11,6 +11,8 @@
 #   amx.sh           the local side on a CPU with AMX (emulated): the scheduler abort of an AMX Xeon, fixed
 #   release.sh       the plugin refuses a ggml of another release; the tools list its devices
 # Each starts its own pprpcd ranks on 127.0.0.1 and stops them.
+# LLAMA_FULL_ONLY=1 with --full runs only the suites that have a full form
+# (.ci/run: make test ran the others just before, identically).
 set -u
 cd "$(dirname "$0")/../.."
 mode=${1:-}
@@ -20,6 +22,12 @@ if [ "${GGML_ON:-1}" = 0 ]; then
 fi
 rc=0
 for t in backend-ops backend-ops-gdn archs generate server rank-loss amx release; do
+	case $t in backend-ops|archs) ;; *)
+		if [ "$mode" = --full ] && [ "${LLAMA_FULL_ONLY:-0}" = 1 ]; then
+			echo "== tests/llama/$t.sh: no full form, ran in make test (LLAMA_FULL_ONLY=1)"
+			continue
+		fi ;;
+	esac
 	echo "== tests/llama/$t.sh $mode"
 	case $t in
 	backend-ops|archs) tests/llama/$t.sh $mode || rc=1 ;;
