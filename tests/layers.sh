@@ -28,6 +28,7 @@ KNOWN=doc/layers-known.txt
 DOC=doc/layers.md
 mode=check
 if [ "${1:-}" = --table ]; then mode=table; shift; fi
+if [ $# -gt 0 ]; then echo "usage: tests/layers.sh [--table]" >&2; exit 2; fi
 
 files=$(find include util proto kernels transport libclient ggml-pprpc daemon tools tests bench \
 	-type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | LC_ALL=C sort)
