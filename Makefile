@@ -337,7 +337,11 @@ $(B)/bench-kda_cpu: $(O)/bench/kda_cpu.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(UTI
 # (no rpath: the tool's own copy is the one to use); the version script
 # exports ggml_backend_init alone.
 PLUGIN_SRCS := $(wildcard ggml-pprpc/*.c)
-PLUGIN_OBJS := $(call obj,$(PLUGIN_SRCS))
+# throw.cpp: a rank fault leaves a void ggml call as a C++ exception
+# (ggml-pprpc/throw.cpp says why); the C files unwind it (-fexceptions).
+PLUGIN_CXX_SRCS := $(wildcard ggml-pprpc/*.cpp)
+PLUGIN_OBJS := $(call obj,$(PLUGIN_SRCS)) $(patsubst %.cpp,$(O)/%.o,$(PLUGIN_CXX_SRCS))
+CXX ?= c++
 # The plugin is a user of libpprpc like any other: it sees the public
 # headers (libclient/include/, include/pprpc/types.h), ggml's, its own (by
 # file name, beside it) and util/ggml_release.h (header-only, shared with
@@ -352,11 +356,16 @@ $(PLUGIN_INC)/util/ggml_release.h: util/ggml_release.h
 ifeq ($(GGML_ON),1)
 PLUGIN := $(L)/libggml-pprpc.so
 $(PLUGIN_OBJS): CPPFLAGS = $(PLUGIN_CPPFLAGS)
+$(PLUGIN_OBJS): CFLAGS += -fexceptions
 $(PLUGIN_OBJS): | $(PLUGIN_INC)/util/ggml_release.h
+$(O)/ggml-pprpc/%.o: ggml-pprpc/%.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(PLUGIN_CPPFLAGS) -std=c++17 -O2 -g -Wall -Wextra -fPIC -fvisibility=hidden -MMD -MP \
+		$(if $(SANITIZE),-fsanitize=$(SANITIZE)) -c $< -o $@
 $(PLUGIN): $(PLUGIN_OBJS) $(LIBPPRPC_OBJS) ggml-pprpc/exports.map
 	@mkdir -p $(L)
 	$(CC) -shared $(LDFLAGS) -Wl,--version-script=ggml-pprpc/exports.map -Wl,-z,defs -o $@ \
-		$(PLUGIN_OBJS) $(LIBPPRPC_OBJS) -L$(GGML_LIB_DIR) -lggml-base $(shell $(PKG_CONFIG) --libs libprotobuf-c libcrypto) -lm
+		$(PLUGIN_OBJS) $(LIBPPRPC_OBJS) -L$(GGML_LIB_DIR) -lggml-base $(shell $(PKG_CONFIG) --libs libprotobuf-c libcrypto) -lstdc++ -lm
 all: $(PLUGIN)
 # The plugin's sources against an installed libpprpc's headers only
 # (tests/install/run.sh: PLUGIN_CHECK_INC=PREFIX/include, PLUGIN_CHECK_SRCS
@@ -673,6 +682,11 @@ INSTALL_BINS := pprpcd pprpcctl pp-fence-test pprpc-demo
 # (all of ggml's libraries: a build without the loader links its backends,
 # ggml-cpu and ggml-rpc, into libggml as NEEDED libraries)
 GGML_INSTALL_LIBS := $(if $(GGML_LINK),$(wildcard $(GGML_LIB_DIR)/libggml*.so*))
+# The release's llama-server goes beside that ggml (PREFIX/lib/pprpc), for
+# pprpc-llama-server@.service (LD_LIBRARY_PATH names the folder).
+LLAMA_SERVER_BIN := $(if $(GGML_LINK),$(wildcard $(GGML_LIB_DIR)/llama-server))
+LLAMA_SERVER_LIBS := $(if $(LLAMA_SERVER_BIN),$(wildcard $(addprefix $(GGML_LIB_DIR)/,libllama.so* libllama-common.so* \
+	libllama-server-impl.so* libmtmd.so*)))
 install: all $(BUILD)/install/pprpcd
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include \
 		$(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/share/pprpc \
@@ -691,7 +705,11 @@ install: all $(BUILD)/install/pprpcd
 	install -m 644 include/pprpc/types.h $(DESTDIR)$(PREFIX)/include/pprpc/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@PBC_LIBS@|$(PBC_LIBS) $(CRYPTO_LIBS)|g' pprpc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/pprpc.pc
 	sed -e 's|/usr/local/bin/pprpcd|$(PREFIX)/bin/pprpcd|' systemd/pprpcd@.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/pprpcd@.service
-	install -m 644 conf/pprpcd.conf conf/cluster.conf $(DESTDIR)$(PREFIX)/share/pprpc/
+	sed -e 's|/usr/local/|$(PREFIX)/|g' systemd/pprpc-llama-server@.service \
+		> $(DESTDIR)$(PREFIX)/lib/systemd/system/pprpc-llama-server@.service
+	$(if $(LLAMA_SERVER_BIN),install -m 755 $(LLAMA_SERVER_BIN) $(DESTDIR)$(PREFIX)/lib/pprpc/llama-server \
+		&& cp -P $(LLAMA_SERVER_LIBS) $(DESTDIR)$(PREFIX)/lib/pprpc/)
+	install -m 644 conf/pprpcd.conf conf/cluster.conf conf/llama-server.env $(DESTDIR)$(PREFIX)/share/pprpc/
 	for m in pprpcctl.1 pp-fence-test.1; do sed 's|@VERSION@|$(VERSION)|' doc/man/$$m > $(DESTDIR)$(PREFIX)/share/man/man1/$$m; done
 	sed 's|@VERSION@|$(VERSION)|' doc/man/pprpcd.8 > $(DESTDIR)$(PREFIX)/share/man/man8/pprpcd.8
 

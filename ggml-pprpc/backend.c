@@ -51,6 +51,7 @@ static struct pg_buffer *tensor_buffer(const struct ggml_tensor *t, uint64_t *of
 
 	if (pg_tensor_loc(t, &b, off) < 0)
 		pg_fatal(NULL, NULL, command, "tensor '%s' is not in a pprpc buffer", t->name);
+	pg_check_alive(b->dev->rank, b->dev->name, command);
 	return b;
 }
 
@@ -117,9 +118,20 @@ static enum ggml_status backend_graph_compute(ggml_backend_t backend, struct ggm
 
 	if (ggml_graph_n_nodes(g) == 0)
 		return GGML_STATUS_SUCCESS;
+	if (pg_fault_failed(r->fault)) {
+		/* graph_compute has a status: llama_decode fails, and llama-server
+		 * answers the requests of the batch with an error */
+		pg_fault_why(r->fault, err, sizeof(err));
+		PG_LOG_ERROR("pprpc: %s: graph_compute refused after the rank fault: %s\n", d->name, err);
+		return GGML_STATUS_FAILED;
+	}
 	pg_lock(r);
-	pg_check_alive(r, d->name, "graph_compute");
-	rc = pg_graph_get(d, g, &h, &ran, err, sizeof(err));
+	if (r->dead) {
+		rc = PPRPC_ECONN;
+		snprintf(err, sizeof(err), "connection to the rank lost: %s", r->dead_why);
+	} else {
+		rc = pg_graph_get(d, g, &h, &ran, err, sizeof(err));
+	}
 	if (rc == 0 && ran) {
 		d->submitted++;
 		d->st.graph_runs++;
@@ -128,16 +140,19 @@ static enum ggml_status backend_graph_compute(ggml_backend_t backend, struct ggm
 		d->submitted++;
 		if (rc < 0) {
 			pg_rank_failed(r, rc);
-			snprintf(err, sizeof(err), "GRAPH_RUN: %s", pprpc_last_error(r->c));
+			snprintf(err, sizeof(err), "GRAPH_RUN: %s", r->dead ? r->dead_why : pprpc_last_error(r->c));
 		} else {
 			d->st.graph_runs++;
 		}
 	}
-	if (rc < 0 && r->dead)
-		pg_fatal(r, d->name, "graph_compute", "%s", err);
 	pg_unlock(r);
+	if (rc < 0 && r->dead) {
+		/* the rank's state is gone: a fault, reported through the status */
+		pg_rank_fault(r, d->name, err);
+		return GGML_STATUS_FAILED;
+	}
 	if (rc < 0) {
-		/* graph_compute has a status: llama.cpp reports the failed decode */
+		/* a refused graph: llama.cpp reports the failed decode */
 		PG_LOG_ERROR("pprpc: rank %d %s (%s) device %s: graph_compute of %d nodes failed: %s\n", r->index,
 			       r->name, r->addr, d->name, ggml_graph_n_nodes(g), err);
 		return rc == PPRPC_ENOMEM ? GGML_STATUS_ALLOC_FAILED : GGML_STATUS_FAILED;

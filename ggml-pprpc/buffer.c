@@ -129,19 +129,26 @@ static void buffer_free(ggml_backend_buffer_t buffer)
 	struct pg_rank *r = b->dev->rank;
 	int rc = 0;
 
+	/* Never throws: ggml frees buffers from destructors.  After a fault the
+	 * connections are cancelled, and a rank already gone freed the buffer
+	 * with the session. */
 	pg_lock(r);
 	pg_graphs_drop_buffer(b->dev, b->handle);
-	if (!r->dead) {
+	if (!r->dead && !pg_fault_failed(r->fault)) {
 		/* The daemon keeps the memory until queued commands using it ran. */
 		rc = pprpc_buffer_free(r->c, b->handle);
 		if (rc < 0)
 			pg_rank_failed(r, rc);
 	}
-	/* A rank already gone freed the buffer with the session; a live rank
-	 * refusing the handle means this side's state is wrong. */
-	if (rc < 0 && !r->dead)
-		pg_fatal_rc(r, b->dev->name, "BUFFER_FREE", rc);
 	pg_unlock(r);
+	/* a live rank refusing the handle means this side's state is wrong */
+	if (rc < 0 && !r->dead) {
+		char line[700];
+
+		snprintf(line, sizeof(line), "rank %d %s (%s) device %s: BUFFER_FREE: %s", r->index, r->name, r->addr,
+			 b->dev->name, pprpc_last_error(r->c));
+		pg_fault_raise(r->fault, "%s", line);
+	}
 	munmap(b->base, b->reserved);
 	free(b);
 }
@@ -304,17 +311,29 @@ static ggml_backend_buffer_t buft_alloc_buffer(ggml_backend_buffer_type_t buft, 
 	b->reserved = reserve;
 	b->size = size;
 	b->base = align ? (void *)(((uintptr_t)p + align - 1) / align * align) : p;
+	/* ggml has a NULL for a failed allocation (llama.cpp says it failed to
+	 * allocate): no exception here */
 	pg_lock(r);
-	pg_check_alive(r, d->name, "BUFFER_ALLOC");
+	if (pg_fault_failed(r->fault) || r->dead) {
+		pg_unlock(r);
+		PG_LOG_ERROR("pprpc: rank %d %s (%s) device %s: BUFFER_ALLOC of %zu bytes refused: %s\n", r->index,
+			       r->name, r->addr, d->name, size,
+			       r->dead ? "the connection to the rank was lost" : "after the rank fault");
+		goto fail;
+	}
 	rc = pprpc_buffer_alloc(r->c, d->index, size, &b->handle);
 	if (rc < 0) {
+		char line[1200];
+
 		pg_rank_failed(r, rc);
-		if (r->dead)
-			pg_fatal_rc(r, d->name, "BUFFER_ALLOC", rc);
-		/* ggml has a NULL for this (llama.cpp says it failed to allocate) */
-		PG_LOG_ERROR("pprpc: rank %d %s (%s) device %s: BUFFER_ALLOC of %zu bytes: %s\n", r->index, r->name,
-			       r->addr, d->name, size, pprpc_last_error(r->c));
+		snprintf(line, sizeof(line), "rank %d %s (%s) device %s: BUFFER_ALLOC of %zu bytes: %s%s", r->index,
+			 r->name, r->addr, d->name, size, r->dead ? "connection to the rank lost: " : "",
+			 r->dead ? r->dead_why : pprpc_last_error(r->c));
 		pg_unlock(r);
+		if (r->dead)
+			pg_fault_raise(r->fault, "%s", line);
+		else
+			PG_LOG_ERROR("pprpc: %s\n", line);
 		goto fail;
 	}
 	pg_unlock(r);

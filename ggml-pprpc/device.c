@@ -37,13 +37,26 @@ static void dev_get_memory(ggml_backend_dev_t dev, size_t *free_b, size_t *total
 	pprpc_stats *s = NULL;
 	int rc, n;
 
+	/* Never throws: llama.cpp asks for memory when it prints its breakdown
+	 * at exit too.  A rank that cannot answer has nothing free. */
 	*free_b = 0;
 	*total_b = 0;
+	if (pg_fault_failed(r->fault))
+		return;
 	pg_lock(r);
-	pg_check_alive(r, d->name, "STATS");
-	rc = pg_rank_stats(r, &s);
-	if (rc < 0)
-		pg_fatal_rc(r, d->name, "STATS", rc);
+	rc = r->dead ? PPRPC_ECONN : pg_rank_stats(r, &s);
+	if (rc < 0) {
+		char line[1200];
+
+		snprintf(line, sizeof(line), "rank %d %s (%s) device %s: STATS: %s", r->index, r->name, r->addr,
+			 d->name, r->dead ? r->dead_why : pprpc_last_error(r->c));
+		pg_unlock(r);
+		if (r->dead)
+			pg_fault_raise(r->fault, "%s", line);
+		else
+			PG_LOG_ERROR("pprpc: %s\n", line);
+		return;
+	}
 	n = pprpc_stats_count(s, "devices");
 	for (int i = 0; i < n; i++) {
 		uint64_t fr = pprpc_stats_u64(s, "devices", i, "info.free_bytes");

@@ -55,14 +55,16 @@ void pg_event_free(ggml_backend_dev_t dev, ggml_backend_event_t ev)
 	int rc;
 
 	(void)dev;
+	/* Never throws (ggml frees events from destructors).  The daemon keeps
+	 * a timeline alive while queued commands use it. */
 	pg_lock(r);
-	/* The daemon keeps a timeline alive while queued commands use it. */
-	if (!r->dead && (rc = pprpc_timeline_destroy(r->c, e->tl)) < 0) {
+	rc = 0;
+	if (!r->dead && !pg_fault_failed(r->fault) && (rc = pprpc_timeline_destroy(r->c, e->tl)) < 0)
 		pg_rank_failed(r, rc);
-		if (!r->dead)
-			pg_fatal_rc(r, e->dev->name, "TIMELINE_DESTROY", rc);
-	}
 	pg_unlock(r);
+	if (rc < 0 && !r->dead)
+		pg_fault_raise(r->fault, "rank %d %s (%s) device %s: TIMELINE_DESTROY: %s", r->index, r->name, r->addr,
+			       e->dev->name, pprpc_last_error(r->c));
 	free(e);
 	free(ev);
 }

@@ -81,14 +81,16 @@ static void graph_evict(void *arg, struct pg_cache_entry *e)
 	 * synchronize reports it). */
 	if (settle(d, e, err, sizeof(err)) < 0 || !e->value)
 		return;
-	if (d->rank->dead)
+	if (d->rank->dead || pg_fault_failed(d->rank->fault))
 		return; /* the rank's state for this session is gone anyway */
 	g.id = e->value;
 	rc = pg_rank_failed(d->rank, pprpc_graph_free(d->rank->c, g));
+	/* The handle was ours and alive: the daemon disagreeing means the
+	 * session's state is not what this side believes.  No exception: a
+	 * buffer's free (a destructor) evicts its graphs. */
 	if (rc < 0 && !d->rank->dead)
-		/* The handle was ours and alive: the daemon disagreeing means
-		 * the session's state is not what this side believes. */
-		pg_fatal_rc(d->rank, d->name, "GRAPH_FREE", rc);
+		pg_fault_raise(d->rank->fault, "rank %d %s (%s) device %s: GRAPH_FREE: %s", d->rank->index,
+			       d->rank->name, d->rank->addr, d->name, pprpc_last_error(d->rank->c));
 }
 
 int pg_caches_init(struct pg_device *d)

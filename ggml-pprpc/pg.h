@@ -24,15 +24,19 @@
  * builds it against an installed tree (own headers by file name, beside the
  * sources).
  *
- * Errors: the ggml interface has no error return for most calls, so a
- * failure there ends the process with rank, device, command and reason
- * (pg_fatal); wrong data is never returned silently.  Where ggml does take a
- * status (graph_compute, alloc_buffer) the failure is logged and returned.
+ * Errors: where ggml takes a status (graph_compute, alloc_buffer) a failure
+ * is logged and returned.  Most calls have none (set/get/synchronize, the
+ * events): a failure there is a rank fault (fault.c) that ends the call with
+ * a C++ exception (throw.cpp) instead of returning bytes the rank did not
+ * produce.  After a fault every call fails and the process exits with status
+ * 75 soon after, so that a restart that waits for the ranks serves again; a
+ * watchdog thread (monitor.c) finds a rank that stopped answering.
  */
 #ifndef PPRPC_GGML_PG_H
 #define PPRPC_GGML_PG_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,7 +57,18 @@ GGML_API void ggml_log_internal(enum ggml_log_level level, const char *format, .
 #define PG_MAX_RANKS 64
 #define PG_MAX_DEVICES 256
 
+/* The process's rank fault (fault.c): the first failure that leaves this
+ * process with rank state it cannot trust.  Shared by every rank. */
+struct pg_fault {
+	atomic_int failed;
+	pthread_mutex_t lock;
+	char why[1024];          /* the first fault, naming its rank and devices */
+	int efd;                 /* eventfd, readable once failed: ends every wait (pprpc_set_cancel_fd) */
+	long exit_ms;            /* exit this long after the fault (PPRPC_FAULT_EXIT_MS); -1 = never */
+};
+
 struct pg_rank {
+	struct pg_fault *fault;  /* the registry's */
 	int index;
 	char name[64];           /* cluster file name, or "rank<i>" */
 	char addr[128];          /* HOST:PORT, also how the other daemons reach it */
@@ -63,6 +78,7 @@ struct pg_rank {
 	char dead_why[512];
 	uint64_t next_xfer;      /* transfer ids of SENDs from this rank */
 	int timeout_ms;          /* per reply (PPRPC_TIMEOUT_MS) */
+	char devs[96];           /* its ggml devices, "PPRPC0,PPRPC1", for messages */
 };
 
 /* Counters of one device (this process's view; the daemon counts too). */
@@ -116,8 +132,12 @@ struct pg_device {
 	uint64_t writes, writes_fenced;
 };
 
+struct pg_monitor;
+
 struct pg_registry {
 	struct ggml_backend_reg reg;
+	struct pg_fault fault;
+	struct pg_monitor *monitor;
 	int nrank;
 	struct pg_rank rank[PG_MAX_RANKS];
 	int ndev;
@@ -150,25 +170,57 @@ struct pg_event {
  * reason on failure. */
 int pg_rank_open(struct pg_rank *r, char *err, size_t errlen);
 void pg_rank_close(struct pg_rank *r);
+/* The rank's lock; a thread holds at most one (pg_fatal lets it go). */
 void pg_lock(struct pg_rank *r);
 void pg_unlock(struct pg_rank *r);
 /* After a failed libpprpc call on r: rc < 0 and the client's message.  Marks
  * the rank dead when the connection is gone.  Returns rc. */
 int pg_rank_failed(struct pg_rank *r, int rc);
-/* End the process: "pprpc: rank N NAME (ADDR) device DEV: COMMAND: reason".
- * Called with or without the rank's lock. */
+/* A void ggml call failed: raise the rank fault (fault.c) with "rank N NAME
+ * (ADDR) device DEV: COMMAND: reason", release the rank lock this thread
+ * holds, and throw (throw.h).  After an earlier fault the exception carries
+ * that fault's message (the cause), not this call's.  With or without the
+ * rank's lock; r may be NULL (no rank involved). */
 _Noreturn void pg_fatal(const struct pg_rank *r, const char *dev, const char *command, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 /* pg_fatal with the rank's last error (or why it is dead). */
 _Noreturn void pg_fatal_rc(const struct pg_rank *r, const char *dev, const char *command, int rc);
-/* Fail loudly unless the rank is alive (before issuing work on it). */
+/* Before issuing work on r: throw if a fault was raised or r is dead. */
 void pg_check_alive(const struct pg_rank *r, const char *dev, const char *command);
+/* Raise the fault for a failure that a ggml status reports (graph_compute):
+ * no exception.  msg says what failed. */
+void pg_rank_fault(const struct pg_rank *r, const char *dev, const char *msg);
 /* A fresh transfer id for a SEND from r (unique among r's transfers: random
  * start, then counting, since other clients share the daemon's id space). */
 uint64_t pg_rank_xfer_id(struct pg_rank *r);
 /* The rank's STATS (pprpc_stats_get).  Returns 0 or a negative code (the
  * rank marked dead when the connection is gone). */
 int pg_rank_stats(struct pg_rank *r, pprpc_stats **ret);
+
+/* ---- fault.c ------------------------------------------------------------------ */
+
+/* PPRPC_FAULT_EXIT_MS and the eventfd.  0 or a negative code (err). */
+int pg_fault_init(struct pg_fault *f, char *err, size_t errlen);
+/* Record a fault (the first is the cause; later ones are logged), wake every
+ * wait, and arm the exit.  Never throws. */
+void pg_fault_raise(struct pg_fault *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int pg_fault_failed(struct pg_fault *f);
+/* The first fault's message. */
+void pg_fault_why(struct pg_fault *f, char *buf, size_t len);
+/* The fault of this process's registry (for failures with no rank). */
+struct pg_fault *pg_process_fault(void);
+/* A line on stderr, "pprpc: ..." with syslog priority prio (3 err, 4
+ * warning, 6 info) under journald: for what must be out before an exit. */
+void pg_say(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- monitor.c ------------------------------------------------------------------ */
+
+/* The liveness watchdog: a thread with a connection of its own to every
+ * rank, PINGing each every PPRPC_LIVENESS_MS (default 1000; 0 = off) and
+ * raising the fault when one does not answer within
+ * PPRPC_LIVENESS_TIMEOUT_MS (default 4000) or its connection closes.
+ * Returns 0 or a negative code (err). */
+int pg_monitor_start(struct pg_registry *pr, char *err, size_t errlen);
 
 /* ---- buffer.c, backend.c ------------------------------------------------------------------ */
 
@@ -206,7 +258,7 @@ size_t pg_alloc_size(struct pg_device *d, const struct ggml_tensor *t);
 
 /* Queue writes of size bytes at offset into t (at buffer offset off);
  * read them (async: queued, data valid after a synchronize).  With the
- * rank's lock; failures end the process naming command. */
+ * rank's lock; a failure is a rank fault naming command (pg_fatal). */
 void pg_buffer_set(struct pg_buffer *b, const struct ggml_tensor *t, uint64_t off, const void *data, size_t offset,
 		   size_t size, const char *command);
 void pg_buffer_get(struct pg_buffer *b, const struct ggml_tensor *t, uint64_t off, void *data, size_t offset,
@@ -229,7 +281,7 @@ void pg_event_free(ggml_backend_dev_t dev, ggml_backend_event_t ev);
 void pg_event_synchronize(ggml_backend_dev_t dev, ggml_backend_event_t ev);
 void pg_event_record(ggml_backend_t backend, ggml_backend_event_t ev);
 void pg_event_wait(ggml_backend_t backend, ggml_backend_event_t ev);
-/* FENCE on the device's queue; a failure reported there ends the process. */
+/* FENCE on the device's queue; a failure reported there is a rank fault. */
 void pg_device_sync(struct pg_device *d, const char *why);
 
 /* ---- serialize.c ------------------------------------------------------------------ */

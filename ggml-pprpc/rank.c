@@ -5,9 +5,12 @@
  * Timeouts: every reply is awaited at most PPRPC_TIMEOUT_MS (default
  * 120000) without progress, connecting at most PPRPC_CONNECT_TIMEOUT_MS
  * (5000).  A killed rank closes its socket, which fails the call at once;
- * the timeout covers a rank that stops answering without closing (a hung
- * host, a cut network).  A FENCE after a long graph legitimately waits as
- * long as the graph runs, hence the generous default.
+ * a rank that stops answering without closing (a stopped process, a hung
+ * host, a cut network) is found by the liveness watchdog (monitor.c) in
+ * seconds, which ends the wait through the cancel fd.  The timeout is the
+ * last bound, for a rank whose loop answers but whose device never
+ * finishes: a FENCE after a long graph legitimately waits as long as the
+ * graph runs, hence the generous default.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -18,6 +21,11 @@
 #include <unistd.h>
 
 #include "pg.h"
+#include "throw.h"
+
+/* The rank lock this thread holds (at most one at a time): pg_fatal lets
+ * it go before the exception leaves. */
+static __thread struct pg_rank *held;
 
 int pg_rank_open(struct pg_rank *r, char *err, size_t errlen)
 {
@@ -43,6 +51,9 @@ int pg_rank_open(struct pg_rank *r, char *err, size_t errlen)
 		return rc;
 	r->timeout_ms = (int)tmo;
 	pthread_mutex_init(&r->lock, NULL);
+	/* a fault on any rank ends this client's waits at once */
+	if (r->fault)
+		pprpc_set_cancel_fd(r->c, r->fault->efd);
 	if (getrandom(&r->next_xfer, sizeof(r->next_xfer), 0) != (ssize_t)sizeof(r->next_xfer))
 		r->next_xfer = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)r;
 	/* keep clear of 0 and of wrapping for a long while */
@@ -62,10 +73,12 @@ void pg_rank_close(struct pg_rank *r)
 void pg_lock(struct pg_rank *r)
 {
 	pthread_mutex_lock(&r->lock);
+	held = r;
 }
 
 void pg_unlock(struct pg_rank *r)
 {
+	held = NULL;
 	pthread_mutex_unlock(&r->lock);
 }
 
@@ -80,26 +93,52 @@ int pg_rank_failed(struct pg_rank *r, int rc)
 	return rc;
 }
 
-static void vreport(const struct pg_rank *r, const char *dev, const char *command, const char *fmt, va_list ap)
+static struct pg_fault *fault_of(const struct pg_rank *r)
 {
-	char msg[1024];
+	return r && r->fault ? r->fault : pg_process_fault();
+}
 
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	fprintf(stderr, "pprpc: fatal: rank %d %s (%s)%s%s: %s: %s\n", r ? r->index : -1, r ? r->name : "?",
-		r ? r->addr : "?", dev ? " device " : "", dev ? dev : "", command, msg);
-	fflush(stderr);
+/* "rank 1 rank1 (10.0.0.2:50052) device PPRPC1: COMMAND: msg" */
+static void context(char *buf, size_t len, const struct pg_rank *r, const char *dev, const char *command,
+		    const char *msg)
+{
+	if (r)
+		snprintf(buf, len, "rank %d %s (%s)%s%s: %s: %s", r->index, r->name, r->addr, dev ? " device " : "",
+			 dev ? dev : "", command, msg);
+	else
+		snprintf(buf, len, "%s%s%s%s: %s", dev ? "device " : "", dev ? dev : "", dev ? ": " : "", command, msg);
+}
+
+static _Noreturn void leave(struct pg_fault *f)
+{
+	char why[1100] = "pprpc: ";
+
+	pg_fault_why(f, why + 7, sizeof(why) - 7);
+	if (held) {
+		struct pg_rank *h = held;
+
+		held = NULL;
+		pthread_mutex_unlock(&h->lock);
+	}
+	/* The cause, whichever call meets it first: a wait on rank 0 that the
+	 * watchdog ended is about rank 1, the one that stopped. */
+	pg_throw(why);
 }
 
 _Noreturn void pg_fatal(const struct pg_rank *r, const char *dev, const char *command, const char *fmt, ...)
 {
+	struct pg_fault *f = fault_of(r);
+	char msg[1024], line[1200];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vreport(r, dev, command, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	context(line, sizeof(line), r, dev, command, msg);
 	/* The ggml call that got here has no error return: going on would hand
 	 * the caller data that was never written (or never read). */
-	abort();
+	pg_fault_raise(f, "%s", line);
+	leave(f);
 }
 
 _Noreturn void pg_fatal_rc(const struct pg_rank *r, const char *dev, const char *command, int rc)
@@ -114,8 +153,20 @@ _Noreturn void pg_fatal_rc(const struct pg_rank *r, const char *dev, const char 
 
 void pg_check_alive(const struct pg_rank *r, const char *dev, const char *command)
 {
+	struct pg_fault *f = fault_of(r);
+
+	if (pg_fault_failed(f))
+		leave(f);
 	if (r->dead)
 		pg_fatal(r, dev, command, "connection to the rank was lost earlier: %s", r->dead_why);
+}
+
+void pg_rank_fault(const struct pg_rank *r, const char *dev, const char *msg)
+{
+	char line[1200];
+
+	context(line, sizeof(line), r, dev, "graph_compute", msg);
+	pg_fault_raise(fault_of(r), "%s", line);
 }
 
 uint64_t pg_rank_xfer_id(struct pg_rank *r)

@@ -10,21 +10,44 @@
  *   PPRPC_RANKS=H:P,H:P,...   or the ranks directly (named rank0, rank1, ...)
  *   PPRPC_AUTH_KEY_FILE=FILE  shared key, when the ranks have one
  *   PPRPC_TIMEOUT_MS, PPRPC_CONNECT_TIMEOUT_MS, PPRPC_GRAPH_CACHE (rank.c,
- *   graphs.c)
+ *   graphs.c), PPRPC_FAULT_EXIT_MS (fault.c), PPRPC_LIVENESS_MS and
+ *   PPRPC_LIVENESS_TIMEOUT_MS (monitor.c)
+ *   PPRPC_WAIT_RANKS_MS=N     how long to wait for ranks not reachable yet
+ *                             (default 30000)
  *
  * Every served ggml device of every rank becomes a ggml device PPRPC<i>, in
- * rank order.  A rank that cannot be reached makes the whole plugin fail to
- * load, with the reason: running on fewer devices than configured would
- * silently put the model somewhere else.
+ * rank order.  Running on fewer devices than configured would silently put
+ * the model somewhere else (and name the devices differently), so the
+ * registry waits for every rank: a restart after a rank fault, or a host
+ * booting, meets ranks that are not up yet.  The wait is bounded
+ * (PPRPC_WAIT_RANKS_MS) and says every few seconds what it waits for; a
+ * rank that refuses us (key, version) fails at once.  A rank still missing
+ * at the end exits the process with status 75 and the rank's name (its
+ * supervisor retries), or with PPRPC_FAULT_EXIT_MS=off loads no PPRPC
+ * device, with the reason.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "pg.h"
+#include "throw.h"
 #include "util/ggml_release.h"
 
+/* ggml keeps the registry for the life of the process: the one object of
+ * the plugin that is the process's. */
 static struct pg_registry *g_reg;
+
+struct pg_fault *pg_process_fault(void)
+{
+	/* Only code that runs with PPRPC devices asks, and they exist only with
+	 * a registry; the stand-in never exits and wakes nothing. */
+	static struct pg_fault none = { .lock = PTHREAD_MUTEX_INITIALIZER, .efd = -1, .exit_ms = -1 };
+
+	return g_reg ? &g_reg->fault : &none;
+}
 
 static const char *reg_get_name(ggml_backend_reg_t reg)
 {
@@ -164,19 +187,65 @@ static int add_devices(struct pg_registry *pr, struct pg_rank *r, char *err, siz
 	return rc;
 }
 
+/* Only before the registry is handed to ggml (no monitor thread yet). */
 static void registry_free(struct pg_registry *pr)
 {
 	for (int i = 0; i < pr->ndev; i++)
 		pg_device_destroy(pr->dev[i]);
 	for (int i = 0; i < pr->nrank; i++)
 		pg_rank_close(&pr->rank[i]);
+	if (pr->fault.efd >= 0)
+		close(pr->fault.efd);
 	free(pr);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Connect rank r, waiting up to the deadline while it cannot be reached
+ * (refused, unreachable, timed out: a rank still starting).  0, or a
+ * negative code with the reason in err. */
+static int open_waiting(struct pg_rank *r, int64_t t0, long wait_ms, char *err, size_t errlen)
+{
+	int64_t next_say = 0;
+	int waited = 0;
+
+	for (;;) {
+		int64_t t;
+		int rc = pg_rank_open(r, err, errlen);
+
+		if (rc == 0) {
+			if (waited)
+				pg_say(5, "rank %d %s (%s) is up, %.1f s after the start", r->index, r->name, r->addr,
+				       (double)(now_ms() - t0) / 1000.0);
+			return 0;
+		}
+		if (rc != PPRPC_ECONN && rc != PPRPC_ETIMEDOUT)
+			return rc; /* refused us (key, version): waiting changes nothing */
+		t = now_ms();
+		if (t - t0 >= wait_ms)
+			return rc;
+		if (t >= next_say) {
+			pg_say(4, "waiting for rank %d %s (%s): %s (%.0f s of %.0f s, PPRPC_WAIT_RANKS_MS)", r->index,
+			       r->name, r->addr, err, (double)(t - t0) / 1000.0, (double)wait_ms / 1000.0);
+			next_say = t + 5000;
+		}
+		waited = 1;
+		usleep(200000);
+	}
 }
 
 static struct pg_registry *registry_new(void)
 {
 	struct pg_registry *pr = calloc(1, sizeof(*pr));
 	char err[768] = "";
+	long wait_ms = 0;
+	int64_t t0 = now_ms();
 	int rc;
 
 	if (!pr) {
@@ -186,24 +255,48 @@ static struct pg_registry *registry_new(void)
 	pr->reg.api_version = GGML_BACKEND_API_VERSION;
 	pr->reg.iface = reg_iface;
 	pr->reg.context = pr;
-	rc = load_ranks(pr, err, sizeof(err));
+	rc = pg_fault_init(&pr->fault, err, sizeof(err));
+	if (rc == 0)
+		rc = pg_env_int("PPRPC_WAIT_RANKS_MS", 30000, 0, 86400000, &wait_ms, err, sizeof(err));
+	if (rc == 0)
+		rc = load_ranks(pr, err, sizeof(err));
 	if (rc < 0) {
-		PG_LOG_ERROR("pprpc: rank list: %s\n", err[0] ? err : pprpc_strerror(rc));
+		PG_LOG_ERROR("pprpc: %s\n", err[0] ? err : pprpc_strerror(rc));
 		goto fail;
 	}
 	if (pr->nrank == 0)
 		PG_LOG_WARN("pprpc: no ranks configured (set PPRPC_RANKS=host:port,... or PPRPC_CLUSTER=file): "
 			      "no PPRPC devices\n");
+	else
+		pg_throw_install();
 	for (int i = 0; i < pr->nrank; i++) {
 		struct pg_rank *r = &pr->rank[i];
+		int first = pr->ndev;
 
-		rc = pg_rank_open(r, err, sizeof(err));
+		r->fault = &pr->fault;
+		rc = open_waiting(r, t0, wait_ms, err, sizeof(err));
+		if (rc < 0 && (rc == PPRPC_ECONN || rc == PPRPC_ETIMEDOUT) && pr->fault.exit_ms >= 0) {
+			/* Registering the other ranks' devices would name them
+			 * differently and place the model elsewhere: the supervisor
+			 * starts us again instead. */
+			pg_say(3, "rank %d %s (%s) not reachable within %.0f s (PPRPC_WAIT_RANKS_MS): %s; exiting with "
+				  "status %d", r->index, r->name, r->addr, (double)wait_ms / 1000.0, err, PG_EXIT_FAULT);
+			_exit(PG_EXIT_FAULT);
+		}
 		if (rc == 0)
 			rc = add_devices(pr, r, err, sizeof(err));
 		if (rc < 0) {
 			PG_LOG_ERROR("pprpc: rank %d %s (%s): %s\n", r->index, r->name, r->addr, err);
 			goto fail;
 		}
+		for (int k = first; k < pr->ndev; k++)
+			snprintf(r->devs + strlen(r->devs), sizeof(r->devs) - strlen(r->devs), "%s%s",
+				 k > first ? "," : "", pr->dev[k]->name);
+	}
+	rc = pg_monitor_start(pr, err, sizeof(err));
+	if (rc < 0) {
+		PG_LOG_ERROR("pprpc: %s\n", err);
+		goto fail;
 	}
 	for (int i = 0; i < pr->ndev; i++)
 		PG_LOG_INFO("pprpc: %s = %s%s\n", pr->dev[i]->name, pr->dev[i]->desc,

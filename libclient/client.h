@@ -68,6 +68,7 @@ struct pprpc_client {
 	char key_file[4096];
 	int connect_timeout_ms;
 	int user_io_timeout_ms;
+	int cancel_fd;           /* readable: every wait fails (liveness.c); -1 = none */
 };
 
 /* Record a failure message on c; returns code (for tail calls). */

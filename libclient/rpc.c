@@ -74,17 +74,15 @@ static void complete(pprpc_client *c, struct pending *p)
 	free(p);
 }
 
-/* The stream is unusable: fail everything that waits. */
-static int broken(pprpc_client *c, int code, const char *what)
+/* The stream is unusable: fail everything that waits, with msg as the
+ * reason. */
+static int broken_msg(pprpc_client *c, int code, const char *msg)
 {
 	int rc = code == PPRPC_ECLOSED || code == PPRPC_EPROTO ? PPRPC_ECONN : code;
 
-	if (code == PPRPC_EPROTO)
-		what = "reply stream out of sync";
 	if (!c->broken) {
 		c->broken = 1;
-		client_fail(c, rc, "%s: %s", what,
-			    code == PPRPC_ECLOSED ? "connection closed by the daemon" : pprpc_strerror(code));
+		client_fail(c, rc, "%s", msg);
 	}
 	while (c->pend_head) {
 		struct pending *p = c->pend_head;
@@ -94,6 +92,29 @@ static int broken(pprpc_client *c, int code, const char *what)
 		complete(c, p);
 	}
 	return rc;
+}
+
+static int broken(pprpc_client *c, int code, const char *what)
+{
+	char msg[256];
+
+	if (code == PPRPC_EPROTO)
+		what = "reply stream out of sync";
+	snprintf(msg, sizeof(msg), "%s: %s", what,
+		 code == PPRPC_ECLOSED     ? "connection closed by the daemon"
+		 : code == PPRPC_ECANCELED ? "cancelled (the caller gave up on this connection)"
+					   : pprpc_strerror(code));
+	return broken_msg(c, code, msg);
+}
+
+/* broken() for a failed syscall: the reason (connection reset, broken
+ * pipe) says more than "I/O error". */
+static int broken_errno(pprpc_client *c, const char *what)
+{
+	char msg[256];
+
+	snprintf(msg, sizeof(msg), "%s: %s", what, strerror(errno));
+	return broken_msg(c, PPRPC_EIO, msg);
 }
 
 static struct pending *pend_find(pprpc_client *c, uint64_t id)
@@ -220,7 +241,7 @@ static int progress_read(pprpc_client *c)
 			return 0;
 		if (errno == EINTR)
 			continue;
-		return broken(c, PPRPC_EIO, "reading replies");
+		return broken_errno(c, "reading replies");
 check:
 		if (rc < 0)
 			return broken(c, PPRPC_EPROTO, "");
@@ -236,10 +257,14 @@ static int64_t now_ms(void)
 }
 
 /* Wait for the socket (readable, plus writable when want_write), then read
- * what arrived.  Returns 1 if writable, 0 if not, or a negative code. */
+ * what arrived.  Returns 1 if writable, 0 if not, or a negative code.  A
+ * readable cancel fd (liveness.c) ends the wait and the connection. */
 static int progress(pprpc_client *c, int want_write, int64_t deadline)
 {
-	struct pollfd pfd = { .fd = c->fd, .events = POLLIN | (want_write ? POLLOUT : 0) };
+	struct pollfd pfd[2] = {
+		{ .fd = c->fd, .events = POLLIN | (want_write ? POLLOUT : 0) },
+		{ .fd = c->cancel_fd, .events = POLLIN },
+	};
 	int tmo = -1, rc;
 
 	if (deadline >= 0) {
@@ -249,17 +274,19 @@ static int progress(pprpc_client *c, int want_write, int64_t deadline)
 			return PPRPC_ETIMEDOUT;
 		tmo = left > 1000000 ? 1000000 : (int)left;
 	}
-	rc = poll(&pfd, 1, tmo);
+	rc = poll(pfd, c->cancel_fd >= 0 ? 2 : 1, tmo);
 	if (rc < 0)
 		return errno == EINTR ? 0 : broken(c, PPRPC_EIO, "poll");
+	if (c->cancel_fd >= 0 && (pfd[1].revents & (POLLIN | POLLERR | POLLHUP)))
+		return broken(c, PPRPC_ECANCELED, "waiting for the daemon");
 	if (rc == 0)
 		return deadline >= 0 && now_ms() >= deadline ? PPRPC_ETIMEDOUT : 0;
-	if (pfd.revents & (POLLIN | POLLERR | POLLHUP)) {
+	if (pfd[0].revents & (POLLIN | POLLERR | POLLHUP)) {
 		rc = progress_read(c);
 		if (rc < 0)
 			return rc;
 	}
-	return (pfd.revents & POLLOUT) ? 1 : 0;
+	return (pfd[0].revents & POLLOUT) ? 1 : 0;
 }
 
 static int write_all(pprpc_client *c, struct iovec *iov, int iovcnt)
@@ -278,7 +305,7 @@ static int write_all(pprpc_client *c, struct iovec *iov, int iovcnt)
 			if (errno == EINTR)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				return broken(c, PPRPC_EIO, "sending request");
+				return broken_errno(c, "sending request");
 			rc = progress(c, 1, deadline);
 			if (rc == PPRPC_ETIMEDOUT)
 				return broken(c, rc, "sending request");

@@ -168,6 +168,18 @@ enum pprpc_conn_state {
 	PPRPC_CONN_BROKEN = 1    /* calls fail: pprpc_last_error says why it broke */
 };
 PPRPC_API int pprpc_connection_state(const pprpc_client *c);
+/* Liveness: PING the daemon and wait at most timeout_ms (0: 5000) for the
+ * answer.  The daemon's event loop answers at once even while its devices
+ * run long graphs, so a timeout means its process is stopped or its host
+ * unreachable; the connection then breaks (PPRPC_ETIMEDOUT).  Use a client
+ * of its own for a watchdog thread: a client is one thread's at a time. */
+PPRPC_API int pprpc_ping(pprpc_client *c, int timeout_ms);
+/* An fd (an eventfd, a pipe's read end) that another thread makes readable
+ * to end this client's waits: every wait in progress or to come then fails
+ * with PPRPC_ECANCELED and the connection breaks.  -1 removes it.  The fd
+ * stays the caller's (never read or closed here) and must stay open while
+ * set. */
+PPRPC_API void pprpc_set_cancel_fd(pprpc_client *c, int fd);
 /* Devices as reported at HELLO (free memory as of then). */
 PPRPC_API int pprpc_device_count(const pprpc_client *c);
 PPRPC_API int pprpc_device_get(const pprpc_client *c, uint32_t index, pprpc_device_info *out);

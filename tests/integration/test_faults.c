@@ -3,7 +3,9 @@
  * a stopped (SIGSTOP) rank detected by peer keepalive, a rank killed in the
  * middle of a transfer, a rank killed while a pipeline runs (the other rank
  * keeps serving), a client vanishing with work queued, a daemon restarted
- * under a client (pprpc_reconnect opens a new session).
+ * under a client (pprpc_reconnect opens a new session); liveness: PING
+ * answered while the device computes for seconds, unanswered once the
+ * process is stopped; a wait ended by another thread (the cancel fd).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -547,10 +550,122 @@ out:
 	assert_int_equal(tdaemon_stop(&b), 0);
 }
 
+/* A device busy for seconds still answers PING at once (the daemon's loop
+ * answers, not the device's queue); the same daemon stopped does not, and
+ * the PING says so within its timeout. */
+static void test_ping_busy_vs_stopped(void **state)
+{
+	static const char *const one_thread[] = { "--threads", "1", "--devices", "cpu", NULL };
+	const int64_t n = 1024;
+	struct tdaemon a;
+	pprpc_client *work, *watch;
+	pprpc_graph_builder *gb = NULL;
+	pprpc_buffer bw, bx, by;
+	pprpc_graph g;
+	pprpc_tensor tw, tx, ty;
+	double t0, worst = 0, busy;
+	int w, x, y, runs = 0, pings = 0, rc;
+
+	(void)state;
+	assert_int_equal(tdaemon_start(&a, one_thread), 0);
+	work = connect_ok(&a);
+	watch = connect_ok(&a);
+	assert_int_equal(pprpc_buffer_alloc(work, 0, (uint64_t)n * n * 4, &bw), 0);
+	assert_int_equal(pprpc_buffer_alloc(work, 0, (uint64_t)n * n * 4, &bx), 0);
+	assert_int_equal(pprpc_buffer_alloc(work, 0, (uint64_t)n * n * 4, &by), 0);
+	tw = pprpc_tensor_make(bw, 0, PPRPC_F32, n, n, 1, 1);
+	tx = pprpc_tensor_make(bx, 0, PPRPC_F32, n, n, 1, 1);
+	ty = pprpc_tensor_make(by, 0, PPRPC_F32, n, n, 1, 1);
+	assert_int_equal(pprpc_graph_builder_new(&gb), 0);
+	w = pprpc_gb_tensor(gb, &tw);
+	x = pprpc_gb_tensor(gb, &tx);
+	y = pprpc_gb_tensor(gb, &ty);
+	assert_int_equal(pprpc_gb_mul_mat(gb, w, x, y), y);
+	assert_int_equal(pprpc_graph_create(work, 0, gb, &g), 0);
+	pprpc_graph_builder_free(gb);
+	/* how long one run takes here, then enough runs queued for >= 3 s */
+	t0 = now_s();
+	assert_int_equal(pprpc_graph_run(work, g), 0);
+	busy = now_s() - t0;
+	for (double q = 0; q < 3.0; q += busy > 0.001 ? busy : 0.001, runs++)
+		assert_int_equal(pprpc_graph_run_async(work, g), 0);
+	t0 = now_s();
+	while (now_s() - t0 < 2.5) {
+		double p0 = now_s();
+
+		assert_int_equal(pprpc_ping(watch, 2000), 0);
+		if (now_s() - p0 > worst)
+			worst = now_s() - p0;
+		pings++;
+		usleep(100000);
+	}
+	assert_int_equal(pprpc_synchronize(work, 0), 0);
+	print_message("busy device (%d runs of %.3f s queued): %d PINGs, the slowest answered in %.1f ms\n", runs,
+		      busy, pings, worst * 1e3);
+	assert_true(worst < 1.0);
+	assert_true(now_s() - t0 >= 2.5);
+
+	kill(a.pid, SIGSTOP);
+	t0 = now_s();
+	rc = pprpc_ping(watch, 1000);
+	print_message("stopped daemon: PING failed after %.2f s: %s\n", now_s() - t0, pprpc_last_error(watch));
+	assert_int_equal(rc, PPRPC_ETIMEDOUT);
+	assert_non_null(strstr(pprpc_last_error(watch), "stopped"));
+	assert_true(now_s() - t0 < 2.0);
+	assert_int_equal(pprpc_connection_state(watch), PPRPC_CONN_BROKEN);
+	kill(a.pid, SIGCONT);
+	pprpc_close(watch);
+	pprpc_close(work);
+	assert_int_equal(tdaemon_stop(&a), 0);
+}
+
+static void *cancel_later(void *arg)
+{
+	uint64_t one = 1;
+
+	usleep(300000);
+	if (write(*(int *)arg, &one, sizeof(one)) != sizeof(one))
+		abort();
+	return NULL;
+}
+
+/* A FENCE that would wait for a timeline nobody signals ends when another
+ * thread makes the cancel fd readable, and every later wait fails at once. */
+static void test_cancel_fd(void **state)
+{
+	struct tdaemon a;
+	pprpc_client *c;
+	pprpc_timeline t;
+	pthread_t th;
+	int efd = eventfd(0, EFD_CLOEXEC);
+	double t0;
+
+	(void)state;
+	assert_true(efd >= 0);
+	assert_int_equal(tdaemon_start(&a, NULL), 0);
+	c = connect_ok(&a);
+	pprpc_set_cancel_fd(c, efd);
+	assert_int_equal(pprpc_timeline_create(c, 0, 0, &t), 0);
+	assert_int_equal(pprpc_wait(c, 0, NULL, t, 1), 0);
+	assert_int_equal(pthread_create(&th, NULL, cancel_later, &efd), 0);
+	t0 = now_s();
+	assert_int_equal(pprpc_synchronize(c, 0), PPRPC_ECANCELED);
+	assert_true(now_s() - t0 < 2.0);
+	assert_non_null(strstr(pprpc_last_error(c), "cancelled"));
+	assert_int_equal(pprpc_connection_state(c), PPRPC_CONN_BROKEN);
+	pthread_join(th, NULL);
+	assert_int_equal(pprpc_fence(c, 0), PPRPC_ECONN);
+	pprpc_close(c);
+	close(efd);
+	assert_int_equal(tdaemon_stop(&a), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_stalled_peer),
+		cmocka_unit_test(test_ping_busy_vs_stopped),
+		cmocka_unit_test(test_cancel_fd),
 		cmocka_unit_test(test_source_killed_mid_transfer),
 		cmocka_unit_test(test_rank_killed_mid_pipeline),
 		cmocka_unit_test(test_client_vanishes),

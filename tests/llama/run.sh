@@ -8,6 +8,9 @@
 #   generate.sh      greedy generation with llama-completion over two ranks = the CPU's tokens
 #   server.sh        llama-server over two ranks, HTTP /completion plain and streamed = the CPU server's
 #   rank-loss.sh     a rank killed during generation: clear error within a bound, the other serves on
+#   service.sh       llama-server as a service under four streams: kill -9, SIGTERM, SIGSTOP of a rank
+#                    (error events within bounds, no wrong token, exit 75, served again once the rank
+#                    is back), and a start with a rank down
 #   amx.sh           the local side on a CPU with AMX (emulated): the scheduler abort of an AMX Xeon, fixed
 #   release.sh       the plugin refuses a ggml of another release; the tools list its devices
 # Each starts its own pprpcd ranks on 127.0.0.1 and stops them.
@@ -21,7 +24,7 @@ if [ "${GGML_ON:-1}" = 0 ]; then
 	exit 0
 fi
 rc=0
-for t in backend-ops backend-ops-gdn archs generate server rank-loss amx release; do
+for t in backend-ops backend-ops-gdn archs generate server rank-loss service amx release; do
 	case $t in backend-ops|archs) ;; *)
 		if [ "$mode" = --full ] && [ "${LLAMA_FULL_ONLY:-0}" = 1 ]; then
 			echo "== tests/llama/$t.sh: no full form, ran in make test (LLAMA_FULL_ONLY=1)"
