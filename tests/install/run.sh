@@ -22,7 +22,8 @@ soname=$(sed -n 's/^LIB_SOVERSION := //p' Makefile)
 headers="pprpc.h pprpc_graph.h pprpc_blocks.h pprpc_pipeline.h pprpc_ggml.h pprpc/types.h"
 for f in bin/pprpcd bin/pprpcctl bin/pp-fence-test lib/libpprpc.so.$soname.0.0 lib/libpprpc.so.$soname lib/libpprpc.so \
 	lib/libpprpc.a $(for h in $headers; do echo include/$h; done) lib/pkgconfig/pprpc.pc \
-	lib/systemd/system/pprpcd@.service share/pprpc/pprpcd.conf share/pprpc/cluster.conf \
+	lib/systemd/system/pprpcd@.service lib/systemd/system/pprpc-llama-server@.service \
+	share/pprpc/pprpcd.conf share/pprpc/cluster.conf share/pprpc/llama-server.env \
 	share/man/man8/pprpcd.8 share/man/man1/pprpcctl.1 share/man/man1/pp-fence-test.1; do
 	[ -e "$p/$f" ] && ok "installed $f" || bad "missing $f"
 done
@@ -114,6 +115,18 @@ if command -v systemd-analyze >/dev/null; then
 		echo "$out"
 		bad "systemd-analyze verify"
 	fi
+	# llama-server's unit, where the build has llama.cpp (its llama-server installed)
+	if [ -e "$p/lib/pprpc/llama-server" ]; then
+		sed "s|ExecStart=/usr/local/|ExecStart=$p/|" "$p/lib/systemd/system/pprpc-llama-server@.service" \
+			>"$dest/units/pprpc-llama-server@.service"
+		if out=$(MANPATH="$p/share/man" systemd-analyze verify "$dest/units/pprpc-llama-server@.service" 2>&1) &&
+			[ -z "$out" ]; then
+			ok "systemd-analyze verify pprpc-llama-server@.service is clean"
+		else
+			echo "$out"
+			bad "systemd-analyze verify pprpc-llama-server@.service"
+		fi
+	fi
 else
 	echo "skip: systemd-analyze not installed"
 fi
@@ -161,6 +174,23 @@ if [ -e "$p/lib/libggml-pprpc.so" ]; then
 			else
 				tail -n 15 "$dest/tbo.log"
 				bad "a graph through the installed plugin and the installed rank"
+			fi
+			# The service's llama-server as its unit runs it (LD_LIBRARY_PATH=lib/pprpc), the
+			# build tree hidden from it too: it loads the installed plugin, lists the rank.
+			if [ -n "${SANITIZE:-}" ]; then
+				echo "skip: the installed plugin in the installed llama-server: SANITIZE build"
+			elif [ -e "$p/lib/pprpc/llama-server" ]; then
+				$ns sh -c "$hide && LD_LIBRARY_PATH=$p/lib/pprpc GGML_BACKEND_PATH=$p/lib/libggml-pprpc.so \
+					PPRPC_RANKS=127.0.0.1:$(cat "$dest/port") exec $p/lib/pprpc/llama-server --list-devices" \
+					>"$dest/ls.log" 2>&1
+				if grep -q "PPRPC0: pprpc rank0 127.0.0.1:$(cat "$dest/port") ggml:CPU" "$dest/ls.log"; then
+					ok "the installed llama-server lists the rank with the build tree hidden"
+				else
+					tail -n 15 "$dest/ls.log"
+					bad "the installed llama-server with the build tree hidden"
+				fi
+			else
+				bad "no lib/pprpc/llama-server installed"
 			fi
 		else
 			cat "$dest/rank.log"

@@ -18,6 +18,9 @@ tokens, one rank gets kill -9, SIGTERM or SIGSTOP.  Asserted (pprpc):
   * the rank back (restarted on its port, or SIGCONT) -> the service gives
     the run without a fault's tokens again within RECOVER_S; the time from
     the rank's return to that first good reply is printed;
+  * a rank stopped while no request runs: llama-server exits 75 within 10 s
+    (the watchdog; /health would say "ok" with a rank it cannot compute on),
+    and serves again after SIGCONT;
   * llama-server started while a rank is down waits (its log says so), and
     serves once the rank comes.
 """
@@ -212,7 +215,11 @@ class Stream(threading.Thread):
     def __init__(self, port, prompt, n):
         super().__init__(daemon=True)
         self.port, self.prompt, self.n = port, prompt, n
-        self.tokens = []
+        # (tokens_predicted, tokens) of each event: a token that is not whole
+        # UTF-8 is held back and left out of the next event's "tokens", so
+        # positions come from tokens_predicted, not from counting
+        self.events = []
+        self.count = 0
         self.end = None          # "error" | "done" | "eof" | "transport"
         self.error = ""
         self.t_end = None
@@ -240,7 +247,10 @@ class Stream(threading.Thread):
                 if "error" in ev:
                     self.end, self.error = "error", json.dumps(ev["error"])[:400]
                     break
-                self.tokens += ev.get("tokens", [])
+                n = ev.get("tokens_predicted", 0)
+                if ev.get("tokens"):
+                    self.events.append((n, ev["tokens"]))
+                    self.count = max(self.count, n)
                 if ev.get("stop"):
                     self.end = "done"
             c.close()
@@ -248,6 +258,14 @@ class Stream(threading.Thread):
             self.end, self.error = "transport", "%s: %s" % (type(e).__name__, e)
         finally:
             self.t_end = now()
+
+
+def matches(stream, ref):
+    """True when every token the stream delivered is ref's at its position;
+    None when it delivered more than ref holds (cannot tell)."""
+    if stream.count > len(ref):
+        return None
+    return all(toks == ref[n - len(toks):n] for n, toks in stream.events)
 
 
 def streams(port, n):
@@ -296,13 +314,13 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--dir", required=True, help="logs")
     ap.add_argument("--rpc", action="store_true", help="ggml-rpc-server ranks: report only")
-    ap.add_argument("--faults", default="kill,term,stop,start-down")
+    ap.add_argument("--faults", default="kill,term,stop,idle-stop,start-down")
     ap.add_argument("--stop-cap", type=float, default=60, help="--rpc: give up on a SIGSTOP after this")
     a = ap.parse_args()
     a.server = os.path.join(a.bin, "llama-server")
     a.rpc_server = os.path.join(a.bin, "ggml-rpc-server")
     bounds = {"kill": float(os.environ.get("BOUND_KILL_S", 5)), "term": float(os.environ.get("BOUND_TERM_S", 15)),
-              "stop": float(os.environ.get("BOUND_STOP_S", 10))}
+              "stop": float(os.environ.get("BOUND_STOP_S", 10)), "idle": float(os.environ.get("BOUND_IDLE_S", 10))}
     recover_s = float(os.environ.get("RECOVER_S", 60))
     side = "ggml-rpc" if a.rpc else "pprpc"
     ranks = [Rank(a, i, free_port()) for i in range(2)]
@@ -338,18 +356,26 @@ def main():
               ", equal in a second run" if stable else ""), flush=True)
         if not stable:
             raise Fail("two runs without a fault gave different tokens: the comparison would mean nothing")
+        # and streamed the same way as under the faults, they check against it
+        ss = streams(port, 64)
+        for s in ss:
+            s.join(600)
+        if not all(s.end == "done" and s.count == 64 and matches(s, ref[i]) for i, s in enumerate(ss)):
+            raise Fail("four streams without a fault do not match the plain requests: %s"
+                       % [(s.end, s.count, matches(s, ref[i])) for i, s in enumerate(ss)])
+        report.append({"reference": ref})
 
-        for fault in [f for f in a.faults.split(",") if f != "start-down"]:
+        for fault in [f for f in a.faults.split(",") if f in ("kill", "term", "stop")]:
             victim = ranks[1] if fault != "term" else ranks[0]
             n_exits = len(sup.exits)
             ss = streams(port, N_PREDICT)
             t_end = now() + 120
-            while now() < t_end and not all(len(s.tokens) >= MIN_TOKENS or s.end for s in ss):
+            while now() < t_end and not all(s.count >= MIN_TOKENS or s.end for s in ss):
                 time.sleep(0.005)
-            if not all(len(s.tokens) >= MIN_TOKENS for s in ss):
+            if not all(s.count >= MIN_TOKENS for s in ss):
                 raise Fail("%s: the streams did not get %d tokens each: %s"
-                           % (fault, MIN_TOKENS, [(len(s.tokens), s.end, s.error) for s in ss]))
-            before = [len(s.tokens) for s in ss]
+                           % (fault, MIN_TOKENS, [(s.count, s.end, s.error) for s in ss]))
+            before = [s.count for s in ss]
             sig = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "stop": signal.SIGSTOP}[fault]
             t_f = now()
             victim.signal(sig)
@@ -361,15 +387,15 @@ def main():
                 victim.addr, N_STREAMS, "/".join(map(str, before))), flush=True)
             line = {"fault": fault, "side": side, "streams": []}
             for i, s in enumerate(ss):
-                good = s.tokens == ref[i][:len(s.tokens)] if len(s.tokens) <= REF_TOKENS else None
+                good = matches(s, ref[i])
                 dt = (s.t_end - t_f) if s.t_end else None
                 print("  stream %d: %s after %s, %d tokens (%s)%s" % (
-                    i, s.end or "still running", "%.2f s" % dt if dt is not None else "-", len(s.tokens),
+                    i, s.end or "still running", "%.2f s" % dt if dt is not None else "-", s.count,
                     "all equal to the run without a fault" if good else
                     "UNCHECKED: more than the reference" if good is None else "WRONG TOKENS",
                     (": " + s.error[:160]) if s.error else ""), flush=True)
-                line["streams"].append({"end": s.end, "after_s": dt, "tokens": len(s.tokens), "good": good,
-                                        "error": s.error})
+                line["streams"].append({"end": s.end, "after_s": dt, "tokens": s.count, "good": good,
+                                        "error": s.error, "events": s.events})
                 if not a.rpc:
                     check(s.end == "error", "%s: stream %d ended %s, not with an error event" % (fault, i, s.end))
                     check(dt is not None and dt <= bounds[fault],
@@ -423,6 +449,45 @@ def main():
                     if p and p.poll() is None:
                         p.kill()
                     wait_ready(port, ref, recover_s, fault + " (after a manual restart)")
+            report.append(line)
+
+        if "idle-stop" in a.faults.split(","):
+            # no request in flight: the watchdog alone finds the stopped rank, and the
+            # process exits so its supervisor sees it (/health would say "ok")
+            victim = ranks[1]
+            n_exits = len(sup.exits)
+            t_f = now()
+            victim.signal(signal.SIGSTOP)
+            t_unhealthy = None
+            cap = a.stop_cap if a.rpc else bounds["idle"] + 10
+            while now() - t_f < cap and len(sup.exits) <= n_exits:
+                if t_unhealthy is None and health(port) != 200:
+                    t_unhealthy = now() - t_f
+                time.sleep(0.05)
+            exits = sup.exits[n_exits:]
+            print("%s: SIGSTOP of rank 1 (%s) while idle: %s; /health %s" % (
+                side, victim.addr,
+                "llama-server exited with %d %.2f s later" % (exits[0][1], exits[0][0] - t_f) if exits
+                else "llama-server still running %.0f s later" % cap,
+                "stopped answering 200 %.2f s later" % t_unhealthy if t_unhealthy is not None
+                else "answered 200 until the process exited" if exits else "still answered 200"), flush=True)
+            line = {"fault": "idle-stop", "side": side, "server_exit": exits[0][1] if exits else None,
+                    "exit_after_s": exits[0][0] - t_f if exits else None}
+            if not a.rpc:
+                check(bool(exits) and exits[0][1] == 75 and exits[0][0] - t_f <= bounds["idle"],
+                      "idle-stop: llama-server did not exit with status 75 within %.0f s: %s"
+                      % (bounds["idle"], [(t - t_f, rc) for t, rc in exits]))
+            victim.signal(signal.SIGCONT)
+            try:
+                dt = wait_ready(port, ref, recover_s, "idle-stop")
+                print("  rank SIGCONT: the service answered the run without a fault's tokens %.2f s later" % dt,
+                      flush=True)
+                line["recovered_s"] = dt
+            except Fail as e:
+                print("  " + str(e), flush=True)
+                line["recovered_s"] = None
+                if not a.rpc:
+                    problems.append(str(e))
             report.append(line)
 
         if "start-down" in a.faults.split(","):
