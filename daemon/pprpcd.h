@@ -85,6 +85,9 @@ struct pprpcd_opts {
 	int ggml_native_gdn;       /* DEVICE_GDN_NATIVE_*: pprpc's GATED_DELTA_NET on ggml devices */
 	uint64_t ipc_pool_bytes;   /* IPC staging pool per device (0: 1 GiB GPU, staging size CPU) */
 	char metrics_listen[300];  /* Prometheus endpoint, "" = off */
+	char model_dir[4096];      /* the rank's model files (weights filled from them), "" = none */
+	char weights_cache[4096];  /* content-addressed weights cache, "" = none */
+	uint64_t weights_cache_bytes;  /* its bound */
 	int transport;             /* PPRPCD_TRANSPORT_*: peer links and the listener */
 	uint32_t rdma_chunk;       /* RDMA ring geometry (rdma_ring.h) */
 	uint32_t rdma_tx_depth;
@@ -101,6 +104,7 @@ struct pprpcd_stats {
 	uint64_t protocol_errors;
 	uint64_t requests;
 	uint64_t request_errors;
+	uint64_t fills, fills_failed;  /* TENSOR_FILL (h_fill.c) */
 };
 
 /* What a part keeps per connection (transfers it serves, waits held on a
@@ -169,6 +173,7 @@ struct pprpcd {
 	/* creates on libuv's threadpool (h_ggml.c): the devices they read
 	 * stay open until the last comes back (pprpcd_conn_gone) */
 	uint32_t async_creates;
+	struct wsrc *weights;      /* model-dir and weights-cache (daemon/weights), NULL when neither */
 	/* Shared key (proto/auth.h); auth_key_len 0 = no authentication. */
 	uint8_t auth_key[4096];
 	size_t auth_key_len;

@@ -118,6 +118,7 @@ static enum ggml_status backend_graph_compute(ggml_backend_t backend, struct ggm
 
 	if (ggml_graph_n_nodes(g) == 0)
 		return GGML_STATUS_SUCCESS;
+	pg_weights_done(d->gdev.reg->context);
 	if (pg_fault_failed(r->fault)) {
 		/* graph_compute has a status: llama_decode fails, and llama-server
 		 * answers the requests of the batch with an error */

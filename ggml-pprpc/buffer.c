@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 
 #include "pg.h"
+#include "pprpc_weights.h"
 
 static void buffer_free(ggml_backend_buffer_t buffer);
 
@@ -46,7 +47,7 @@ int pg_tensor_loc(const struct ggml_tensor *t, struct pg_buffer **ret_buf, uint6
 
 /* Bytes per frame: the daemon's limit, and never so large that one frame
  * holds the socket for long. */
-static uint64_t chunk_bytes(const struct pg_rank *r)
+uint64_t pg_chunk_bytes(const struct pg_rank *r)
 {
 	uint64_t lim = (uint64_t)1 << 30, max = pprpc_daemon_max_bulk(r->c);
 
@@ -77,7 +78,7 @@ static struct pg_buffer *locate(const struct ggml_tensor *t, uint64_t *off, cons
 static void queue_set(struct pg_buffer *b, uint64_t off, const void *data, size_t size, const char *command)
 {
 	struct pg_rank *r = b->dev->rank;
-	uint64_t step = chunk_bytes(r);
+	uint64_t step = pg_chunk_bytes(r);
 
 	pg_check_alive(r, b->dev->name, command);
 	for (size_t done = 0; done < size;) {
@@ -92,6 +93,24 @@ static void queue_set(struct pg_buffer *b, uint64_t off, const void *data, size_
 	}
 }
 
+void pg_buffer_set_keyed(struct pg_buffer *b, uint64_t off, const void *data, size_t size, const uint8_t *key,
+			 const char *command)
+{
+	struct pg_rank *r = b->dev->rank;
+	int rc;
+
+	if (!key) {
+		queue_set(b, off, data, size, command);
+		return;
+	}
+	pg_check_alive(r, b->dev->name, command);
+	rc = pprpc_tensor_set_cached_async(r->c, b->handle, off, data, size, key);
+	b->dev->submitted++;
+	b->dev->writes++;
+	if (rc < 0)
+		pg_fatal_rc(r, b->dev->name, command, pg_rank_failed(r, rc));
+}
+
 void pg_buffer_set(struct pg_buffer *b, const struct ggml_tensor *t, uint64_t off, const void *data, size_t offset,
 		   size_t size, const char *command)
 {
@@ -103,7 +122,7 @@ void pg_buffer_get(struct pg_buffer *b, const struct ggml_tensor *t, uint64_t of
 		   size_t size, int async, const char *command)
 {
 	struct pg_rank *r = b->dev->rank;
-	uint64_t step = chunk_bytes(r);
+	uint64_t step = pg_chunk_bytes(r);
 
 	check_range(b, t, off, offset, size, command);
 	pg_check_alive(r, b->dev->name, command);
@@ -219,6 +238,12 @@ static void buffer_set_tensor(ggml_backend_buffer_t buffer, struct ggml_tensor *
 	uint64_t off;
 
 	(void)locate(t, &off, "TENSOR_SET");
+	pg_lock(b->dev->rank);
+	check_range(b, t, off, offset, size, "TENSOR_SET");
+	pg_unlock(b->dev->rank);
+	/* a weight the rank may have already (weights.c) */
+	if (pg_weights_set(b, t, off + offset, data, size) == 0)
+		return;
 	pg_lock(b->dev->rank);
 	pg_buffer_set(b, t, off, data, offset, size, "TENSOR_SET");
 	pg_unlock(b->dev->rank);

@@ -67,8 +67,11 @@ struct pg_fault {
 	long exit_ms;            /* exit this long after the fault (PPRPC_FAULT_EXIT_MS); -1 = never */
 };
 
+struct pg_weights;
+
 struct pg_rank {
 	struct pg_fault *fault;  /* the registry's */
+	struct pg_weights *weights;  /* the registry's (weights.c) */
 	int index;
 	char name[64];           /* cluster file name, or "rank<i>" */
 	char addr[128];          /* HOST:PORT, also how the other daemons reach it */
@@ -138,6 +141,7 @@ struct pg_registry {
 	struct ggml_backend_reg reg;
 	struct pg_fault fault;
 	struct pg_monitor *monitor;
+	struct pg_weights *weights;
 	int nrank;
 	struct pg_rank rank[PG_MAX_RANKS];
 	int ndev;
@@ -263,6 +267,26 @@ void pg_buffer_set(struct pg_buffer *b, const struct ggml_tensor *t, uint64_t of
 		   size_t size, const char *command);
 void pg_buffer_get(struct pg_buffer *b, const struct ggml_tensor *t, uint64_t off, void *data, size_t offset,
 		   size_t size, int async, const char *command);
+/* Queue a write of size bytes at buffer offset off; with key (32 bytes)
+ * the rank keeps them in its weights cache (pprpc_weights.h).  With the
+ * rank's lock. */
+void pg_buffer_set_keyed(struct pg_buffer *b, uint64_t off, const void *data, size_t size, const uint8_t *key,
+			 const char *command);
+/* Bytes per frame for rank r. */
+uint64_t pg_chunk_bytes(const struct pg_rank *r);
+
+/* ---- weights.c ------------------------------------------------------------------ */
+
+/* PPRPC_WEIGHTS*, PPRPC_SUMS_DIR; gives every rank the registry's state. */
+int pg_weights_init(struct pg_registry *pr, char *err, size_t errlen);
+void pg_weights_free(struct pg_weights *w);
+/* set_tensor of size bytes at buffer offset off: a weight the rank fills
+ * from its model file or cache, else sends with a cache key.  0 when done
+ * (filled or sent), 1 when this is no weight to try (the caller sends).
+ * Without the rank's lock. */
+int pg_weights_set(struct pg_buffer *b, const struct ggml_tensor *t, uint64_t off, const void *data, size_t size);
+/* The load is over (a compute): its summary line, once. */
+void pg_weights_done(struct pg_registry *pr);
 
 /* ---- copy.c ------------------------------------------------------------------ */
 

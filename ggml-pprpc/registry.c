@@ -196,6 +196,7 @@ static void registry_free(struct pg_registry *pr)
 		pg_rank_close(&pr->rank[i]);
 	if (pr->fault.efd >= 0)
 		close(pr->fault.efd);
+	pg_weights_free(pr->weights);
 	free(pr);
 }
 
@@ -292,6 +293,11 @@ static struct pg_registry *registry_new(void)
 		for (int k = first; k < pr->ndev; k++)
 			snprintf(r->devs + strlen(r->devs), sizeof(r->devs) - strlen(r->devs), "%s%s",
 				 k > first ? "," : "", pr->dev[k]->name);
+	}
+	rc = pg_weights_init(pr, err, sizeof(err));
+	if (rc < 0) {
+		PG_LOG_ERROR("pprpc: %s\n", err);
+		goto fail;
 	}
 	rc = pg_monitor_start(pr, err, sizeof(err));
 	if (rc < 0) {

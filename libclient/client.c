@@ -80,6 +80,8 @@ static int hello(pprpc_client *c, const char *name, const uint8_t *key, size_t k
 		c->caps.p2p = rep->caps->p2p;
 		c->caps.rdma = rep->caps->rdma;
 		c->caps.ggml_create_run = rep->caps->ggml_create_run;
+		c->weights_file = rep->caps->weights_file;
+		c->weights_cache = rep->caps->weights_cache;
 	}
 	c->max_bulk = rep->max_bulk;
 	c->ndev = 0;

@@ -59,6 +59,7 @@ struct pprpc_client {
 	char unavailable[4][256];
 	int nunavailable;
 	pprpc_caps caps;
+	int weights_file, weights_cache;  /* HELLO's caps (pprpc_weights.h) */
 	uint64_t max_bulk;
 	uint32_t ndev;
 	pprpc_device_info dev[CLIENT_MAX_DEVICES];

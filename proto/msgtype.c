@@ -32,6 +32,7 @@ static const char *const names[MSG_TYPE_COUNT] = {
 	[MSG_GGML_SUPPORTS] = "GGML_SUPPORTS",
 	[MSG_GGML_ALLOC_SIZE] = "GGML_ALLOC_SIZE",
 	[MSG_PULL_CHECK] = "PULL_CHECK",
+	[MSG_TENSOR_FILL] = "TENSOR_FILL",
 };
 
 const char *msg_type_name(unsigned type)

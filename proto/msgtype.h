@@ -35,6 +35,7 @@ enum msg_type {
 	MSG_GGML_SUPPORTS = 27,  /* would the device's ggml backend run this op? */
 	MSG_GGML_ALLOC_SIZE = 28, /* ggml buffer type's allocation size of a tensor */
 	MSG_PULL_CHECK = 29,     /* peer: is this PULL (id, nonce) yours? (the source asks the SEND's rank) */
+	MSG_TENSOR_FILL = 30,    /* fill a tensor from the rank's model file or weights cache */
 	MSG_TYPE_COUNT
 };
 

@@ -144,6 +144,30 @@ static void exec_text(const pprpc_stats *s, unsigned long long dev)
 		printf("\n");
 }
 
+/* What the rank read from its model files and its weights cache (only when
+ * it has either). */
+static void weights_text(const pprpc_stats *s)
+{
+	const char *w = NULL;
+	double fs = U(w, 0, "weights.file_ns") / 1e9, cs = U(w, 0, "weights.cache_ns") / 1e9;
+
+	if (!S(w, 0, "weights.model_dir")[0] && !S(w, 0, "weights.cache_dir")[0])
+		return;
+	printf("weights: model-dir %s, cache %s (%.1f MiB in %llu entries)\n",
+	       S(w, 0, "weights.model_dir")[0] ? S(w, 0, "weights.model_dir") : "-",
+	       S(w, 0, "weights.cache_dir")[0] ? S(w, 0, "weights.cache_dir") : "-", U(w, 0, "weights.cache_bytes") / MIB,
+	       U(w, 0, "weights.cache_entries"));
+	printf("         fills %llu (%llu not filled: the client sent the bytes); from model files %.1f MiB in %llu reads "
+	       "(%.0f MiB/s), %llu refused; from the cache %.1f MiB in %llu hits (%.0f MiB/s), %llu misses, %llu bad "
+	       "entries removed; stored %.1f MiB in %llu entries, %llu evicted; hashed %.1f MiB of model files\n",
+	       U(w, 0, "weights.fills"), U(w, 0, "weights.fills_failed"), U(w, 0, "weights.file_bytes") / MIB,
+	       U(w, 0, "weights.file_reads"), fs > 0 ? U(w, 0, "weights.file_bytes") / MIB / fs : 0.0,
+	       U(w, 0, "weights.file_refused"), U(w, 0, "weights.cache_hit_bytes") / MIB, U(w, 0, "weights.cache_hits"),
+	       cs > 0 ? U(w, 0, "weights.cache_hit_bytes") / MIB / cs : 0.0, U(w, 0, "weights.cache_misses"),
+	       U(w, 0, "weights.cache_bad"), U(w, 0, "weights.cache_store_bytes") / MIB, U(w, 0, "weights.cache_stores"),
+	       U(w, 0, "weights.cache_evictions"), U(w, 0, "weights.hash_bytes") / MIB);
+}
+
 static void stats_text(const pprpc_stats *s, const char *rank)
 {
 	printf("rank %s: pprpcd %s, up %.1f s\n", rank, S(NULL, 0, "daemon_version"), U(NULL, 0, "uptime_ms") / 1000.0);
@@ -185,6 +209,7 @@ static void stats_text(const pprpc_stats *s, const char *rank)
 		       U(k, i, "frames_out"));
 		transport_text(s, k, i);
 	}
+	weights_text(s);
 	printf("rdma: %s\n", S(NULL, 0, "rdma_status")[0] ? S(NULL, 0, "rdma_status") : "-");
 	printf("staging ring: %.1f of %.1f MiB in use\n", U(NULL, 0, "staging_used") / MIB,
 	       U(NULL, 0, "staging_bytes") / MIB);

@@ -8,6 +8,7 @@
 #include "daemon/device/device.h"
 #include "daemon/server/dispatch.h"
 #include "daemon/pprpcd.h"
+#include "daemon/weights/weights.h"
 #include "daemon/server/reply.h"
 #include "daemon/device/devinfo.h"
 #include "pprpc/types.h"
@@ -48,6 +49,8 @@ void h_hello(struct conn *c, struct request *r)
 	caps.events = 1;  /* timelines: SIGNAL / WAIT (local and cross-rank) */
 	caps.p2p = 1;     /* SEND/RECV daemon to daemon (peer links) */
 	caps.rdma = c->d->rdma_listener != NULL;
+	caps.weights_file = c->d->weights && wsrc_has_files(c->d->weights);
+	caps.weights_cache = c->d->weights && wsrc_has_cache(c->d->weights);
 	caps.ggml_create_run = 1;  /* GGML_GRAPH_CREATE can queue the graph's first run */  /* an rdmacm listener is up on a device */
 	rep.proto_version = PPRPC_PROTO_VERSION;
 	rep.daemon_version = PPRPC_VERSION;

@@ -11,6 +11,7 @@
 #include "daemon/server/reply.h"
 #include "daemon/core/staging.h"
 #include "daemon/xfer/xfer.h"
+#include "daemon/weights/weights.h"
 #include "pprpc/types.h"
 #include "proto/msgtype.h"
 
@@ -87,6 +88,35 @@ static void gdn_stats_fill(struct device *dev, Pprpc__DeviceStats *ds, struct de
 
 /* Each device's exec time per command type that ran, in ex (room for
  * every device and type); returns how many. */
+/* What the rank read from its model files and its weights cache. */
+static void weights_fill(struct pprpcd *d, Pprpc__WeightsStats *ws)
+{
+	struct wsrc_stats st;
+
+	wsrc_stats_get(d->weights, &st);
+	pprpc__weights_stats__init(ws);
+	ws->model_dir = d->opts.model_dir;
+	ws->cache_dir = d->opts.weights_cache;
+	ws->file_reads = st.file_reads;
+	ws->file_bytes = st.file_bytes;
+	ws->file_ns = st.file_ns;
+	ws->file_refused = st.file_refused;
+	ws->cache_hits = st.cache_hits;
+	ws->cache_hit_bytes = st.cache_hit_bytes;
+	ws->cache_ns = st.cache_ns;
+	ws->cache_misses = st.cache_misses;
+	ws->cache_bad = st.cache_bad;
+	ws->cache_stores = st.cache_stores;
+	ws->cache_store_bytes = st.cache_store_bytes;
+	ws->cache_evictions = st.cache_evictions;
+	ws->cache_bytes = st.cache_bytes;
+	ws->cache_entries = st.cache_entries;
+	ws->hash_bytes = st.hash_bytes;
+	ws->hash_ns = st.hash_ns;
+	ws->fills = d->stats.fills;
+	ws->fills_failed = d->stats.fills_failed;
+}
+
 static size_t exec_times_fill(struct pprpcd *d, Pprpc__ExecTime *ex, Pprpc__ExecTime **exp)
 {
 	struct queue_exec_time t[QUEUE_EXEC_TYPES];
@@ -113,6 +143,7 @@ void h_stats(struct conn *c, struct request *r)
 {
 	struct pprpcd *d = c->d;
 	Pprpc__StatsReply rep = PPRPC__STATS_REPLY__INIT;
+	Pprpc__WeightsStats ws;
 	Pprpc__DeviceStats ds[PPRPCD_MAX_DEVICES], *dsp[PPRPCD_MAX_DEVICES];
 	Pprpc__ConnStats *cs = NULL, **csp = NULL;
 	Pprpc__BoundaryStats *bs = NULL, **bsp = NULL;
@@ -238,6 +269,10 @@ void h_stats(struct conn *c, struct request *r)
 	rep.request_errors = d->stats.request_errors;
 	rep.n_exec_times = exec_times_fill(d, ex, exp);
 	rep.exec_times = exp;
+	if (d->weights) {
+		weights_fill(d, &ws);
+		rep.weights = &ws;
+	}
 	reply_send(c, r->hdr.type, r->hdr.req_id, &rep.base, NULL, 0, NULL, NULL);
 	free(ex);
 	free(exp);

@@ -20,6 +20,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "daemon/objects/buffer.h"
 #include "daemon/server/conn.h"
@@ -29,8 +30,15 @@
 #include "daemon/request/qreq.h"
 #include "daemon/server/reply.h"
 #include "daemon/exec/stream.h"
+#include "daemon/weights/weights.h"
 #include "proto/frame.h"
 #include "pprpc/types.h"
+
+/* The SET's bytes are weights to keep in the weights cache under key. */
+static int wants_cache(const struct conn *c, const Pprpc__TensorSet *m)
+{
+	return m->cache_key.len == 32 && m->size && c->d->weights && wsrc_has_cache(c->d->weights);
+}
 
 int h_tensor_set_bulk(struct conn *c, struct request *r, void **ret_dst)
 {
@@ -52,8 +60,9 @@ int h_tensor_set_bulk(struct conn *c, struct request *r, void **ret_dst)
 	}
 	buffer_ref(b);
 	r->bulk_buf = b;
-	/* Device memory the host cannot address is always staged. */
-	if (device_host_visible(b->dev) && stream_idle(&c->streams[b->dev->index])) {
+	/* Device memory the host cannot address is always staged, and so are
+	 * bytes for the weights cache (the worker stores them from there). */
+	if (device_host_visible(b->dev) && stream_idle(&c->streams[b->dev->index]) && !wants_cache(c, m)) {
 		*ret_dst = b->ptr + m->offset;
 		return 0;
 	}
@@ -72,15 +81,25 @@ struct set_cmd {
 	struct dbuf *b;
 	uint64_t offset, size;
 	void *stage;
+	struct wsrc *cache;      /* store the bytes in it under key (weights) */
+	uint8_t key[32];
 };
 
 static int set_exec(struct qcmd *q)
 {
 	struct set_cmd *sc = (struct set_cmd *)q;
+	char err[256];
+	int rc;
 
-	if (sc->size)
-		return device_upload(sc->b->dev, sc->b->ptr + sc->offset, sc->stage, sc->size);
-	return 0;
+	if (!sc->size)
+		return 0;
+	rc = device_upload(sc->b->dev, sc->b->ptr + sc->offset, sc->stage, sc->size);
+	/* The cache is a copy for the next load: a store that fails (disk
+	 * full, a folder gone) costs that load the bytes, not this SET
+	 * (weights.h counts it). */
+	if (rc == 0 && sc->cache)
+		(void)wsrc_cache_put(sc->cache, sc->key, sc->stage, sc->size, err, sizeof(err));
+	return rc;
 }
 
 static void set_release(struct qreq *qr)
@@ -128,6 +147,10 @@ void h_tensor_set(struct conn *c, struct request *r)
 	sc->offset = m->offset;
 	sc->size = r->stage ? m->size : 0;
 	sc->stage = r->stage;
+	if (sc->stage && wants_cache(c, m)) {
+		sc->cache = c->d->weights;
+		memcpy(sc->key, m->cache_key.data, sizeof(sc->key));
+	}
 	sc->qr.staged = sc->size;
 	sc->qr.release = set_release;
 	r->stage = NULL;

@@ -32,6 +32,7 @@ static const struct handler table[MSG_TYPE_COUNT] = {
 	[MSG_PROBE] = { &pprpc__probe__descriptor, NULL, h_probe },
 	[MSG_PULL_RELEASE] = { &pprpc__pull_release__descriptor, NULL, h_pull_release },
 	[MSG_PULL_CHECK] = { &pprpc__pull_check__descriptor, NULL, h_pull_check },
+	[MSG_TENSOR_FILL] = { &pprpc__tensor_fill__descriptor, NULL, h_tensor_fill },
 	[MSG_GGML_GRAPH_CREATE] = { &pprpc__ggml_graph_create__descriptor, NULL, h_ggml_graph_create },
 	[MSG_GGML_SUPPORTS] = { &pprpc__ggml_supports__descriptor, NULL, h_ggml_supports },
 	[MSG_GGML_ALLOC_SIZE] = { &pprpc__ggml_alloc_size__descriptor, NULL, h_ggml_alloc_size },

@@ -41,6 +41,7 @@ int h_tensor_set_bulk(struct conn *c, struct request *r, void **ret_dst);
 void h_tensor_set(struct conn *c, struct request *r);
 void h_tensor_get(struct conn *c, struct request *r);
 void h_tensor_copy(struct conn *c, struct request *r);
+void h_tensor_fill(struct conn *c, struct request *r);
 void h_graph_create(struct conn *c, struct request *r);
 void h_graph_run(struct conn *c, struct request *r);
 /* Queue one run of g (a live graph of c) on its device's stream for the

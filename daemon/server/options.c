@@ -62,6 +62,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	 * message slots (doc/rdma-bulk.md). */
 	o->rdma_bulk_threshold_set = 256u << 10;
 	o->rdma_bulk_threshold = 0;
+	o->weights_cache_bytes = 102400 * MIB;
 }
 
 /* ---- value parsers ------------------------------------------------------------ */
@@ -110,6 +111,8 @@ STR_SETTER(set_port_file, port_file)
 STR_SETTER(set_devices, devices)
 STR_SETTER(set_metrics_listen, metrics_listen)
 STR_SETTER(set_auth_key_file, auth_key_file)
+STR_SETTER(set_model_dir, model_dir)
+STR_SETTER(set_weights_cache, weights_cache)
 
 /* A 0|1 switch stored in an int field. */
 #define FLAG_SETTER(fn, field)                                                             \
@@ -205,6 +208,7 @@ MIB_SETTER(set_staging, staging_bytes, 1, 1ull << 20)
 MIB_SETTER(set_ipc_pool, ipc_pool_bytes, 0, 1ull << 20)
 MIB_SETTER(set_max_conn_mib, max_conn_bytes, 0, 1ull << 30)
 MIB_SETTER(set_max_conn_reply_mib, max_conn_reply_bytes, 1, 1ull << 20)
+MIB_SETTER(set_weights_cache_mib, weights_cache_bytes, 1, 1ull << 32)
 
 static int set_drain(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
 {
@@ -695,6 +699,29 @@ static const struct optdef defs[] = {
 	  .help = "smallest payload for the bulk path, k/m suffix, 4K..1024M (env PPRPC_RDMA_BULK_THRESHOLD; 256K)",
 	  .doc = "Smallest payload for the bulk path (rdma-bulk read), 4K..1024M, k/m suffix allowed.  The "
 		 "environment's PPRPC_RDMA_BULK_THRESHOLD overrides the file." },
+	{ OPT("model-dir", "DIR", set_model_dir),
+	  .help = "model files of this rank: weights llama.cpp names by file identity are read from here",
+	  .doc = "A folder of GGUF model files (searched up to 4 levels deep; symlinks are not followed).  "
+		 "When the ggml plugin loads a model it first names each weight tensor by its file's "
+		 "identity (size, a hash of the head, a hash of the whole content) and offset instead of "
+		 "sending it; a file here with that identity fills the tensor from this host's disk.  "
+		 "Nothing is trusted by name: the content hash is computed once per file and kept beside "
+		 "it (NAME.pprpc-sum, or in weights-cache when the folder is read-only), a file changed or "
+		 "truncated under the rank fails the read, and anything that fails is sent by the client "
+		 "instead (doc/weights.md).",
+	  .example = "/srv/models" },
+	{ OPT("weights-cache", "DIR", set_weights_cache),
+	  .help = "content-addressed cache of weights the client sent (filled on a first load, read on the next)",
+	  .doc = "A folder where weight bytes the client had to send are kept under their content key, so "
+		 "the next load of the same model reads them from this host's disk.  Entries are written "
+		 "to a temporary file and renamed (a rank killed mid-write leaves no torn entry), every "
+		 "read checks the entry's hash, and only what the client marks as weights is stored "
+		 "(never activations).  Bounded by weights-cache-mib, least recently used first out.",
+	  .example = "/var/cache/pprpc/weights" },
+	{ OPT("weights-cache-mib", "N", set_weights_cache_mib),
+	  .help = "bound of weights-cache, MiB (default 102400)",
+	  .doc = "The cache's size bound, MiB: a store beyond it evicts the least recently used entries; "
+		 "a tensor larger than the bound is not stored." },
 	{ OPT("metrics-listen", "HOST:PORT", set_metrics_listen),
 	  .help = "serve Prometheus text metrics over HTTP here",
 	  .doc = "Prometheus text metrics over HTTP (GET /metrics) at this address (empty: off).  Loopback "

@@ -29,6 +29,7 @@
 #include "daemon/core/core_impl.h"
 #include "daemon/device/device.h"
 #include "daemon/pprpcd.h"
+#include "daemon/weights/weights.h"
 #include "daemon/server/metrics.h"
 #include "daemon/server/notify.h"
 #include "daemon/peer/peer.h"
@@ -301,6 +302,35 @@ static int place_threads(struct pprpcd *d)
 	return 0;
 }
 
+/* model-dir and weights-cache (daemon/weights): a folder that cannot be
+ * used stops the daemon with the reason, rather than every load of a model
+ * silently pushing its weights over the link. */
+static int open_weights(struct pprpcd *d)
+{
+	struct wsrc_conf wc = {
+		.model_dir = d->opts.model_dir,
+		.cache_dir = d->opts.weights_cache,
+		.cache_max_bytes = d->opts.weights_cache_bytes,
+		.threads = 4,
+	};
+	struct wsrc_stats st;
+	char err[512];
+	int rc;
+
+	if (!d->opts.model_dir[0] && !d->opts.weights_cache[0])
+		return 0;
+	rc = wsrc_open(&wc, &d->weights, err, sizeof(err));
+	if (rc < 0) {
+		LOG(d, LOG_ERR_, "weights: %s", err);
+		return rc;
+	}
+	wsrc_stats_get(d->weights, &st);
+	LOG(d, LOG_NOTICE_, "weights: model files from %s; cache %s (%" PRIu64 " entries, %" PRIu64 " of %" PRIu64 " MiB)",
+	    d->opts.model_dir[0] ? d->opts.model_dir : "(none)", d->opts.weights_cache[0] ? d->opts.weights_cache : "(none)",
+	    st.cache_entries, st.cache_bytes >> 20, d->opts.weights_cache_bytes >> 20);
+	return 0;
+}
+
 int pprpcd_start(struct pprpcd *d)
 {
 	char host[256], err[512];
@@ -336,6 +366,9 @@ int pprpcd_start(struct pprpcd *d)
 		LOG(d, LOG_ERR_, "%s", err);
 		return rc;
 	}
+	rc = open_weights(d);
+	if (rc < 0)
+		return rc;
 	rc = open_devices(d);
 	if (rc < 0)
 		return rc;
@@ -465,4 +498,6 @@ void pprpcd_fini(struct pprpcd *d)
 	authn_fini(d);
 	rdma_ctx_free(d->rdma);
 	d->rdma = NULL;
+	wsrc_close(d->weights);
+	d->weights = NULL;
 }

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# tests/llama/weights.sh — weights from the ranks' own storage (issue 30):
+# the same model loaded over two ranks with and without rank-side weights
+# gives the CPU's tokens, and every way a rank's copy can be wrong falls
+# back to sending the bytes with the reason said.
+#
+#   file        each rank has a copy of the model in its --model-dir: the
+#               ranks fill every large weight from it (STATS file_bytes), the
+#               client sends almost nothing (its connections' bytes_in)
+#   cache cold  --weights-cache, empty: the client sends, the ranks store
+#   cache warm  the same folders again: filled from the cache, nothing sent
+#   mismatch    the copy has the model's size and head but one byte differs
+#               further on: its content hash differs, nothing is filled from it
+#   truncated   the copy is shorter: no file with that identity
+#   bad entry   a cache entry truncated: a miss, the entry removed (cache_bad)
+#   outside     model-dir holds only a symlink to the model elsewhere: never
+#               followed (strace, when there, shows the target never opened)
+#   changed     the copy verified by a first load, then rewritten (same size):
+#               the second load does not take it
+# Every case: the tokens equal the CPU's.  The cache's kill -9 mid-write is
+# test_weights' (tests/unit/test_weights.c).
+set -u
+cd "$(dirname "$0")/../.."
+. tests/llama/lib.sh
+
+LC=$LLAMA_BIN/llama-completion
+require_llama "weights" "$LC"
+command -v python3 >/dev/null || fail "python3 is needed"
+
+LLAMA_DIR=$(dirname "$(dirname "$LLAMA_BIN")") bench/model-gen/gen-model --arch llama --preset tiny --seed 1 \
+	-o "$TMP_ROOT/model.gguf" >/dev/null || fail "gen-model failed"
+MODEL=$TMP_ROOT/model.gguf
+SIZE=$(stat -c %s "$MODEL")
+args=(-m "$MODEL" -p "the quick brown fox jumps over" -n 16 --temp 0 --ignore-eos -c 256 -no-cnv -t 1
+	--simple-io --no-display-prompt --no-warmup)
+"$LC" "${args[@]}" -ngl 0 >"$TMP_ROOT/cpu.txt" 2>"$TMP_ROOT/cpu.log" || fail "the CPU run failed"
+[ -s "$TMP_ROOT/cpu.txt" ] || fail "the CPU run printed nothing"
+
+# stat NAME FIELD...: a rank's weights counters and its clients' bytes_in, as "name=value" lines
+rank_stats() {
+	"$PPRPCCTL" stats --rank "$1" --json | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+s = s[0] if isinstance(s, list) else s
+w = s.get("weights", {})
+print(" ".join("%s=%s" % (k, w.get(k, 0)) for k in ("fills", "fills_failed", "file_bytes", "file_refused",
+      "cache_hits", "cache_hit_bytes", "cache_misses", "cache_bad", "cache_stores", "cache_store_bytes")),
+      "client_in=%d" % sum(c.get("bytes_in", 0) for c in s.get("connections", []) if c.get("role") == "client"))'
+}
+val() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+
+# run NAME RANK_FLAGS_0 -- RANK_FLAGS_1: two fresh ranks, one generation, tokens vs the CPU; leaves
+# STATS0/STATS1 and $TMP_ROOT/NAME.log
+run() {
+	local name=$1; shift
+	local f0=() f1=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do f0+=("$1"); shift; done
+	shift
+	f1=("$@")
+	stop_ranks
+	RANK_PIDS=(); RANK_ADDRS=()
+	start_rank "${f0[@]}" || fail "$name: cannot start rank 0"
+	start_rank "${f1[@]}" || fail "$name: cannot start rank 1"
+	with_plugin "$LC" "${args[@]}" -ngl 99 -dev PPRPC0,PPRPC1 -ts 1,1 >"$TMP_ROOT/$name.txt" 2>"$TMP_ROOT/$name.log" ||
+		{ tail -n 20 "$TMP_ROOT/$name.log"; fail "$name: the run failed"; }
+	cmp -s "$TMP_ROOT/cpu.txt" "$TMP_ROOT/$name.txt" || fail "$name: tokens differ from the CPU's"
+	STATS0=$(rank_stats "${RANK_ADDRS[0]}")
+	STATS1=$(rank_stats "${RANK_ADDRS[1]}")
+	echo "$name: tokens = the CPU's; rank 0: $STATS0"
+	echo "$name: rank 1: $STATS1"
+	grep "pprpc: weights" "$TMP_ROOT/$name.log" | head -n 4
+}
+
+mkdir -p "$TMP_ROOT"/{md0,md1,c0,c1,bad,short,link0,outside}
+cp "$MODEL" "$TMP_ROOT/md0/model.gguf"
+cp "$MODEL" "$TMP_ROOT/md1/model.gguf"
+
+# 1. the model's copy on each rank
+run file --model-dir "$TMP_ROOT/md0" -- --model-dir "$TMP_ROOT/md1"
+for s in "$STATS0" "$STATS1"; do
+	[ "$(val "$s" file_bytes)" -gt $((SIZE / 4)) ] || fail "file: a rank read $(val "$s" file_bytes) bytes from its copy"
+	[ "$(val "$s" fills_failed)" = 0 ] || fail "file: fills failed: $s"
+	# what the client sent: graphs, inputs, small tensors; not the weights
+	[ "$(val "$s" client_in)" -lt $((SIZE / 10)) ] || fail "file: the client sent $(val "$s" client_in) bytes to a rank"
+done
+grep -q "pprpc: weights loaded: rank 0 .* read from its copy of model.gguf" "$TMP_ROOT/file.log" ||
+	fail "file: no summary of the load in the plugin's log"
+[ -s "$TMP_ROOT/md0/model.gguf.pprpc-sum" ] || fail "file: no sidecar beside the rank's copy"
+
+# 2. the cache, cold then warm
+run cache-cold --weights-cache "$TMP_ROOT/c0" -- --weights-cache "$TMP_ROOT/c1"
+for s in "$STATS0" "$STATS1"; do
+	[ "$(val "$s" cache_stores)" -gt 0 ] || fail "cache-cold: nothing stored: $s"
+	[ "$(val "$s" cache_hits)" = 0 ] || fail "cache-cold: hits in an empty cache: $s"
+done
+run cache-warm --weights-cache "$TMP_ROOT/c0" -- --weights-cache "$TMP_ROOT/c1"
+for s in "$STATS0" "$STATS1"; do
+	[ "$(val "$s" cache_hits)" -gt 0 ] && [ "$(val "$s" fills_failed)" = 0 ] || fail "cache-warm: $s"
+	[ "$(val "$s" client_in)" -lt $((SIZE / 10)) ] || fail "cache-warm: the client sent $(val "$s" client_in) bytes"
+done
+
+# 3. a copy that differs past its head: same size, same head hash
+cp "$MODEL" "$TMP_ROOT/bad/model.gguf"
+printf '\x5a' | dd of="$TMP_ROOT/bad/model.gguf" bs=1 seek=$((SIZE - 4096)) conv=notrunc 2>/dev/null
+run mismatch --model-dir "$TMP_ROOT/bad" -- --model-dir "$TMP_ROOT/md1"
+[ "$(val "$STATS0" file_bytes)" = 0 ] && [ "$(val "$STATS0" fills_failed)" -gt 0 ] ||
+	fail "mismatch: rank 0 filled from a copy whose content differs: $STATS0"
+grep -q "not filled by the rank" "$TMP_ROOT/mismatch.log" || fail "mismatch: the plugin did not say why it sent"
+
+# 4. a truncated copy
+head -c $((SIZE - 65536)) "$MODEL" >"$TMP_ROOT/short/model.gguf"
+run truncated --model-dir "$TMP_ROOT/short" -- --model-dir "$TMP_ROOT/md1"
+[ "$(val "$STATS0" file_bytes)" = 0 ] && [ "$(val "$STATS0" fills_failed)" -gt 0 ] ||
+	fail "truncated: rank 0 filled from a truncated copy: $STATS0"
+
+# 5. a cache entry cut short (a host crash after the rename, a disk error)
+entry=$(find "$TMP_ROOT/c0" -path '*/tmp' -prune -o -type f -size +64k -print | grep -v -e '/sums/' -e '\.pprpc-sum' | head -n 1)
+[ -n "$entry" ] || fail "bad entry: no cache entry to damage in $TMP_ROOT/c0"
+truncate -s $(($(stat -c %s "$entry") / 2)) "$entry"
+run bad-entry --weights-cache "$TMP_ROOT/c0" -- --weights-cache "$TMP_ROOT/c1"
+[ "$(val "$STATS0" cache_bad)" -ge 1 ] || fail "bad entry: the damaged entry was not found bad: $STATS0"
+
+# 6. a symlink out of model-dir
+cp "$MODEL" "$TMP_ROOT/outside/model.gguf"
+ln -s "$TMP_ROOT/outside/model.gguf" "$TMP_ROOT/link0/model.gguf"
+if command -v strace >/dev/null; then
+	PPRPCD_REAL=$PPRPCD
+	PPRPCD="$TMP_ROOT/pprpcd-traced"
+	printf '#!/bin/sh\nexec strace -f -qq -e trace=open,openat,openat2 -o %s/strace.out %s "$@"\n' "$TMP_ROOT" \
+		"$PPRPCD_REAL" >"$PPRPCD"
+	chmod +x "$PPRPCD"
+	run outside --model-dir "$TMP_ROOT/link0" -- --model-dir "$TMP_ROOT/md1"
+	PPRPCD=$PPRPCD_REAL
+	grep -q "outside/model.gguf" "$TMP_ROOT/strace.out" && fail "outside: a rank opened the file behind the symlink"
+	echo "outside: strace: the symlink's target was never opened"
+else
+	run outside --model-dir "$TMP_ROOT/link0" -- --model-dir "$TMP_ROOT/md1"
+	echo "outside: strace not installed: the target's opening is not traced"
+fi
+[ "$(val "$STATS0" file_bytes)" = 0 ] && [ "$(val "$STATS0" fills_failed)" -gt 0 ] ||
+	fail "outside: rank 0 filled through a symlink out of model-dir: $STATS0"
+
+# 7. a copy verified by a load, then rewritten with other bytes (same size)
+run changed-before --model-dir "$TMP_ROOT/md0" -- --model-dir "$TMP_ROOT/md1"
+[ "$(val "$STATS0" file_bytes)" -gt 0 ] || fail "changed: the first load did not use the copy"
+cp "$TMP_ROOT/bad/model.gguf" "$TMP_ROOT/md0/model.gguf.new"
+cat "$TMP_ROOT/md0/model.gguf.new" >"$TMP_ROOT/md0/model.gguf"   # in place: same inode, new bytes
+rm -f "$TMP_ROOT/md0/model.gguf.new"
+run changed --model-dir "$TMP_ROOT/md0" -- --model-dir "$TMP_ROOT/md1"
+[ "$(val "$STATS0" file_bytes)" = 0 ] && [ "$(val "$STATS0" fills_failed)" -gt 0 ] ||
+	fail "changed: rank 0 filled from a copy rewritten since it was verified: $STATS0"
+
+echo "weights: passed (file, cache cold and warm: the CPU's tokens, the weights not sent; mismatch, truncated, bad cache entry, symlink out of model-dir, changed file: refused and sent)"
