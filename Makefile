@@ -202,7 +202,7 @@ GGML_LIBS :=
 GGML_SKIP := $(wildcard daemon/backend/ggml/*.c daemon/backend/ggml/*/*.c) tests/fuzz/fuzz_ggml_graph.c \
 	tests/integration/test_ggml.c tests/integration/test_ggml_api.c tests/integration/ggml_wire.c tests/unit/test_ggml_engine.c tests/unit/test_pg_replay.c \
 	tests/unit/test_ggml_gdn_engine.c tests/integration/test_ggml_gdn.c bench/ggml_gdn.c
-GGML_INFO := no ($(if $(filter 0,$(GGML)),GGML=0,run `make llama`)): no ggml devices
+GGML_INFO := no ($(if $(filter 0,$(GGML)),GGML=0,run 'make llama')): no ggml devices
 endif
 
 .PHONY: llama llama-asan
@@ -326,9 +326,10 @@ $(B)/bench-%: $(O)/bench/%.o $(TOOL_COMMON_OBJS) $(L)/libpprpc.a
 	$(CC) $(LDFLAGS) -o $@ $< $(TOOL_COMMON_OBJS) $(L)/libpprpc.a $(PBC_LIBS) $(CRYPTO_LIBS) -lm
 
 # Kernel benchmarks call the CPU kernels directly (no daemon).
+# (util/ hashes model files with libcrypto: util/filesum.c)
 $(B)/bench-kda_cpu: $(O)/bench/kda_cpu.o $(KERNEL_OBJS) $(KERNEL_CPU_OBJS) $(UTIL_OBJS)
 	@mkdir -p $(B)
-	$(CC) $(LDFLAGS) -o $@ $^ $(BLAS_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(BLAS_LIBS) $(CRYPTO_LIBS) -lm
 
 # ---- the ggml backend plugin (ggml-pprpc/, doc/ggml.md) -------------------
 # libggml-pprpc.so: loaded by unmodified llama.cpp tools with
