@@ -24,9 +24,10 @@
  *                             folder is not writable (default
  *                             $XDG_CACHE_HOME/pprpc or ~/.cache/pprpc)
  *
- * Progress of a load goes to the log every 2 s and once at its end (the
- * first graph_compute): per rank, bytes filled from its file and its cache
- * and their rate, bytes sent.
+ * Progress of a load goes to stderr (pg_say: a notice the operator sees
+ * whatever llama.cpp's verbosity; ggml's info lines need -lv 4) every 2 s
+ * and once at its end (the first graph_compute): per rank, bytes filled
+ * from its file and its cache and their rate, bytes sent.
  */
 #include <errno.h>
 #include <limits.h>
@@ -243,13 +244,12 @@ static void say(struct pg_registry *pr, const char *when)
 
 		if (!k->tensors)
 			continue;
-		PG_LOG_INFO("pprpc: weights %s: rank %d %s: %.1f MiB read from its copy%s%s%s, %.1f MiB from its cache, "
-			    "%.1f MiB sent, %llu tensors, %.1f s (the rank read at %.0f MiB/s)%s%s\n", when, i,
-			    pr->rank[i].name, k->file_bytes / 1048576.0, k->file[0] ? " of " : "", k->file,
-			    "", k->cache_bytes / 1048576.0, k->sent_bytes / 1048576.0,
-			    (unsigned long long)k->tensors, secs,
-			    k->read_ns ? (k->file_bytes + k->cache_bytes) / 1048576.0 / (k->read_ns / 1e9) : 0.0,
-			    k->why[0] ? "; last not filled: " : "", k->why);
+		pg_say(5, "weights %s: rank %d %s: %.1f MiB read from its copy%s%s, %.1f MiB from its cache, %.1f MiB sent, "
+			  "%llu pieces, %.1f s (the rank read at %.0f MiB/s)%s%s", when, i, pr->rank[i].name,
+		       k->file_bytes / 1048576.0, k->file[0] ? " of " : "", k->file, k->cache_bytes / 1048576.0,
+		       k->sent_bytes / 1048576.0, (unsigned long long)k->tensors, secs,
+		       k->read_ns ? (k->file_bytes + k->cache_bytes) / 1048576.0 / (k->read_ns / 1e9) : 0.0,
+		       k->why[0] ? "; last not filled: " : "", k->why);
 	}
 }
 
@@ -335,9 +335,8 @@ static void piece(struct pg_registry *pr, struct pg_buffer *b, const struct ggml
 	 * cache when it has one.  The first reason of a load is logged, the
 	 * last one goes into the summary. */
 	if (!k->why[0])
-		PG_LOG_INFO("pprpc: weights: rank %d %s device %s: '%s' not filled by the rank (%s): sending it%s\n",
-			    r->index, r->name, d->name, t->name, pprpc_last_error(r->c),
-			    sources & PPRPC_WEIGHTS_CACHE ? ", for its cache" : "");
+		pg_say(5, "weights: rank %d %s device %s: '%s' not filled by the rank (%s): sending it%s", r->index,
+		       r->name, d->name, t->name, pprpc_last_error(r->c), sources & PPRPC_WEIGHTS_CACHE ? ", for its cache" : "");
 	snprintf(k->why, sizeof(k->why), "%s", rc == PPRPC_EUNSUPP && !src.file && !src.cache_key ?
 		 "no file and no cache" : pprpc_last_error(r->c));
 	count(pr, w, r->index, 0, 0, size, 0);

@@ -21,7 +21,9 @@
 
 #include "pprpc/types.h"
 
-#define VERSION_LINE "pprpc-sum 1\n"
+/* 2: ctime joined the key (no caller can set it: a file rewritten with its
+ * old mtime restored is still a changed file) */
+#define VERSION_LINE "pprpc-sum 2\n"
 /* a sidecar is about 230 bytes; anything much larger is not one */
 #define MAX_TEXT 1024
 
@@ -30,14 +32,20 @@ static long long mtime_ns(const struct stat *st)
 	return (long long)st->st_mtim.tv_sec * 1000000000ll + st->st_mtim.tv_nsec;
 }
 
+static long long ctime_ns(const struct stat *st)
+{
+	return (long long)st->st_ctim.tv_sec * 1000000000ll + st->st_ctim.tv_nsec;
+}
+
 static int format(char *buf, size_t len, const struct stat *st, const struct filesum *s)
 {
 	char head[65], content[65];
 
 	filesum_hex(s->head, head);
 	filesum_hex(s->content, content);
-	return snprintf(buf, len, VERSION_LINE "size %llu\nmtime_ns %lld\ninode %llu\nhead %s\ncontent %s\n",
-			(unsigned long long)s->size, mtime_ns(st), (unsigned long long)st->st_ino, head, content);
+	return snprintf(buf, len, VERSION_LINE "size %llu\nmtime_ns %lld\nctime_ns %lld\ninode %llu\nhead %s\ncontent %s\n",
+			(unsigned long long)s->size, mtime_ns(st), ctime_ns(st), (unsigned long long)st->st_ino, head,
+			content);
 }
 
 static int unhex(const char *s, uint8_t out[32])
@@ -67,7 +75,7 @@ static int load(const char *path, const struct stat *st, struct filesum *out)
 {
 	char buf[MAX_TEXT + 1], again[MAX_TEXT + 1], head[65], content[65];
 	unsigned long long size, ino;
-	long long mt;
+	long long mt, ct;
 	struct filesum s;
 	struct stat sst;
 	ssize_t n;
@@ -84,13 +92,14 @@ static int load(const char *path, const struct stat *st, struct filesum *out)
 	if (n <= 0)
 		goto out;
 	buf[n] = 0;
-	if (sscanf(buf, VERSION_LINE "size %llu\nmtime_ns %lld\ninode %llu\nhead %64s\ncontent %64s", &size, &mt, &ino,
-		   head, content) != 5)
+	if (sscanf(buf, VERSION_LINE "size %llu\nmtime_ns %lld\nctime_ns %lld\ninode %llu\nhead %64s\ncontent %64s", &size,
+		   &mt, &ct, &ino, head, content) != 6)
 		goto out;
 	if (strlen(head) != 64 || strlen(content) != 64 || unhex(head, s.head) || unhex(content, s.content))
 		goto out;
 	s.size = size;
-	if (size != (unsigned long long)st->st_size || mt != mtime_ns(st) || ino != (unsigned long long)st->st_ino)
+	if (size != (unsigned long long)st->st_size || mt != mtime_ns(st) || ct != ctime_ns(st) ||
+	    ino != (unsigned long long)st->st_ino)
 		goto out;
 	if (format(again, sizeof(again), st, &s) != (int)n || memcmp(again, buf, (size_t)n))
 		goto out;
@@ -182,7 +191,8 @@ int filesum_get(int fd, const char *path, const struct stat *st, const char *fal
 		snprintf(err, errlen, "%s: fstat: %s", name, strerror(errno));
 		return PPRPC_EIO;
 	}
-	if (after.st_size != st->st_size || after.st_ino != st->st_ino || mtime_ns(&after) != mtime_ns(st)) {
+	if (after.st_size != st->st_size || after.st_ino != st->st_ino || mtime_ns(&after) != mtime_ns(st) ||
+	    ctime_ns(&after) != ctime_ns(st)) {
 		snprintf(err, errlen, "%s: changed while it was hashed", name);
 		return PPRPC_EIO;
 	}

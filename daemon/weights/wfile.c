@@ -44,9 +44,10 @@ static int still_same(const struct wfile *f, const char *when, char *err, size_t
 			 when, (unsigned long long)st.st_size, (unsigned long long)f->size);
 		return PPRPC_EIO;
 	}
-	if ((uint64_t)st.st_size != f->size || wio_mtime_ns(&st) != f->mtime_ns || st.st_ino != f->ino ||
-	    st.st_dev != f->dev) {
-		snprintf(err, errlen, "%s: changed under the rank (%s the read: size, mtime or inode differ from the verified file)",
+	if ((uint64_t)st.st_size != f->size || wio_mtime_ns(&st) != f->mtime_ns || wio_ctime_ns(&st) != f->ctime_ns ||
+	    st.st_ino != f->ino || st.st_dev != f->dev) {
+		snprintf(err, errlen, "%s: changed under the rank (%s the read: size, mtime, ctime or inode differ from the "
+			 "verified file)",
 			 f->name, when);
 		return PPRPC_EIO;
 	}

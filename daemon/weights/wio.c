@@ -35,6 +35,11 @@ int64_t wio_mtime_ns(const struct stat *st)
 	return (int64_t)st->st_mtim.tv_sec * 1000000000ll + st->st_mtim.tv_nsec;
 }
 
+int64_t wio_ctime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_ctim.tv_sec * 1000000000ll + st->st_ctim.tv_nsec;
+}
+
 int wio_open_beneath(int dirfd, const char *rel, int flags)
 {
 #ifdef SYS_openat2

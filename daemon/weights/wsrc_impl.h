@@ -24,7 +24,7 @@ struct fent {
 	dev_t dev;
 	ino_t ino;
 	uint64_t size;
-	int64_t mtime_ns;
+	int64_t mtime_ns, ctime_ns;
 	int have_head, have_content;
 	uint8_t head[32], content[32];
 };
@@ -68,12 +68,16 @@ struct wfile {
 	dev_t dev;
 	ino_t ino;
 	uint64_t size;
-	int64_t mtime_ns;
+	int64_t mtime_ns, ctime_ns;
 };
 
 /* wio.c */
 uint64_t wio_now_ns(void);
 int64_t wio_mtime_ns(const struct stat *st);
+/* ctime: a write, a truncate, a utime that set mtime back all move it, and
+ * no caller can set it, so (size, mtime, ctime, inode) is what "the same
+ * file as verified" means. */
+int64_t wio_ctime_ns(const struct stat *st);
 /* openat2(dirfd, rel, flags, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS): an fd
  * or -errno (ENOSYS where the kernel has no openat2: the caller refuses). */
 int wio_open_beneath(int dirfd, const char *rel, int flags);

@@ -19,7 +19,7 @@ make --no-print-directory install DESTDIR="$dest" PREFIX=/usr/local >"$dest.log"
 rm -f "$dest.log"
 p="$dest/usr/local"
 soname=$(sed -n 's/^LIB_SOVERSION := //p' Makefile)
-headers="pprpc.h pprpc_graph.h pprpc_blocks.h pprpc_pipeline.h pprpc_ggml.h pprpc/types.h"
+headers="pprpc.h pprpc_graph.h pprpc_blocks.h pprpc_pipeline.h pprpc_ggml.h pprpc_weights.h pprpc/types.h"
 for f in bin/pprpcd bin/pprpcctl bin/pp-fence-test lib/libpprpc.so.$soname.0.0 lib/libpprpc.so.$soname lib/libpprpc.so \
 	lib/libpprpc.a $(for h in $headers; do echo include/$h; done) lib/pkgconfig/pprpc.pc \
 	lib/systemd/system/pprpcd@.service lib/systemd/system/pprpc-llama-server@.service \

@@ -11,6 +11,8 @@
 #   service.sh       llama-server as a service under four streams: kill -9, SIGTERM, SIGSTOP of a rank
 #                    (error events within bounds, no wrong token, exit 75, served again once the rank
 #                    is back), and a start with a rank down
+#   weights.sh       rank-side weights: the model's copy and the cache give the CPU's tokens without sending the
+#                    weights; a differing, truncated, changed, symlinked copy and a bad entry are refused and sent
 #   amx.sh           the local side on a CPU with AMX (emulated): the scheduler abort of an AMX Xeon, fixed
 #   release.sh       the plugin refuses a ggml of another release; the tools list its devices
 # Each starts its own pprpcd ranks on 127.0.0.1 and stops them.
@@ -24,7 +26,7 @@ if [ "${GGML_ON:-1}" = 0 ]; then
 	exit 0
 fi
 rc=0
-for t in backend-ops backend-ops-gdn archs generate server rank-loss service amx release; do
+for t in backend-ops backend-ops-gdn archs generate server rank-loss service weights amx release; do
 	case $t in backend-ops|archs) ;; *)
 		if [ "$mode" = --full ] && [ "${LLAMA_FULL_ONLY:-0}" = 1 ]; then
 			echo "== tests/llama/$t.sh: no full form, ran in make test (LLAMA_FULL_ONLY=1)"
