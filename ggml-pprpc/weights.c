@@ -118,6 +118,19 @@ int pg_weights_init(struct pg_registry *pr, char *err, size_t errlen)
 		snprintf(w->sums_dir, sizeof(w->sums_dir), "%s/pprpc", xdg);
 	else if (home && *home)
 		snprintf(w->sums_dir, sizeof(w->sums_dir), "%s/.cache/pprpc", home);
+	/* made when missing (its parent too: ~/.cache may not exist yet); a
+	 * folder that cannot be made only costs hashing the model again */
+	if (w->sums_dir[0]) {
+		char parent[PATH_MAX], *slash;
+
+		snprintf(parent, sizeof(parent), "%s", w->sums_dir);
+		slash = strrchr(parent, '/');
+		if (slash && slash != parent) {
+			*slash = '\0';
+			(void)mkdir(parent, 0700);
+		}
+		(void)mkdir(w->sums_dir, 0700);
+	}
 	pr->weights = w;
 	for (int i = 0; i < pr->nrank; i++)
 		pr->rank[i].weights = w;

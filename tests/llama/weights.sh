@@ -138,6 +138,9 @@ if command -v strace >/dev/null; then
 	chmod +x "$PPRPCD"
 	run outside --model-dir "$TMP_ROOT/link0" -- --model-dir "$TMP_ROOT/md1"
 	PPRPCD=$PPRPCD_REAL
+	# the ranks' PIDs are strace's: stop the daemons it traces (a SIGTERM
+	# to strace alone would detach and leave them running)
+	for p in "${RANK_PIDS[@]}"; do pkill -TERM -P "$p"; done
 	grep -q "outside/model.gguf" "$TMP_ROOT/strace.out" && fail "outside: a rank opened the file behind the symlink"
 	echo "outside: strace: the symlink's target was never opened"
 else
