@@ -170,8 +170,9 @@ struct pprpcd {
 	char unavail[PPRPCD_MAX_DEVICES][256];  /* configured devices that cannot run, and why */
 	uint32_t nunavail;
 	int stopping;
-	/* creates on libuv's threadpool (h_ggml.c): the devices they read
-	 * stay open until the last comes back (pprpcd_conn_gone) */
+	/* creates and large host allocations on libuv's threadpool (h_ggml.c,
+	 * h_buffer.c): the devices they use stay open until the last comes
+	 * back (pprpcd_conn_gone) */
 	uint32_t async_creates;
 	struct wsrc *weights;      /* model-dir and weights-cache (daemon/weights), NULL when neither */
 	/* Shared key (proto/auth.h); auth_key_len 0 = no authentication. */

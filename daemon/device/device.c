@@ -177,7 +177,7 @@ int device_mem_info(struct device *d, uint64_t *ret_free, uint64_t *ret_total)
 
 /* ---- buffers ------------------------------------------------------------------------ */
 
-int device_alloc(struct device *d, uint64_t size, void **ret_ptr, char *err, size_t errlen)
+int device_alloc_reserve(struct device *d, uint64_t size, char *err, size_t errlen)
 {
 	uint64_t fr = 0, total = 0;
 	int rc = device_mem_info(d, &fr, &total);
@@ -192,14 +192,35 @@ int device_alloc(struct device *d, uint64_t size, void **ret_ptr, char *err, siz
 			 d->name, size / MIB, size > fr ? 0.0 : (fr - size) / MIB, d->floor / MIB, fr / MIB);
 		return PPRPC_EFLOOR;
 	}
-	rc = d->be->buf.alloc(d->be->buf_ctx, size, ret_ptr);
-	if (rc < 0) {
-		snprintf(err, errlen, "%s: allocation of %.1f MiB failed", d->name, size / MIB);
-		return rc;
-	}
+	/* counted now: the next check, before the memory exists, sees it */
 	d->allocated += size;
 	hostmem_commit(d->hostmem, size);
 	return 0;
+}
+
+void device_alloc_unreserve(struct device *d, uint64_t size)
+{
+	d->allocated -= size;
+	hostmem_uncommit(d->hostmem, size);
+}
+
+int device_alloc_raw(struct device *d, uint64_t size, void **ret_ptr)
+{
+	return d->be->buf.alloc(d->be->buf_ctx, size, ret_ptr);
+}
+
+int device_alloc(struct device *d, uint64_t size, void **ret_ptr, char *err, size_t errlen)
+{
+	int rc = device_alloc_reserve(d, size, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	rc = device_alloc_raw(d, size, ret_ptr);
+	if (rc < 0) {
+		device_alloc_unreserve(d, size);
+		snprintf(err, errlen, "%s: allocation of %.1f MiB failed", d->name, size / MIB);
+	}
+	return rc;
 }
 
 void device_free(struct device *d, void *ptr, uint64_t size)

@@ -148,6 +148,15 @@ void device_waits_status(const struct device *d, char *buf, size_t len);
 /* Reserve device memory, refusing when it would leave less than the floor
  * free (err names free memory and floor).  The memory reads as zeros. */
 int device_alloc(struct device *d, uint64_t size, void **ret_ptr, char *err, size_t errlen);
+/* device_alloc in halves, for an allocation whose page commits would hold
+ * the loop (a host buffer of a GiB commits and zeroes a quarter million
+ * pages): the floor check and the reservation on the loop, the backend's
+ * allocation on any thread, the reservation given back when it failed
+ * (or when its memory is freed without becoming a buffer: device_free
+ * does both). */
+int device_alloc_reserve(struct device *d, uint64_t size, char *err, size_t errlen);
+void device_alloc_unreserve(struct device *d, uint64_t size);
+int device_alloc_raw(struct device *d, uint64_t size, void **ret_ptr);
 void device_free(struct device *d, void *ptr, uint64_t size);
 /* Worker thread; each complete when it returns. */
 int device_fill(struct device *d, void *dst, int value, uint64_t n);

@@ -11,11 +11,9 @@
 #include "kernels/tensor.h"
 #include "pprpc/types.h"
 
-int buffer_alloc(struct pprpcd *d, struct owner *o, struct device *dev, uint64_t size,
-		 struct dbuf **ret_b, char *err, size_t errlen)
+int buffer_alloc_begin(struct owner *o, struct device *dev, uint64_t size, uint64_t *ret_fp, char *err,
+		       size_t errlen)
 {
-	struct dbuf *b;
-	uint64_t fp;
 	int rc;
 
 	if (size == 0) {
@@ -26,22 +24,30 @@ int buffer_alloc(struct pprpcd *d, struct owner *o, struct device *dev, uint64_t
 		snprintf(err, errlen, "connection buffer limit (%u) reached", o->max_buffers);
 		return PPRPC_ELIMIT;
 	}
-	rc = owner_charge_check(o, size, &fp, err, errlen);
+	rc = owner_charge_check(o, size, ret_fp, err, errlen);
 	if (rc < 0)
 		return rc;
-	b = calloc(1, sizeof(*b));
-	if (!b)
-		return PPRPC_ENOMEM;
-	rc = device_alloc(dev, size, (void **)&b->ptr, err, errlen);
-	if (rc < 0)
+	return device_alloc_reserve(dev, size, err, errlen);
+}
+
+int buffer_alloc_end(struct pprpcd *d, struct owner *o, struct device *dev, uint64_t size, uint64_t fp, void *ptr,
+		     struct dbuf **ret_b, char *err, size_t errlen)
+{
+	struct dbuf *b = calloc(1, sizeof(*b));
+	int rc;
+
+	if (!b) {
+		snprintf(err, errlen, "out of memory");
+		rc = PPRPC_ENOMEM;
 		goto fail;
+	}
+	b->ptr = ptr;
 	rc = htab_insert(&d->buffers, b, &b->handle);
 	if (rc < 0) {
 		if (rc == PPRPC_ELIMIT)
 			snprintf(err, errlen, "daemon buffer limit (%u) reached", d->buffers.max);
 		else
 			snprintf(err, errlen, "out of memory");
-		device_free(dev, b->ptr, size);
 		goto fail;
 	}
 	b->dev = dev;
@@ -55,7 +61,26 @@ int buffer_alloc(struct pprpcd *d, struct owner *o, struct device *dev, uint64_t
 	return 0;
 fail:
 	free(b);
+	device_free(dev, ptr, size); /* the memory and its reservation */
 	return rc;
+}
+
+int buffer_alloc(struct pprpcd *d, struct owner *o, struct device *dev, uint64_t size,
+		 struct dbuf **ret_b, char *err, size_t errlen)
+{
+	uint64_t fp;
+	void *ptr;
+	int rc = buffer_alloc_begin(o, dev, size, &fp, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	rc = device_alloc_raw(dev, size, &ptr);
+	if (rc < 0) {
+		device_alloc_unreserve(dev, size);
+		snprintf(err, errlen, "%s: allocation of %.1f MiB failed", dev->name, size / 1048576.0);
+		return rc;
+	}
+	return buffer_alloc_end(d, o, dev, size, fp, ptr, ret_b, err, errlen);
 }
 
 struct dbuf *buffer_get(struct pprpcd *d, const struct owner *o, uint64_t handle)

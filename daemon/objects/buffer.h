@@ -33,6 +33,16 @@ struct dbuf {
 
 int buffer_alloc(struct pprpcd *d, struct owner *o, struct device *dev, uint64_t size,
 		 struct dbuf **ret_b, char *err, size_t errlen);
+/* buffer_alloc in halves around the memory's allocation
+ * (device_alloc_raw), which may then run off the loop: begin checks the
+ * owner's limits and reserves the memory under the floor (footprint in
+ * *ret_fp); end registers ptr as the owner's buffer, or frees it and the
+ * reservation.  A begin not followed by an end gives the reservation back
+ * with device_alloc_unreserve (or device_free with the memory). */
+int buffer_alloc_begin(struct owner *o, struct device *dev, uint64_t size, uint64_t *ret_fp, char *err,
+		       size_t errlen);
+int buffer_alloc_end(struct pprpcd *d, struct owner *o, struct device *dev, uint64_t size, uint64_t fp, void *ptr,
+		     struct dbuf **ret_b, char *err, size_t errlen);
 /* Look up a live buffer of owner o.  NULL when unknown, stale or owned
  * by someone else (indistinguishable on purpose). */
 struct dbuf *buffer_get(struct pprpcd *d, const struct owner *o, uint64_t handle);
