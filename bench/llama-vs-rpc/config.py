@@ -22,6 +22,15 @@ llama.cpp estimates would leave less than --margin-mib free on a rank (checked
 before allocating).  Exit 0 when every run succeeded and every hash matched,
 1 otherwise, 2 for bad usage.
 
+Model load (--load-times, --load-only, --net RATE): the wall time of
+llama-completion -n 1 --no-warmup, from its start to its exit, cold (page
+cache of the model files dropped, fresh ranks, empty caches) and warm (at once
+again), per side; the sides pprpc-file (pprpcd --model-dir, a copy of the
+model per rank) and pprpc-cache (pprpcd --weights-cache) and rpc-c
+(ggml-rpc-server -c) load weights on the rank's side.  --net puts the client
+and every rank in a network namespace of its own behind links shaped to RATE
+(doc/llama-vs-rpc.md, "Model load over a shaped network").
+
 Environment: LLAMA_BIN (llama.cpp's bin folder, default
 ext/llama.cpp-<tag>/build-cpu/bin of LLAMA_RELEASE or the default release), PPRPC_BUILD (default build).
 """
@@ -45,7 +54,8 @@ def parse(argv=None):
     ap.add_argument("--batch", type=int, default=None, help="batch (default: the largest prompt)")
     ap.add_argument("--rounds", type=int, default=3, help="paired rounds (default 3)")
     ap.add_argument("--reps", type=int, default=1, help="llama-bench -r per run (default 1)")
-    ap.add_argument("--sides", default="pprpc,rpc,local", help="subset of pprpc,rpc,local (default all)")
+    ap.add_argument("--sides", default="pprpc,rpc,local",
+                    help="subset of %s (default pprpc,rpc,local)" % ",".join(SIDES))
     ap.add_argument("--sweep", default=None, help="ubatch sweep (default 512,1024,2048 GPU, 64,128,256 CPU; 'none' to skip)")
     ap.add_argument("--sweep-rounds", type=int, default=2, help="paired rounds per sweep ubatch (default 2)")
     ap.add_argument("--cpu-reference", choices=("on", "off"), default=None,
@@ -55,6 +65,16 @@ def parse(argv=None):
     ap.add_argument("--margin-mib", type=int, default=1536, help="skip a configuration leaving less free on a rank (default 1536)")
     ap.add_argument("--flash-attn", default=None, help="-fa on|off|auto for every side (default: llama.cpp's)")
     ap.add_argument("--pprpcd-arg", action="append", default=[], help="extra pprpcd argument (repeatable)")
+    ap.add_argument("--net", metavar="RATE",
+                    help="the client and every rank in a network namespace of its own, joined by a bridge through "
+                         "links shaped to RATE (tc syntax: 1gbit, 100mbit); needs root.  Measures load times")
+    ap.add_argument("--load-only", action="store_true",
+                    help="only model load times (cold and warm, --rounds) and one token hash per side: "
+                         "no prompt/decode rounds, no sweep")
+    ap.add_argument("--load-times", action="store_true",
+                    help="measure model load times before the rounds (implied by --net and --load-only)")
+    ap.add_argument("--weights-cache-mib", type=int, default=None,
+                    help="pprpc-cache: each rank's --weights-cache-mib (default: the model's size + 256)")
     ap.add_argument("--json", help="write the results as JSON")
     ap.add_argument("--svg", help="SVG of the pipeline in the last round (a traced extra round, see README)")
     ap.add_argument("--svg-phase", default="pp", choices=("pp", "tg"),
@@ -66,6 +86,20 @@ def parse(argv=None):
     ap.add_argument("--llama-bin", default=os.environ.get("LLAMA_BIN", os.path.join(ROOT, "ext", "llama.cpp-" + tag, "build-cpu", "bin")))
     ap.add_argument("--pprpc-build", default=os.environ.get("PPRPC_BUILD", os.path.join(ROOT, "build")))
     return ap.parse_args(argv)
+
+
+# Every side: what its ranks are (pprpcd or ggml-rpc-server) and what they get besides
+# the devices.  The order is the order of a round (alternated every other round).
+SIDES = {
+    "pprpc": "pprpc",        # the plugin; the weights travel from the client over the link
+    "pprpc-file": "pprpc",   # + --model-dir DIR: each rank its own copy of the model file
+    "pprpc-cache": "pprpc",  # + --weights-cache DIR --weights-cache-mib N: run cold (empty) and warm
+    "rpc": "rpc",            # ggml-rpc-server
+    "rpc-c": "rpc",          # ggml-rpc-server -c: its file cache, in LLAMA_CACHE/rpc/ (rank's own)
+    "local": "local",        # llama.cpp alone, one device
+}
+# sides whose ranks keep a cache: the cold load starts from an empty one
+CACHE_SIDES = ("pprpc-cache", "rpc-c")
 
 
 class Device:
@@ -97,8 +131,21 @@ class Config:
         self.plugin = os.path.join(pb, "lib/libggml-pprpc.so")
         self.sides = [s.strip() for s in a.sides.split(",") if s.strip()]
         for s in self.sides:
-            if s not in ("pprpc", "rpc", "local"):
-                raise ValueError("--sides: unknown side %r" % s)
+            if s not in SIDES:
+                raise ValueError("--sides: unknown side %r (%s)" % (s, ", ".join(SIDES)))
+        self.sides = [s for s in SIDES if s in self.sides]  # no duplicates
+        self.net_rate = a.net
+        if a.net:
+            import netns
+            netns.parse_rate(a.net)  # ValueError: bad usage
+            if a.svg:
+                raise ValueError("--svg is not available with --net (its proxies run in the root namespace)")
+        self.load_only = a.load_only
+        self.load_times = a.load_times or a.load_only or bool(a.net)
+        # set by the benchmark when it runs: the command prefix of client-side
+        # tools (ip netns exec NS with --net) and the ranks' shared key
+        self.client_prefix = []
+        self.auth_key = None
         self.n = a.ranks
         if self.n < 1:
             raise ValueError("--ranks must be >= 1")
@@ -126,9 +173,10 @@ class Config:
     def missing(self):
         """Files a requested side needs that are not there."""
         need = [self.model, self.llama_bench, self.llama_completion]
-        if "rpc" in self.sides:
+        kinds = set(SIDES[s] for s in self.sides)
+        if "rpc" in kinds:
             need.append(self.rpc_server)
-        if "pprpc" in self.sides:
+        if "pprpc" in kinds:
             need += [self.pprpcd, self.pprpcctl, self.plugin]
         return [p for p in need if not os.path.exists(p)]
 

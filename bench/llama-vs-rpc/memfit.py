@@ -20,7 +20,7 @@ class FitError(Exception):
 
 def list_devices(cfg, side, env):
     """{device name: (total MiB, free MiB)} as the side's backend reports them."""
-    argv = [cfg.llama_bench] + (["--rpc", ",".join(side.rpc)] if side.rpc else []) + ["--list-devices"]
+    argv = cfg.client_prefix + [cfg.llama_bench] + (["--rpc", ",".join(side.rpc)] if side.rpc else []) + ["--list-devices"]
     p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
     out = {}
     for line in p.stdout.splitlines():
@@ -37,7 +37,7 @@ def estimate(cfg, side, env, common_args, ctx):
     """{device: MiB needed} for one configuration (model + context + compute)."""
     if not cfg.fit_params:
         raise FitError("llama-fit-params not found in %s (scripts/build-llama.sh builds it)" % cfg.llama_bin)
-    argv = [cfg.fit_params] + common_args + ["-c", str(ctx), "--fit-print", "on"]
+    argv = cfg.client_prefix + [cfg.fit_params] + common_args + ["-c", str(ctx), "--fit-print", "on"]
     p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
     if p.returncode != 0:
         raise FitError("%s llama-fit-params: exit %d: %s" % (side.name, p.returncode, p.stderr.strip()[-400:]))

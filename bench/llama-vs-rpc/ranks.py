@@ -1,5 +1,7 @@
 """Rank processes: N pprpcd or N ggml-rpc-server on 127.0.0.1 ephemeral ports,
-same threads and device each; their memory and (pprpcd) their STATS."""
+same threads and device each; their memory and (pprpcd) their STATS.
+With --net each rank runs in a network namespace of its own (netns.py) on
+its address there, port RANK_PORT, and pprpcd with the run's key."""
 
 import json
 import os
@@ -9,8 +11,24 @@ import subprocess
 import time
 
 
+RANK_PORT = 50052  # with --net: every rank has an address of its own
+
+
 class RankError(Exception):
     pass
+
+
+def _listening(pid, host, port):
+    """Whether the process pid (in its own network namespace) has a TCP socket
+    listening on host:port: its /proc/PID/net/tcp, which shows the namespace
+    the process is in (no connection needed from this one)."""
+    want = "%s:%04X" % ("".join("%02X" % int(x) for x in reversed(host.split("."))), port)
+    try:
+        with open("/proc/%d/net/tcp" % pid) as f:
+            next(f)
+            return any(l.split()[1] == want and l.split()[3] == "0A" for l in f)
+    except (OSError, StopIteration, IndexError):
+        return False
 
 
 def _free_port():
@@ -34,20 +52,37 @@ def _wait_port(port, proc, log, timeout):
     raise RankError("not listening on %d after %.0f s; log %s" % (port, timeout, log))
 
 
+def _wait_listen(host, port, proc, log, timeout):
+    t_end = time.time() + timeout
+    while time.time() < t_end:
+        if proc.poll() is not None:
+            raise RankError("exited with %d before listening; log %s:\n%s" % (proc.returncode, log, _tail(log)))
+        if _listening(proc.pid, host, port):
+            return
+        time.sleep(0.05)
+    raise RankError("not listening on %s:%d after %.0f s; log %s" % (host, port, timeout, log))
+
+
 def _tail(path, n=15):
+    """The log's last lines; when it printed its usage (a bad option), what it said before it."""
     try:
         with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-n:])
+            lines = f.readlines()
     except OSError:
         return ""
+    u = next((i for i, l in enumerate(lines) if l.startswith(("usage:", "Usage:"))), None)
+    if u:
+        return "".join(lines[max(0, u - n):u]) + "(its usage text follows in %s)\n" % path
+    return "".join(lines[-n:])
 
 
 class Rank:
     """One daemon.  kind: 'pprpc' | 'rpc'."""
 
-    def __init__(self, kind, index, device, proc, port, log):
+    def __init__(self, kind, index, device, proc, port, log, host="127.0.0.1", ns=None):
         self.kind, self.index, self.device, self.proc, self.port, self.log = kind, index, device, proc, port, log
-        self.addr = "127.0.0.1:%d" % port
+        self.host, self.ns = host, ns
+        self.addr = "%s:%d" % (host, port)
 
     def alive(self):
         return self.proc.poll() is None
@@ -75,26 +110,38 @@ class Rank:
                 self.proc.wait()
 
 
-def start(kind, n, device, threads, cfg, logdir, extra=()):
-    """Start n ranks of one kind; on any failure stop the ones started and raise."""
+def start(kind, n, device, threads, cfg, logdir, extra=(), name=None, hosts=None, per_rank=None):
+    """Start n ranks of one kind; on any failure stop the ones started and raise.
+    name: the side (logs; default kind); hosts: [(netns, address)] per rank
+    (--net) or None (127.0.0.1); per_rank(i) -> (extra args, extra env)."""
     ranks = []
+    name = name or kind
+    proc = None
     try:
         for i in range(n):
-            log = os.path.join(logdir, "%s-rank%d.log" % (kind, i))
+            proc = None
+            log = os.path.join(logdir, "%s-rank%d.log" % (name, i))
             lf = open(log, "w")
+            ns, host = hosts[i] if hosts else (None, "127.0.0.1")
+            pre = ["ip", "netns", "exec", ns] if ns else []
+            args, env = per_rank(i) if per_rank else ([], {})
+            env = dict(cfg.rank_env, **env)
+            t0 = time.monotonic()
             if kind == "pprpc":
-                pf = os.path.join(logdir, "%s-rank%d.port" % (kind, i))
+                pf = os.path.join(logdir, "%s-rank%d.port" % (name, i))
                 if os.path.exists(pf):
                     os.unlink(pf)
-                cmd = [cfg.pprpcd, "--listen", "127.0.0.1:0", "--port-file", pf,
-                       "--devices", device.pprpc, "--threads", str(threads)] + list(extra)
-                proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, env=cfg.rank_env,
+                key = ["--auth-key-file", cfg.auth_key] if cfg.auth_key else []
+                cmd = pre + [cfg.pprpcd, "--listen", "%s:%d" % (host, RANK_PORT if ns else 0), "--port-file", pf,
+                             "--devices", device.pprpc, "--threads", str(threads)] + key + list(extra) + list(args)
+                proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, env=env,
                                         start_new_session=True)
                 t_end = time.time() + cfg.start_timeout
                 port = None
                 while time.time() < t_end:
                     if proc.poll() is not None:
-                        raise RankError("pprpcd rank %d exited with %d: %s\n%s" % (i, proc.returncode, " ".join(cmd), _tail(log)))
+                        raise RankError("pprpcd rank %d (%s) exited with %d: %s\n%s" % (
+                            i, name, proc.returncode, " ".join(cmd), _tail(log)))
                     try:
                         with open(pf) as f:
                             txt = f.read().strip()
@@ -106,22 +153,32 @@ def start(kind, n, device, threads, cfg, logdir, extra=()):
                     time.sleep(0.05)
                 if port is None:
                     proc.kill()
+                    proc.wait()
                     raise RankError("pprpcd rank %d wrote no port file in %.0f s; log %s" % (i, cfg.start_timeout, log))
             else:
-                port = _free_port()
-                cmd = [cfg.rpc_server, "-H", "127.0.0.1", "-p", str(port), "-t", str(threads),
-                       "-d", device.rpc] + list(extra)
-                proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, env=cfg.rank_env,
+                port = RANK_PORT if ns else _free_port()
+                cmd = pre + [cfg.rpc_server, "-H", host, "-p", str(port), "-t", str(threads),
+                             "-d", device.rpc] + list(extra) + list(args)
+                proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, env=env,
                                         start_new_session=True)
                 try:
-                    _wait_port(port, proc, log, cfg.start_timeout)
+                    if ns:
+                        _wait_listen(host, port, proc, log, cfg.start_timeout)
+                    else:
+                        _wait_port(port, proc, log, cfg.start_timeout)
                 except RankError as e:
                     proc.kill()
+                    proc.wait()
                     raise RankError("ggml-rpc-server rank %d: %s" % (i, e))
             lf.close()
-            ranks.append(Rank(kind, i, device, proc, port, log))
+            ranks.append(Rank(kind, i, device, proc, port, log, host, ns))
             ranks[-1].cmd = cmd
+            ranks[-1].start_s = time.monotonic() - t0
     except BaseException:
+        # the one being started too (Ctrl-C while it starts)
+        if proc is not None and proc.poll() is None and all(r.proc is not proc for r in ranks):
+            proc.kill()
+            proc.wait()
         for r in ranks:
             r.stop()
         raise
@@ -131,8 +188,9 @@ def start(kind, n, device, threads, cfg, logdir, extra=()):
 def pprpc_stats(cfg, rank):
     """pprpcctl stats --json of one rank, parsed; raises RankError."""
     try:
-        p = subprocess.run([cfg.pprpcctl, "stats", "--rank", rank.addr, "--json"], capture_output=True,
-                           text=True, timeout=30)
+        key = ["--auth-key-file", cfg.auth_key] if cfg.auth_key else []
+        p = subprocess.run(cfg.client_prefix + [cfg.pprpcctl, "stats", "--rank", rank.addr, "--json"] + key,
+                           capture_output=True, text=True, timeout=30)
     except subprocess.TimeoutExpired:
         raise RankError("pprpcctl stats %s: timed out" % rank.addr)
     if p.returncode != 0:

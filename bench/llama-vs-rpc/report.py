@@ -89,8 +89,13 @@ def summarize(cfg, res):
     for s in cfg.sides:
         S["sides"][s] = _side_summary(cfg, res, s)
     for a, b in (("pprpc", "rpc"), ("pprpc", "local"), ("rpc", "local")):
-        if a in cfg.sides and b in cfg.sides and res["rounds"]:
+        if a in cfg.sides and b in cfg.sides and res["rounds"] and not cfg.load_only:
             S["ratios"]["%s/%s" % (a, b)] = _pair(cfg, res, a, b)
+    if res.get("load"):
+        S["load"] = _load_summary(cfg, res)
+        for s, v in S["load"]["sides"].items():
+            for e in v["errors"]:
+                S["problems"].append("%s load: %s" % (s, e))
 
     # parity: one hash over every side and every round (and the sweep does not hash)
     hashes = set()
@@ -147,6 +152,53 @@ def summarize(cfg, res):
     return S
 
 
+# load-time ratios A/B (time: < 1 means A loads faster), where both sides ran
+LOAD_PAIRS = (("pprpc", "local"), ("pprpc-file", "local"), ("pprpc-cache", "local"), ("rpc", "local"),
+              ("rpc-c", "local"), ("pprpc", "rpc"), ("pprpc-file", "pprpc"), ("pprpc-cache", "pprpc"),
+              ("rpc-c", "rpc"), ("rpc-c", "pprpc-file"), ("rpc-c", "pprpc-cache"))
+LOAD_STEPS = ("cold", "restart", "warm")
+
+
+def _load_time(x, step):
+    """A side's load time of one round: cold, warm, or restart = the cached run
+    (page cache dropped, fresh ranks, the cache kept) for a side with a cache,
+    the cold run for the others (nothing of theirs to keep)."""
+    if step == "restart":
+        step = "cached" if "cached" in x else "cold"
+    return (x.get(step) or {}).get("s")
+
+
+def _load_summary(cfg, res):
+    rounds = res["load"]["rounds"]
+    L = {"sides": {}, "ratios": {}}
+    for s in cfg.sides:
+        rs = [r["sides"][s] for r in rounds if s in r["sides"]]
+        d = {"runs": len(rs), "errors": [e for x in rs for e in x["errors"]]}
+        for step in LOAD_STEPS:
+            v = [_load_time(x, step) for x in rs]
+            d[step + "_s"] = median(v)
+            d[step + "_runs_s"] = v
+        drops = [(x.get(k) or {}).get("drop") for x in rs for k in ("cold", "cached")]
+        d["resident_after_drop_bytes"] = max([x["resident_bytes"] for x in drops if x] or [0])
+        d["dropped_bytes"] = max([x["bytes"] for x in drops if x] or [0])
+        st = [max(t for t in x["cold"]["ranks_start_s"] if t is not None)
+              for x in rs if (x.get("cold") or {}).get("ranks_start_s")]
+        d["ranks_start_s"] = median(st)
+        cache = [(x.get("cold") or {}).get("cache") for x in rs]
+        d["cache_bytes"] = max([x["bytes"] for x in cache if x] or [0]) if any(cache) else None
+        d["new_sidecars"] = sorted(set(f for x in rs for k in ("cold", "warm", "cached")
+                                       for f in (x.get(k) or {}).get("new_sidecars", [])))
+        L["sides"][s] = d
+    for a, b in LOAD_PAIRS:
+        if a not in cfg.sides or b not in cfg.sides:
+            continue
+        both = [(r["sides"][a], r["sides"][b]) for r in rounds if a in r["sides"] and b in r["sides"]]
+        L["ratios"]["%s/%s" % (a, b)] = {step: ratio_ci([_load_time(x, step) for x, _ in both],
+                                                        [_load_time(y, step) for _, y in both])
+                                         for step in LOAD_STEPS}
+    return L
+
+
 def _targets(cfg, S):
     """The issue's targets, checked against this run's paired ratios."""
     t = []
@@ -200,6 +252,50 @@ def _r(r):
     return "-" if not r else "%.3f [%.3f, %.3f]" % r
 
 
+def _print_net(w, res):
+    n = res["config"].get("net")
+    if not n:
+        return
+    w("network: --net %s: client %s (%s), ranks %s, each behind a veth pair to a bridge (%s), tbf rate %s "
+      "burst %d latency %s on both ends\n" % (
+          n["rate"], n["client"]["addr"], n["client"]["ns"],
+          ", ".join("%s (%s)" % (a, ns) for ns, a in n["ranks"].items()), n["switch"], n["rate"],
+          n["tbf"]["burst"], n["tbf"]["latency"]))
+    lc = res.get("link_check")
+    if lc:
+        w("link check: %.0f MiB client -> %s in %.2f s: %.0f Mbit/s\n" % (
+            lc["bytes"] / MIB, lc["to"], lc["s"], lc["bits_per_s"] / 1e6))
+
+
+def _print_load(cfg, res, S, w):
+    L = S.get("load")
+    if not L:
+        return
+    c = res["config"]
+    w("\nmodel load: llama-completion -n 1 --no-warmup, wall time from its start to its exit (s), %s%s\n" % (
+        "median of %d rounds" % c["rounds"] if c["rounds"] > 1 else "1 round",
+        ", links of %s" % c["net"]["rate"] if c.get("net") else ", loopback"))
+    w("%-12s %9s %9s %9s %12s %18s %10s %s\n" % ("side", "cold", "restart", "warm", "ranks start",
+                                                "left in page cache", "cache MiB", "sidecars written"))
+    for s, d in L["sides"].items():
+        w("%-12s %9s %9s %9s %12s %18s %10s %s\n" % (
+            s, _f(d["cold_s"], "%.2f"), _f(d["restart_s"], "%.2f") if s in ("pprpc-cache", "rpc-c") else "=cold",
+            _f(d["warm_s"], "%.2f"), _f(d["ranks_start_s"], "%.2f"),
+            "%.1f/%.0f MiB" % (d["resident_after_drop_bytes"] / MIB, d["dropped_bytes"] / MIB),
+            "-" if d["cache_bytes"] is None else "%.1f" % (d["cache_bytes"] / MIB),
+            str(len(d["new_sidecars"])) if d["new_sidecars"] else "-"))
+    w("(cold: the page cache of the model and of every file of the side's ranks dropped (posix_fadvise DONTNEED), "
+      "fresh ranks, empty caches; warm: at once again; restart: the sides with a cache, dropped and fresh again "
+      "but the cache kept as the cold run filled it; ranks start: from exec to listening, before the cold load, "
+      "not in it; left in page cache: what was still resident after the drop, of what was dropped; cache: the "
+      "side's cache folders after the cold load)\n")
+    if L["ratios"]:
+        w("\n%-22s %28s %28s %28s\n" % ("load time ratio", "cold", "restart", "warm"))
+        for k, v in L["ratios"].items():
+            w("%-22s %28s %28s %28s\n" % (k, _r(v["cold"]), _r(v["restart"]), _r(v["warm"])))
+        w("(A/B of the load times, < 1: A loads faster; geometric mean of the per-round ratios [bootstrap 95%])\n")
+
+
 def print_table(cfg, res, S, out=None):
     import sys
     sys.stderr.flush()
@@ -209,11 +305,21 @@ def print_table(cfg, res, S, out=None):
         os.path.basename(c["model"]), c["model_bytes"] / MIB, c["ranks"], c["rank_device"]["pprpc"],
         c["rank_device"]["rpc"], c["threads_per_rank"], "" if c["threads_per_rank"] == 1 else "s",
         "/".join("%g" % x for x in c["split"]), c["ubatch"], c["batch"], c["rounds"]))
-    hdr = "%-7s" % "side" + "".join("%13s" % ("pp%d tok/s" % n) for n in cfg.prompts) + \
+    if c.get("env"):
+        w("environment: %s\n" % " ".join("%s=%s" % kv for kv in sorted(c["env"].items())))
+    _print_net(w, res)
+    _print_load(cfg, res, S, w)
+    if cfg.load_only:
+        w("\n%-12s %17s %6s\n" % ("side", "token hash", "errors"))
+        for s, v in S["sides"].items():
+            w("%-12s %17s %6d\n" % (s, "/".join(v["hashes"]) or "-", len(v["errors"])))
+        _print_end(cfg, res, S, w)
+        return
+    hdr = "%-12s" % "side" + "".join("%13s" % ("pp%d tok/s" % n) for n in cfg.prompts) + \
         "%13s %12s %17s %6s %7s\n" % ("ttft%d ms" % max(cfg.prompts), "decode tok/s", "token hash", "errors", "runs")
     w("\n" + hdr)
     for s, v in S["sides"].items():
-        w("%-7s" % s + "".join("%13s" % _f(v["pp_tps"][n]) for n in cfg.prompts) +
+        w("%-12s" % s + "".join("%13s" % _f(v["pp_tps"][n]) for n in cfg.prompts) +
           "%13s %12s %17s %6d %7d\n" % (_f(v["ttft_ms"][max(cfg.prompts)]), _f(v["decode_tps"], "%.2f"),
                                         "/".join(v["hashes"]) or "-", len(v["errors"]), v["runs"]))
     w("(medians over the rounds; TTFT = llama-bench's timed prompt run of %d tokens, to the last token's logits)\n"
@@ -231,7 +337,7 @@ def print_table(cfg, res, S, out=None):
         w("(geometric mean of the per-round ratios [bootstrap 95%% interval], %d rounds of alternating order)\n"
           % c["rounds"])
 
-    w("\n%-6s %4s %-17s %14s %14s %14s %22s %22s\n" % ("side", "rank", "addr", "free@peak MiB", "rank peak MiB",
+    w("\n%-12s %4s %-17s %14s %14s %14s %22s %22s\n" % ("side", "rank", "addr", "free@peak MiB", "rank peak MiB",
                                                       "VmHWM MiB", "graphs created/run pp", "graphs created/run tg"))
     for s, v in S["sides"].items():
         for i, d in sorted(v["ranks"].items()):
@@ -239,7 +345,7 @@ def print_table(cfg, res, S, out=None):
             gc = lambda p: "-" if p not in ph else "%d / %d" % (ph[p]["ranks"].get(i, {}).get("graph_creates", 0),
                                                                ph[p]["ranks"].get(i, {}).get("graph_runs", 0))
             addr = res.get("rank_addrs", {}).get(s, ["?"] * (i + 1))[i] if res.get("rank_addrs") else "-"
-            w("%-6s %4d %-17s %14s %14s %14s %22s %22s\n" % (
+            w("%-12s %4d %-17s %14s %14s %14s %22s %22s\n" % (
                 s, i, addr, _f(d.get("free_min") and d["free_min"] / MIB), _f(d.get("held_max") and d["held_max"] / MIB),
                 _f(d.get("vm_hwm") and d["vm_hwm"] / MIB), gc("pp"), gc("tg")))
     pp = S["sides"].get("pprpc")
@@ -295,6 +401,11 @@ def print_table(cfg, res, S, out=None):
                                                             else "inconclusive (negative: see doc/llama-vs-rpc.md)"))
     if res.get("trace"):
         w("\npipeline SVG: %s\n" % res["trace"].get("svg"))
+    _print_end(cfg, res, S, w)
+
+
+def _print_end(cfg, res, S, w):
+    c = res["config"]
     w("\ntoken hash: %s\n" % (("equal on every side and round (%s)" % S["hash"]) if S["hash_match"] else
                                "MISMATCH or missing: " + ", ".join("%s %s" % (s, "/".join(v["hashes"]) or "none")
                                                                  for s, v in S["sides"].items())))

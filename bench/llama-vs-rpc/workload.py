@@ -3,6 +3,7 @@
   bench-pp    llama-bench -p P1,P2,... -n 0    prompt tok/s and TTFT per size
   bench-tg    llama-bench -p 0 -n G            decode tok/s
   hash        llama-completion, greedy         the generated token ids
+  load        llama-completion -n 1 --no-warmup  its wall time: the model's load
 
 A side is pprpc (the plugin, GGML_BACKEND_PATH + PPRPC_RANKS, devices
 PPRPC0..), rpc (--rpc, devices RPC0..) or local (this process on one device).
@@ -20,9 +21,10 @@ import time
 
 
 class Side:
-    def __init__(self, name, env, devs, rpc=None, split=None):
+    def __init__(self, name, env, devs, rpc=None, split=None, kind=None):
         self.name, self.env, self.devs, self.rpc = name, env, devs, rpc  # devs: device names or ['none']
         self.split = split  # layer split over devs (-ts); None: one device
+        self.kind = kind or name  # pprpc, rpc or local: what the ranks are (config.SIDES)
 
     def dev_args(self, sep):
         a = []
@@ -56,21 +58,24 @@ class Runner:
         env = dict(os.environ)
         env.update(self.cfg.tool_env)
         env.update(side.env)
-        t0 = time.time()
+        # with --net the client runs in its namespace (ip netns exec execs the tool)
+        argv = self.cfg.client_prefix + argv
         with open(base + ".out", "w") as fo, open(base + ".err", "w") as fe:
             fe.write("# " + " ".join(argv) + "\n")
             fe.flush()
+            t0 = time.monotonic()
             try:
                 p = subprocess.run(argv, stdout=fo, stderr=fe, env=env, timeout=self.cfg.timeout,
                                    stdin=subprocess.DEVNULL)
                 rc = p.returncode
             except subprocess.TimeoutExpired:
                 rc = "timeout after %d s" % self.cfg.timeout
+            wall = time.monotonic() - t0
         with open(base + ".out", errors="replace") as f:
             out = f.read()
         with open(base + ".err", errors="replace") as f:
             err = f.read()
-        return rc, out, err, time.time() - t0, base
+        return rc, out, err, wall, base
 
     def _common(self, side, sep, ub, b):
         c = self.cfg
@@ -127,10 +132,26 @@ class Runner:
         if magic != 0x6767736E:
             raise RunError("%s hash: %s is not a llama session file" % (side.name, sess))
         # what llama.cpp decided (its verbose log): pipelined or not, graph splits
-        m = re.findall(r"graph splits = (\d+)", err)
+        # v0.4.0: "graph splits = N"; v0.5.0: "sched_reserve: graph: nodes = M, splits = N"
+        m = re.findall(r"graph splits = (\d+)|graph: nodes = \d+, splits = (\d+)", err)
+        m = [a or b for a, b in m]
         info = {"pipeline_parallel": "pipeline parallelism enabled" in err,
                 "graph_splits": int(m[-1]) if m else None, "log": base}
         return ids, info
+
+
+    def load(self, side, tag, ub, b):
+        """The model's load: llama-completion with the side's devices and the
+        hash run's arguments, one token of a short prompt, no warmup; its wall
+        time from start to exit (process start, backends, the weights to every
+        device, the context, one decode).  {'s', 'log'} or raises RunError."""
+        argv = [self.cfg.llama_completion] + self._common(side, ",", ub, b) + [
+            "-p", prompt_text(2, 4), "-n", "1", "-c", str(self.cfg.hash_ctx), "--temp", "0", "--seed", "1",
+            "-no-cnv", "--no-warmup", "-fit", "off"]
+        rc, out, err, wall, base = self._run(side, tag, argv)
+        if rc != 0:
+            raise RunError("%s %s: exit %s (log %s.err):\n%s" % (side.name, tag, rc, base, _tail(err)))
+        return {"s": wall, "log": base}
 
 
 class RunError(Exception):
