@@ -10,12 +10,9 @@ set -u
 cd "$(dirname "$0")/../.."
 . tests/llama/lib.sh
 
-# The sides that exist now.  NEW_SIDES (issue 30) join them once pprpcd has
-# --model-dir and --weights-cache / --weights-cache-mib; until then their ranks
-# exit at start with "unknown option" and the benchmark fails on them.
-SIDES=local,pprpc,rpc
-NEW_SIDES=pprpc-file,pprpc-cache   # TODO(issue 30): SIDES=$SIDES,$NEW_SIDES
-SIDES=${NETBENCH_SIDES:-$SIDES}
+# Every side: local, pprpc pushing the weights, pprpc with rank-side weights
+# (a copy in model-dir; the cache cold, then restarted, then warm), ggml-rpc.
+SIDES=${NETBENCH_SIDES:-local,pprpc,pprpc-file,pprpc-cache,rpc}
 
 skip() { echo "netbench: skipped: $*"; exit 0; }
 [ "$(id -u)" = 0 ] || skip "not root (network namespaces, veth and tc need it)"

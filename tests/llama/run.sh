@@ -13,6 +13,7 @@
 #                    is back), and a start with a rank down
 #   weights.sh       rank-side weights: the model's copy and the cache give the CPU's tokens without sending the
 #                    weights; a differing, truncated, changed, symlinked copy and a bad entry are refused and sent
+#   netbench.sh      the load benchmark over 1 Gbit/s links in network namespaces, short form (tiny model)
 #   amx.sh           the local side on a CPU with AMX (emulated): the scheduler abort of an AMX Xeon, fixed
 #   release.sh       the plugin refuses a ggml of another release; the tools list its devices
 # Each starts its own pprpcd ranks on 127.0.0.1 and stops them.
@@ -26,7 +27,7 @@ if [ "${GGML_ON:-1}" = 0 ]; then
 	exit 0
 fi
 rc=0
-for t in backend-ops backend-ops-gdn archs generate server rank-loss service weights amx release; do
+for t in backend-ops backend-ops-gdn archs generate server rank-loss service weights netbench amx release; do
 	case $t in backend-ops|archs) ;; *)
 		if [ "$mode" = --full ] && [ "${LLAMA_FULL_ONLY:-0}" = 1 ]; then
 			echo "== tests/llama/$t.sh: no full form, ran in make test (LLAMA_FULL_ONLY=1)"
