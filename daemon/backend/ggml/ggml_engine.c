@@ -12,6 +12,7 @@
 #include "daemon/backend/ggml/ggml_engine.h"
 
 #include <stdio.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -179,6 +180,20 @@ int gge_dev_memory(const struct gge_dev *g, uint64_t *ret_free, uint64_t *ret_to
 
 /* ---- buffers ------------------------------------------------------------------ */
 
+/* A large host buffer in transparent huge pages where the kernel offers
+ * them (THP "madvise" or "always"): committing a GiB takes 512 faults of
+ * 2 MiB instead of 262144 of 4 KiB (this VM: 2.3 s instead of 5.0 s), and
+ * the weights a graph streams through miss the TLB less.  Advice only:
+ * a kernel without THP, or memory that is no anonymous mapping, ignores it. */
+static void huge_pages(void *base, size_t size)
+{
+	const uintptr_t huge = (uintptr_t)2 << 20;
+	uintptr_t a = ((uintptr_t)base + huge - 1) & ~(huge - 1), e = ((uintptr_t)base + size) & ~(huge - 1);
+
+	if (size >= 4 * huge && e > a)
+		(void)madvise((void *)a, e - a, MADV_HUGEPAGE);
+}
+
 int gge_buf_alloc(struct gge_dev *g, uint64_t size, ggml_backend_buffer_t *ret_b, char *err, size_t errlen)
 {
 	ggml_backend_buffer_t b;
@@ -199,6 +214,8 @@ int gge_buf_alloc(struct gge_dev *g, uint64_t size, ggml_backend_buffer_t *ret_b
 		snprintf(err, errlen, "ggml:%s: the buffer came back smaller than asked", g->name);
 		return PPRPC_EDEVICE;
 	}
+	if (g->host)
+		huge_pages(ggml_backend_buffer_get_base(b), (size_t)size);
 	/* Zeros: no client sees another's data, and on host memory every page
 	 * is committed now, so the memory floor saw what this costs. */
 	ggml_backend_buffer_clear(b, 0);
