@@ -25,8 +25,8 @@ static int queued(pprpc_client *c, uint16_t type, const ProtobufCMessage *m, con
 	return rpc_send(c, type, FRAME_F_QUEUED, m, bulk, len, NULL);
 }
 
-PPRPC_API int pprpc_tensor_set_async(pprpc_client *c, pprpc_buffer buf, uint64_t offset,
-				     const void *data, uint64_t size)
+int client_set_queued(pprpc_client *c, pprpc_buffer buf, uint64_t offset, const void *data, uint64_t size,
+		      const uint8_t *key)
 {
 	Pprpc__TensorSet req = PPRPC__TENSOR_SET__INIT;
 
@@ -38,7 +38,17 @@ PPRPC_API int pprpc_tensor_set_async(pprpc_client *c, pprpc_buffer buf, uint64_t
 	req.buffer = buf.id;
 	req.offset = offset;
 	req.size = size;
+	if (key) {
+		req.cache_key.data = (uint8_t *)key;
+		req.cache_key.len = 32;
+	}
 	return queued(c, MSG_TENSOR_SET, &req.base, data, size);
+}
+
+PPRPC_API int pprpc_tensor_set_async(pprpc_client *c, pprpc_buffer buf, uint64_t offset,
+				     const void *data, uint64_t size)
+{
+	return client_set_queued(c, buf, offset, data, size, NULL);
 }
 
 PPRPC_API int pprpc_tensor_get_async(pprpc_client *c, pprpc_buffer buf, uint64_t offset, void *data,

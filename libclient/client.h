@@ -108,6 +108,11 @@ int rpc_call(pprpc_client *c, uint16_t type, const ProtobufCMessage *req, const 
 int rpc_call_u64(pprpc_client *c, uint16_t type, const ProtobufCMessage *req,
 		 const ProtobufCMessageDescriptor *rep_desc, size_t off, uint64_t *out);
 
+/* A queued TENSOR_SET (async.c); key (32 bytes, may be NULL): the rank
+ * keeps the bytes in its weights cache under it (pprpc_weights.h). */
+int client_set_queued(pprpc_client *c, pprpc_buffer buf, uint64_t offset, const void *data, uint64_t size,
+		      const uint8_t *key);
+
 /* Connect (sock.c).  The fd is left non-blocking with TCP_NODELAY. */
 int sock_connect(const char *addr, int timeout_ms, int *ret_fd, char *err, size_t errlen);
 

@@ -15,7 +15,6 @@
 
 #include "libclient/client.h"
 #include "pprpc_weights.h"
-#include "proto/frame.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
 #include "util/filesum.h"
@@ -130,20 +129,9 @@ PPRPC_API int pprpc_tensor_fill(pprpc_client *c, pprpc_buffer buf, uint64_t offs
 PPRPC_API int pprpc_tensor_set_cached_async(pprpc_client *c, pprpc_buffer buf, uint64_t offset, const void *data,
 					    uint64_t size, const uint8_t key[32])
 {
-	Pprpc__TensorSet req = PPRPC__TENSOR_SET__INIT;
-
-	if ((size && !data) || !key)
-		return client_fail(c, PPRPC_EINVAL, "tensor_set_cached_async: NULL data or key");
-	if (c->max_bulk && size > c->max_bulk)
-		return client_fail(c, PPRPC_ETOOBIG, "tensor_set of %llu bytes exceeds the daemon's limit %llu",
-				   (unsigned long long)size, (unsigned long long)c->max_bulk);
-	req.buffer = buf.id;
-	req.offset = offset;
-	req.size = size;
-	req.cache_key.data = (uint8_t *)key;
-	req.cache_key.len = 32;
-	c->err[0] = '\0';
-	return rpc_send(c, MSG_TENSOR_SET, FRAME_F_QUEUED, &req.base, data, size, NULL);
+	if (!key)
+		return client_fail(c, PPRPC_EINVAL, "tensor_set_cached_async: NULL key");
+	return client_set_queued(c, buf, offset, data, size, key);
 }
 
 PPRPC_API int pprpc_weights_sources(const pprpc_client *c)
