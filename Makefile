@@ -422,6 +422,7 @@ $(LLAMA_LOGITS): $(O)/bench/llama-vs-rpc/llama-logits.o
 		-lllama-common -lllama -lggml -lggml-base -ldl \
 		-Wl,--enable-new-dtags -Wl,-rpath,$(abspath $(GGML_LIB_DIR))
 all: $(LLAMA_LOGITS)
+LLAMA_TEST_DEPS += $(LLAMA_LOGITS)
 endif
 endif
 ifneq ($(SANITIZE),)

@@ -54,6 +54,8 @@ class LogitsFile:
             raise
 
     def row(self, i):
+        if not 0 <= i < self.n_pos:
+            raise LogitsError("%s: no row %d (it has %d)" % (self.path, i, self.n_pos))
         self.f.seek(self.rows_at + 4 * self.n_vocab * i)
         r = array.array("f")
         r.frombytes(self.f.read(4 * self.n_vocab))
