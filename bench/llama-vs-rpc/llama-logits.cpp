@@ -69,11 +69,12 @@ struct opts {
 
 void usage_extra(int, char **)
 {
-	fprintf(stderr, "\n%s: teacher-forced logits of every position (bench/llama-vs-rpc/llama-logits.cpp)\n"
-			"  --tokens FILE       token ids to decode (decimal, white space or commas between)\n"
-			"  -p TEXT / -f FILE   or a text, tokenized by the model's vocabulary\n"
-			"  --logits-out FILE   where the ids and every position's logits (float32) go\n",
-		PROG);
+	// stdout, after llama.cpp's usage text (printed there)
+	printf("\n%s: teacher-forced logits of every position (bench/llama-vs-rpc/llama-logits.cpp)\n"
+	       "  --tokens FILE       token ids to decode (decimal, white space or commas between)\n"
+	       "  -p TEXT / -f FILE   or a text, tokenized by the model's vocabulary\n"
+	       "  --logits-out FILE   where the ids and every position's logits (float32) go\n",
+	       PROG);
 }
 
 /* Takes this tool's own options out of argv (common_params_parse refuses

@@ -128,4 +128,5 @@ refuse 2 "llama-logits: error: token 2 is 99999, the vocabulary has 8192" \
 	"${args[@]}" -dev none --tokens "$TMP_ROOT/big.txt" --logits-out "$TMP_ROOT/x.bin"
 refuse 2 "llama-logits: error: --logits-out FILE is required" "${args[@]}" -p "$prompt"
 refuse 2 'error while handling argument "-ngl"' "${args[@]}" -ngl many -p "$prompt" --logits-out "$TMP_ROOT/x.bin"
+grep -q "llama-logits: error: bad arguments" "$TMP_ROOT/refuse.log" || fail "a bad argument: no closing line of the tool's own"
 echo "logits: passed in $(python3 -c "import sys; print('%.0f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$t0" "$(date +%s.%N)") s ($n positions: pprpc on two ranks = local bit for bit, --tokens = -p; -ub 5 within rounding; an altered position found; refusals clear)"
