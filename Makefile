@@ -400,6 +400,31 @@ $(T)/gguf-add-vocab: $(O)/tests/llama/gguf-add-vocab.o
 else
 LLAMA_TEST_DEPS :=
 endif
+
+# llama-logits (bench/llama-vs-rpc/llama-logits.cpp): teacher-forced logits
+# for the benchmark's comparison against local.  C++ against llama.cpp's
+# libllama-common (built with llama-completion), so it takes llama-completion's
+# arguments as they are.  RUNPATH, not RPATH (--enable-new-dtags, also the
+# linker's default here): LD_LIBRARY_PATH comes first, and points it at
+# another build of the same release (the GPU machine's CUDA build), whose
+# libggml's folder holds the backend modules the tool loads.
+ifeq ($(GGML_ON),1)
+ifneq ($(wildcard $(GGML_LIB_DIR)/libllama-common.so),)
+LLAMA_LOGITS := $(B)/llama-logits
+$(O)/bench/llama-vs-rpc/llama-logits.o: bench/llama-vs-rpc/llama-logits.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Wno-unused-parameter -MMD -MP -I. -DGGML_SHARED -DLLAMA_SHARED \
+		$(GGML_INC) -isystem $(LLAMA_DIR)/include -isystem $(LLAMA_DIR)/common \
+		$(if $(SANITIZE),-fsanitize=$(SANITIZE)) -c $< -o $@
+$(LLAMA_LOGITS): $(O)/bench/llama-vs-rpc/llama-logits.o
+	@mkdir -p $(B)
+	$(CXX) $(LDFLAGS) $(if $(SANITIZE),-fsanitize=$(SANITIZE)) -o $@ $< -L$(GGML_LIB_DIR) \
+		-lllama-common -lllama -lggml -lggml-base -ldl \
+		-Wl,--enable-new-dtags -Wl,-rpath,$(abspath $(GGML_LIB_DIR))
+all: $(LLAMA_LOGITS)
+LLAMA_TEST_DEPS += $(LLAMA_LOGITS)
+endif
+endif
 ifneq ($(SANITIZE),)
 # A sanitized plugin cannot load into llama.cpp's unsanitized tools (the
 # sanitizer runtime must come first in the process), but their graphs can

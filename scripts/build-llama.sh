@@ -37,9 +37,11 @@ elif [ "${LLAMA_SANITIZE:-0}" = 1 ]; then BUILD=${2:-$SRC/build-asan}
 else BUILD=${2:-$SRC/build-cpu}; fi
 JOBS=${JOBS:-$(nproc)}
 # `ggml` depends on every backend module of a GGML_BACKEND_DL build (the CPU
-# variants, ggml-rpc, ggml-cuda).
+# variants, ggml-rpc, ggml-cuda).  llama-common (libllama-common.so, which
+# llama-completion links too) is named for pprpc's llama-logits
+# (bench/llama-vs-rpc/llama-logits.cpp), which links it.
 TOOLS="test-backend-ops test-llama-archs llama-bench llama-simple llama-completion llama-quantize llama-imatrix llama-fit-params ggml-rpc-server llama-server"
-TARGETS=${LLAMA_TARGETS:-"ggml llama $TOOLS"}
+TARGETS=${LLAMA_TARGETS:-"ggml llama llama-common $TOOLS"}
 [ "${LLAMA_SANITIZE:-0}" = 1 ] && TARGETS=${LLAMA_TARGETS:-ggml}
 
 [ -d "$SRC" ] || scripts/fetch-llama.sh "$SRC"
@@ -102,7 +104,7 @@ if ! ninja -C "$BUILD" -j "$JOBS" $TARGETS >"$log" 2>&1; then
 	exit 1
 fi
 for t in $TARGETS; do
-	case $t in ggml*|llama) continue ;; esac # libraries
+	case $t in ggml*|llama|llama-common) continue ;; esac # libraries
 	[ -x "$BUILD/bin/$t" ] || { echo "build-llama: $BUILD/bin/$t missing after the build" >&2; exit 1; }
 done
 ls "$BUILD"/bin/libggml-cpu*.so >/dev/null 2>&1 || { echo "build-llama: no CPU backend in $BUILD/bin" >&2; exit 1; }

@@ -17,7 +17,10 @@ hash) through each, plus a local run on one device, in paired rounds of
 alternating order.  Reports prompt tok/s per size, TTFT, decode tok/s, token
 hashes (must be equal everywhere), rank memory, errors, graph creates vs runs
 and stage boundaries (pprpc STATS), and pprpc/rpc as a paired geometric-mean
-ratio with a bootstrap 95% interval; then an ubatch sweep that skips any ubatch
+ratio with a bootstrap 95% interval; every side's teacher-forced logits of
+the hash prompt + the local side's greedy tokens against the local side's
+(llama-logits: NMSE, top-1 agreement, first divergence, max |diff|; on GPUs,
+where greedy tokens may part ways, the measure that still compares); then an ubatch sweep that skips any ubatch
 llama.cpp estimates would leave less than --margin-mib free on a rank (checked
 before allocating).  Exit 0 when every run succeeded and every hash matched,
 1 otherwise, 2 for bad usage.
@@ -60,6 +63,11 @@ def parse(argv=None):
     ap.add_argument("--sweep-rounds", type=int, default=2, help="paired rounds per sweep ubatch (default 2)")
     ap.add_argument("--cpu-reference", choices=("on", "off"), default=None,
                     help="with a GPU device: also hash a local CPU run, as information (default on)")
+    ap.add_argument("--no-logits", action="store_true",
+                    help="skip the teacher-forced logits of every side against the local side's "
+                         "(on by default when --sides has local; never with --load-only)")
+    ap.add_argument("--llama-logits", default=None,
+                    help="the llama-logits tool (default: PPRPC_BUILD/bin/llama-logits, else this tree's build/bin)")
     ap.add_argument("--no-boundary-probe", action="store_true",
                     help="skip the decode run on rank 0 alone (the per-boundary cost: N ranks vs one)")
     ap.add_argument("--margin-mib", type=int, default=1536, help="skip a configuration leaving less free on a rank (default 1536)")
@@ -129,6 +137,12 @@ class Config:
         pb = os.path.abspath(a.pprpc_build)
         self.pprpcd, self.pprpcctl = os.path.join(pb, "bin/pprpcd"), os.path.join(pb, "bin/pprpcctl")
         self.plugin = os.path.join(pb, "lib/libggml-pprpc.so")
+        # llama-logits is built with pprpc (make, when the pinned llama.cpp is
+        # there); a --pprpc-build without it (another tree's daemon and plugin)
+        # falls back to this tree's own build
+        self.llama_logits = a.llama_logits or next(
+            (p for p in (os.path.join(pb, "bin/llama-logits"), os.path.join(ROOT, "build/bin/llama-logits"))
+             if os.access(p, os.X_OK)), os.path.join(pb, "bin/llama-logits"))
         self.sides = [s.strip() for s in a.sides.split(",") if s.strip()]
         for s in self.sides:
             if s not in SIDES:
@@ -141,6 +155,11 @@ class Config:
             if a.svg:
                 raise ValueError("--svg is not available with --net (its proxies run in the root namespace)")
         self.load_only = a.load_only
+        # teacher-forced logits against local: the local side is the reference,
+        # and --load-only measures loads (one token hash per side), nothing more
+        self.logits_skip = ("--no-logits" if a.no_logits else "--load-only" if a.load_only else
+                            "no local side in --sides (the reference)" if "local" not in self.sides else None)
+        self.logits = self.logits_skip is None
         self.load_times = a.load_times or a.load_only or bool(a.net)
         # set by the benchmark when it runs: the command prefix of client-side
         # tools (ip netns exec NS with --net) and the ranks' shared key
@@ -178,6 +197,8 @@ class Config:
             need.append(self.rpc_server)
         if "pprpc" in kinds:
             need += [self.pprpcd, self.pprpcctl, self.plugin]
+        if self.logits:
+            need.append(self.llama_logits)
         return [p for p in need if not os.path.exists(p)]
 
 

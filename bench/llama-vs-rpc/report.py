@@ -110,6 +110,7 @@ def summarize(cfg, res):
             "%s %s" % (s, "/".join(v["hashes"])) for s, v in S["sides"].items()))
     if res.get("cpu_reference"):
         S["cpu_reference_match"] = res["cpu_reference"].get("hash") in hashes and len(hashes) == 1
+    S["logits"] = _logits_summary(res.get("logits"), S["problems"])
 
     for ent in res.get("sweep", []):
         row = {"ubatch": ent["ubatch"], "skipped": ent.get("skipped")}
@@ -150,6 +151,38 @@ def summarize(cfg, res):
                              "ci95": [m[1], m[2]], "met": (0 <= m[0] <= 40.0) if m[0] >= 0 else None,
                              "lower_is_better": True})
     return S
+
+
+# the figures of a side's teacher-forced logits against local (logits.compare), in the summary
+LOGITS_KEYS = ("nmse", "nmse_max", "nmse_max_at", "top1", "top1_agree", "first_divergence", "max_abs",
+               "bit_identical", "nonfinite", "positions")
+# sides compared as information, not held to anything (the CPU next to a GPU run)
+LOGITS_INFO = ("local-cpu",)
+
+
+def _logits_summary(L, problems):
+    """res['logits'] without the per-position lists; a side whose run failed or gave
+    NaN/inf where local did not is a problem of the run."""
+    if not L or not L.get("run"):
+        return {"run": False, "reason": (L or {}).get("reason", "not run")}
+    out = {"run": True, "reference": L["reference"], "tokens": L["tokens"], "n_prompt": L["n_prompt"],
+           "positions": L["count"], "sides": {}}
+    if L.get("reason"):
+        out["reason"] = L["reason"]
+    for s, r in L["sides"].items():
+        d = {k: r[k] for k in LOGITS_KEYS if k in r}
+        d["errors"] = r["errors"]
+        for k in ("greedy_agree", "greedy_first_divergence"):
+            if k in r:
+                d[k] = r[k]
+        out["sides"][s] = d
+        if s in LOGITS_INFO:
+            continue
+        for e in r["errors"]:
+            problems.append("%s logits: %s" % (s, e))
+        if r.get("nonfinite"):
+            problems.append("%s logits: %d NaN/inf values where local's are finite" % (s, r["nonfinite"]))
+    return out
 
 
 # load-time ratios A/B (time: < 1 means A loads faster), where both sides ran
@@ -327,6 +360,7 @@ def print_table(cfg, res, S, out=None):
     w("llama.cpp's scheduler: " + "; ".join("%s %s, %s graph splits" % (
         s, "/".join("pipelined" if p else "not pipelined" for p in v["pipeline_parallel"]) or "?",
         "/".join(str(n) for n in v["graph_splits"]) or "?") for s, v in S["sides"].items()) + "\n")
+    _print_logits(S, w)
     if S["ratios"]:
         w("\n%-12s %28s %28s\n" % ("paired", "prompt (all sizes)", "decode"))
         for k, v in S["ratios"].items():
@@ -404,6 +438,62 @@ def print_table(cfg, res, S, out=None):
     _print_end(cfg, res, S, w)
 
 
+def _g(x):
+    return "-" if x is None else "0" if x == 0 else "%.3g" % x
+
+
+def _print_logits(S, w):
+    L = S.get("logits") or {}
+    if not L.get("run"):
+        if L.get("reason"):
+            w("\nteacher-forced logits: not run: %s\n" % L["reason"])
+        return
+    n = L["positions"]
+    w("\nteacher-forced logits against %s: the hash prompt (%d tokens) + %s's %d greedy tokens, decoded "
+      "as one sequence on every side; the %d positions that chose those tokens\n" % (
+          L["reference"], L["n_prompt"], L["reference"], n, n))
+    w("%-12s %10s %10s %8s %8s %12s  %s\n" % ("side", "NMSE", "NMSE max", "top-1", "1st diff", "max |diff|", ""))
+    for s, d in L["sides"].items():
+        if d["errors"]:
+            w("%-12s failed: %s\n" % (s, d["errors"][0].splitlines()[0]))
+            continue
+        if s == L["reference"]:
+            g = d.get("greedy_agree")
+            w("%-12s %10s %10s %8s %8s %12s  (reference; its own argmax = its greedy token at %s/%d positions%s)\n" % (
+                s, "-", "-", "-", "-", "-", "?" if g is None else g, n,
+                "" if d.get("greedy_first_divergence") is None else ", first differs at %d" % d["greedy_first_divergence"]))
+            continue
+        fd = d.get("first_divergence")
+        note = "bit-identical" if d.get("bit_identical") else ""
+        if d.get("nonfinite"):
+            note = "%d NaN/inf logits" % d["nonfinite"]
+        if s in LOGITS_INFO:
+            note = (note + " " if note else "") + "(information: this host's CPU)"
+        w("%-12s %10s %10s %8s %8s %12s  %s\n" % (
+            s, _g(d.get("nmse")), _g(d.get("nmse_max")), "%d/%d" % (d["top1_agree"], n),
+            "none" if fd is None else str(fd), _g(d.get("max_abs")), note))
+    w("(NMSE = sum (side - local)^2 / sum local^2 over those positions' logits, NMSE max = the worst position's; "
+      "top-1 = positions whose argmax is local's; 1st diff = the first such position that differs (0 = the first "
+      "generated token); max |diff| = the largest difference of any logit)\n")
+
+
+def _logits_line(S):
+    L = S.get("logits") or {}
+    if not L.get("run"):
+        return None
+    parts = []
+    for s, d in L["sides"].items():
+        if s == L["reference"]:
+            continue
+        if d["errors"]:
+            parts.append("%s failed" % s)
+        elif d.get("bit_identical"):
+            parts.append("%s bit-identical" % s)
+        else:
+            parts.append("%s NMSE %s, top-1 %d/%d" % (s, _g(d.get("nmse")), d["top1_agree"], d["positions"]))
+    return "logits against %s: %s" % (L["reference"], "; ".join(parts) or "no other side")
+
+
 def _print_end(cfg, res, S, w):
     c = res["config"]
     w("\ntoken hash: %s\n" % (("equal on every side and round (%s)" % S["hash"]) if S["hash_match"] else
@@ -411,6 +501,8 @@ def _print_end(cfg, res, S, w):
                                                                  for s, v in S["sides"].items())))
     if "cpu_reference_match" in S:
         w("local CPU reference hash: %s\n" % ("equal" if S["cpu_reference_match"] else "different"))
+    if _logits_line(S):
+        w(_logits_line(S) + "\n")
     if S["problems"]:
         w("\nproblems:\n" + "".join("  %s\n" % p.replace("\n", "\n  ") for p in S["problems"]))
     w("\nlogs: %s\n%s\n" % (c["logdir"], "OK" if S["ok"] else "FAILED"))

@@ -4,6 +4,8 @@
   bench-tg    llama-bench -p 0 -n G            decode tok/s
   hash        llama-completion, greedy         the generated token ids
   load        llama-completion -n 1 --no-warmup  its wall time: the model's load
+  logits      llama-logits --tokens T          every position's logits of the local side's
+                                               greedy sequence (teacher-forced), to a file
 
 A side is pprpc (the plugin, GGML_BACKEND_PATH + PPRPC_RANKS, devices
 PPRPC0..), rpc (--rpc, devices RPC0..) or local (this process on one device).
@@ -139,6 +141,17 @@ class Runner:
                 "graph_splits": int(m[-1]) if m else None, "log": base}
         return ids, info
 
+    def logits(self, side, tokens_file, out, ub, b):
+        """llama-logits (bench/llama-vs-rpc/llama-logits.cpp): the ids of tokens_file decoded
+        teacher-forced with the hash run's arguments, every position's logits to out.
+        {'s', 'log'} or raises RunError."""
+        argv = [self.cfg.llama_logits] + self._common(side, ",", ub, b) + [
+            "-c", str(self.cfg.hash_ctx), "-fit", "off", "--no-warmup", "--tokens", tokens_file,
+            "--logits-out", out]
+        rc, _, err, wall, base = self._run(side, "logits", argv)
+        if rc != 0:
+            raise RunError("%s logits: exit %s (log %s.err):\n%s" % (side.name, rc, base, _tail(err)))
+        return {"s": wall, "log": base}
 
     def load(self, side, tag, ub, b):
         """The model's load: llama-completion with the side's devices and the

@@ -6,6 +6,8 @@
 #                    (--ggml-native-gdn on, then auto): every case, and the counters
 #   archs.sh         test-llama-archs with two ranks (a fixed list of architectures; --full: all)
 #   generate.sh      greedy generation with llama-completion over two ranks = the CPU's tokens
+#   logits.sh        llama-logits (the benchmark's teacher-forced logits) over two ranks = the CPU's,
+#                    bit for bit, and its refusals (~17 s here)
 #   server.sh        llama-server over two ranks, HTTP /completion plain and streamed = the CPU server's
 #   rank-loss.sh     a rank killed during generation: clear error within a bound, the other serves on
 #   service.sh       llama-server as a service under four streams: kill -9, SIGTERM, SIGSTOP of a rank
@@ -27,7 +29,7 @@ if [ "${GGML_ON:-1}" = 0 ]; then
 	exit 0
 fi
 rc=0
-for t in backend-ops backend-ops-gdn archs generate server rank-loss service weights netbench amx release; do
+for t in backend-ops backend-ops-gdn archs generate logits server rank-loss service weights netbench amx release; do
 	case $t in backend-ops|archs) ;; *)
 		if [ "$mode" = --full ] && [ "${LLAMA_FULL_ONLY:-0}" = 1 ]; then
 			echo "== tests/llama/$t.sh: no full form, ran in make test (LLAMA_FULL_ONLY=1)"
