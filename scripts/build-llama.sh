@@ -40,7 +40,7 @@ JOBS=${JOBS:-$(nproc)}
 # variants, ggml-rpc, ggml-cuda).  llama-common (libllama-common.so, which
 # llama-completion links too) is named for pprpc's llama-logits
 # (bench/llama-vs-rpc/llama-logits.cpp), which links it.
-TOOLS="test-backend-ops test-llama-archs llama-bench llama-simple llama-completion llama-quantize llama-imatrix llama-fit-params ggml-rpc-server llama-server"
+TOOLS="test-backend-ops test-llama-archs llama-bench llama-simple llama-completion llama-eval-callback llama-quantize llama-imatrix llama-fit-params ggml-rpc-server llama-server"
 TARGETS=${LLAMA_TARGETS:-"ggml llama llama-common $TOOLS"}
 [ "${LLAMA_SANITIZE:-0}" = 1 ] && TARGETS=${LLAMA_TARGETS:-ggml}
 
