@@ -83,6 +83,23 @@ int reply_send_part_impl(struct conn *c, uint16_t type, uint64_t req_id, int mor
 	return send_frame(c, type, more ? FRAME_F_MORE : 0, req_id, m, bulk, bulk_len, done, arg);
 }
 
+/* A refused request is counted (STATS request_errors, the connection's
+ * close line) and said at the default level, so that a counter never rises
+ * without a line naming what was refused; a client that keeps sending bad
+ * requests gets its first REPLY_ERRORS_LOGGED said, the rest at debug
+ * level only (a hostile peer must not fill the journal). */
+#define REPLY_ERRORS_LOGGED 8
+static void count_error(struct conn *c, uint16_t type, uint64_t req_id, int code, const char *msg)
+{
+	int level = c->errors < REPLY_ERRORS_LOGGED ? LOG_INFO_ : LOG_DEBUG_;
+
+	c->errors++;
+	c->d->stats.request_errors++;
+	LOG(c->d, level, "conn %llu: %s #%llu refused (%d): %s%s", (unsigned long long)c->id, msg_type_name(type),
+	    (unsigned long long)req_id, code, msg && *msg ? msg : "error",
+	    c->errors == REPLY_ERRORS_LOGGED ? " (further refusals on this connection at debug level)" : "");
+}
+
 void reply_error_impl(struct conn *c, uint16_t type, uint64_t req_id, int code, const char *msg)
 {
 	Pprpc__ErrorReply e = PPRPC__ERROR_REPLY__INIT;
@@ -91,17 +108,13 @@ void reply_error_impl(struct conn *c, uint16_t type, uint64_t req_id, int code, 
 	e.message = (char *)(msg && *msg ? msg : "error");
 	e.command = req_id;
 	e.command_type = type;
-	c->errors++;
-	c->d->stats.request_errors++;
-	LOG(c->d, LOG_DEBUG_, "conn %llu: %s #%llu failed (%d): %s", (unsigned long long)c->id,
-	    msg_type_name(type), (unsigned long long)req_id, code, e.message);
+	count_error(c, type, req_id, code, e.message);
 	send_frame(c, type, FRAME_F_ERROR, req_id, &e.base, NULL, 0, NULL, NULL);
 }
 
 void reply_error_msg_impl(struct conn *c, uint16_t type, uint64_t req_id, const Pprpc__ErrorReply *e)
 {
-	c->errors++;
-	c->d->stats.request_errors++;
+	count_error(c, type, req_id, e->code, e->message);
 	send_frame(c, type, FRAME_F_ERROR, req_id, &e->base, NULL, 0, NULL, NULL);
 }
 
