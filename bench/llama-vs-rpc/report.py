@@ -24,6 +24,25 @@ def _side_summary(cfg, res, s):
     out["errors"] = [e for x in rs for e in x["errors"]]
     out["pipeline_parallel"] = sorted(set(x["pipeline_parallel"] for x in rs if "pipeline_parallel" in x))
     out["graph_splits"] = sorted(set(x["graph_splits"] for x in rs if x.get("graph_splits") is not None))
+    # what llama.cpp's own log says of its scheduler, per kind of run (workload.scheduler)
+    out["sched"] = {}
+    for x in rs:
+        for kind, v in (x.get("sched") or {}).items():
+            if not v:
+                continue
+            d = out["sched"].setdefault(kind, {"pipelined": set(), "copies": set(), "splits": set(), "dropped": 0,
+                                               "runs": 0})
+            d["runs"] += 1
+            d["pipelined"].add(v.get("pipeline_parallel"))
+            d["copies"].update(v.get("sched_copies") or [])
+            if v.get("graph_splits") is not None:
+                d["splits"].add(v["graph_splits"])
+            d["dropped"] += v.get("pipeline_dropped") or 0
+            if v.get("layers"):
+                d["layers"] = v["layers"]
+    for d in out["sched"].values():
+        for k in ("pipelined", "copies", "splits"):
+            d[k] = sorted(d[k], key=lambda v: (v is None, v))
     # ranks: lowest free memory of their device and their own peak, over every round
     rk = {}
     for x in rs:
@@ -296,6 +315,33 @@ def _print_load(cfg, res, S, w):
         w("(A/B of the load times, < 1: A loads faster; geometric mean of the per-round ratios [bootstrap 95%])\n")
 
 
+def sched_text(d):
+    """One side's scheduler over one kind of run, as llama.cpp's log said it."""
+    p = d["pipelined"]
+    if p == [True]:
+        what = "pipelined"
+    elif p == [False]:
+        what = "not pipelined"
+    elif p == [None]:
+        what = "not in the log"
+    else:
+        what = "pipelined in %s" % "/".join({True: "some", False: "not all", None: "?"}[x] for x in p)
+    return "%s, sched copies %s, %s graph splits%s%s" % (
+        what, "/".join(str(n) for n in d["copies"]) or "?", "/".join(str(n) for n in d["splits"]) or "?",
+        ", fell back %d time%s (compute buffers did not fit)" % (d["dropped"], "" if d["dropped"] == 1 else "s")
+        if d["dropped"] else "",
+        "; layers %s" % " ".join("%s %d" % kv for kv in d["layers"].items()) if d.get("layers") else "")
+
+
+def _print_sched(w, S):
+    w("pipelining, from llama.cpp's own log of each context it created (\"pipeline parallelism enabled\", "
+      "\"sched copies = N\"; prompt runs: llama-bench -v, hash runs: llama-completion -v):\n")
+    for s, v in S["sides"].items():
+        for kind, label in (("pp", "prompt runs"), ("hash", "hash runs")):
+            if kind in v.get("sched", {}):
+                w("  %-12s %-12s %s\n" % (s, label, sched_text(v["sched"][kind])))
+
+
 def print_table(cfg, res, S, out=None):
     import sys
     sys.stderr.flush()
@@ -307,6 +353,17 @@ def print_table(cfg, res, S, out=None):
         "/".join("%g" % x for x in c["split"]), c["ubatch"], c["batch"], c["rounds"]))
     if c.get("env"):
         w("environment: %s\n" % " ".join("%s=%s" % kv for kv in sorted(c["env"].items())))
+    h = c.get("head")
+    if h and h["how"] == "-dev":
+        w("head (--head): %s, the client's own device, is the first stage of the remote sides, then their ranks; "
+          "split %s (head first)\n" % (h["device"], "/".join("%g" % x for x in c["split"])))
+    elif h:
+        w("head (--head): the client's CPU keeps the first %d of the model's %d layers + the output layer (%s: "
+          "the CPU has no -dev name), the ranks share the rest %s; llama.cpp pipelines only a model with every "
+          "layer offloaded (llama-context.cpp), so these sides are not pipelined\n" % (
+              h["layers"], h["n_layer"], h["how"], "/".join("%g" % x for x in c["split"][1:])))
+    for s, a in (c.get("side_args") or {}).items():
+        w("  %-12s %s\n" % (s, " ".join(a)))
     _print_net(w, res)
     _print_load(cfg, res, S, w)
     if cfg.load_only:
@@ -324,9 +381,7 @@ def print_table(cfg, res, S, out=None):
                                         "/".join(v["hashes"]) or "-", len(v["errors"]), v["runs"]))
     w("(medians over the rounds; TTFT = llama-bench's timed prompt run of %d tokens, to the last token's logits)\n"
       % max(cfg.prompts))
-    w("llama.cpp's scheduler: " + "; ".join("%s %s, %s graph splits" % (
-        s, "/".join("pipelined" if p else "not pipelined" for p in v["pipeline_parallel"]) or "?",
-        "/".join(str(n) for n in v["graph_splits"]) or "?") for s, v in S["sides"].items()) + "\n")
+    _print_sched(w, S)
     if S["ratios"]:
         w("\n%-12s %28s %28s\n" % ("paired", "prompt (all sizes)", "decode"))
         for k, v in S["ratios"].items():
@@ -376,8 +431,9 @@ def print_table(cfg, res, S, out=None):
     if bp.get("reason"):
         w("\nboundary probe not run: %s\n" % bp["reason"])
     if ba:
-        w("\ndecode cost of a stage boundary (decode ms/token through %d ranks minus through rank 0 alone, "
-          "per boundary; mean [bootstrap 95%%] over the rounds):\n" % cfg.n)
+        w("\ndecode cost of a stage boundary (decode ms/token through %s%d ranks minus through %srank 0 alone, "
+          "per boundary; mean [bootstrap 95%%] over the rounds):\n" % (
+              "the head + " if cfg.head else "", cfg.n, "the head (same share) + " if cfg.head else ""))
         for s, d in ba.items():
             m = d["us_per_boundary_per_token"]
             w("  %-6s %9.1f us [%.1f, %.1f]   (one rank: %.3f ms/token)\n" % (s, m[0], m[1], m[2],
