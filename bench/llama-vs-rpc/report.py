@@ -430,16 +430,17 @@ def _print_stats(res, S, w):
             w("(stage boundaries, all in the run part: prefill = the llama-bench prompt runs incl. warmup, decode = "
               "the decode runs; a transfer's time runs from the SEND's (RECV's) arrival at the daemon to its last "
               "byte, so it includes waiting for the stage's compute)\n")
-        w("\n%-8s %4s %-18s %10s %10s %10s %12s %10s\n" % ("phase", "rank", "command", "load execs", "load ms",
-                                                           "run execs", "run mean us", "run ms"))
+        w("\n%-8s %4s %-18s %10s %10s %10s %12s %10s\n" % (
+            ("phase", "rank", "command", "load execs", "load ms", "run execs", "run mean us", "run ms") if split else
+            ("phase", "rank", "command", "", "", "execs", "mean us", "total ms")))
         for k, P in ph.items():
             for e in P["exec"]:
                 if e["ns"] < 1e6:  # under a millisecond in all: noise here
                     continue
                 rn, rns = e["execs"] - e["load_execs"], e["ns"] - e["load_ns"]
                 w("%-8s %4d %-18s %10s %10s %10d %12s %10.1f\n" % (
-                    PHASE_NAMES[k], e["rank"], e["type"], e["load_execs"] if split else "-",
-                    "%.1f" % (e["load_ns"] / 1e6) if split else "-", rn, "%.1f" % (rns / 1e3 / rn) if rn else "-",
+                    PHASE_NAMES[k], e["rank"], e["type"], e["load_execs"] if split else "",
+                    "%.1f" % (e["load_ns"] / 1e6) if split else "", rn, "%.1f" % (rns / 1e3 / rn) if rn else "-",
                     rns / 1e6))
         w("(where each rank's device queue spent its time, STATS exec_times deltas, commands over a millisecond "
           "in all: on a ggml device a command's whole execution; load: commands a loading connection sent; the rest "
