@@ -99,12 +99,24 @@ struct pprpcd_opts {
 	int log_level;
 };
 
+/* Clients' requests of one message type in one phase (conn.c: a client
+ * connection loads until its first graph or boundary request, then runs), and the
+ * tensor bytes they named (dispatch.h: handler.bytes).  STATS
+ * request_counts. */
+enum { PPRPCD_PHASE_LOAD, PPRPCD_PHASE_RUN, PPRPCD_PHASES };
+#define PPRPCD_REQ_TYPES 32  /* >= MSG_TYPE_COUNT (conn.c asserts it) */
+struct pprpcd_req_count {
+	uint64_t requests;
+	uint64_t bytes;
+};
+
 struct pprpcd_stats {
 	uint64_t connections_total;
 	uint64_t protocol_errors;
 	uint64_t requests;
 	uint64_t request_errors;
 	uint64_t fills, fills_failed;  /* TENSOR_FILL (h_fill.c) */
+	struct pprpcd_req_count by_type[PPRPCD_PHASES][PPRPCD_REQ_TYPES];
 };
 
 /* What a part keeps per connection (transfers it serves, waits held on a

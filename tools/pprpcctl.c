@@ -138,9 +138,32 @@ static void exec_text(const pprpc_stats *s, unsigned long long dev)
 			continue;
 		printf("%s%s %llu x %.1f us", shown == 0 ? "           exec time: " : shown % 4 ? ", " : ",\n                      ",
 		       S(e, i, "type"), n, U(e, i, "ns") / 1000.0 / n);
+		if (U(e, i, "load_execs"))
+			printf(" (%llu loading)", U(e, i, "load_execs"));
 		shown++;
 	}
 	if (shown)
+		printf("\n");
+}
+
+/* Clients' requests by type: while their connection loaded (before its
+ * first graph or boundary request) | after, with the tensor bytes named. */
+static void requests_text(const pprpc_stats *s)
+{
+	const char *k = "request_counts";
+
+	for (int i = 0; i < pprpc_stats_count(s, k); i++) {
+		unsigned long long lb = U(k, i, "load_bytes"), rb = U(k, i, "run_bytes");
+
+		printf("%s%s %llu", i == 0 ? "client requests, loading | running: " : i % 4 ? ", " : ",\n    ",
+		       S(k, i, "type"), U(k, i, "load_requests"));
+		if (lb)
+			printf(" (%.1f MiB)", lb / MIB);
+		printf(" | %llu", U(k, i, "run_requests"));
+		if (rb)
+			printf(" (%.1f MiB)", rb / MIB);
+	}
+	if (pprpc_stats_count(s, k))
 		printf("\n");
 }
 
@@ -209,6 +232,7 @@ static void stats_text(const pprpc_stats *s, const char *rank)
 		       U(k, i, "frames_out"));
 		transport_text(s, k, i);
 	}
+	requests_text(s);
 	weights_text(s);
 	printf("rdma: %s\n", S(NULL, 0, "rdma_status")[0] ? S(NULL, 0, "rdma_status") : "-");
 	printf("staging ring: %.1f of %.1f MiB in use\n", U(NULL, 0, "staging_used") / MIB,

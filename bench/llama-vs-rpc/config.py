@@ -3,6 +3,7 @@
 import argparse
 import os
 import shutil
+import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -48,7 +49,12 @@ def parse(argv=None):
     ap.add_argument("--threads", type=int, default=1, help="CPU threads per rank (default 1)")
     ap.add_argument("--client-threads", type=int, default=1, help="llama.cpp threads in the client process (default 1)")
     ap.add_argument("--local-threads", type=int, help="threads of the local run (default: --threads on the CPU, --client-threads on a GPU)")
-    ap.add_argument("--split", help="layer split, e.g. 1,1 (default even)")
+    ap.add_argument("--split", help="layer split, e.g. 1,1 (default even); with --head N+1 values, the head's first")
+    ap.add_argument("--head", action="store_true",
+                    help="the head's own device as the first stage of the pprpc and rpc sides: -dev CUDAn/PPRPC0/.. "
+                         "and CUDAn/RPC0/.., the layers split over N+1 devices (local stays all-local).  On the CPU, "
+                         "which has no -dev name, the head's share stays on the client's CPU through -ngl "
+                         "(llama.cpp then does not pipeline: doc/llama-vs-rpc.md)")
     ap.add_argument("--prompts", default=None, help="prompt sizes (default 2048,4096,8192 on a GPU, 128,256,512 on the CPU)")
     ap.add_argument("--gen", type=int, default=None, help="decoded tokens per decode run (default 128 GPU, 32 CPU)")
     ap.add_argument("--hash-tokens", type=int, default=32, help="greedy tokens for the token hash (default 32)")
@@ -122,6 +128,9 @@ class Device:
             raise ValueError("--device: cpu or cudaN, not %r" % spec)
         self.gpu = self.gpu_index is not None
         self.spec = s
+        # the head's own device under --head: its -dev name (None on the CPU:
+        # llama.cpp gives the CPU no -dev name, the head keeps layers by -ngl)
+        self.head = self.local[0] if self.gpu else None
 
 
 class Config:
@@ -168,9 +177,27 @@ class Config:
         self.n = a.ranks
         if self.n < 1:
             raise ValueError("--ranks must be >= 1")
-        self.split = [float(x) for x in a.split.split(",")] if a.split else [1.0] * self.n
-        if len(self.split) != self.n:
-            raise ValueError("--split needs %d values" % self.n)
+        # --head: the client's own device is the first stage of the remote sides
+        self.head = a.head
+        nsplit = self.n + 1 if self.head else self.n
+        self.split = [float(x) for x in a.split.split(",")] if a.split else [1.0] * nsplit
+        if len(self.split) != nsplit or any(x < 0 for x in self.split) or sum(self.split) <= 0:
+            raise ValueError("--split needs %d values >= 0%s" % (nsplit, " (the head's first)" if self.head else ""))
+        # On the CPU the head has no -dev name: its share stays on the CPU through
+        # -ngl, which needs the model's layer count (head_layers: what it keeps)
+        self.n_layer = None
+        self.head_layers = None
+        if self.head and not gpu:
+            import gguf_meta
+            try:
+                self.n_layer = gguf_meta.n_layer(a.model)
+            except (OSError, gguf_meta.GGUFError) as e:
+                raise ValueError("--head on the CPU needs the model's layer count: %s" % e)
+            self.head_layers = head_layers(self.split, self.n_layer)
+            if not 0 < self.head_layers <= self.n_layer:
+                raise ValueError("--head on the CPU: the split %s gives the head %d of the model's %d layers + the "
+                                 "output layer; it must keep at least one and leave the ranks at least the output "
+                                 "layer" % (",".join("%g" % x for x in self.split), self.head_layers, self.n_layer))
         self.prompts = [int(x) for x in (a.prompts or ("2048,4096,8192" if gpu else "128,256,512")).split(",")]
         self.gen = a.gen or (128 if gpu else 32)
         self.ubatch = a.ubatch or (512 if gpu else 128)
@@ -200,6 +227,23 @@ class Config:
         if self.logits:
             need.append(self.llama_logits)
         return [p for p in need if not os.path.exists(p)]
+
+
+def _f32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def head_layers(split, n_layer):
+    """How many of llama.cpp's n_layer + 1 layers (the output layer last) the
+    first of the split's devices gets, computed as llama-model.cpp's
+    load_tensors does in float: layer il goes to the first device whose
+    cumulative share exceeds il / (n_layer + 1)."""
+    n = n_layer + 1
+    total = 0.0
+    for w in split:
+        total = _f32(total + _f32(w))
+    s0 = _f32(_f32(split[0]) / total)
+    return sum(1 for il in range(n) if s0 > _f32(il / n))
 
 
 def which(name):

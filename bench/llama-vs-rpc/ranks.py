@@ -226,13 +226,33 @@ def stats_delta(before, after):
             row[k] = x.get(k, 0) - b.get(k, 0)
         if row["transfers"] or row["errors"]:
             d["boundaries"].append(row)
-    # where the rank's queues spent their time, by command type (all devices)
+    # where the rank's queues spent their time, by command type (all devices); of it, what
+    # commands of loading clients took (load_*: before the connection's first graph request)
     be = {(x.get("device", 0), x["type"]): x for x in before.get("exec_times", [])}
     for x in after.get("exec_times", []):
         b = be.get((x.get("device", 0), x["type"]), {})
         n, ns = x.get("execs", 0) - b.get("execs", 0), x.get("ns", 0) - b.get("ns", 0)
         if n:
-            e = d["exec"].setdefault(x["type"], {"execs": 0, "ns": 0})
+            e = d["exec"].setdefault(x["type"], {"execs": 0, "ns": 0, "load_execs": 0, "load_ns": 0})
             e["execs"] += n
             e["ns"] += ns
+            e["load_execs"] += x.get("load_execs", 0) - b.get("load_execs", 0)
+            e["load_ns"] += x.get("load_ns", 0) - b.get("load_ns", 0)
+    # clients' requests by type, load and run, and the tensor bytes they named (a daemon
+    # without request_counts: None, the run is not split)
+    if "request_counts" in after:
+        d["requests"] = {}
+        br = {x["type"]: x for x in before.get("request_counts", [])}
+        for x in after["request_counts"]:
+            b = br.get(x["type"], {})
+            v = {k: x.get(k, 0) - b.get(k, 0) for k in ("load_requests", "load_bytes", "run_requests", "run_bytes")}
+            if v["load_requests"] or v["run_requests"]:
+                d["requests"][x["type"]] = v
+    else:
+        d["requests"] = None
+    # weights filled from the rank's own files or cache (pprpc-file, pprpc-cache): load only
+    wa, wb = after.get("weights") or {}, before.get("weights") or {}
+    if wa:
+        d["weights"] = {k: wa.get(k, 0) - wb.get(k, 0) for k in ("fills", "fills_failed", "file_bytes",
+                                                                 "cache_hit_bytes", "file_ns", "cache_ns")}
     return d

@@ -24,6 +24,25 @@ def _side_summary(cfg, res, s):
     out["errors"] = [e for x in rs for e in x["errors"]]
     out["pipeline_parallel"] = sorted(set(x["pipeline_parallel"] for x in rs if "pipeline_parallel" in x))
     out["graph_splits"] = sorted(set(x["graph_splits"] for x in rs if x.get("graph_splits") is not None))
+    # what llama.cpp's own log says of its scheduler, per kind of run (workload.scheduler)
+    out["sched"] = {}
+    for x in rs:
+        for kind, v in (x.get("sched") or {}).items():
+            if not v:
+                continue
+            d = out["sched"].setdefault(kind, {"pipelined": set(), "copies": set(), "splits": set(), "dropped": 0,
+                                               "runs": 0})
+            d["runs"] += 1
+            d["pipelined"].add(v.get("pipeline_parallel"))
+            d["copies"].update(v.get("sched_copies") or [])
+            if v.get("graph_splits") is not None:
+                d["splits"].add(v["graph_splits"])
+            d["dropped"] += v.get("pipeline_dropped") or 0
+            if v.get("layers"):
+                d["layers"] = v["layers"]
+    for d in out["sched"].values():
+        for k in ("pipelined", "copies", "splits"):
+            d[k] = sorted(d[k], key=lambda v: (v is None, v))
     # ranks: lowest free memory of their device and their own peak, over every round
     rk = {}
     for x in rs:
@@ -42,16 +61,30 @@ def _side_summary(cfg, res, s):
     phases = {}
     for x in rs:
         for ph, per_rank in (x.get("stats") or {}).items():
-            P = phases.setdefault(ph, {"ranks": {}, "boundaries": {}, "exec": {}})
+            P = phases.setdefault(ph, {"ranks": {}, "boundaries": {}, "exec": {}, "requests": {}, "weights": {},
+                                       "split": True, "runs": 0})
+            P["runs"] += 1
             for i, d in enumerate(per_rank):
                 a = P["ranks"].setdefault(i, {"graph_creates": 0, "graph_runs": 0, "errors": 0,
                                               "request_errors": 0, "protocol_errors": 0, "commands": 0})
                 for k in a:
                     a[k] += d.get(k, 0) or 0
                 for ty, e in (d.get("exec") or {}).items():
-                    t = P["exec"].setdefault((i, ty), {"execs": 0, "ns": 0})
-                    t["execs"] += e["execs"]
-                    t["ns"] += e["ns"]
+                    t = P["exec"].setdefault((i, ty), {"execs": 0, "ns": 0, "load_execs": 0, "load_ns": 0})
+                    for k in t:
+                        t[k] += e.get(k, 0)
+                # the load | run split (ranks.stats_delta): None from a daemon without it
+                if d.get("requests") is None:
+                    P["split"] = False
+                for ty, v in (d.get("requests") or {}).items():
+                    t = P["requests"].setdefault((i, ty), {"load_requests": 0, "load_bytes": 0, "run_requests": 0,
+                                                           "run_bytes": 0})
+                    for k in t:
+                        t[k] += v[k]
+                if d.get("weights"):
+                    t = P["weights"].setdefault(i, {})
+                    for k, v in d["weights"].items():
+                        t[k] = t.get(k, 0) + v
                 for b in d.get("boundaries", []):
                     key = (i, b["peer"], b["direction"], b["path"])
                     t = P["boundaries"].setdefault(key, {"transfers": 0, "bytes": 0, "time_us": 0, "errors": 0,
@@ -62,6 +95,7 @@ def _side_summary(cfg, res, s):
         ph["boundaries"] = [dict(rank=k[0], peer=k[1], direction=k[2], path=k[3], **v)
                             for k, v in sorted(ph["boundaries"].items())]
         ph["exec"] = [dict(rank=k[0], type=k[1], **v) for k, v in sorted(ph["exec"].items())]
+        ph["requests"] = [dict(rank=k[0], type=k[1], **v) for k, v in sorted(ph["requests"].items())]
     out["ranks"] = rk
     out["phases"] = phases
     return out
@@ -329,6 +363,123 @@ def _print_load(cfg, res, S, w):
         w("(A/B of the load times, < 1: A loads faster; geometric mean of the per-round ratios [bootstrap 95%])\n")
 
 
+def sched_text(d):
+    """One side's scheduler over one kind of run, as llama.cpp's log said it."""
+    p = d["pipelined"]
+    if p == [True]:
+        what = "pipelined"
+    elif p == [False]:
+        what = "not pipelined"
+    elif p == [None]:
+        what = "not in the log"
+    else:
+        what = "pipelined in %s" % "/".join({True: "some", False: "not all", None: "?"}[x] for x in p)
+    return "%s, sched copies %s, %s graph splits%s%s" % (
+        what, "/".join(str(n) for n in d["copies"]) or "?", "/".join(str(n) for n in d["splits"]) or "?",
+        ", fell back %d time%s (compute buffers did not fit)" % (d["dropped"], "" if d["dropped"] == 1 else "s")
+        if d["dropped"] else "",
+        "; layers %s" % " ".join("%s %d" % kv for kv in d["layers"].items()) if d.get("layers") else "")
+
+
+def _print_sched(w, S):
+    w("pipelining, from llama.cpp's own log of each context it created (\"pipeline parallelism enabled\", "
+      "\"sched copies = N\"; prompt runs: llama-bench -v, hash runs: llama-completion -v):\n")
+    for s, v in S["sides"].items():
+        for kind, label in (("pp", "prompt runs"), ("hash", "hash runs")):
+            if kind in v.get("sched", {}):
+                w("  %-12s %-12s %s\n" % (s, label, sched_text(v["sched"][kind])))
+
+
+PHASE_NAMES = {"pp": "prefill", "tg": "decode"}
+
+
+def _req(P, i, ty, k):
+    return sum(r[k] for r in P["requests"] if r["rank"] == i and r["type"] == ty)
+
+
+def _ex(P, i, ty, k):
+    return sum(e[k] for e in P["exec"] if e["rank"] == i and (ty is None or e["type"] == ty))
+
+
+def _print_stats(res, S, w):
+    """pprpc STATS deltas of every pprpc side: what each run's load cost the
+    ranks, apart from what its prompt or decode runs did (ranks.stats_delta)."""
+    kinds = res["config"].get("side_kinds") or {}
+    for s, v in S["sides"].items():
+        if kinds.get(s, s) != "pprpc" or not v["phases"]:
+            continue
+        ph = {k: v["phases"][k] for k in PHASE_NAMES if k in v["phases"]}
+        split = all(P["split"] for P in ph.values())
+        w("\n%s side: pprpc STATS of its ranks, deltas around every llama.cpp run, summed over the rounds.  Each run "
+          "loads the model before it computes: load = what the run's connection asked before its first graph or "
+          "stage-boundary request (GRAPH_CREATE, GGML_GRAPH_CREATE, GRAPH_RUN, SEND, RECV): the model's "
+          "buffers and weights, the context's KV cache and compute buffers, and the first graph's inputs; run = "
+          "that request and everything after it%s\n" % (s, "" if split else
+                                                       ".  NOT SPLIT: these ranks' pprpcd reports no "
+                                                       "request_counts (older than this benchmark)"))
+        if split:
+            w("%-8s %4s %5s %8s %10s %7s %10s %11s %7s %10s %10s\n" % (
+                "load", "rank", "runs", "allocs", "alloc MiB", "sets", "set MiB", "set exec ms", "fills",
+                "fill MiB", "queue ms"))
+            for k, P in ph.items():
+                for i in sorted(P["ranks"]):
+                    w("%-8s %4d %5d %8d %10.1f %7d %10.1f %11.2f %7d %10.1f %10.2f\n" % (
+                        PHASE_NAMES[k], i, P["runs"], _req(P, i, "BUFFER_ALLOC", "load_requests"),
+                        _req(P, i, "BUFFER_ALLOC", "load_bytes") / MIB, _req(P, i, "TENSOR_SET", "load_requests"),
+                        _req(P, i, "TENSOR_SET", "load_bytes") / MIB, _ex(P, i, "TENSOR_SET", "load_ns") / 1e6,
+                        _req(P, i, "TENSOR_FILL", "load_requests"), _req(P, i, "TENSOR_FILL", "load_bytes") / MIB,
+                        _ex(P, i, None, "load_ns") / 1e6))
+            w("(allocs: BUFFER_ALLOCs and the MiB they asked for; sets: TENSOR_SETs, the bytes sent to the rank — "
+              "the weights — and their time on the rank's device queue (0 where the bytes land straight in a "
+              "host buffer: a CPU rank); fills: TENSOR_FILLs, weights the rank read from its own file or cache; "
+              "queue ms: every loading command's time on the device queue)\n")
+            w("%-8s %4s %10s %10s %7s %9s %8s %7s %9s %7s %10s %10s\n" % (
+                "run", "rank", "graph runs", "graph ms", "sets", "set KiB", "set ms", "gets", "get KiB",
+                "allocs", "alloc MiB", "queue ms"))
+            for k, P in ph.items():
+                for i in sorted(P["ranks"]):
+                    run_ns = lambda ty: _ex(P, i, ty, "ns") - _ex(P, i, ty, "load_ns")
+                    w("%-8s %4d %10d %10.1f %7d %9.1f %8.2f %7d %9.1f %7d %10.1f %10.1f\n" % (
+                        PHASE_NAMES[k], i, _ex(P, i, "GRAPH_RUN", "execs") - _ex(P, i, "GRAPH_RUN", "load_execs"),
+                        run_ns("GRAPH_RUN") / 1e6, _req(P, i, "TENSOR_SET", "run_requests"),
+                        _req(P, i, "TENSOR_SET", "run_bytes") / 1024.0, run_ns("TENSOR_SET") / 1e6,
+                        _req(P, i, "TENSOR_GET", "run_requests"), _req(P, i, "TENSOR_GET", "run_bytes") / 1024.0,
+                        _req(P, i, "BUFFER_ALLOC", "run_requests"), _req(P, i, "BUFFER_ALLOC", "run_bytes") / MIB,
+                        run_ns(None) / 1e6))
+            w("(graph runs: GRAPH_RUNs executed, a create's first run included, and their time on the device queue; "
+              "sets: TENSOR_SETs (the graphs' inputs) and their queue time; gets: TENSOR_GETs (outputs); allocs: "
+              "BUFFER_ALLOCs after the first graph — a new context, one per prompt size of a prompt run; queue "
+              "ms: every running command's time on the device queue; the stage boundaries are below)\n")
+        bnd = [(k, b) for k, P in ph.items() for b in P["boundaries"]]
+        if bnd:
+            w("\n%-8s %4s %-22s %-5s %-10s %10s %12s %14s %12s\n" % ("run", "rank", "peer", "dir", "path", "transfers",
+                                                                    "MiB", "us/transfer", "MiB/s"))
+            for k, b in bnd:
+                n = b["transfers"] or 1
+                w("%-8s %4d %-22s %-5s %-10s %10d %12.2f %14.1f %12.1f\n" % (
+                    PHASE_NAMES[k], b["rank"], b["peer"], b["direction"], b["path"], b["transfers"],
+                    b["bytes"] / MIB, b["time_us"] / n,
+                    (b["bytes"] / MIB) / (b["time_us"] / 1e6) if b["time_us"] else 0.0))
+            w("(stage boundaries, all in the run part: prefill = the llama-bench prompt runs incl. warmup, decode = "
+              "the decode runs; a transfer's time runs from the SEND's (RECV's) arrival at the daemon to its last "
+              "byte, so it includes waiting for the stage's compute)\n")
+        w("\n%-8s %4s %-18s %10s %10s %10s %12s %10s\n" % (
+            ("phase", "rank", "command", "load execs", "load ms", "run execs", "run mean us", "run ms") if split else
+            ("phase", "rank", "command", "", "", "execs", "mean us", "total ms")))
+        for k, P in ph.items():
+            for e in P["exec"]:
+                if e["ns"] < 1e6:  # under a millisecond in all: noise here
+                    continue
+                rn, rns = e["execs"] - e["load_execs"], e["ns"] - e["load_ns"]
+                w("%-8s %4d %-18s %10s %10s %10d %12s %10.1f\n" % (
+                    PHASE_NAMES[k], e["rank"], e["type"], e["load_execs"] if split else "",
+                    "%.1f" % (e["load_ns"] / 1e6) if split else "", rn, "%.1f" % (rns / 1e3 / rn) if rn else "-",
+                    rns / 1e6))
+        w("(where each rank's device queue spent its time, STATS exec_times deltas, commands over a millisecond "
+          "in all: on a ggml device a command's whole execution; load: commands a loading connection sent; the rest "
+          "of a token's time is waiting, transfers and the client)\n")
+
+
 def print_table(cfg, res, S, out=None):
     import sys
     sys.stderr.flush()
@@ -340,6 +491,17 @@ def print_table(cfg, res, S, out=None):
         "/".join("%g" % x for x in c["split"]), c["ubatch"], c["batch"], c["rounds"]))
     if c.get("env"):
         w("environment: %s\n" % " ".join("%s=%s" % kv for kv in sorted(c["env"].items())))
+    h = c.get("head")
+    if h and h["how"] == "-dev":
+        w("head (--head): %s, the client's own device, is the first stage of the remote sides, then their ranks; "
+          "split %s (head first)\n" % (h["device"], "/".join("%g" % x for x in c["split"])))
+    elif h:
+        w("head (--head): the client's CPU keeps the first %d of the model's %d layers + the output layer (%s: "
+          "the CPU has no -dev name), the ranks share the rest %s; llama.cpp pipelines only a model with every "
+          "layer offloaded (llama-context.cpp), so these sides are not pipelined\n" % (
+              h["layers"], h["n_layer"], h["how"], "/".join("%g" % x for x in c["split"][1:])))
+    for s, a in (c.get("side_args") or {}).items():
+        w("  %-12s %s\n" % (s, " ".join(a)))
     _print_net(w, res)
     _print_load(cfg, res, S, w)
     if cfg.load_only:
@@ -357,9 +519,7 @@ def print_table(cfg, res, S, out=None):
                                         "/".join(v["hashes"]) or "-", len(v["errors"]), v["runs"]))
     w("(medians over the rounds; TTFT = llama-bench's timed prompt run of %d tokens, to the last token's logits)\n"
       % max(cfg.prompts))
-    w("llama.cpp's scheduler: " + "; ".join("%s %s, %s graph splits" % (
-        s, "/".join("pipelined" if p else "not pipelined" for p in v["pipeline_parallel"]) or "?",
-        "/".join(str(n) for n in v["graph_splits"]) or "?") for s, v in S["sides"].items()) + "\n")
+    _print_sched(w, S)
     _print_logits(S, w)
     if S["ratios"]:
         w("\n%-12s %28s %28s\n" % ("paired", "prompt (all sizes)", "decode"))
@@ -382,36 +542,15 @@ def print_table(cfg, res, S, out=None):
             w("%-12s %4d %-17s %14s %14s %14s %22s %22s\n" % (
                 s, i, addr, _f(d.get("free_min") and d["free_min"] / MIB), _f(d.get("held_max") and d["held_max"] / MIB),
                 _f(d.get("vm_hwm") and d["vm_hwm"] / MIB), gc("pp"), gc("tg")))
-    pp = S["sides"].get("pprpc")
-    if pp and pp["phases"]:
-        w("\n%-8s %4s %-22s %-5s %-10s %10s %12s %14s %12s\n" % ("phase", "rank", "peer", "dir", "path", "transfers",
-                                                                "MiB", "us/transfer", "MiB/s"))
-        for ph in ("pp", "tg"):
-            for b in pp["phases"].get(ph, {}).get("boundaries", []):
-                n = b["transfers"] or 1
-                w("%-8s %4d %-22s %-5s %-10s %10d %12.2f %14.1f %12.1f\n" % (
-                    {"pp": "prefill", "tg": "decode"}[ph], b["rank"], b["peer"], b["direction"], b["path"],
-                    b["transfers"], b["bytes"] / MIB, b["time_us"] / n,
-                    (b["bytes"] / MIB) / (b["time_us"] / 1e6) if b["time_us"] else 0.0))
-        w("(pprpc STATS deltas over every round: prefill = the llama-bench prompt runs incl. warmup, decode = "
-          "the decode runs; a transfer's time runs from the SEND's (RECV's) arrival at the daemon to its last "
-          "byte, so it includes waiting for the stage's compute)\n")
-        w("\n%-8s %4s %-14s %10s %14s %12s\n" % ("phase", "rank", "command", "execs", "mean us", "total ms"))
-        for ph in ("pp", "tg"):
-            for e in pp["phases"].get(ph, {}).get("exec", []):
-                if e["ns"] < 1e6:  # under a millisecond in all: noise here
-                    continue
-                w("%-8s %4d %-14s %10d %14.1f %12.1f\n" % ({"pp": "prefill", "tg": "decode"}[ph], e["rank"], e["type"],
-                                                          e["execs"], e["ns"] / 1e3 / e["execs"], e["ns"] / 1e6))
-        w("(where each rank's device queue spent its time, STATS exec_times deltas: on a ggml device a "
-          "command's whole execution; the rest of a token's time is waiting, transfers and the client)\n")
+    _print_stats(res, S, w)
     ba = S.get("boundary_added_us") or {}
     bp = res.get("boundary_probe") or {}
     if bp.get("reason"):
         w("\nboundary probe not run: %s\n" % bp["reason"])
     if ba:
-        w("\ndecode cost of a stage boundary (decode ms/token through %d ranks minus through rank 0 alone, "
-          "per boundary; mean [bootstrap 95%%] over the rounds):\n" % cfg.n)
+        w("\ndecode cost of a stage boundary (decode ms/token through %s%d ranks minus through %srank 0 alone, "
+          "per boundary; mean [bootstrap 95%%] over the rounds):\n" % (
+              "the head + " if cfg.head else "", cfg.n, "the head (same share) + " if cfg.head else ""))
         for s, d in ba.items():
             m = d["us_per_boundary_per_token"]
             w("  %-6s %9.1f us [%.1f, %.1f]   (one rank: %.3f ms/token)\n" % (s, m[0], m[1], m[2],

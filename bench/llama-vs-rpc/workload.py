@@ -23,10 +23,13 @@ import time
 
 
 class Side:
-    def __init__(self, name, env, devs, rpc=None, split=None, kind=None):
+    def __init__(self, name, env, devs, rpc=None, split=None, kind=None, ngl=None):
         self.name, self.env, self.devs, self.rpc = name, env, devs, rpc  # devs: device names or ['none']
         self.split = split  # layer split over devs (-ts); None: one device
         self.kind = kind or name  # pprpc, rpc or local: what the ranks are (config.SIDES)
+        # -ngl: None = 99 (every layer on devs); fewer keeps the first layers on
+        # the client's CPU (--head on the CPU)
+        self.ngl = ngl
 
     def dev_args(self, sep):
         a = []
@@ -83,16 +86,20 @@ class Runner:
         c = self.cfg
         a = ["-m", c.model, "-t", str(side.threads), "-ub", str(ub), "-b", str(b)] + side.dev_args(sep)
         if side.devs != ["none"]:
-            a += ["-ngl", "99", "-sm", "layer", "-ts", _split(side.split or [1], sep)]
+            a += ["-ngl", str(99 if side.ngl is None else side.ngl), "-sm", "layer", "-ts", _split(side.split or [1], sep)]
         if c.flash_attn:
             a += ["-fa", c.flash_attn]
         return a
 
     def bench(self, side, prompts, gen, ub, b):
-        """llama-bench; returns {'pp': {n: {'tps', 'ms'}}, 'tg': {'tps', 'ms_tok'}} or raises RunError."""
+        """llama-bench; returns {'pp': {n: {'tps', 'ms'}}, 'tg': {'tps', 'ms_tok'}, 'sched': ...} or
+        raises RunError.  The prompt runs are verbose (-v): llama.cpp's log of every context it
+        creates says whether it pipelines (scheduler()); it prints nothing more during the
+        timed runs on the CPU, a debug line per graph on ggml-cuda ("CUDA Graph id N reused"),
+        which the decode runs, a graph per token, are spared."""
         argv = [self.cfg.llama_bench] + self._common(side, "/", ub, b) + [
             "-p", ",".join(str(p) for p in prompts) if prompts else "0", "-n", str(gen),
-            "-r", str(self.cfg.reps), "-o", "json"]
+            "-r", str(self.cfg.reps), "-o", "json"] + (["-v"] if prompts else [])
         tag = "bench-pp" if prompts else "bench-tg"
         rc, out, err, wall, base = self._run(side, tag, argv)
         if rc != 0:
@@ -101,7 +108,7 @@ class Runner:
             tests = json.loads(out)
         except ValueError as e:
             raise RunError("%s %s: output is not JSON (%s), log %s.out" % (side.name, tag, e, base))
-        res = {"pp": {}, "tg": None, "wall_s": wall, "log": base}
+        res = {"pp": {}, "tg": None, "wall_s": wall, "log": base, "sched": scheduler(err) if prompts else None}
         for t in tests:
             samples = [s / 1e9 for s in t["samples_ns"]]
             med = sorted(samples)[len(samples) // 2]
@@ -133,12 +140,8 @@ class Runner:
                 os.unlink(sess)  # it holds the whole state: large for large models
         if magic != 0x6767736E:
             raise RunError("%s hash: %s is not a llama session file" % (side.name, sess))
-        # what llama.cpp decided (its verbose log): pipelined or not, graph splits
-        # v0.4.0: "graph splits = N"; v0.5.0: "sched_reserve: graph: nodes = M, splits = N"
-        m = re.findall(r"graph splits = (\d+)|graph: nodes = \d+, splits = (\d+)", err)
-        m = [a or b for a, b in m]
-        info = {"pipeline_parallel": "pipeline parallelism enabled" in err,
-                "graph_splits": int(m[-1]) if m else None, "log": base}
+        info = scheduler(err)
+        info["log"] = base
         return ids, info
 
     def logits(self, side, tokens_file, out, ub, b):
@@ -165,6 +168,37 @@ class Runner:
         if rc != 0:
             raise RunError("%s %s: exit %s (log %s.err):\n%s" % (side.name, tag, rc, base, _tail(err)))
         return {"s": wall, "log": base}
+
+
+def scheduler(err):
+    """What llama.cpp's verbose log says its scheduler did, over every context
+    the run created (llama-context.cpp): 'pipeline parallelism enabled' when
+    the devices are split by layer, every layer is offloaded and every
+    non-CPU device has async compute and events; 'retrying without pipeline
+    parallelism' when its compute buffers did not fit; 'sched copies = N'
+    at each reserve (N > 1: the input copies of a pipelined scheduler,
+    GGML_SCHED_MAX_COPIES); 'splits = N' the graph splits (v0.5.0, the
+    prompt graph's when they differ; v0.4.0: 'graph splits = N').  pipeline_parallel: enabled in every context
+    and never dropped; None when the log says nothing (not verbose)."""
+    enabled = err.count("pipeline parallelism enabled")
+    dropped = err.count("retrying without pipeline parallelism")
+    copies = [int(x) for x in re.findall(r"sched copies = (\d+)", err)]
+    # "graph (pp bs=512, tg bs=1): nodes = A / B, splits = C / D" when they differ: C, the prompt's
+    m = re.findall(r"graph splits = (\d+)|graph(?: \([^)]*\))?: nodes = [\d /]+, splits = (\d+)", err)
+    m = [a or b for a, b in m]
+    contexts = err.count("llama_context: constructing llama_context") or None
+    # where the layers went ("layer N assigned to device X", debug level: verbose runs); the last
+    # model loaded (llama-bench loads one per run here)
+    layers = {}
+    for il, dev in re.findall(r"load_tensors: layer +(\d+) assigned to device (\S+?),", err):
+        if int(il) == 0:
+            layers = {}
+        layers[dev] = layers.get(dev, 0) + 1
+    known = bool(copies) or enabled > 0
+    return {"pipeline_parallel": (enabled > 0 and dropped == 0) if known else None,
+            "pipeline_enabled": enabled, "pipeline_dropped": dropped,
+            "sched_copies": sorted(set(copies)), "graph_splits": int(m[-1]) if m else None, "contexts": contexts,
+            "layers": layers or None}
 
 
 class RunError(Exception):

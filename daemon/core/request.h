@@ -26,6 +26,10 @@ struct request {
 	struct dbuf *bulk_buf;      /* receiving bulk (reference held) */
 	void *stage;                /* bulk staged for a queued write (owned until handed over) */
 	uint64_t stage_len;         /* its bytes, reserved in the daemon's hostmem */
+	/* sent by a client connection still loading (before its first graph
+	 * or boundary request): its queued commands' exec time counts as load
+	 * too (STATS) */
+	uint8_t load;
 };
 
 #endif

@@ -50,12 +50,18 @@ static uint64_t now_ns(void)
 /* exec, timed into the command type's account */
 static int timed_exec(struct queue *q, struct qcmd *c)
 {
+	struct queue_exec_time *a = &q->exec_time[c->type < QUEUE_EXEC_TYPES ? c->type : 0];
+	int load = c->load;
 	uint64_t t0 = now_ns();
 	int st = c->exec(c);
-	struct queue_exec_time *a = &q->exec_time[c->type < QUEUE_EXEC_TYPES ? c->type : 0];
+	uint64_t ns = now_ns() - t0;
 
 	__atomic_fetch_add(&a->execs, 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&a->ns, now_ns() - t0, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&a->ns, ns, __ATOMIC_RELAXED);
+	if (load) {
+		__atomic_fetch_add(&a->load_execs, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&a->load_ns, ns, __ATOMIC_RELAXED);
+	}
 	return st;
 }
 
@@ -64,6 +70,8 @@ void queue_exec_times(const struct queue *q, struct queue_exec_time *ret)
 	for (int i = 0; i < QUEUE_EXEC_TYPES; i++) {
 		ret[i].execs = __atomic_load_n(&q->exec_time[i].execs, __ATOMIC_RELAXED);
 		ret[i].ns = __atomic_load_n(&q->exec_time[i].ns, __ATOMIC_RELAXED);
+		ret[i].load_execs = __atomic_load_n(&q->exec_time[i].load_execs, __ATOMIC_RELAXED);
+		ret[i].load_ns = __atomic_load_n(&q->exec_time[i].load_ns, __ATOMIC_RELAXED);
 	}
 }
 

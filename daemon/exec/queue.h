@@ -50,6 +50,7 @@ struct qcmd {
 	 * pending, so host-side work never overtakes device-side work. */
 	uint8_t async_ok;
 	uint8_t state;           /* queue.c: where the command is (under the lock) */
+	uint8_t load;            /* a loading client's (core/request.h): exec time counts as load too */
 	int status;
 	uint64_t fail_cmd;       /* fence: the command that failed */
 	uint16_t fail_type;
@@ -92,6 +93,8 @@ int queue_stream_quiet(struct queue *q, const struct stream *s);
 struct queue_exec_time {
 	uint64_t execs;   /* exec calls (QCMD_AGAIN ones included) */
 	uint64_t ns;
+	uint64_t load_execs;  /* of them, commands with qcmd.load */
+	uint64_t load_ns;
 };
 void queue_exec_times(const struct queue *q, struct queue_exec_time *ret);
 /* Commands pushed and not yet completed on the loop. */

@@ -132,9 +132,35 @@ static size_t exec_times_fill(struct pprpcd *d, Pprpc__ExecTime *ex, Pprpc__Exec
 			ex[n].type = (char *)msg_type_name(ty);
 			ex[n].execs = t[ty].execs;
 			ex[n].ns = t[ty].ns;
+			ex[n].load_execs = t[ty].load_execs;
+			ex[n].load_ns = t[ty].load_ns;
 			exp[n] = &ex[n];
 			n++;
 		}
+	}
+	return n;
+}
+
+/* Clients' requests by type that came, load and run (rc and rcp: room
+ * for every type); returns how many. */
+static size_t request_counts_fill(struct pprpcd *d, Pprpc__RequestCount *rc, Pprpc__RequestCount **rcp)
+{
+	size_t n = 0;
+
+	for (unsigned ty = 0; ty < MSG_TYPE_COUNT; ty++) {
+		const struct pprpcd_req_count *l = &d->stats.by_type[PPRPCD_PHASE_LOAD][ty];
+		const struct pprpcd_req_count *u = &d->stats.by_type[PPRPCD_PHASE_RUN][ty];
+
+		if (!l->requests && !u->requests)
+			continue;
+		pprpc__request_count__init(&rc[n]);
+		rc[n].type = (char *)msg_type_name(ty);
+		rc[n].load_requests = l->requests;
+		rc[n].load_bytes = l->bytes;
+		rc[n].run_requests = u->requests;
+		rc[n].run_bytes = u->bytes;
+		rcp[n] = &rc[n];
+		n++;
 	}
 	return n;
 }
@@ -144,6 +170,7 @@ void h_stats(struct conn *c, struct request *r)
 	struct pprpcd *d = c->d;
 	Pprpc__StatsReply rep = PPRPC__STATS_REPLY__INIT;
 	Pprpc__WeightsStats ws;
+	Pprpc__RequestCount rc[MSG_TYPE_COUNT], *rcp[MSG_TYPE_COUNT];
 	Pprpc__DeviceStats ds[PPRPCD_MAX_DEVICES], *dsp[PPRPCD_MAX_DEVICES];
 	Pprpc__ConnStats *cs = NULL, **csp = NULL;
 	Pprpc__BoundaryStats *bs = NULL, **bsp = NULL;
@@ -269,6 +296,8 @@ void h_stats(struct conn *c, struct request *r)
 	rep.request_errors = d->stats.request_errors;
 	rep.n_exec_times = exec_times_fill(d, ex, exp);
 	rep.exec_times = exp;
+	rep.n_request_counts = request_counts_fill(d, rc, rcp);
+	rep.request_counts = rcp;
 	if (d->weights) {
 		weights_fill(d, &ws);
 		rep.weights = &ws;

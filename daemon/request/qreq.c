@@ -60,6 +60,7 @@ static void prepare(struct qreq *qr, struct conn *c, const struct request *r, st
 	qr->q.req_id = r->hdr.req_id;
 	qr->q.type = r->hdr.type;
 	qr->q.sticky = (uint8_t)qr->queued;
+	qr->q.load = r->load;
 }
 
 /* qr is in flight: it holds its connection and counts on its stream. */

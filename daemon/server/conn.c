@@ -54,6 +54,7 @@ static void request_clear(struct conn *c, struct request *r)
 	r->err = 0;
 	r->errmsg[0] = '\0';
 	r->h = NULL;
+	r->load = 0;
 }
 
 static void request_reset(struct conn *c)
@@ -186,6 +187,26 @@ static void drop_deferred(struct conn *c)
 	}
 }
 
+_Static_assert(MSG_TYPE_COUNT <= PPRPCD_REQ_TYPES, "pprpcd.h: PPRPCD_REQ_TYPES holds every message type");
+
+/* A client's request, by type, in the phase of its connection: loading
+ * until its first graph or boundary request, running from that one on.  A peer's is
+ * rank-to-rank work, of neither phase. */
+static void count_phase(struct conn *c, struct request *r)
+{
+	struct pprpcd_req_count *k;
+
+	if (c->role)
+		return;
+	if (r->h && r->h->ends_load)
+		c->running = 1;
+	r->load = !c->running;
+	k = &c->d->stats.by_type[c->running ? PPRPCD_PHASE_RUN : PPRPCD_PHASE_LOAD][r->hdr.type];
+	k->requests++;
+	if (r->h && r->h->bytes && r->msg)
+		k->bytes += r->h->bytes(r->msg);
+}
+
 static int on_frame(void *ctx, const struct frame_hdr *h)
 {
 	struct conn *c = ctx;
@@ -194,6 +215,8 @@ static int on_frame(void *ctx, const struct frame_hdr *h)
 	(void)h;
 	c->requests++;
 	c->d->stats.requests++;
+	if (r->hdr.type < MSG_TYPE_COUNT)
+		count_phase(c, r);
 	conn_ref(c);
 	/* Behind a request still running off the loop, a frame waits: the
 	 * client sees its connection's requests run in the order it sent

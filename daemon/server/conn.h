@@ -60,6 +60,10 @@ struct conn {
 	struct lwait *lwaits;       /* host waits and peers' subscriptions (h_timeline.c) */
 	uint64_t requests;
 	uint64_t errors;
+	/* a client connection loads (buffers, weights, its context) until its
+	 * first graph or boundary request (dispatch.h: ends_load); from that
+	 * one on it runs (STATS request_counts) */
+	int running;
 	struct stream streams[PPRPCD_CONN_MAX_DEVICES];
 	/* back-pressure: queued commands and staging bytes in flight */
 	uint64_t queued_cmds;

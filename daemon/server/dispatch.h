@@ -21,6 +21,13 @@ struct handler {
 	int (*bulk)(struct conn *c, struct request *r, void **ret_dst);
 	/* Handle a complete, decoded request.  Replies now or later. */
 	void (*run)(struct conn *c, struct request *r);
+	/* optional: the tensor bytes the decoded request names (an
+	 * allocation's size, a region's), counted in STATS request_counts */
+	uint64_t (*bytes)(const ProtobufCMessage *m);
+	/* a graph or stage-boundary request (GRAPH_CREATE, GGML_GRAPH_CREATE,
+	 * GRAPH_RUN, SEND, RECV): the client connection that sends it is done
+	 * loading */
+	int ends_load;
 };
 
 /* NULL for a type this daemon does not implement. */

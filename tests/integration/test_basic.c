@@ -256,6 +256,107 @@ static void test_graph(void **state)
 	pprpc_close(c);
 }
 
+/* A row of STATS request_counts / device 0's exec_times (0 when absent). */
+static uint64_t req_count(const pprpc_stats *s, const char *type, const char *field)
+{
+	for (int i = 0; i < pprpc_stats_count(s, "request_counts"); i++)
+		if (!strcmp(pprpc_stats_str(s, "request_counts", i, "type"), type))
+			return pprpc_stats_u64(s, "request_counts", i, field);
+	return 0;
+}
+
+static uint64_t exec_count(const pprpc_stats *s, const char *type, const char *field)
+{
+	for (int i = 0; i < pprpc_stats_count(s, "exec_times"); i++)
+		if (pprpc_stats_u64(s, "exec_times", i, "device") == 0 &&
+		    !strcmp(pprpc_stats_str(s, "exec_times", i, "type"), type))
+			return pprpc_stats_u64(s, "exec_times", i, field);
+	return 0;
+}
+
+/* STATS splits a client's requests at its connection's first graph or
+ * boundary request: before it they load (buffers, weights), from it on
+ * they run.  What llama-vs-rpc reports as a run's load and its decode.
+ * Deltas between an observer's snapshots: the daemon serves the other
+ * tests too, and the observer, which runs no graph, stays loading. */
+static void test_load_run_split(void **state)
+{
+	enum { N = 256 };
+	pprpc_client *obs = connect_ok(&g_d), *c;
+	float x[N], y[N];
+	pprpc_buffer bx, by, b2;
+	pprpc_tensor tx, ty;
+	pprpc_graph_builder *gb;
+	pprpc_graph g;
+	pprpc_stats *s0, *s1;
+	int ix, iy;
+
+	(void)state;
+	for (int i = 0; i < N; i++)
+		x[i] = (float)i;
+	assert_int_equal(pprpc_stats_get(obs, &s0), 0);
+	c = connect_ok(&g_d);
+	/* load: two buffers, a weight, a cleared buffer (a queued command) */
+	assert_int_equal(pprpc_buffer_alloc(c, 0, sizeof(x), &bx), 0);
+	assert_int_equal(pprpc_buffer_alloc(c, 0, sizeof(y), &by), 0);
+	assert_int_equal(pprpc_tensor_set(c, bx, 0, x, sizeof(x)), 0);
+	assert_int_equal(pprpc_buffer_clear(c, by, 0), 0);
+	/* run: the graph, then an input, a clear, a buffer and the output */
+	tx = pprpc_tensor_make(bx, 0, PPRPC_F32, N, 1, 1, 1);
+	ty = pprpc_tensor_make(by, 0, PPRPC_F32, N, 1, 1, 1);
+	assert_int_equal(pprpc_graph_builder_new(&gb), 0);
+	ix = pprpc_gb_tensor(gb, &tx);
+	iy = pprpc_gb_tensor(gb, &ty);
+	assert_int_equal(pprpc_gb_scale(gb, ix, 2.0f, 0.0f, iy), iy);
+	assert_int_equal(pprpc_graph_create(c, 0, gb, &g), 0);
+	pprpc_graph_builder_free(gb);
+	assert_int_equal(pprpc_graph_run(c, g), 0);
+	assert_int_equal(pprpc_tensor_get(c, by, 0, y, 100), 0);
+	for (int i = 0; i < 25; i++)
+		assert_true(y[i] == 2.0f * (float)i);
+	assert_int_equal(pprpc_tensor_set(c, bx, 0, x, 40), 0);
+	assert_int_equal(pprpc_buffer_clear(c, by, 0), 0);
+	assert_int_equal(pprpc_buffer_alloc(c, 0, 1024, &b2), 0);
+	assert_int_equal(pprpc_fence(c, 0), 0);
+	assert_int_equal(pprpc_stats_get(obs, &s1), 0);
+
+#define D(type, field) (req_count(s1, type, field) - req_count(s0, type, field))
+	assert_int_equal(D("BUFFER_ALLOC", "load_requests"), 2);
+	assert_int_equal(D("BUFFER_ALLOC", "load_bytes"), sizeof(x) + sizeof(y));
+	assert_int_equal(D("BUFFER_ALLOC", "run_requests"), 1);
+	assert_int_equal(D("BUFFER_ALLOC", "run_bytes"), 1024);
+	assert_int_equal(D("TENSOR_SET", "load_requests"), 1);
+	assert_int_equal(D("TENSOR_SET", "load_bytes"), sizeof(x));
+	assert_int_equal(D("TENSOR_SET", "run_requests"), 1);
+	assert_int_equal(D("TENSOR_SET", "run_bytes"), 40);
+	assert_int_equal(D("BUFFER_CLEAR", "load_requests"), 1);
+	assert_int_equal(D("BUFFER_CLEAR", "run_requests"), 1);
+	/* the graph request is the first of the run */
+	assert_int_equal(D("GRAPH_CREATE", "load_requests"), 0);
+	assert_int_equal(D("GRAPH_CREATE", "run_requests"), 1);
+	assert_int_equal(D("GRAPH_RUN", "run_requests"), 1);
+	assert_int_equal(D("TENSOR_GET", "run_requests"), 1);
+	assert_int_equal(D("TENSOR_GET", "run_bytes"), 100);
+	assert_int_equal(D("TENSOR_GET", "load_requests"), 0);
+	/* the observer's own STATS: a connection that never ran a graph */
+	assert_int_equal(D("STATS", "load_requests"), 1);
+	assert_int_equal(D("STATS", "run_requests"), 0);
+#undef D
+#define E(type, field) (exec_count(s1, type, field) - exec_count(s0, type, field))
+	/* both clears ran on the queue, the first as load */
+	assert_int_equal(E("BUFFER_CLEAR", "execs"), 2);
+	assert_int_equal(E("BUFFER_CLEAR", "load_execs"), 1);
+	assert_true(E("BUFFER_CLEAR", "load_ns") > 0);
+	assert_true(E("BUFFER_CLEAR", "load_ns") <= E("BUFFER_CLEAR", "ns"));
+	assert_true(E("GRAPH_RUN", "execs") >= 1);
+	assert_int_equal(E("GRAPH_RUN", "load_execs"), 0);
+#undef E
+	pprpc_stats_free(s0);
+	pprpc_stats_free(s1);
+	pprpc_close(c);
+	pprpc_close(obs);
+}
+
 struct worker_arg {
 	const struct tdaemon *d;
 	int id;
@@ -422,6 +523,7 @@ int main(void)
 		cmocka_unit_test(test_set_get_sizes),
 		cmocka_unit_test(test_regions_copy_clear),
 		cmocka_unit_test(test_graph),
+		cmocka_unit_test(test_load_run_split),
 		cmocka_unit_test(test_concurrent_clients),
 		cmocka_unit_test(test_disconnect_frees),
 		cmocka_unit_test(test_memory_floor),
