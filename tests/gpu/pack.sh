@@ -3,7 +3,8 @@
 # into gpu-pack/ (git-ignored through .git/info/exclude):
 #   gpu-pack/pprpc-run.txz  build-gpu/ (pprpcd, pprpcctl, the plugin, llama-logits,
 #                           the GPU tests; libuv, protobuf-c, cmocka, OpenBLAS linked
-#                           statically: the GPU machine has none of them) and the
+#                           statically: the GPU machine has none of them; the tests
+#                           with PACK_TESTS=1) and the
 #                           CPU build's llama.cpp tools the benchmarks run, laid out
 #                           where unpack.sh's environment finds them
 #   gpu-pack/llama-src.txz  the pinned llama.cpp's source, patched, without models/ and
@@ -28,7 +29,10 @@ cp build-gpu/lib/libggml-pprpc.so "$tmp/build-gpu/lib/"
 for l in libprotobuf-c.so.1 libcmocka.so.0; do
 	cp -L "$(ldconfig -p | awk -v l="$l" '$1 == l && /x86-64/ {print $NF; exit}')" "$tmp/build-gpu/lib/$l"
 done
-cp build-gpu/tests/test_p2p build-gpu/tests/test_async build-gpu/tests/test_ggml build-gpu/tests/gguf-add-vocab "$tmp/build-gpu/tests/"
+# the GPU tests only with PACK_TESTS=1: test_p2p and test_async are 30 MB each
+# (CUDA linked statically), and the carry limit is 64 MiB with llama-cuda-min.txz
+cp build-gpu/tests/gguf-add-vocab "$tmp/build-gpu/tests/"
+[ "${PACK_TESTS:-0}" = 1 ] && cp build-gpu/tests/test_p2p build-gpu/tests/test_async build-gpu/tests/test_ggml "$tmp/build-gpu/tests/"
 # CPU code linked against libllama/libggml: on the machine the CUDA build's libraries serve them
 for t in llama-bench llama-completion llama-fit-params ggml-rpc-server llama-server llama-quantize llama-eval-callback; do
 	cp "$cpu/$t" "$tmp/$src/build-cuda/bin/"
