@@ -20,7 +20,8 @@
 #   release.sh       the plugin refuses a ggml of another release; the tools list its devices
 # Each starts its own pprpcd ranks on 127.0.0.1 and stops them.
 # LLAMA_FULL_ONLY=1 with --full runs only the suites that have a full form
-# (.ci/run: make test ran the others just before, identically).
+# (make test ran the others just before, identically); LLAMA_FULL_SUITES
+# names which of those run in full (default both: backend-ops archs).
 set -u
 cd "$(dirname "$0")/../.."
 mode=${1:-}
@@ -30,7 +31,12 @@ if [ "${GGML_ON:-1}" = 0 ]; then
 fi
 rc=0
 for t in backend-ops backend-ops-gdn archs generate logits server rank-loss service weights netbench amx release; do
-	case $t in backend-ops|archs) ;; *)
+	case $t in backend-ops|archs)
+		if [ "$mode" = --full ] && ! grep -qw "$t" <<<"${LLAMA_FULL_SUITES:-backend-ops archs}"; then
+			echo "== tests/llama/$t.sh: not in LLAMA_FULL_SUITES (${LLAMA_FULL_SUITES:-}); its subset ran in make test"
+			continue
+		fi ;;
+	*)
 		if [ "$mode" = --full ] && [ "${LLAMA_FULL_ONLY:-0}" = 1 ]; then
 			echo "== tests/llama/$t.sh: no full form, ran in make test (LLAMA_FULL_ONLY=1)"
 			continue
