@@ -218,9 +218,12 @@ def stats_delta(before, after):
         f = dev.get("free_bytes", dev.get("info", {}).get("free_bytes"))
         if f is not None and (d["free_bytes_min"] is None or f < d["free_bytes_min"]):
             d["free_bytes_min"] = f
-    bb = {(x["peer"], x["direction"], x["path"]): x for x in before.get("boundaries", [])}
+    # a boundary is (peer, direction); "path" is the link of its last transfer, not part of
+    # its identity: keyed with it, a boundary whose prefill went p2p-ipc and whose decode goes
+    # p2p-tcp had no "before", and the decode delta counted the prefill's transfers too
+    bb = {(x["peer"], x["direction"]): x for x in before.get("boundaries", [])}
     for x in after.get("boundaries", []):
-        b = bb.get((x["peer"], x["direction"], x["path"]), {})
+        b = bb.get((x["peer"], x["direction"]), {})
         row = {k: x[k] for k in ("peer", "direction", "path")}
         for k in ("transfers", "bytes", "time_us", "errors", "copy_us"):
             row[k] = x.get(k, 0) - b.get(k, 0)
