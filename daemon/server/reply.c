@@ -5,6 +5,7 @@
 
 #include "daemon/server/conn.h"
 #include "daemon/server/conn_impl.h"
+#include "daemon/core/trace.h"
 #include "transport/transport.h"
 #include "daemon/pprpcd.h"
 #include "pprpc/types.h"
@@ -70,6 +71,8 @@ static int send_frame(struct conn *c, uint16_t type, uint32_t flags, uint64_t re
 		goto fail;
 	}
 	conn_reply_queued(c);
+	if (c->d->trace)
+		trace_req(c->d, c, type, req_id, TRACE_REPLY, trace_now_ns());
 	return 0;
 fail:
 	if (done)
