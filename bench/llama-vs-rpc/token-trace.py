@@ -179,6 +179,7 @@ def main():
     rows = []
     matched = 0
     execs = collections.defaultdict(list)
+    graph_execs = collections.defaultdict(list)
     waits = []
     for (addr, ty, i), c in reqs.items():
         cands = byid.get((addr, ty, i), [])
@@ -191,6 +192,8 @@ def main():
         rows.append((addr, ty, i, d))
         if "exec_start" in d:
             execs[addr].append((d["exec_start"], d["exec_end"]))
+            if ty == "GRAPH_RUN":
+                graph_execs[addr].append((d["exec_start"], d["exec_end"]))
         if "recv" in d:
             waits.append((d["send"], d["recv"]))
         print("  %9.1f  %-6s %-11s %6d  %s" % ((c["send"] - t0) / 1000.0, rname.get(addr, addr), ty, i, chain(d)))
@@ -238,16 +241,16 @@ def main():
         print("  (none)")
 
     total = t1 - t0
-    allexec = [iv for v in execs.values() for iv in v]
-    busy_ranks = union(allexec)
+    computing = union([iv for v in graph_execs.values() for iv in v])
     client_only = total - union([(max(a, t0), min(b, t1)) for a, b in waits if b > t0])
-    print("\nsummary (us):")
-    print("  token window               %9.1f" % (total / 1000.0))
+    print("\nsummary (us; a RECV's exec includes its wait for the boundary's bytes):")
+    print("  token window                   %9.1f" % (total / 1000.0))
     for addr in order:
-        print("  %-6s executing (queue)    %9.1f  (%d execs)" % (rname[addr], union(execs[addr]) / 1000.0, len(execs[addr])))
-    print("  any rank executing         %9.1f" % (busy_ranks / 1000.0))
-    print("  client, no reply awaited   %9.1f" % (client_only / 1000.0))
-    print("  transit/waiting (the rest) %9.1f" % (max(0, total - busy_ranks - client_only) / 1000.0))
+        print("  %-6s GRAPH_RUN exec             %9.1f   all its execs %9.1f (%d)" % (
+            rname[addr], union(graph_execs[addr]) / 1000.0, union(execs[addr]) / 1000.0, len(execs[addr])))
+    print("  any rank computing (GRAPH_RUN) %9.1f" % (computing / 1000.0))
+    print("  client, no reply awaited       %9.1f" % (client_only / 1000.0))
+    print("  the rest: transit, queues, hand-offs %9.1f" % (max(0, total - computing - client_only) / 1000.0))
     return 0
 
 

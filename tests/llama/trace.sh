@@ -17,10 +17,15 @@ LC=$LLAMA_BIN/llama-completion
 VOCAB=$BUILD/tests/gguf-add-vocab
 require_llama "trace" "$TLA" "$LC" "$VOCAB"
 
-mkdir -p "$TMP_ROOT/models"
-"$TLA" -o "$TMP_ROOT/models" -a llama -s 3 >"$TMP_ROOT/save.log" 2>&1 ||
-	{ cat "$TMP_ROOT/save.log" >&2; fail "test-llama-archs -o failed"; }
-"$VOCAB" "$TMP_ROOT/models/llama-dense.gguf" "$TMP_ROOT/model.gguf" || fail "gguf-add-vocab failed"
+# TRACE_MODEL=FILE: another model (doc/llama.md's figures: gen-model's
+# tiny llama); PPRPC_KEEP_LOGS=1 keeps the traces.
+model=${TRACE_MODEL:-$TMP_ROOT/model.gguf}
+if [ -z "${TRACE_MODEL:-}" ]; then
+	mkdir -p "$TMP_ROOT/models"
+	"$TLA" -o "$TMP_ROOT/models" -a llama -s 3 >"$TMP_ROOT/save.log" 2>&1 ||
+		{ cat "$TMP_ROOT/save.log" >&2; fail "test-llama-archs -o failed"; }
+	"$VOCAB" "$TMP_ROOT/models/llama-dense.gguf" "$model" || fail "gguf-add-vocab failed"
+fi
 
 T=$TMP_ROOT/trace
 mkdir -p "$T"
@@ -32,7 +37,7 @@ start_rank || fail "cannot start rank 2"
 "$PPRPCCTL" status --rank "${RANK_ADDRS[2]}" >"$TMP_ROOT/ctl.txt" 2>&1 || fail "pprpcctl status of rank 2 failed"
 
 prompt="the quick brown fox jumps over the lazy dog"
-gen=(-m "$TMP_ROOT/model.gguf" -p "$prompt" -n 24 --temp 0 --ignore-eos -c 256 -b 64 -ub 16
+gen=(-m "$model" -p "$prompt" -n 24 --temp 0 --ignore-eos -c 256 -b 64 -ub 16
 	-no-cnv -t 1 --simple-io --no-display-prompt --no-warmup -ngl 99 -dev PPRPC0,PPRPC1 -ts 1,1)
 RANK_ADDRS_ALL=("${RANK_ADDRS[@]}")
 RANK_ADDRS=("${RANK_ADDRS_ALL[0]}" "${RANK_ADDRS_ALL[1]}")
