@@ -87,6 +87,7 @@ struct pprpcd_opts {
 	char metrics_listen[300];  /* Prometheus endpoint, "" = off */
 	char model_dir[4096];      /* the rank's model files (weights filled from them), "" = none */
 	char weights_cache[4096];  /* content-addressed weights cache, "" = none */
+	char trace_file[4096];     /* request trace (core/trace.h), "" = off */
 	uint64_t weights_cache_bytes;  /* its bound */
 	int transport;             /* PPRPCD_TRANSPORT_*: peer links and the listener */
 	uint32_t rdma_chunk;       /* RDMA ring geometry (rdma_ring.h) */
@@ -186,6 +187,7 @@ struct pprpcd {
 	 * h_buffer.c): the devices they use stay open until the last comes
 	 * back (pprpcd_conn_gone) */
 	uint32_t async_creates;
+	struct trace *trace;       /* trace-file (core/trace.h), NULL when off */
 	struct wsrc *weights;      /* model-dir and weights-cache (daemon/weights), NULL when neither */
 	/* Shared key (proto/auth.h); auth_key_len 0 = no authentication. */
 	uint8_t auth_key[4096];

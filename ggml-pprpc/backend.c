@@ -108,7 +108,7 @@ static void backend_synchronize(ggml_backend_t backend)
 	pg_device_sync(((struct pg_backend *)backend->context)->dev, "synchronize (FENCE)");
 }
 
-static enum ggml_status backend_graph_compute(ggml_backend_t backend, struct ggml_cgraph *g)
+static enum ggml_status graph_compute(ggml_backend_t backend, struct ggml_cgraph *g)
 {
 	struct pg_device *d = ((struct pg_backend *)backend->context)->dev;
 	struct pg_rank *r = d->rank;
@@ -159,6 +159,29 @@ static enum ggml_status backend_graph_compute(ggml_backend_t backend, struct ggm
 		return rc == PPRPC_ENOMEM ? GGML_STATUS_ALLOC_FAILED : GGML_STATUS_FAILED;
 	}
 	return GGML_STATUS_SUCCESS;
+}
+
+/* graph_compute between two lines of the request trace (PPRPC_TRACE): its
+ * GRAPH_RUN's send is inside.  INFO names the graph's size and its first
+ * node's ne[1] (the tokens of the ubatch for a layer split's graphs), by
+ * which token-trace.py tells a decoded token's graph from a prompt's. */
+static enum ggml_status backend_graph_compute(ggml_backend_t backend, struct ggml_cgraph *g)
+{
+	struct pg_device *d = ((struct pg_backend *)backend->context)->dev;
+	pprpc_trace *t = d->rank->trace;
+	enum ggml_status st;
+	uint64_t id = d->submitted + 1;
+	char info[64];
+	int n;
+
+	if (!t)
+		return graph_compute(backend, g);
+	n = ggml_graph_n_nodes(g);
+	snprintf(info, sizeof(info), "nodes=%d ne1=%lld", n, n ? (long long)ggml_graph_node(g, 0)->ne[1] : 0LL);
+	pprpc_trace_event(t, d->name, "GRAPH_COMPUTE", id, "graph_start", info);
+	st = graph_compute(backend, g);
+	pprpc_trace_event(t, d->name, "GRAPH_COMPUTE", id, "graph_end", st == GGML_STATUS_SUCCESS ? "ok" : "failed");
+	return st;
 }
 
 static const struct ggml_backend_i backend_iface = {

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "pg.h"
 
@@ -24,4 +25,18 @@ int pg_env_int(const char *name, long def, long min, long max, long *ret, char *
 	}
 	*ret = v;
 	return 0;
+}
+
+int pg_env_trace(pprpc_trace **ret_t, char *err, size_t errlen)
+{
+	const char *path = getenv("PPRPC_TRACE");
+	int rc;
+
+	*ret_t = NULL;
+	if (!path || !*path)
+		return 0;
+	rc = pprpc_trace_open(path, ret_t);
+	if (rc < 0)
+		snprintf(err, errlen, "PPRPC_TRACE=%s: cannot create %s.%ld", path, path, (long)getpid());
+	return rc;
 }

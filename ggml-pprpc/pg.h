@@ -82,6 +82,7 @@ struct pg_rank {
 	uint64_t next_xfer;      /* transfer ids of SENDs from this rank */
 	int timeout_ms;          /* per reply (PPRPC_TIMEOUT_MS) */
 	char devs[96];           /* its ggml devices, "PPRPC0,PPRPC1", for messages */
+	pprpc_trace *trace;      /* the registry's (PPRPC_TRACE), NULL = off */
 };
 
 /* Counters of one device (this process's view; the daemon counts too). */
@@ -142,6 +143,7 @@ struct pg_registry {
 	struct pg_fault fault;
 	struct pg_monitor *monitor;
 	struct pg_weights *weights;
+	pprpc_trace *trace;      /* PPRPC_TRACE, for the process's life (exit flushes it) */
 	int nrank;
 	struct pg_rank rank[PG_MAX_RANKS];
 	int ndev;
@@ -387,5 +389,8 @@ int pg_supports_op(struct pg_device *d, const struct ggml_tensor *op);
 /* Integer from the environment, def when unset; a malformed value is an
  * error (message in err). */
 int pg_env_int(const char *name, long def, long min, long max, long *ret, char *err, size_t errlen);
+/* PPRPC_TRACE=PATH: the request trace, written to PATH.PID (NULL when
+ * unset; doc/llama.md: Tracing one token). */
+int pg_env_trace(pprpc_trace **ret_t, char *err, size_t errlen);
 
 #endif

@@ -54,6 +54,7 @@ int pg_rank_open(struct pg_rank *r, char *err, size_t errlen)
 	/* a fault on any rank ends this client's waits at once */
 	if (r->fault)
 		pprpc_set_cancel_fd(r->c, r->fault->efd);
+	pprpc_set_trace(r->c, r->trace);
 	if (getrandom(&r->next_xfer, sizeof(r->next_xfer), 0) != (ssize_t)sizeof(r->next_xfer))
 		r->next_xfer = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)r;
 	/* keep clear of 0 and of wrapping for a long while */

@@ -260,6 +260,8 @@ static struct pg_registry *registry_new(void)
 	if (rc == 0)
 		rc = pg_env_int("PPRPC_WAIT_RANKS_MS", 30000, 0, 86400000, &wait_ms, err, sizeof(err));
 	if (rc == 0)
+		rc = pg_env_trace(&pr->trace, err, sizeof(err));
+	if (rc == 0)
 		rc = load_ranks(pr, err, sizeof(err));
 	if (rc < 0) {
 		PG_LOG_ERROR("pprpc: %s\n", err[0] ? err : pprpc_strerror(rc));
@@ -275,6 +277,7 @@ static struct pg_registry *registry_new(void)
 		int first = pr->ndev;
 
 		r->fault = &pr->fault;
+		r->trace = pr->trace;
 		rc = open_waiting(r, t0, wait_ms, err, sizeof(err));
 		if (rc < 0 && (rc == PPRPC_ECONN || rc == PPRPC_ETIMEDOUT) && pr->fault.exit_ms >= 0) {
 			/* Registering the other ranks' devices would name them

@@ -70,7 +70,11 @@ struct pprpc_client {
 	int connect_timeout_ms;
 	int user_io_timeout_ms;
 	int cancel_fd;           /* readable: every wait fails (liveness.c); -1 = none */
+	pprpc_trace *trace;      /* the caller's (pprpc_set_trace), NULL = off */
 };
+
+/* A line of c->trace (trace.c) for request id of type (send, recv). */
+void client_trace(pprpc_trace *t, const char *conn, uint16_t type, uint64_t id, const char *event);
 
 /* Record a failure message on c; returns code (for tail calls). */
 int client_fail(pprpc_client *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

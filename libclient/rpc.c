@@ -174,7 +174,8 @@ static int on_frame(void *ctx, const struct frame_hdr *h)
 {
 	pprpc_client *c = ctx;
 
-	(void)h;
+	if (c->trace)
+		client_trace(c->trace, c->addr, h->type, h->req_id, "recv");
 	complete(c, c->cur);
 	c->cur = NULL;
 	return 0;
@@ -371,6 +372,8 @@ int rpc_send(pprpc_client *c, uint16_t type, uint32_t flags, const ProtobufCMess
 		if (p->async)
 			c->async_outstanding++;
 	}
+	if (c->trace)
+		client_trace(c->trace, c->addr, type, h.req_id, "send");
 	iov[0].iov_base = head;
 	iov[0].iov_len = FRAME_HDR_SIZE + mlen;
 	iov[1].iov_base = (void *)bulk;

@@ -32,6 +32,8 @@ struct core_ops {
 	void (*conn_count_error)(struct conn *c);
 	uint64_t (*conn_frames_in)(const struct conn *c);
 	const char *(*conn_link_name)(const struct conn *c);
+	/* its id and whether it is another rank's link (core/trace.h) */
+	void (*conn_trace_who)(const struct conn *c, uint64_t *ret_id, int *ret_peer);
 	int (*reply_send_part)(struct conn *c, uint16_t type, uint64_t req_id, int more,
 			       const ProtobufCMessage *m, const void *bulk, uint64_t bulk_len,
 			       conn_sent_fn done, void *arg);

@@ -38,6 +38,13 @@ static uint64_t no_frames(const struct conn *c)
 	return 0;
 }
 
+static void no_who(const struct conn *c, uint64_t *ret_id, int *ret_peer)
+{
+	(void)c;
+	*ret_id = 0;
+	*ret_peer = 0;
+}
+
 static const char *no_link(const struct conn *c)
 {
 	(void)c;
@@ -81,6 +88,7 @@ const struct core_ops core_stub_ops = {
 	.conn_count_error = no_conn,
 	.conn_frames_in = no_frames,
 	.conn_link_name = no_link,
+	.conn_trace_who = no_who,
 	.reply_send_part = closed_send,
 	.reply_error = closed_error,
 	.reply_error_msg = closed_error_msg,

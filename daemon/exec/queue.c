@@ -54,8 +54,12 @@ static int timed_exec(struct queue *q, struct qcmd *c)
 	int load = c->load;
 	uint64_t t0 = now_ns();
 	int st = c->exec(c);
-	uint64_t ns = now_ns() - t0;
+	uint64_t t1 = now_ns(), ns = t1 - t0;
 
+	/* kept in the command, free: the clock was read anyway */
+	if (!c->t_start)
+		c->t_start = t0;
+	c->t_end = t1;
 	__atomic_fetch_add(&a->execs, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&a->ns, ns, __ATOMIC_RELAXED);
 	if (load) {

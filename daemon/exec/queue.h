@@ -52,6 +52,10 @@ struct qcmd {
 	uint8_t state;           /* queue.c: where the command is (under the lock) */
 	uint8_t load;            /* a loading client's (core/request.h): exec time counts as load too */
 	int status;
+	/* CLOCK_MONOTONIC ns of the first exec's start and the last one's end
+	 * (0: never executed), for the request trace (core/trace.h): written
+	 * by the executing thread, read on the loop in done() */
+	uint64_t t_start, t_end;
 	uint64_t fail_cmd;       /* fence: the command that failed */
 	uint16_t fail_type;
 	char err[256];

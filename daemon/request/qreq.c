@@ -6,6 +6,7 @@
 
 #include "daemon/core/conn_if.h"
 #include "daemon/core/request.h"
+#include "daemon/core/trace.h"
 #include "daemon/device/device.h"
 #include "daemon/exec/stream.h"
 #include "daemon/pprpcd.h"
@@ -26,11 +27,25 @@ static void settle_parked_fence(struct stream *s)
 	queue_run_inline(f->dev->q, &f->q);
 }
 
+/* The request trace's queue hops: exec times the worker kept in q, and
+ * now, its completion on the loop (core/trace.h). */
+static void trace_done(struct pprpcd *d, struct qcmd *q, struct conn *c)
+{
+	if (q->t_start) {
+		trace_req(d, c, q->type, q->req_id, TRACE_EXEC_START, q->t_start);
+		trace_req(d, c, q->type, q->req_id, TRACE_EXEC_END, q->t_end);
+	}
+	trace_req(d, c, q->type, q->req_id, TRACE_DONE, trace_now_ns());
+}
+
 static void qreq_done(struct qcmd *q)
 {
 	struct qreq *qr = (struct qreq *)q;
 	struct conn *c = qr->c;
 	struct stream *s = conn_stream(c, qr->dev->index);
+
+	if (conn_daemon(c)->trace)
+		trace_done(conn_daemon(c), q, c);
 
 	qr->dev->commands++;
 	s->inflight--;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/core/trace.h"
 #include "daemon/request/qreq.h"
 #include "daemon/objects/buffer.h"
 #include "daemon/pprpcd.h"
@@ -213,6 +214,8 @@ static int on_frame(void *ctx, const struct frame_hdr *h)
 	struct request *r = &c->cur;
 
 	(void)h;
+	if (c->d->trace)
+		trace_req(c->d, c, r->hdr.type, r->hdr.req_id, TRACE_ARRIVE, trace_now_ns());
 	c->requests++;
 	c->d->stats.requests++;
 	if (r->hdr.type < MSG_TYPE_COUNT)
@@ -537,6 +540,12 @@ uint64_t conn_frames_in_impl(const struct conn *c)
 const char *conn_link_name_impl(const struct conn *c)
 {
 	return c->t ? transport_name(c->t) : NULL;
+}
+
+void conn_trace_who_impl(const struct conn *c, uint64_t *ret_id, int *ret_peer)
+{
+	*ret_id = c->id;
+	*ret_peer = c->role == PPRPC__ROLE__ROLE_PEER;
 }
 
 void conn_close(struct conn *c)

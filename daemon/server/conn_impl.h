@@ -21,6 +21,7 @@ struct stream *conn_stream_impl(struct conn *c, uint32_t dev);
 void conn_count_error_impl(struct conn *c);
 uint64_t conn_frames_in_impl(const struct conn *c);
 const char *conn_link_name_impl(const struct conn *c);
+void conn_trace_who_impl(const struct conn *c, uint64_t *ret_id, int *ret_peer);
 /* reply.c */
 int reply_send_part_impl(struct conn *c, uint16_t type, uint64_t req_id, int more, const ProtobufCMessage *m,
 			 const void *bulk, uint64_t bulk_len, conn_sent_fn done, void *arg);

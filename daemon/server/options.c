@@ -113,6 +113,7 @@ STR_SETTER(set_metrics_listen, metrics_listen)
 STR_SETTER(set_auth_key_file, auth_key_file)
 STR_SETTER(set_model_dir, model_dir)
 STR_SETTER(set_weights_cache, weights_cache)
+STR_SETTER(set_trace_file, trace_file)
 
 /* A 0|1 switch stored in an int field. */
 #define FLAG_SETTER(fn, field)                                                             \
@@ -728,6 +729,15 @@ static const struct optdef defs[] = {
 		 "only unless insecure-listen 1 (the requests carry no proof of the key); 16 requests at a "
 		 "time, each closed after hello-timeout-ms.",
 	  .example = "127.0.0.1:9464" },
+	{ OPT("trace-file", "PATH", set_trace_file),
+	  .help = "diagnostic: write a line per hop of every request (arrival, exec, reply) to PATH",
+	  .doc = "A diagnostic trace, off when empty: for every request of every connection (clients and "
+		 "other ranks' links) one line per hop, CLOCK_MONOTONIC ns, connection, role, message type, "
+		 "request id and event (arrive, exec_start, exec_end, done, reply), kept in memory and "
+		 "written at each tick and at exit; records beyond 65536 between two writes are dropped and "
+		 "counted in the file.  bench/llama-vs-rpc/token-trace.py merges it with the client's "
+		 "PPRPC_TRACE file into one decoded token's hops (doc/llama.md: Tracing one token).",
+	  .example = "/tmp/pprpcd.trace" },
 	{ OPT("log-level", "LEVEL", set_log),
 	  .help = "err, warning, notice, info, debug",
 	  .doc = "err, warning, notice, info, debug.  SIGHUP re-reads this value from the configuration "

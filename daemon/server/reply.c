@@ -5,6 +5,7 @@
 
 #include "daemon/server/conn.h"
 #include "daemon/server/conn_impl.h"
+#include "daemon/core/trace.h"
 #include "transport/transport.h"
 #include "daemon/pprpcd.h"
 #include "pprpc/types.h"
@@ -64,6 +65,10 @@ static int send_frame(struct conn *c, uint16_t type, uint32_t flags, uint64_t re
 	iov[0].iov_len = FRAME_HDR_SIZE + mlen;
 	iov[1].iov_base = (void *)bulk;
 	iov[1].iov_len = (size_t)bulk_len;
+	/* before the send: a transport that writes at once lets the client
+	 * read the reply before transport_send returns */
+	if (c->d->trace)
+		trace_req(c->d, c, type, req_id, TRACE_REPLY, trace_now_ns());
 	rc = transport_send(c->t, iov, bulk_len ? 2 : 1, reply_sent, rb);
 	if (rc < 0) {
 		free(rb);

@@ -27,6 +27,7 @@
 #include "daemon/server/options.h"
 #include "daemon/server/server.h"
 #include "daemon/core/core_impl.h"
+#include "daemon/core/trace.h"
 #include "daemon/device/device.h"
 #include "daemon/pprpcd.h"
 #include "daemon/weights/weights.h"
@@ -62,6 +63,7 @@ static const struct core_ops server_ops = {
 	.conn_count_error = conn_count_error_impl,
 	.conn_frames_in = conn_frames_in_impl,
 	.conn_link_name = conn_link_name_impl,
+	.conn_trace_who = conn_trace_who_impl,
 	.reply_send_part = reply_send_part_impl,
 	.reply_error = reply_error_impl,
 	.reply_error_msg = reply_error_msg_impl,
@@ -213,6 +215,8 @@ static void on_tick(uv_timer_t *t)
 	peer_keepalive(d, now);
 	conn_expire_hello(d, now);
 	metrics_expire(d, now);
+	if (d->trace)
+		trace_flush(d->trace);
 	if (now - d->last_status_ms >= 2000) {
 		d->last_status_ms = now;
 		send_status(d);
@@ -397,6 +401,19 @@ int pprpcd_start(struct pprpcd *d)
 		LOG(d, LOG_ERR_, "%s", err);
 		return rc;
 	}
+	/* Once the port is known: the file names the address its clients
+	 * dialled (token-trace.py matches them by it). */
+	if (d->opts.trace_file[0]) {
+		char where[300];
+
+		snprintf(where, sizeof(where), "%s:%u", host, d->port);
+		rc = trace_open(d->opts.trace_file, where, &d->trace, err, sizeof(err));
+		if (rc < 0) {
+			LOG(d, LOG_ERR_, "%s", err);
+			return rc;
+		}
+		LOG(d, LOG_NOTICE_, "tracing every request to %s (trace-file)", d->opts.trace_file);
+	}
 	rc = start_rdma(d, host);
 	if (rc < 0)
 		return rc;
@@ -500,4 +517,7 @@ void pprpcd_fini(struct pprpcd *d)
 	d->rdma = NULL;
 	wsrc_close(d->weights);
 	d->weights = NULL;
+	/* last: the devices' final completions are traced too */
+	trace_close(d->trace);
+	d->trace = NULL;
 }

@@ -180,6 +180,21 @@ PPRPC_API int pprpc_ping(pprpc_client *c, int timeout_ms);
  * stays the caller's (never read or closed here) and must stay open while
  * set. */
 PPRPC_API void pprpc_set_cancel_fd(pprpc_client *c, int fd);
+/* The request trace, a diagnostic (doc/llama.md: Tracing one token).
+ * pprpc_trace_open writes PATH.PID (several processes may trace to one
+ * PATH); a client given it by pprpc_set_trace writes a line per request
+ * sent and per reply received, CLOCK_MONOTONIC ns first; pprpc_trace_event
+ * adds a line of the caller's ("T_NS PID CONN client TYPE ID EVENT
+ * [INFO]"; no field may hold spaces but INFO).  A trace may be shared by
+ * clients of several threads; it stays the caller's, and must outlive the
+ * clients set to it (NULL unsets).  Open returns PPRPC_EINVAL (no path,
+ * cannot create) or PPRPC_ENOMEM. */
+typedef struct pprpc_trace pprpc_trace;
+PPRPC_API int pprpc_trace_open(const char *path, pprpc_trace **ret_t);
+PPRPC_API void pprpc_trace_event(pprpc_trace *t, const char *conn, const char *type, uint64_t id,
+				 const char *event, const char *info);
+PPRPC_API void pprpc_trace_close(pprpc_trace *t);
+PPRPC_API void pprpc_set_trace(pprpc_client *c, pprpc_trace *t);
 /* Devices as reported at HELLO (free memory as of then). */
 PPRPC_API int pprpc_device_count(const pprpc_client *c);
 PPRPC_API int pprpc_device_get(const pprpc_client *c, uint32_t index, pprpc_device_info *out);

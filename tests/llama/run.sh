@@ -8,6 +8,8 @@
 #   generate.sh      greedy generation with llama-completion over two ranks = the CPU's tokens
 #   logits.sh        llama-logits (the benchmark's teacher-forced logits) over two ranks = the CPU's,
 #                    bit for bit, and its refusals (~17 s here)
+#   trace.sh         the request trace: trace-file on two ranks, PPRPC_TRACE in llama-completion, the
+#                    ids matched, token-trace.py finds a decoded token's hops and its boundary (~2 s)
 #   server.sh        llama-server over two ranks, HTTP /completion plain and streamed = the CPU server's
 #   rank-loss.sh     a rank killed during generation: clear error within a bound, the other serves on
 #   service.sh       llama-server as a service under four streams: kill -9, SIGTERM, SIGSTOP of a rank
@@ -30,7 +32,7 @@ if [ "${GGML_ON:-1}" = 0 ]; then
 	exit 0
 fi
 rc=0
-for t in backend-ops backend-ops-gdn archs generate logits server rank-loss service weights netbench amx release; do
+for t in backend-ops backend-ops-gdn archs generate logits trace server rank-loss service weights netbench amx release; do
 	case $t in backend-ops|archs)
 		if [ "$mode" = --full ] && ! grep -qw "$t" <<<"${LLAMA_FULL_SUITES:-backend-ops archs}"; then
 			echo "== tests/llama/$t.sh: not in LLAMA_FULL_SUITES (${LLAMA_FULL_SUITES:-}); its subset ran in make test"

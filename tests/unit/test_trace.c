@@ -1,0 +1,98 @@
+/* Unit tests: the request trace (daemon/core/trace.h) — off by default and
+ * then writing nothing; on, the header, the lines and the drop count. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "daemon/core/core_impl.h"
+#include "daemon/core/trace.h"
+#include "daemon/server/options.h"
+#include "daemon/pprpcd.h"
+#include "pprpc/types.h"
+#include "proto/msgtype.h"
+
+static char *slurp(const char *path)
+{
+	static char buf[1 << 16];
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	assert_non_null(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static void who(const struct conn *c, uint64_t *ret_id, int *ret_peer)
+{
+	(void)c;
+	*ret_id = 7;
+	*ret_peer = 1;
+}
+
+static void test_off_by_default(void **state)
+{
+	struct pprpcd_opts o;
+	struct pprpcd d;
+	char err[256];
+
+	(void)state;
+	pprpcd_opts_default(&o);
+	assert_string_equal(o.trace_file, "");
+	assert_int_equal(pprpcd_config_parse(&o, "t.conf", "trace_file = /tmp/x.trace\n", 25, err, sizeof(err)), 0);
+	assert_string_equal(o.trace_file, "/tmp/x.trace");
+	/* off: no trace, and recording touches nothing (no ops, no file) */
+	memset(&d, 0, sizeof(d));
+	trace_req(&d, NULL, MSG_GRAPH_RUN, 1, TRACE_ARRIVE, 1);
+	trace_close(NULL);
+	trace_flush(NULL);
+}
+
+static void test_lines(void **state)
+{
+	struct core_ops ops = core_stub_ops;
+	struct pprpcd d;
+	char path[] = "/tmp/pprpc-test-trace-XXXXXX", err[256];
+	char *text;
+	int fd;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	memset(&d, 0, sizeof(d));
+	ops.conn_trace_who = who;
+	d.ops = &ops;
+	assert_int_equal(trace_open(path, "127.0.0.1:5", &d.trace, err, sizeof(err)), 0);
+	trace_req(&d, NULL, MSG_GRAPH_RUN, 42, TRACE_EXEC_START, 1000);
+	trace_req(&d, NULL, MSG_GRAPH_RUN, 42, TRACE_EXEC_END, 2000);
+	trace_close(d.trace);
+	text = slurp(path);
+	assert_non_null(strstr(text, "# pprpcd trace v1 pid "));
+	assert_non_null(strstr(text, " listen 127.0.0.1:5\n"));
+	assert_non_null(strstr(text, "\n1000 "));
+	assert_non_null(strstr(text, " c7 peer GRAPH_RUN 42 exec_start\n"));
+	assert_non_null(strstr(text, " c7 peer GRAPH_RUN 42 exec_end\n"));
+	assert_non_null(strstr(text, "# end: 0 records dropped\n"));
+	unlink(path);
+	/* a path that cannot be created is an error naming it */
+	assert_true(trace_open("/nonexistent-dir/x", "a:1", &d.trace, err, sizeof(err)) < 0);
+	assert_non_null(strstr(err, "/nonexistent-dir/x"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_off_by_default),
+		cmocka_unit_test(test_lines),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
