@@ -24,11 +24,7 @@ require_llama "generate" "$TLA" "$LC" "$VOCAB"
 ARCH=${PPRPC_GEN_ARCH:-llama}
 SEED=${PPRPC_GEN_SEED:-3}
 
-mkdir -p "$TMP_ROOT/models"
-"$TLA" -o "$TMP_ROOT/models" -a "$ARCH" -s "$SEED" >"$TMP_ROOT/save.log" 2>&1 ||
-	{ cat "$TMP_ROOT/save.log" >&2; fail "test-llama-archs -o failed"; }
-src=$TMP_ROOT/models/$ARCH-dense.gguf; [ -f "$src" ] || src=$TMP_ROOT/models/$ARCH-moe.gguf
-"$VOCAB" "$src" "$TMP_ROOT/model.gguf" || fail "gguf-add-vocab failed"
+vocab_model "$ARCH" "$SEED" "$TMP_ROOT/model.gguf"
 
 prompt="the quick brown fox jumps over the lazy dog, then it runs far away into the green hills"
 gen=(-m "$TMP_ROOT/model.gguf" -p "$prompt" -n 64 --temp 0 --ignore-eos -c 256 -b 64 -ub 8

@@ -129,6 +129,20 @@ fail() {
 	exit 1
 }
 
+# vocab_model ARCH SEED OUT: a random-weight model of ARCH saved by
+# test-llama-archs (-o; its dense variant, else its MoE one) with a
+# vocabulary added (gguf-add-vocab), so llama-completion can tokenize.
+# Needs TLA and VOCAB (the callers' require_llama checked them).
+vocab_model() {
+	local arch=$1 seed=$2 out=$3 src
+	mkdir -p "$TMP_ROOT/models"
+	"$TLA" -o "$TMP_ROOT/models" -a "$arch" -s "$seed" >"$TMP_ROOT/save.log" 2>&1 ||
+		{ cat "$TMP_ROOT/save.log" >&2; fail "test-llama-archs -o failed"; }
+	src=$TMP_ROOT/models/$arch-dense.gguf
+	[ -f "$src" ] || src=$TMP_ROOT/models/$arch-moe.gguf
+	"$VOCAB" "$src" "$out" || fail "gguf-add-vocab failed"
+}
+
 # Run a llama.cpp tool with the plugin and the ranks (env for the command).
 with_plugin() {
 	GGML_BACKEND_PATH=$(realpath "$PLUGIN") PPRPC_RANKS=$(ranks_env) "$@"

@@ -26,9 +26,7 @@ require_llama "rank-loss" "$TLA" "$LC" "$VOCAB"
 BOUND=${LOSS_BOUND_S:-20}
 HUNG_BOUND=${HUNG_BOUND_S:-10}
 
-mkdir -p "$TMP_ROOT/models"
-"$TLA" -o "$TMP_ROOT/models" -a llama -s 3 >"$TMP_ROOT/save.log" 2>&1 || fail "test-llama-archs -o failed"
-"$VOCAB" "$TMP_ROOT/models/llama-dense.gguf" "$TMP_ROOT/model.gguf" || fail "gguf-add-vocab failed"
+vocab_model llama 3 "$TMP_ROOT/model.gguf"
 
 start_rank || fail "cannot start rank 0"
 start_rank || fail "cannot start rank 1"

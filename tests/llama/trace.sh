@@ -21,10 +21,7 @@ require_llama "trace" "$TLA" "$LC" "$VOCAB"
 # tiny llama); PPRPC_KEEP_LOGS=1 keeps the traces.
 model=${TRACE_MODEL:-$TMP_ROOT/model.gguf}
 if [ -z "${TRACE_MODEL:-}" ]; then
-	mkdir -p "$TMP_ROOT/models"
-	"$TLA" -o "$TMP_ROOT/models" -a llama -s 3 >"$TMP_ROOT/save.log" 2>&1 ||
-		{ cat "$TMP_ROOT/save.log" >&2; fail "test-llama-archs -o failed"; }
-	"$VOCAB" "$TMP_ROOT/models/llama-dense.gguf" "$model" || fail "gguf-add-vocab failed"
+	vocab_model llama 3 "$model"
 fi
 
 T=$TMP_ROOT/trace
