@@ -197,7 +197,7 @@ static void count_phase(struct conn *c, struct request *r)
 {
 	struct pprpcd_req_count *k;
 
-	if (c->role)
+	if (c->role == PPRPC__ROLE__ROLE_PEER)
 		return;
 	if (r->h && r->h->ends_load)
 		c->running = 1;
