@@ -27,20 +27,13 @@ for fusion in released off; do
 	start_rank || fail "cannot start rank"
 	n=${#RANK_ADDRS[@]}
 	a0=${RANK_ADDRS[$((n - 2))]} a1=${RANK_ADDRS[$((n - 1))]}
-	ports=() pids=()
-	for i in 0 1; do
-		port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-		"$RS" -H 127.0.0.1 -p "$port" -d "$dev" >"$out/rpc$i-$fusion.log" 2>&1 &
-		pids+=($!) ports+=("$port")
-	done
-	sleep 3
+	start_rpc_ranks 2 "$dev" "$out/rpc-$fusion-"
 	"$LL" "${lg[@]}" -dev "$local_dev" --logits-out "$out/local-$fusion.bin" >"$out/local-$fusion.log" 2>&1 || echo "local ($fusion) failed"
 	GGML_BACKEND_PATH=$(realpath "$PLUGIN") PPRPC_RANKS=$a0,$a1 "$LL" "${lg[@]}" -dev PPRPC0,PPRPC1 -ts 1,1 \
 		--logits-out "$out/pprpc-$fusion.bin" >"$out/pprpc-$fusion.log" 2>&1 || echo "pprpc ($fusion) failed"
-	"$LL" "${lg[@]}" --rpc "127.0.0.1:${ports[0]},127.0.0.1:${ports[1]}" -dev RPC0,RPC1 -ts 1,1 \
+	"$LL" "${lg[@]}" --rpc "$RPC_ADDRS" -dev RPC0,RPC1 -ts 1,1 \
 		--logits-out "$out/rpc-$fusion.bin" >"$out/rpc-$fusion.log" 2>&1 || echo "rpc ($fusion) failed"
-	kill "${pids[@]}" 2>/dev/null
-	wait "${pids[@]}" 2>/dev/null
+	stop_rpc_ranks
 done
 unset GGML_CUDA_DISABLE_FUSION
 python3 - "$out" <<'PY'

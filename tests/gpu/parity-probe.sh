@@ -29,15 +29,7 @@ gen=(-m "$model" -p "$prompt" -n 40 --temp 0 --ignore-eos -c 1024 -no-cnv --simp
 
 start_rank --log-level debug || fail "cannot start rank 0"
 start_rank --log-level debug || fail "cannot start rank 1"
-rpc_ports=()
-rpc_pids=()
-for i in 0 1; do
-	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-	"$RS" -H 127.0.0.1 -p "$port" -d "$dev" >"$out/rpc-rank$i.log" 2>&1 &
-	rpc_pids+=($!)
-	rpc_ports+=("$port")
-done
-sleep 3
+start_rpc_ranks 2 "$dev" "$out/rpc-rank"
 
 run() { # NAME FA ARGS...
 	local name=$1 fa=$2; shift 2
@@ -51,7 +43,7 @@ for fa in on off; do
 	for i in 0 1; do "$PPRPCCTL" stats --rank "${RANK_ADDRS[$i]}" >"$out/pprpc-fa$fa-stats$i.before" 2>&1; done
 	run pprpc-fa$fa $fa with_plugin "$LC" -dev PPRPC0,PPRPC1 -ts 1,1
 	for i in 0 1; do "$PPRPCCTL" stats --rank "${RANK_ADDRS[$i]}" >"$out/pprpc-fa$fa-stats$i.after" 2>&1; done
-	run rpc-fa$fa $fa "$LC" --rpc "127.0.0.1:${rpc_ports[0]},127.0.0.1:${rpc_ports[1]}" -dev RPC0,RPC1 -ts 1,1
+	run rpc-fa$fa $fa "$LC" --rpc "$RPC_ADDRS" -dev RPC0,RPC1 -ts 1,1
 done
 echo
 echo "text (first 160 characters) and characters in common with local-faon:"
@@ -80,7 +72,7 @@ for fa in on off; do
 		echo "llama-logits local fa $fa failed"
 	with_plugin "$LL" "${lg[@]}" -fa $fa -dev PPRPC0,PPRPC1 -ts 1,1 --logits-out "$out/L-pprpc-fa$fa.bin" \
 		>"$out/L-pprpc-fa$fa.log" 2>&1 || echo "llama-logits pprpc fa $fa failed"
-	"$LL" "${lg[@]}" -fa $fa --rpc "127.0.0.1:${rpc_ports[0]},127.0.0.1:${rpc_ports[1]}" -dev RPC0,RPC1 -ts 1,1 \
+	"$LL" "${lg[@]}" -fa $fa --rpc "$RPC_ADDRS" -dev RPC0,RPC1 -ts 1,1 \
 		--logits-out "$out/L-rpc-fa$fa.bin" >"$out/L-rpc-fa$fa.log" 2>&1 || echo "llama-logits rpc fa $fa failed"
 done
 echo
@@ -148,8 +140,7 @@ for fa in ("on", "off"):
             print("  every common node's sum equal")
 PY
 fi
-kill "${rpc_pids[@]}" 2>/dev/null
-wait "${rpc_pids[@]}" 2>/dev/null
+stop_rpc_ranks
 
 echo
 echo "== the ranks' request errors and what their logs say of refusals"

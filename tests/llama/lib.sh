@@ -101,9 +101,41 @@ stop_ranks() {
 	RANK_PIDS=()
 }
 
+# start_rpc_ranks N DEV LOGPREFIX: N ggml-rpc-server ($RS) on 127.0.0.1, ephemeral
+# ports, serving DEV, logs LOGPREFIX0.log ...; sets RPC_PIDS and RPC_ADDRS
+# (a comma list for --rpc) once every one listens.  stop_rpc_ranks stops them
+# by PID (cleanup does too).
+RPC_PIDS=()
+RPC_ADDRS=
+start_rpc_ranks() {
+	local n=$1 dev=$2 log=$3 i port ports=()
+	for ((i = 0; i < n; i++)); do
+		port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+		"$RS" -H 127.0.0.1 -p "$port" -d "$dev" >"$log$i.log" 2>&1 &
+		RPC_PIDS+=($!)
+		ports+=("$port")
+	done
+	RPC_ADDRS=$(printf '127.0.0.1:%s,' "${ports[@]}")
+	RPC_ADDRS=${RPC_ADDRS%,}
+	for port in "${ports[@]}"; do
+		for i in $(seq 1 1000); do
+			(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+			sleep 0.01
+		done
+	done
+}
+
+stop_rpc_ranks() {
+	[ ${#RPC_PIDS[@]} -gt 0 ] || return 0
+	kill "${RPC_PIDS[@]}" 2>/dev/null
+	wait "${RPC_PIDS[@]}" 2>/dev/null
+	RPC_PIDS=()
+}
+
 cleanup() {
 	local st=$? d
 	stop_ranks
+	stop_rpc_ranks
 	# a sanitized rank (make SANITIZE=... test-llama) that reported, at
 	# exit (LeakSanitizer) or on the way, fails the test whatever it printed
 	for d in "${RANK_DIRS[@]}"; do
