@@ -81,6 +81,7 @@ struct pprpcd_opts {
 	uint64_t peer_connect_timeout_ms;  /* a peer link not up (connected, HELLO answered) this long fails */
 	int cuda_graphs;           /* capture CUDA graphs on first run, replay after */
 	int send_in_place;         /* a SEND with nothing behind it streams from the tensor (xfer/send_sm.h) */
+	uint64_t direct_min;       /* smaller SENDs are always captured (xfer/send_sm.h) */
 	int cpu_ipc;               /* CPU boundaries between daemons of one host by cross-memory attach */
 	int ggml_native_gdn;       /* DEVICE_GDN_NATIVE_*: pprpc's GATED_DELTA_NET on ggml devices */
 	uint64_t ipc_pool_bytes;   /* IPC staging pool per device (0: 1 GiB GPU, staging size CPU) */

@@ -24,7 +24,7 @@ import argparse
 import collections
 import sys
 
-HOPS = ["send", "arrive", "exec_start", "exec_end", "done", "reply", "recv"]
+HOPS = ["send", "arrive", "exec_start", "exec_ready", "exec_launched", "exec_end", "done", "reply", "recv"]
 
 
 def parse(paths):
@@ -180,6 +180,7 @@ def main():
     matched = 0
     execs = collections.defaultdict(list)
     graph_execs = collections.defaultdict(list)
+    phases = collections.defaultdict(list)
     waits = []
     for (addr, ty, i), c in reqs.items():
         cands = byid.get((addr, ty, i), [])
@@ -194,6 +195,12 @@ def main():
             execs[addr].append((d["exec_start"], d["exec_end"]))
             if ty == "GRAPH_RUN":
                 graph_execs[addr].append((d["exec_start"], d["exec_end"]))
+                if "exec_launched" in d:
+                    # the device's own phase marks: prepare (uploads
+                    # settled, checks queued), launch, wait for the GPU
+                    ready = d.get("exec_ready", d["exec_start"])
+                    phases[addr].append((ready - d["exec_start"], d["exec_launched"] - ready,
+                                         d["exec_end"] - d["exec_launched"]))
         if "recv" in d:
             waits.append((d["send"], d["recv"]))
         print("  %9.1f  %-6s %-11s %6d  %s" % ((c["send"] - t0) / 1000.0, rname.get(addr, addr), ty, i, chain(d)))
@@ -248,6 +255,10 @@ def main():
     for addr in order:
         print("  %-6s GRAPH_RUN exec             %9.1f   all its execs %9.1f (%d)" % (
             rname[addr], union(graph_execs[addr]) / 1000.0, union(execs[addr]) / 1000.0, len(execs[addr])))
+    for addr in order:
+        for p, l, w in phases[addr]:
+            print("  %-6s GRAPH_RUN phases: prepare %.1f, launch %.1f, wait for the device %.1f" % (
+                rname[addr], p / 1000.0, l / 1000.0, w / 1000.0))
     print("  any rank computing (GRAPH_RUN) %9.1f" % (computing / 1000.0))
     print("  client, no reply awaited       %9.1f" % (client_only / 1000.0))
     print("  the rest: transit, queues, hand-offs %9.1f" % (max(0, total - computing - client_only) / 1000.0))

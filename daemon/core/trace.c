@@ -42,7 +42,27 @@ static const char *const event_names[TRACE_EVENTS] = {
 	[TRACE_EXEC_END] = "exec_end",
 	[TRACE_DONE] = "done",
 	[TRACE_REPLY] = "reply",
+	[TRACE_EXEC_READY] = "exec_ready",
+	[TRACE_EXEC_LAUNCHED] = "exec_launched",
 };
+
+/* Set once a trace is open: from then on the marks are taken. */
+static int marks_on;
+static __thread uint64_t marks[TRACE_MARKS];
+
+void trace_mark(int kind)
+{
+	if (__atomic_load_n(&marks_on, __ATOMIC_RELAXED) && kind >= 0 && kind < TRACE_MARKS)
+		marks[kind] = trace_now_ns();
+}
+
+void trace_marks_take(uint64_t out[TRACE_MARKS])
+{
+	for (int i = 0; i < TRACE_MARKS; i++) {
+		out[i] = marks[i];
+		marks[i] = 0;
+	}
+}
 
 uint64_t trace_now_ns(void)
 {
@@ -67,6 +87,7 @@ int trace_open(const char *path, const char *listen, struct trace **ret_t, char 
 		return PPRPC_EINVAL;
 	}
 	t->pid = (long)getpid();
+	__atomic_store_n(&marks_on, 1, __ATOMIC_RELAXED);
 	fprintf(t->f, "# pprpcd trace v1 pid %ld listen %s\n"
 		      "# t_ns pid conn role type req_id event\n", t->pid, listen);
 	fflush(t->f);

@@ -19,7 +19,11 @@
  * name (GRAPH_RUN); EVENT: arrive (the whole frame read), exec_start and
  * exec_end (on the device queue, for a queued request), done (its
  * completion back on the loop), reply (a reply frame handed to the
- * transport; a request may have several: parts).
+ * transport; a request may have several: parts).  Between exec_start and
+ * exec_end a device may mark where its own phases ended (trace_mark):
+ * exec_ready (what precedes the launch: uploads settled, index checks
+ * queued) and exec_launched (the work is on the device; what follows is
+ * the wait for it) — a graph run's host cost apart from its GPU time.
  */
 #ifndef PPRPC_DAEMON_CORE_TRACE_H
 #define PPRPC_DAEMON_CORE_TRACE_H
@@ -36,8 +40,19 @@ enum trace_event {
 	TRACE_EXEC_END,
 	TRACE_DONE,
 	TRACE_REPLY,
+	TRACE_EXEC_READY,
+	TRACE_EXEC_LAUNCHED,
 	TRACE_EVENTS
 };
+
+/* Phase marks inside one exec, by the thread executing it: kept in that
+ * thread's storage (no lock), taken by the queue after exec returns and
+ * carried in the command like exec_start/end.  Free when tracing is off
+ * (one load of a flag). */
+enum trace_mark_kind { TRACE_MARK_READY, TRACE_MARK_LAUNCHED, TRACE_MARKS };
+void trace_mark(int kind);
+/* The marks the calling thread made since the last take (0: none), cleared. */
+void trace_marks_take(uint64_t out[TRACE_MARKS]);
 
 struct trace;
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "daemon/core/trace.h"
 #include "daemon/exec/stream.h"
 #include "proto/errtext.h"
 #include "pprpc/types.h"
@@ -39,6 +40,8 @@ struct queue {
 	char name[16];
 };
 
+_Static_assert(sizeof(((struct qcmd *)0)->t_mark) / sizeof(uint64_t) == TRACE_MARKS, "one t_mark per trace mark");
+
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -60,6 +63,7 @@ static int timed_exec(struct queue *q, struct qcmd *c)
 	if (!c->t_start)
 		c->t_start = t0;
 	c->t_end = t1;
+	trace_marks_take(c->t_mark);
 	__atomic_fetch_add(&a->execs, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&a->ns, ns, __ATOMIC_RELAXED);
 	if (load) {

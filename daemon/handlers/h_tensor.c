@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/core/trace.h"
 #include "daemon/objects/buffer.h"
 #include "daemon/server/conn.h"
 #include "daemon/device/device.h"
@@ -225,6 +226,7 @@ static int get_exec(struct qcmd *q)
 		return rc;
 	}
 	gc->copy->n = gc->size;
+	trace_mark(TRACE_MARK_READY);
 	return device_download(gc->b->dev, gc->copy->bytes, gc->b->ptr + gc->offset, gc->size);
 }
 

@@ -33,6 +33,9 @@ static void trace_done(struct pprpcd *d, struct qcmd *q, struct conn *c)
 {
 	if (q->t_start) {
 		trace_req(d, c, q->type, q->req_id, TRACE_EXEC_START, q->t_start);
+		for (int i = 0; i < TRACE_MARKS; i++)
+			if (q->t_mark[i])
+				trace_req(d, c, q->type, q->req_id, TRACE_EXEC_READY + i, q->t_mark[i]);
 		trace_req(d, c, q->type, q->req_id, TRACE_EXEC_END, q->t_end);
 	}
 	trace_req(d, c, q->type, q->req_id, TRACE_DONE, trace_now_ns());

@@ -52,6 +52,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->peer_connect_timeout_ms = 10000;
 	o->cuda_graphs = 1;
 	o->send_in_place = 1;
+	o->direct_min = 256u << 10;   /* xfer/send_sm.h: XS_DIRECT_MIN */
 	o->log_level = LOG_NOTICE_;
 	o->transport = PPRPCD_TRANSPORT_AUTO;
 	o->rdma_chunk = 512u << 10;
@@ -390,6 +391,21 @@ static int set_rdma_chunk(struct pprpcd_opts *o, const char *v, char *err, size_
 	return rc;
 }
 
+static int set_direct_min(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	uint64_t x = 0;
+	int rc = strcmp(v, "0") == 0 ? 0 : parse_size(v, 1ull << 30, &x, err, errlen);
+
+	if (rc == 0)
+		o->direct_min = x;
+	return rc;
+}
+
+static void set_direct_min_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%" PRIu64 "K", o->direct_min >> 10);
+}
+
 static void set_rdma_chunk_show(const struct pprpcd_opts *o, char *buf, size_t len)
 {
 	snprintf(buf, len, "%uK", o->rdma_chunk >> 10);
@@ -622,6 +638,12 @@ static const struct optdef defs[] = {
 	  .doc = "A SEND of 256 KiB or more that is the last command of its stream, with the destination "
 		 "already pulling, streams from the tensor itself instead of copying it into the staging "
 		 "ring; a later command of the stream makes it copy the rest and move on.  0 = always copy." },
+	{ OPT("direct-min", "BYTES", set_direct_min),
+	  .help = "boundary SENDs of at least this size may go by IPC or in place; smaller ones are copied to host staging (default 256K)",
+	  .doc = "A stage-boundary SEND smaller than this is always copied into the host staging ring and "
+		 "sent over the peer link; one this size or larger may go by CUDA IPC (GPU to GPU on this "
+		 "host) or stream from the tensor in place.  k/m suffix allowed; 0 = every size may.  "
+		 "Decode boundaries are small (one token's hidden state: 16 KiB for a 4096-wide f32 row)." },
 	{ OPT("ipc-pool-mib", "N", set_ipc_pool),
 	  .help = "IPC staging per device for boundary SENDs (0 = 1024 on a GPU, staging-mib on the CPU)",
 	  .doc = "GPU to GPU on this host (native cuda:N and ggml:CUDA devices alike), boundaries go by CUDA "

@@ -483,8 +483,8 @@ void xsrc_send(struct conn *c, struct request *r, const Pprpc__Send *m, struct d
 	/* Small SENDs are captured at once: the copy costs less than the
 	 * hop to the worker that streaming in place or IPC needs when the
 	 * PULL comes, and the loop then answers the PULL by itself. */
-	in_place_ok = d->opts.send_in_place && xdev_host_visible(b->dev) && m->size >= XS_DIRECT_MIN;
-	ipc_ok = xdev_has_ipc(b->dev) && m->size >= XS_DIRECT_MIN;
+	in_place_ok = d->opts.send_in_place && xdev_host_visible(b->dev) && m->size >= d->opts.direct_min;
+	ipc_ok = xdev_has_ipc(b->dev) && m->size >= d->opts.direct_min;
 	sc = calloc(1, sizeof(*sc));
 	if (!x)
 		x = sc ? xsend_new(xf, m->transfer_id) : NULL;

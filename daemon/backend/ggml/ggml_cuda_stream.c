@@ -22,6 +22,7 @@
 #include <cuda_runtime_api.h>
 
 #include "daemon/backend/cuda/cuda_memops.h"
+#include "daemon/core/trace.h"
 #include "daemon/objects/graph.h"
 #include "ggml-backend-impl.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -392,6 +393,7 @@ static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 	struct gge_cuda_stream *s = sctx;
 	struct gge_cuda_streams *cs = s->cs;
 	struct gge_graph *gg = g->dev_priv;
+	ggml_backend_event_t up;
 	const char *w = NULL;
 	enum ggml_status st;
 	struct pend *pd;
@@ -410,10 +412,18 @@ static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 		done(arg, rc, rc < 0 ? why : NULL);
 		return 0;
 	}
-	if ((rc = use(cs, err, errlen)) < 0 || (rc = gge_graph_prepare(cs->g, gg, err, errlen)) < 0)
+	if ((rc = use(cs, err, errlen)) < 0 || (rc = gge_graph_prepare_async(cs->g, gg, &up, err, errlen)) < 0)
 		return rc;
+	/* The inputs' uploads before the checks and the run, on the GPU (the
+	 * run waits for this stream when it is ahead). */
+	if (up) {
+		if ((e = cudaStreamWaitEvent(s->stream, (cudaEvent_t)up->context, 0)) != cudaSuccess)
+			return cuda_fail(cs, e, "event wait (uploads)", err, errlen);
+		s->ahead = true;
+	}
 	if ((rc = enqueue_checks(s, gg, err, errlen)) < 0)
 		goto fail;
+	trace_mark(TRACE_MARK_READY);
 	if (s->ahead) {
 		if ((e = cudaEventRecord((cudaEvent_t)s->ev_in->context, s->stream)) != cudaSuccess) {
 			rc = cuda_fail(cs, e, "event record", err, errlen);
@@ -429,6 +439,7 @@ static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 		goto fail;
 	}
 	gge_ops_count_ggml(gg, 0, gg->nnodes);
+	trace_mark(TRACE_MARK_LAUNCHED);
 	if (quiet(s)) {
 		/* The checks ran before the graph (it waited for them). */
 		ggml_backend_synchronize(s->be);

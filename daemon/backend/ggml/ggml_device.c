@@ -364,7 +364,7 @@ static int dev_download(void *ctx, void *dst_host, const void *src_dev, uint64_t
 	ggml_backend_buffer_t b = lookup(gd, src_dev, n, &off);
 
 	gge_dev_settle(gd->g);
-	return b ? gge_buf_read(b, off, dst_host, n) : PPRPC_EINTERNAL;
+	return b ? gge_buf_read_staged(gd->g, b, off, dst_host, n) : PPRPC_EINTERNAL;
 }
 
 static const struct buffer_i gdev_host_buffer_i = {

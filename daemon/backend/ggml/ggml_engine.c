@@ -152,6 +152,8 @@ void gge_dev_close(struct gge_dev *g)
 	gge_dev_ops_fini(g);
 	/* The pool goes after the backend that points at it; the staging of
 	 * queued uploads after the backend finished with it. */
+	if (g->up_ev)
+		ggml_backend_event_free(g->up_ev);
 	if (g->backend)
 		ggml_backend_free(g->backend);
 	if (g->pin_buf)
@@ -306,6 +308,43 @@ void gge_dev_settle(struct gge_dev *g)
 	ggml_backend_synchronize(g->backend);
 	g->queued_writes = false;
 	g->pin_used = 0;
+}
+
+ggml_backend_event_t gge_dev_uploads_event(struct gge_dev *g)
+{
+	if (!g->queued_writes)
+		return NULL;
+	if (!g->up_ev && !g->up_ev_none) {
+		g->up_ev = ggml_backend_event_new(g->dev);
+		g->up_ev_none = !g->up_ev;
+	}
+	if (!g->up_ev) {
+		gge_dev_settle(g);
+		return NULL;
+	}
+	ggml_backend_event_record(g->up_ev, g->backend);
+	return g->up_ev;
+}
+
+int gge_buf_read_staged(struct gge_dev *g, ggml_backend_buffer_t b, uint64_t off, void *dst, uint64_t n)
+{
+	struct ggml_tensor t;
+
+	if (g->cuda_ordinal < 0 || n < GGE_PIN_READ_MIN || !g->backend->iface.get_tensor_async ||
+	    !ggml_backend_supports_buft(g->backend, b->buft) || !pin_ready(g))
+		return gge_buf_read(b, off, dst, n);
+	/* The staging is free once the uploads landed. */
+	gge_dev_settle(g);
+	for (uint64_t done = 0; done < n;) {
+		uint64_t k = n - done < GGE_PIN_BYTES ? n - done : GGE_PIN_BYTES;
+
+		range_tensor(&t, b, off + done, k);
+		ggml_backend_tensor_get_async(g->backend, &t, g->pin, 0, (size_t)k);
+		ggml_backend_synchronize(g->backend);
+		memcpy((uint8_t *)dst + done, g->pin, (size_t)k);
+		done += k;
+	}
+	return 0;
 }
 
 int gge_buf_read(ggml_backend_buffer_t b, uint64_t off, void *dst, uint64_t n)

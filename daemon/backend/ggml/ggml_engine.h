@@ -55,6 +55,10 @@ struct gge_dev {
 	ggml_backend_buffer_t pin_buf;
 	uint8_t *pin;
 	uint64_t pin_used;
+	/* recorded behind the queued uploads for streams to wait on
+	 * (gge_dev_uploads_event); up_ev_none: the device has no events */
+	ggml_backend_event_t up_ev;
+	bool up_ev_none;
 	bool host;                       /* buffers are host memory */
 	/* ggml-cpu's work buffer: the largest plan of a graph created so far,
 	 * reserved under the memory floor (ggml_graph.c check_scratch; loop) */
@@ -112,6 +116,20 @@ int gge_buf_fill(ggml_backend_buffer_t b, uint64_t off, int value, uint64_t n);
 int gge_buf_write_queued(struct gge_dev *g, ggml_backend_buffer_t b, uint64_t off, const void *src, uint64_t n);
 /* Wait for the queued uploads, if any. */
 void gge_dev_settle(struct gge_dev *g);
+/* The queued uploads ordered on the GPU instead of waited for: an event
+ * recorded behind them, for the caller's streams to wait on (the staging
+ * stays in use until a later settle).  NULL when nothing is queued, or
+ * where the device has no events (then they were settled here).  A graph
+ * run's host wait for its inputs' uploads cost 142 us of each decoded
+ * token's GRAPH_RUN on an H100 (tests/gpu/token-trace.sh). */
+ggml_backend_event_t gge_dev_uploads_event(struct gge_dev *g);
+/* A download of at least GGE_PIN_READ_MIN bytes from a ggml-cuda buffer
+ * goes through the pinned staging (the caller settled the uploads first):
+ * ggml's synchronous copy into pageable memory took 146 us for a decoded
+ * token's 608 KB of logits on an H100 (about 4 GB/s; token-trace.sh).
+ * Smaller ones, and other devices, copy directly. */
+#define GGE_PIN_READ_MIN (64u << 10)
+int gge_buf_read_staged(struct gge_dev *g, ggml_backend_buffer_t b, uint64_t off, void *dst, uint64_t n);
 /* Ranges may overlap (memmove semantics). */
 int gge_buf_copy(ggml_backend_buffer_t dst, uint64_t doff, ggml_backend_buffer_t src, uint64_t soff, uint64_t n);
 
@@ -201,6 +219,12 @@ int gge_graph_compute_on(struct gge_dev *g, ggml_backend_t be, struct gge_graph 
 /* What every run does first, on the worker: the queued uploads landed,
  * the buffers' init_tensor on the first run. */
 int gge_graph_prepare(struct gge_dev *g, struct gge_graph *gg, char *err, size_t errlen);
+/* The same for a run enqueued on a GPU stream: the uploads are ordered by
+ * the event *ret_up (NULL: nothing to wait for) the caller makes its
+ * streams wait on, instead of waited for here (gge_dev_uploads_event).
+ * The first run settles them (its init_tensor writes device memory). */
+int gge_graph_prepare_async(struct gge_dev *g, struct gge_graph *gg, ggml_backend_event_t *ret_up, char *err,
+			    size_t errlen);
 /* Can a run be enqueued on a GPU stream behind work that has not run yet
  * (a timeline WAIT held there)?  Not when something must be read on the
  * host in the middle of it: a split guard, a node of pprpc's own ops

@@ -73,6 +73,17 @@ int gge_graph_prepare(struct gge_dev *g, struct gge_graph *gg, char *err, size_t
 	return 0;
 }
 
+int gge_graph_prepare_async(struct gge_dev *g, struct gge_graph *gg, ggml_backend_event_t *ret_up, char *err,
+			    size_t errlen)
+{
+	*ret_up = NULL;
+	if (!gg->inited)
+		return gge_graph_prepare(g, gg, err, errlen);
+	gge_dev_worker_init(g);
+	*ret_up = gge_dev_uploads_event(g);
+	return 0;
+}
+
 int gge_graph_compute(struct gge_dev *g, struct gge_graph *gg, char *err, size_t errlen)
 {
 	return gge_graph_compute_on(g, g->backend, gg, err, errlen);
