@@ -168,8 +168,9 @@ static int32_t visit(struct pg_wire *w, const struct ggml_tensor *t, int depth);
  * padded" checks read them).  A view made by ggml_view_tensor (CPY,
  * SET_ROWS, in-place ops) has its source's shape and strides, so it gets
  * the same treatment as its source, and the rank's checks that a node is
- * what ggml's constructor makes still hold; only the view ops themselves
- * (permute, reshape, ...) would not, and they never travel as nodes. */
+ * what ggml's constructor makes still hold.  The view ops themselves
+ * (permute, transpose) travel as nodes too (view_node): the rank's rules for
+ * them ignore the stride of a dimension of size 1. */
 static void strides(const struct ggml_tensor *t, uint64_t *nb)
 {
 	for (int k = 0; k < GGML_MAX_DIMS; k++)
@@ -186,9 +187,10 @@ static void strides(const struct ggml_tensor *t, uint64_t *nb)
  * them): NONE (test-backend-ops adds sentinels so), the views, nodes with
  * no elements, and nodes without GGML_TENSOR_FLAG_COMPUTE (the meta
  * backend disables the parts of a zero-sized slice so, and zeroes their
- * results itself).  They travel only as the tensors later nodes read, if
- * any.  The scheduler may even put a view of a host tensor in our split: a
- * no-op there, its readers get a copy. */
+ * results itself).  They travel as the tensors later nodes read, if any,
+ * and the views of this device's memory as nodes too (view_node).  The
+ * scheduler may even put a view of a host tensor in our split: a no-op
+ * there, its readers get a copy. */
 static int no_op(const struct ggml_tensor *t)
 {
 	if (ggml_is_empty(t) || !(t->flags & GGML_TENSOR_FLAG_COMPUTE))
@@ -203,6 +205,50 @@ static int no_op(const struct ggml_tensor *t)
 	default:
 		return 0;
 	}
+}
+
+/*
+ * A view op of this device's memory travels as a node all the same: it runs
+ * no kernel, but ggml-cuda matches its fusions on the node sequence (RMS_NORM,
+ * MUL, ROPE, VIEW, SET_ROWS; the MoE's top-k with its views and reshapes),
+ * and a rank's graph without the views fused nothing of that: kimi-linear's
+ * logits through two ggml:CUDA0 ranks were, bit for bit, local's with
+ * GGML_CUDA_DISABLE_FUSION=1 (tests/gpu/fusion-check.sh).  A view of memory
+ * elsewhere (the scheduler may put a view of a host tensor in our split)
+ * stays a no-op here, as before.
+ */
+static int view_node(const struct pg_wire *w, const struct ggml_tensor *t)
+{
+	struct pg_buffer *b;
+	uint64_t off;
+
+	if (!w->with_buffers || ggml_is_empty(t) || !(t->flags & GGML_TENSOR_FLAG_COMPUTE) || !t->src[0])
+		return 0;
+	switch (t->op) {
+	case GGML_OP_VIEW:
+	case GGML_OP_RESHAPE:
+	case GGML_OP_PERMUTE:
+	case GGML_OP_TRANSPOSE:
+		break;
+	default:
+		return 0;
+	}
+	if (pg_tensor_loc(t, &b, &off) < 0 || b->dev != w->dev)
+		return 0;
+	if (pg_tensor_loc(t->src[0], &b, &off) < 0 || b->dev != w->dev)
+		return 0;
+	if (t->op == GGML_OP_VIEW) {
+		/* ggml's constructor: the offset parameter is where the view
+		 * starts in src0.  The meta backend's slices (-sm tensor) scale
+		 * view_offs and keep the parameter: such a view stays a no-op
+		 * here (the rank checks a view node against its parameter). */
+		size_t param;
+
+		memcpy(&param, t->op_params, sizeof(param));
+		if (t->view_offs != (t->src[0]->view_src ? t->src[0]->view_offs : 0) + param)
+			return 0;
+	}
+	return 1;
 }
 
 /* Emit t (its sources already have indices in srcs/view). */
@@ -307,7 +353,7 @@ int pg_wire_graph(struct pg_wire *w, struct pg_device *d, const struct ggml_cgra
 	for (int i = 0; i < n; i++) {
 		const struct ggml_tensor *t = ggml_graph_node((struct ggml_cgraph *)g, i);
 
-		if (!no_op(t) && map_get(w, t) == ABSENT) {
+		if ((!no_op(t) || view_node(w, t)) && map_get(w, t) == ABSENT) {
 			if (map_put(w, t, NODE_PENDING) < 0)
 				goto nomem;
 		}
@@ -316,7 +362,7 @@ int pg_wire_graph(struct pg_wire *w, struct pg_device *d, const struct ggml_cgra
 		const struct ggml_tensor *t = ggml_graph_node((struct ggml_cgraph *)g, i);
 		int32_t idx;
 
-		if (no_op(t))
+		if (no_op(t) && !view_node(w, t))
 			continue;
 		idx = visit(w, t, 0);
 		if (idx < 0) {

@@ -9,6 +9,7 @@
 # 8192), as the benchmark runs it.  Every run: -b 64 -ub 16 (the prompt is
 # several ubatches and two batches), one thread.  Checked:
 #   - pprpc (-ngl 99 -dev PPRPC0,PPRPC1 -ts 1,1) = local (-dev none), bit for bit;
+#   - the graphs it sent carry their view ops as nodes (tests/llama/graph-nodes.py);
 #   - --tokens (the ids of the -p run) = -p, bit for bit;
 #   - local with -ub 5: another rounding, NMSE within a loose bound;
 #   - a copy of pprpc's file with one position's top logit pushed down: the
@@ -47,12 +48,18 @@ n=$(od -A n -t u4 -j 8 -N 4 "$TMP_ROOT/local.bin" | tr -d ' ')
 
 start_rank || fail "cannot start rank 0"
 start_rank || fail "cannot start rank 1"
-# -lv 4: the model-loading lines checked below
-logits pprpc with_plugin "$LL" "${args[@]}" -ngl 99 -dev PPRPC0,PPRPC1 -ts 1,1 -lv 4 -p "$prompt"
+# -lv 4: the model-loading lines checked below; the graphs sent are dumped
+mkdir -p "$TMP_ROOT/graphs"
+PPRPC_DUMP_GRAPHS=$TMP_ROOT/graphs logits pprpc with_plugin "$LL" "${args[@]}" -ngl 99 -dev PPRPC0,PPRPC1 -ts 1,1 -lv 4 -p "$prompt"
 for dev in PPRPC0 PPRPC1; do
 	grep -q "$dev model buffer size" "$TMP_ROOT/pprpc.log" || fail "$dev got no part of the model"
 done
 stop_ranks
+# The view ops travel as nodes (ggml-cuda fuses on the node sequence: without
+# them a rank computed what local computes with its fusion off)
+python3 tests/llama/graph-nodes.py "$(dirname "$(dirname "$LLAMA_BIN")")/ggml/include/ggml.h" "$TMP_ROOT"/graphs/*.pb \
+	>"$TMP_ROOT/graph-nodes.txt" || { tail -n 5 "$TMP_ROOT/graph-nodes.txt" >&2; fail "no graph sent its view ops as nodes"; }
+tail -n 1 "$TMP_ROOT/graph-nodes.txt"
 
 # Bit for bit: the ranks run the same ggml-cpu build's kernels on the same
 # graphs, ubatch for ubatch, with one thread as the local run has, so every

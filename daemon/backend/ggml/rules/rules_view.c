@@ -92,7 +92,9 @@ int rule_permute(struct rule_ctx *c)
 	TRY(view_over(c, a, 0));
 	for (int i = 0; i < GGML_MAX_DIMS; i++) {
 		const int ax = rules_i32(n, i);
-		REQ(c, n->ne[ax] == a->ne[i] && n->nb[ax] == a->nb[i],
+		/* (a dimension of size 1 is never stepped: its stride is free,
+		 * and the plugin sends a contiguous tensor's canonical ones) */
+		REQ(c, n->ne[ax] == a->ne[i] && (a->ne[i] == 1 || n->nb[ax] == a->nb[i]),
 		    "result dim %d (ne=%lld nb=%zu) is not src0 dim %d (ne=%lld nb=%zu)", ax,
 		    (long long)n->ne[ax], n->nb[ax], i, (long long)a->ne[i], a->nb[i]);
 	}
@@ -108,7 +110,7 @@ int rule_transpose(struct rule_ctx *c)
 
 	TRY(view_over(c, a, 0));
 	for (int i = 0; i < GGML_MAX_DIMS; i++)
-		REQ(c, n->ne[perm[i]] == a->ne[i] && n->nb[perm[i]] == a->nb[i],
+		REQ(c, n->ne[perm[i]] == a->ne[i] && (a->ne[i] == 1 || n->nb[perm[i]] == a->nb[i]),
 		    "result is not src0 with dims 0 and 1 swapped");
 	return 0;
 }
