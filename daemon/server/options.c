@@ -18,6 +18,7 @@
 #include "daemon/server/options.h"
 #include "daemon/device/device.h"
 #include "daemon/pprpcd.h"
+#include "daemon/xfer/send_sm.h"
 #include "pprpc/types.h"
 #include "util/addr.h"
 #include "transport/rdma_ring.h"
@@ -52,7 +53,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->peer_connect_timeout_ms = 10000;
 	o->cuda_graphs = 1;
 	o->send_in_place = 1;
-	o->direct_min = 256u << 10;   /* xfer/send_sm.h: XS_DIRECT_MIN */
+	o->direct_min = XS_DIRECT_MIN;
 	o->log_level = LOG_NOTICE_;
 	o->transport = PPRPCD_TRANSPORT_AUTO;
 	o->rdma_chunk = 512u << 10;

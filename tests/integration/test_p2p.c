@@ -61,10 +61,8 @@ static int setup(void **state)
  * 4 MiB reuse slots while it is under way.  Cross-memory attach needs
  * ptrace access between the two daemons (Yama, container capabilities);
  * where the kernel refuses it, the group says so and skips. */
-static int setup_ipc(void **state)
+static int setup_ipc_with(void **state, const char *const *args)
 {
-	static const char *const args[] = { "--staging-mib", "8", "--transfer-timeout-ms", "1500", "--cpu-ipc", "1",
-					    "--ipc-pool-mib", "4", NULL };
 	struct pair *p = calloc(1, sizeof(*p));
 	pprpc_buffer ba, bb;
 
@@ -85,6 +83,23 @@ static int setup_ipc(void **state)
 	pprpc_buffer_free(p->cb, bb);
 	*state = p;
 	return 0;
+}
+
+static int setup_ipc(void **state)
+{
+	static const char *const args[] = { "--staging-mib", "8", "--transfer-timeout-ms", "1500", "--cpu-ipc", "1",
+					    "--ipc-pool-mib", "4", NULL };
+
+	return setup_ipc_with(state, args);
+}
+
+/* The same with direct-min 0: a SEND of any size may go by IPC. */
+static int setup_direct0(void **state)
+{
+	static const char *const args[] = { "--staging-mib", "8", "--transfer-timeout-ms", "1500", "--cpu-ipc", "1",
+					    "--ipc-pool-mib", "4", "--direct-min", "0", NULL };
+
+	return setup_ipc_with(state, args);
 }
 
 /* Whether the devices under test are host memory (the default cpu, or
@@ -671,6 +686,31 @@ static void test_ipc_sizes(void **state)
 	assert_true(c1 > c0);
 }
 
+/* A decode boundary's size (16 KiB: one token of a 4096-wide f32 row) with
+ * the PULL surely there first: under direct-min (256 KiB by default) the
+ * SEND is captured into host staging and goes over TCP even where IPC is
+ * there; with direct-min 0 (setup_direct0) it goes by IPC.  Both exact. */
+static void small_transfer_path(struct pair *p, uint64_t id, const char *want)
+{
+	char path[16] = "";
+	uint64_t b = 0, c = 0;
+
+	skip_without_ipc(p);
+	transfer(p, 16 * 1024, id, 300 * 1000, 0);
+	recv_bstat(p, path, sizeof(path), &b, &c);
+	assert_string_equal(path, want);
+}
+
+static void test_small_by_tcp(void **state)
+{
+	small_transfer_path(*state, 7000, "p2p-tcp");
+}
+
+static void test_small_by_ipc_direct0(void **state)
+{
+	small_transfer_path(*state, 7001, "p2p-ipc");
+}
+
 /* The pool handle of the CPU backend's cross-memory attach as it goes on
  * the wire (daemon/backend/cpu/dev_cpu.c). */
 struct cma_wire {
@@ -807,8 +847,13 @@ int main(void)
 		cmocka_unit_test(test_ipc_sizes),
 		cmocka_unit_test(test_ipc_ring_full),
 		cmocka_unit_test(test_cma_pool_of_the_link_only),
+		cmocka_unit_test(test_small_by_tcp),
+	};
+	const struct CMUnitTest direct0_tests[] = {
+		cmocka_unit_test(test_small_by_ipc_direct0),
 	};
 	int failed = cmocka_run_group_tests_name("integration_p2p", tests, setup, teardown);
 
-	return failed | cmocka_run_group_tests_name("integration_p2p_ipc", ipc_tests, setup_ipc, teardown);
+	failed |= cmocka_run_group_tests_name("integration_p2p_ipc", ipc_tests, setup_ipc, teardown);
+	return failed | cmocka_run_group_tests_name("integration_p2p_direct0", direct0_tests, setup_direct0, teardown);
 }

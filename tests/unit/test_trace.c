@@ -1,5 +1,6 @@
 /* Unit tests: the request trace (daemon/core/trace.h) — off by default and
- * then writing nothing; on, the header, the lines and the drop count. */
+ * then writing nothing; on, the header, the lines and the drop count; the
+ * per-thread phase marks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <pthread.h>
 
 #include <cmocka.h>
 
@@ -56,22 +58,75 @@ static void test_off_by_default(void **state)
 	trace_flush(NULL);
 }
 
+/* A daemon context tracing into a fresh temporary file (path: a mkstemp
+ * template, filled in). */
+static void open_trace(struct pprpcd *d, struct core_ops *ops, char *path)
+{
+	char err[256];
+	int fd = mkstemp(path);
+
+	assert_true(fd >= 0);
+	close(fd);
+	memset(d, 0, sizeof(*d));
+	*ops = core_stub_ops;
+	ops->conn_trace_who = who;
+	d->ops = ops;
+	assert_int_equal(trace_open(path, "127.0.0.1:5", &d->trace, err, sizeof(err)), 0);
+}
+
+static void *mark_in_thread(void *arg)
+{
+	uint64_t *m = arg;
+
+	trace_mark(TRACE_MARK_LAUNCHED);
+	trace_marks_take(m);
+	return NULL;
+}
+
+/* Phase marks: nothing before any trace is open (free when off); then the
+ * calling thread's marks, taken once and cleared, and never another
+ * thread's; their events have names in the file. */
+static void test_marks(void **state)
+{
+	uint64_t m[TRACE_MARKS], other[TRACE_MARKS];
+	char path[] = "/tmp/pprpc-test-trace-XXXXXX";
+	struct core_ops ops;
+	struct pprpcd d;
+	pthread_t th;
+
+	(void)state;
+	trace_mark(TRACE_MARK_READY);
+	trace_marks_take(m);
+	assert_int_equal(m[TRACE_MARK_READY], 0);
+	open_trace(&d, &ops, path);
+	trace_mark(TRACE_MARK_READY);
+	assert_int_equal(pthread_create(&th, NULL, mark_in_thread, other), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_true(other[TRACE_MARK_LAUNCHED] > 0);
+	assert_int_equal(other[TRACE_MARK_READY], 0);
+	trace_marks_take(m);
+	assert_true(m[TRACE_MARK_READY] > 0);
+	assert_int_equal(m[TRACE_MARK_LAUNCHED], 0);
+	trace_marks_take(m);
+	assert_int_equal(m[TRACE_MARK_READY], 0);
+	trace_req(&d, NULL, MSG_GRAPH_RUN, 9, TRACE_EXEC_READY, 1500);
+	trace_req(&d, NULL, MSG_GRAPH_RUN, 9, TRACE_EXEC_LAUNCHED, 1600);
+	trace_close(d.trace);
+	assert_non_null(strstr(slurp(path), "\n1500 "));
+	assert_non_null(strstr(slurp(path), " c7 peer GRAPH_RUN 9 exec_ready\n"));
+	assert_non_null(strstr(slurp(path), " c7 peer GRAPH_RUN 9 exec_launched\n"));
+	unlink(path);
+}
+
 static void test_lines(void **state)
 {
-	struct core_ops ops = core_stub_ops;
+	struct core_ops ops;
 	struct pprpcd d;
 	char path[] = "/tmp/pprpc-test-trace-XXXXXX", err[256];
 	char *text;
-	int fd;
 
 	(void)state;
-	fd = mkstemp(path);
-	assert_true(fd >= 0);
-	close(fd);
-	memset(&d, 0, sizeof(d));
-	ops.conn_trace_who = who;
-	d.ops = &ops;
-	assert_int_equal(trace_open(path, "127.0.0.1:5", &d.trace, err, sizeof(err)), 0);
+	open_trace(&d, &ops, path);
 	trace_req(&d, NULL, MSG_GRAPH_RUN, 42, TRACE_EXEC_START, 1000);
 	trace_req(&d, NULL, MSG_GRAPH_RUN, 42, TRACE_EXEC_END, 2000);
 	trace_close(d.trace);
@@ -92,6 +147,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_off_by_default),
+		cmocka_unit_test(test_marks),
 		cmocka_unit_test(test_lines),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
