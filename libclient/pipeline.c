@@ -39,6 +39,7 @@
 #include "libclient/client.h"
 #include "libclient/pipeline_hooks.h"
 #include "proto/msgtype.h"
+#include "util/clock.h"
 
 struct pstage {
 	pprpc_stage st;
@@ -79,14 +80,6 @@ struct run {
 };
 
 static void choose_transfer(pprpc_pipeline *p);
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static const char *rank_name(const struct pstage *ps)
 {
@@ -240,7 +233,7 @@ PPRPC_API int pprpc_pipeline_create(const pprpc_stage *stages, int nstages,
 	choose_transfer(p);
 	/* A random prefix keeps ids of different pipelines (and clients) apart
 	 * on a shared source daemon. */
-	p->xfer_base = ((now_ns() ^ (uint64_t)(uintptr_t)p) & 0xffffffull) << 36;
+	p->xfer_base = ((util_now_ns() ^ (uint64_t)(uintptr_t)p) & 0xffffffull) << 36;
 	p->err[0] = '\0';
 	*out = p;
 	return 0;
@@ -419,7 +412,7 @@ static int issue_stage(struct run *r, int s, int m, const void *src)
 	const pprpc_micro_plan *pl = plan_of(r, s, m);
 	int unsafe = p->unsafe, k = slot_of(p, m), rc;
 
-	r->issue_ns[(size_t)s * r->M + m] = now_ns();
+	r->issue_ns[(size_t)s * r->M + m] = util_now_ns();
 	/* WAR: slot k of our output (and of the next stage's input) was last
 	 * used by micro-batch m-2; run m only once the next stage consumed it. */
 	if (!unsafe && s + 1 < p->n && m >= 2) {
@@ -490,7 +483,7 @@ static int collect(struct run *r, int s, int m)
 			.micro = m,
 			.slot = slot_of(p, m),
 			.issue_ns = r->issue_ns[i],
-			.done_ns = now_ns(),
+			.done_ns = util_now_ns(),
 			.data = g->bulk,
 			.bytes = g->bulk_len,
 		};
@@ -536,7 +529,7 @@ static int poll_stages(struct run *r)
 					.micro = seen[s],
 					.slot = slot_of(p, seen[s]),
 					.issue_ns = r->issue_ns[i],
-					.done_ns = now_ns(),
+					.done_ns = util_now_ns(),
 					.data = NULL,
 					.bytes = plan_of(r, s, seen[s])->out_bytes,
 				};

@@ -17,11 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "libclient/client.h"
 #include "proto/msgtype.h"
+#include "util/clock.h"
 
 #define FLUSH_NS 200000000ull
 
@@ -31,14 +31,6 @@ struct pprpc_trace {
 	long pid;
 	uint64_t last_flush;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 PPRPC_API int pprpc_trace_open(const char *path, pprpc_trace **ret_t)
 {
@@ -79,7 +71,7 @@ PPRPC_API void pprpc_trace_event(pprpc_trace *t, const char *conn, const char *t
 	if (!t)
 		return;
 	pthread_mutex_lock(&t->lock);
-	now = now_ns();
+	now = util_now_ns();
 	fprintf(t->f, "%" PRIu64 " %ld %s client %s %" PRIu64 " %s%s%s\n", now, t->pid, conn && *conn ? conn : "-",
 		type, id, event, info ? " " : "", info ? info : "");
 	if (now - t->last_flush > FLUSH_NS) {

@@ -6,13 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "daemon/core/core_impl.h"
 #include "daemon/pprpcd.h"
 #include "pprpc/types.h"
 #include "proto/msgtype.h"
+#include "util/clock.h"
 
 /* Records between two ticks: at 20 ms ticks (server.c while draining) to
  * 2 s, 64 Ki of them (2 MiB) hold well over a thousand tokens' requests. */
@@ -66,10 +66,7 @@ void trace_marks_take(uint64_t out[TRACE_MARKS])
 
 uint64_t trace_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return util_now_ns();
 }
 
 int trace_open(const char *path, const char *listen, struct trace **ret_t, char *err, size_t errlen)

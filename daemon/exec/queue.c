@@ -5,12 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "daemon/core/trace.h"
 #include "daemon/exec/stream.h"
 #include "proto/errtext.h"
 #include "pprpc/types.h"
+#include "util/clock.h"
 #include "proto/msgtype.h"
 
 _Static_assert(MSG_TYPE_COUNT <= QUEUE_EXEC_TYPES, "every command type has an exec-time account");
@@ -40,24 +40,14 @@ struct queue {
 	char name[16];
 };
 
-_Static_assert(sizeof(((struct qcmd *)0)->t_mark) / sizeof(uint64_t) == TRACE_MARKS, "one t_mark per trace mark");
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* exec, timed into the command type's account */
 static int timed_exec(struct queue *q, struct qcmd *c)
 {
 	struct queue_exec_time *a = &q->exec_time[c->type < QUEUE_EXEC_TYPES ? c->type : 0];
 	int load = c->load;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = util_now_ns();
 	int st = c->exec(c);
-	uint64_t t1 = now_ns(), ns = t1 - t0;
+	uint64_t t1 = util_now_ns(), ns = t1 - t0;
 
 	/* kept in the command, free: the clock was read anyway */
 	if (!c->t_start)

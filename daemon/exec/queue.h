@@ -25,6 +25,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "daemon/core/trace.h"
+
 struct stream;
 
 struct qcmd {
@@ -56,7 +58,7 @@ struct qcmd {
 	 * (0: never executed), for the request trace (core/trace.h): written
 	 * by the executing thread, read on the loop in done() */
 	uint64_t t_start, t_end;
-	uint64_t t_mark[2];      /* the last exec's phase marks (core/trace.h), 0: none */
+	uint64_t t_mark[TRACE_MARKS]; /* the last exec's phase marks (core/trace.h), 0: none */
 	uint64_t fail_cmd;       /* fence: the command that failed */
 	uint16_t fail_type;
 	char err[256];

@@ -17,10 +17,7 @@ set -u
 cd "$(dirname "$0")/../.."
 . tests/llama/lib.sh
 
-TLA=$LLAMA_BIN/test-llama-archs
-LC=$LLAMA_BIN/llama-completion
-VOCAB=$BUILD/tests/gguf-add-vocab
-require_llama "generate" "$TLA" "$LC" "$VOCAB"
+require_completion_tools "generate"
 ARCH=${PPRPC_GEN_ARCH:-llama}
 SEED=${PPRPC_GEN_SEED:-3}
 

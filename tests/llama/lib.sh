@@ -165,6 +165,15 @@ fail() {
 # test-llama-archs (-o; its dense variant, else its MoE one) with a
 # vocabulary added (gguf-add-vocab), so llama-completion can tokenize.
 # Needs TLA and VOCAB (the callers' require_llama checked them).
+# The tools of the scripts that run llama-completion on a model with a
+# vocabulary (vocab_model): TLA, LC, VOCAB set, or skip as require_llama does.
+require_completion_tools() {
+	TLA=$LLAMA_BIN/test-llama-archs
+	LC=$LLAMA_BIN/llama-completion
+	VOCAB=$BUILD/tests/gguf-add-vocab
+	require_llama "$1" "$TLA" "$LC" "$VOCAB"
+}
+
 vocab_model() {
 	local arch=$1 seed=$2 out=$3 src
 	mkdir -p "$TMP_ROOT/models"

@@ -19,10 +19,7 @@ set -u
 cd "$(dirname "$0")/../.."
 . tests/llama/lib.sh
 
-TLA=$LLAMA_BIN/test-llama-archs
-LC=$LLAMA_BIN/llama-completion
-VOCAB=$BUILD/tests/gguf-add-vocab
-require_llama "rank-loss" "$TLA" "$LC" "$VOCAB"
+require_completion_tools "rank-loss"
 BOUND=${LOSS_BOUND_S:-20}
 HUNG_BOUND=${HUNG_BOUND_S:-10}
 

@@ -12,10 +12,7 @@ set -u
 cd "$(dirname "$0")/../.."
 . tests/llama/lib.sh
 
-TLA=$LLAMA_BIN/test-llama-archs
-LC=$LLAMA_BIN/llama-completion
-VOCAB=$BUILD/tests/gguf-add-vocab
-require_llama "trace" "$TLA" "$LC" "$VOCAB"
+require_completion_tools "trace"
 
 # TRACE_MODEL=FILE: another model (doc/llama.md's figures: gen-model's
 # tiny llama); PPRPC_KEEP_LOGS=1 keeps the traces.
