@@ -46,7 +46,7 @@ PPRPC_API int pprpc_trace_open(const char *path, pprpc_trace **ret_t)
 	snprintf(name, sizeof(name), "%s.%ld", path, t->pid);
 	t->f = fopen(name, "w");
 	if (!t->f) {
-		int rc = -errno == PPRPC_ENOMEM ? PPRPC_ENOMEM : PPRPC_EINVAL;
+		int rc = errno == ENOMEM ? PPRPC_ENOMEM : PPRPC_EINVAL;
 
 		free(t);
 		return rc;

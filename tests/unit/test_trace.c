@@ -17,6 +17,7 @@
 #include "daemon/core/trace.h"
 #include "daemon/server/options.h"
 #include "daemon/pprpcd.h"
+#include "pprpc.h"
 #include "pprpc/types.h"
 #include "proto/msgtype.h"
 
@@ -143,12 +144,40 @@ static void test_lines(void **state)
 	assert_non_null(strstr(err, "/nonexistent-dir/x"));
 }
 
+/* The client's half (libclient/trace.c): PATH.PID with its header and the
+ * caller's lines; a path that cannot be created is PPRPC_EINVAL, as
+ * pprpc.h says (a missing folder's ENOENT once read as out of memory). */
+static void test_client_trace(void **state)
+{
+	char path[] = "/tmp/pprpc-test-ctrace-XXXXXX", name[64];
+	pprpc_trace *t = NULL;
+	int fd;
+
+	(void)state;
+	assert_int_equal(pprpc_trace_open("/nonexistent-dir/x", &t), PPRPC_EINVAL);
+	assert_null(t);
+	assert_int_equal(pprpc_trace_open("", &t), PPRPC_EINVAL);
+	assert_int_equal(pprpc_trace_open(NULL, &t), PPRPC_EINVAL);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(pprpc_trace_open(path, &t), 0);
+	pprpc_trace_event(t, "127.0.0.1:5", "GRAPH_COMPUTE", 3, "graph_start", "nodes=7 ne1=1");
+	pprpc_trace_close(t);
+	snprintf(name, sizeof(name), "%s.%ld", path, (long)getpid());
+	assert_non_null(strstr(slurp(name), "# pprpc client trace v1 pid "));
+	assert_non_null(strstr(slurp(name), " 127.0.0.1:5 client GRAPH_COMPUTE 3 graph_start nodes=7 ne1=1\n"));
+	unlink(name);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_off_by_default),
 		cmocka_unit_test(test_marks),
 		cmocka_unit_test(test_lines),
+		cmocka_unit_test(test_client_trace),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
