@@ -397,7 +397,9 @@ static int set_direct_min(struct pprpcd_opts *o, const char *v, char *err, size_
 	uint64_t x = 0;
 	int rc = strcmp(v, "0") == 0 ? 0 : parse_size(v, 1ull << 30, &x, err, errlen);
 
-	if (rc == 0)
+	if (rc < 0)
+		snprintf(err, errlen, "'%s' is not 0 or a size up to 1024M (bytes, k/m suffix allowed)", v);
+	else
 		o->direct_min = x;
 	return rc;
 }

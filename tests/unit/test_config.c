@@ -265,6 +265,25 @@ static void test_rdma_bulk_settings(void **state)
 	unsetenv("PPRPC_RDMA_BULK_THRESHOLD");
 }
 
+/* direct-min: 256K by default (XS_DIRECT_MIN), 0 allowed, k/m sizes; a bad
+ * value is refused naming what is accepted. */
+static void test_direct_min(void **state)
+{
+	struct pprpcd_opts o;
+	char err[256] = "";
+
+	(void)state;
+	assert_int_equal(parse(&o, "", err, sizeof(err)), 0);
+	assert_int_equal(o.direct_min, 256u << 10);
+	assert_int_equal(parse(&o, "direct-min = 0\n", err, sizeof(err)), 0);
+	assert_int_equal(o.direct_min, 0);
+	assert_int_equal(parse(&o, "direct_min = 512k\n", err, sizeof(err)), 0);
+	assert_int_equal(o.direct_min, 512u << 10);
+	assert_int_equal(parse(&o, "direct-min = 2G\n", err, sizeof(err)), PPRPC_EINVAL);
+	assert_non_null(strstr(err, "not 0 or a size up to 1024M"));
+	assert_int_equal(parse(&o, "direct-min = -1\n", err, sizeof(err)), PPRPC_EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -277,6 +296,7 @@ int main(void)
 		cmocka_unit_test(test_ggml_native_gdn),
 		cmocka_unit_test(test_rdma_settings),
 		cmocka_unit_test(test_rdma_bulk_settings),
+		cmocka_unit_test(test_direct_min),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
