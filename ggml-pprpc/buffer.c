@@ -168,7 +168,8 @@ static void buffer_free(ggml_backend_buffer_t buffer)
 			 b->dev->name, pprpc_last_error(r->c));
 		pg_fault_raise(r->fault, "%s", line);
 	}
-	munmap(b->base, b->reserved);
+	if (!b->host_backed)
+		munmap(b->base, b->reserved);
 	free(b);
 }
 
@@ -185,6 +186,20 @@ static enum ggml_status buffer_init_tensor(ggml_backend_buffer_t buffer, struct 
 
 	if (t->view_src)
 		return GGML_STATUS_SUCCESS;
+	/* over llama.cpp's mapping: the tensor is at its file offset, no
+	 * padding of ours between tensors; its bytes are the rank's mapping,
+	 * or go now (llama.cpp sets nothing in such a buffer) */
+	if (b->host_backed) {
+		if (!b->mapped && pg_tensor_loc(t, &b, &off) == 0) {
+			nbytes = ggml_nbytes(t);
+			if (pg_weights_set(b, t, off, t->data, nbytes) != 0) {
+				pg_lock(b->dev->rank);
+				pg_buffer_set(b, t, off, t->data, 0, nbytes, "TENSOR_SET (weights)");
+				pg_unlock(b->dev->rank);
+			}
+		}
+		return GGML_STATUS_SUCCESS;
+	}
 	pg_lock(b->dev->rank);
 	asize = pg_alloc_size(b->dev, t);
 	nbytes = ggml_nbytes(t);
@@ -314,13 +329,52 @@ static const char *buft_get_name(ggml_backend_buffer_type_t buft)
 	return ((struct pg_device *)buft->context)->name;
 }
 
+/* A rank that may take no new buffer (with its lock): said, and -1. */
+static int refused(struct pg_device *d, size_t size)
+{
+	struct pg_rank *r = d->rank;
+
+	if (!pg_fault_failed(r->fault) && !r->dead)
+		return 0;
+	PG_LOG_ERROR("pprpc: rank %d %s (%s) device %s: BUFFER_ALLOC of %zu bytes refused: %s\n", r->index, r->name,
+		     r->addr, d->name, size, r->dead ? "the connection to the rank was lost" : "after the rank fault");
+	return -1;
+}
+
+/* After a failed BUFFER_ALLOC (rank's lock held, released here): a lost
+ * rank is the process's fault, a refusal an error line. */
+static void alloc_failed(struct pg_device *d, size_t size, int rc)
+{
+	struct pg_rank *r = d->rank;
+	char line[1200];
+
+	pg_rank_failed(r, rc);
+	snprintf(line, sizeof(line), "rank %d %s (%s) device %s: BUFFER_ALLOC of %zu bytes: %s%s", r->index, r->name,
+		 r->addr, d->name, size, r->dead ? "connection to the rank lost: " : "",
+		 r->dead ? r->dead_why : pprpc_last_error(r->c));
+	pg_unlock(r);
+	if (r->dead)
+		pg_fault_raise(r->fault, "%s", line);
+	else
+		PG_LOG_ERROR("pprpc: %s\n", line);
+}
+
+/* b (with its handle) as ggml's buffer, or everything undone. */
+static ggml_backend_buffer_t wrap(struct pg_device *d, struct pg_buffer *b)
+{
+	ggml_backend_buffer_t gb = ggml_backend_buffer_init(&d->buft, buffer_iface, b, b->size);
+
+	if (!gb)
+		buffer_free(&(struct ggml_backend_buffer){ .iface = buffer_iface, .context = b });
+	return gb;
+}
+
 static ggml_backend_buffer_t buft_alloc_buffer(ggml_backend_buffer_type_t buft, size_t size)
 {
 	struct pg_device *d = buft->context;
 	struct pg_rank *r = d->rank;
 	size_t align = d->alignment > 4096 ? d->alignment : 0, reserve = size + align;
 	struct pg_buffer *b = calloc(1, sizeof(*b));
-	ggml_backend_buffer_t gb = NULL;
 	void *p;
 	int rc;
 
@@ -339,38 +393,79 @@ static ggml_backend_buffer_t buft_alloc_buffer(ggml_backend_buffer_type_t buft, 
 	/* ggml has a NULL for a failed allocation (llama.cpp says it failed to
 	 * allocate): no exception here */
 	pg_lock(r);
-	if (pg_fault_failed(r->fault) || r->dead) {
+	if (refused(d, size) < 0) {
 		pg_unlock(r);
-		PG_LOG_ERROR("pprpc: rank %d %s (%s) device %s: BUFFER_ALLOC of %zu bytes refused: %s\n", r->index,
-			       r->name, r->addr, d->name, size,
-			       r->dead ? "the connection to the rank was lost" : "after the rank fault");
 		goto fail;
 	}
 	rc = pprpc_buffer_alloc(r->c, d->index, size, &b->handle);
 	if (rc < 0) {
-		char line[1200];
-
-		pg_rank_failed(r, rc);
-		snprintf(line, sizeof(line), "rank %d %s (%s) device %s: BUFFER_ALLOC of %zu bytes: %s%s", r->index,
-			 r->name, r->addr, d->name, size, r->dead ? "connection to the rank lost: " : "",
-			 r->dead ? r->dead_why : pprpc_last_error(r->c));
-		pg_unlock(r);
-		if (r->dead)
-			pg_fault_raise(r->fault, "%s", line);
-		else
-			PG_LOG_ERROR("pprpc: %s\n", line);
+		alloc_failed(d, size, rc);
 		goto fail;
 	}
 	pg_unlock(r);
-	gb = ggml_backend_buffer_init(buft, buffer_iface, b, size);
-	if (gb)
-		return gb;
-	buffer_free(&(struct ggml_backend_buffer){ .iface = buffer_iface, .context = b });
-	return NULL;
+	return wrap(d, b);
 fail:
 	munmap(p, reserve);
 	free(b);
 	return NULL;
+}
+
+ggml_backend_buffer_t pg_buffer_from_host_ptr(ggml_backend_dev_t dev, void *ptr, size_t size, size_t max_tensor_size)
+{
+	struct pg_device *d = dev->context;
+	struct pg_rank *r = d->rank;
+	struct pg_registry *pr = d->gdev.reg->context;
+	struct pg_buffer *b = calloc(1, sizeof(*b));
+	pprpc_file_id id;
+	pprpc_fill src = { 0 };
+	char hint[256], why[600] = "", mapped[256] = "";
+	int rc;
+
+	(void)max_tensor_size;
+	if (!b)
+		return NULL;
+	b->dev = d;
+	b->size = size;
+	b->base = ptr;
+	b->host_backed = 1;
+	rc = pg_weights_locate(r->weights, ptr, size, &id, &src.file_offset, hint, sizeof(hint), why, sizeof(why));
+	pg_lock(r);
+	if (refused(d, size) < 0) {
+		pg_unlock(r);
+		free(b);
+		return NULL;
+	}
+	if (rc == 0) {
+		src.file = &id;
+		src.hint = hint;
+		rc = pprpc_buffer_map_file(r->c, d->index, size, &src, &b->handle, mapped, sizeof(mapped));
+		if (rc < 0 && (pg_rank_failed(r, rc), r->dead)) {
+			alloc_failed(d, size, rc);
+			free(b);
+			return NULL;
+		}
+		if (rc < 0)
+			snprintf(why, sizeof(why), "%s", pprpc_last_error(r->c));
+	}
+	if (rc == 0) {
+		b->mapped = 1;
+		pg_unlock(r);
+		pg_weights_mapped(pr, r, size, mapped);
+		PG_LOG_INFO("pprpc: rank %d %s device %s: %.1f MiB of weights are the rank's own mapping of %s\n", r->index,
+			    r->name, d->name, size / 1048576.0, mapped);
+		return wrap(d, b);
+	}
+	/* said whatever llama.cpp's verbosity: the load will cost the link */
+	pg_say(5, "weights: rank %d %s device %s: %.1f MiB of weights not mapped by the rank (%s): each is filled "
+		  "or sent", r->index, r->name, d->name, size / 1048576.0, why);
+	rc = pprpc_buffer_alloc(r->c, d->index, size, &b->handle);
+	if (rc < 0) {
+		alloc_failed(d, size, rc);
+		free(b);
+		return NULL;
+	}
+	pg_unlock(r);
+	return wrap(d, b);
 }
 
 static size_t buft_get_alignment(ggml_backend_buffer_type_t buft)

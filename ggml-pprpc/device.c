@@ -89,7 +89,9 @@ static void dev_get_props(ggml_backend_dev_t dev, struct ggml_backend_dev_props 
 	dev_get_memory(dev, &props->memory_free, &props->memory_total);
 	props->caps.async = d->async;
 	props->caps.host_buffer = false;
-	props->caps.buffer_from_host_ptr = false;
+	/* llama.cpp's weights over its mapped model, where the rank can map
+	 * its own copy (weights.c) */
+	props->caps.buffer_from_host_ptr = d->maps_files && pg_weights_maps(d->rank->weights);
 	props->caps.events = d->async;
 	/* weights are read from the mapped file and sent: mmap is fine */
 	props->caps.mmap_support = true;
@@ -133,7 +135,7 @@ const struct ggml_backend_device_i pg_device_iface = {
 	.init_backend = dev_init_backend,
 	.get_buffer_type = dev_get_buffer_type,
 	.get_host_buffer_type = NULL,   /* no pinned host memory of ours */
-	.buffer_from_host_ptr = NULL,
+	.buffer_from_host_ptr = pg_buffer_from_host_ptr,
 	.supports_op = dev_supports_op,
 	.supports_buft = dev_supports_buft,
 	.offload_op = NULL,
@@ -151,6 +153,7 @@ void pg_dev_info_get(const pprpc_stats *s, int i, struct pg_dev_info *di)
 	di->ggml_version = pprpc_stats_str(s, "devices", i, "info.ggml_version");
 	di->ggml_alignment = pprpc_stats_u64(s, "devices", i, "info.ggml_alignment");
 	di->ggml_max_size = pprpc_stats_u64(s, "devices", i, "info.ggml_max_size");
+	di->maps_files = pprpc_stats_u64(s, "devices", i, "info.maps_files") != 0;
 }
 
 int pg_device_create(struct pg_registry *reg, struct pg_rank *r, const struct pg_dev_info *di, int ggml_index,
@@ -174,6 +177,7 @@ int pg_device_create(struct pg_registry *reg, struct pg_rank *r, const struct pg
 		snprintf(d->desc, sizeof(d->desc), "pprpc %s %s %s", r->name, r->addr, d->rdev);
 	d->alignment = di->ggml_alignment ? di->ggml_alignment : 32;
 	d->max_size = di->ggml_max_size;
+	d->maps_files = di->maps_files;
 	pprpc_get_caps(r->c, &caps);
 	d->async = caps.async && caps.events;
 	d->create_run = caps.ggml_create_run;

@@ -44,6 +44,7 @@
 #include "ggml.h"
 #include "pprpc.h"
 #include "pprpc_ggml.h"
+#include "pprpc_weights.h"
 #include "cache.h"
 
 /* ggml's logger (what ggml-impl.h's GGML_LOG_* call; that header is not
@@ -117,6 +118,7 @@ struct pg_device {
 	char desc[256];
 	char rdev[32];                        /* the rank's name for it: "ggml:CPU" */
 	uint64_t alignment, max_size;
+	int maps_files;                       /* the rank maps model files as buffers */
 	int async;                            /* the rank reported async + events */
 	int create_run;                       /* a new graph's create queues its run
 					       * (caps.ggml_create_run, PPRPC_GRAPH_CREATE_RUN) */
@@ -153,9 +155,13 @@ struct pg_registry {
 struct pg_buffer {
 	struct pg_device *dev;
 	pprpc_buffer handle;
-	void *base;              /* reserved address range (PROT_NONE) */
+	void *base;              /* reserved address range (PROT_NONE); or: */
 	size_t reserved;
 	size_t size;
+	/* over llama.cpp's mapped model (pg_buffer_from_host_ptr): base is
+	 * the host pointer, nothing reserved; mapped: the rank maps its copy,
+	 * else each weight is filled or sent as llama.cpp places it */
+	int host_backed, mapped;
 };
 
 struct pg_backend {
@@ -244,6 +250,7 @@ struct pg_dev_info {
 	uint32_t index;
 	const char *name, *kind, *description, *ggml_version;  /* never NULL */
 	uint64_t ggml_alignment, ggml_max_size;
+	int maps_files;          /* BUFFER_ALLOC with a file is served */
 };
 /* Make the ggml device for device `index` of rank r (info from STATS). */
 int pg_device_create(struct pg_registry *reg, struct pg_rank *r, const struct pg_dev_info *di, int ggml_index,
@@ -274,6 +281,10 @@ void pg_buffer_get(struct pg_buffer *b, const struct ggml_tensor *t, uint64_t of
  * rank's lock. */
 void pg_buffer_set_keyed(struct pg_buffer *b, uint64_t off, const void *data, size_t size, const uint8_t *key,
 			 const char *command);
+/* The device's buffer over llama.cpp's mapping of the model (ptr, size):
+ * the rank's own mapping of its copy, else a buffer each weight is filled
+ * or sent into as llama.cpp places it (init_tensor).  NULL on failure. */
+ggml_backend_buffer_t pg_buffer_from_host_ptr(ggml_backend_dev_t dev, void *ptr, size_t size, size_t max_tensor_size);
 /* Bytes per frame for rank r. */
 uint64_t pg_chunk_bytes(const struct pg_rank *r);
 
@@ -287,6 +298,15 @@ void pg_weights_free(struct pg_weights *w);
  * (filled or sent), 1 when this is no weight to try (the caller sends).
  * Without the rank's lock. */
 int pg_weights_set(struct pg_buffer *b, const struct ggml_tensor *t, uint64_t off, const void *data, size_t size);
+/* Whether devices that can may take host pointers (PPRPC_WEIGHTS_MAP). */
+int pg_weights_maps(const struct pg_weights *w);
+/* The file and offset the n bytes at p of this process's mappings are:
+ * 0 with the file's identity, the offset and the rank-side hint, or -1 with
+ * why not.  Without the rank's lock. */
+int pg_weights_locate(struct pg_weights *w, const void *p, size_t n, pprpc_file_id *id, uint64_t *ret_off,
+		      char *hint, size_t hintlen, char *why, size_t whylen);
+/* size bytes of rank r's copy of file were mapped as a buffer (summary). */
+void pg_weights_mapped(struct pg_registry *pr, struct pg_rank *r, uint64_t size, const char *file);
 /* The load is over (a compute): its summary line, once. */
 void pg_weights_done(struct pg_registry *pr);
 

@@ -18,7 +18,16 @@
  * (PATH.pprpc-sum) or in PPRPC_SUMS_DIR; a file whose path no longer leads to
  * the mapped inode (replaced since llama.cpp mapped it) is not named.
  *
+ * Where a rank computes on host memory and has a model-dir (DeviceInfo
+ * maps_files), the device takes host pointers (caps.buffer_from_host_ptr):
+ * llama.cpp then makes the device's weights one buffer over the mapped
+ * file's range that holds them, and the rank maps its own copy of that
+ * range instead of receiving or reading anything (BUFFER_ALLOC with a
+ * file; buffer.c pg_buffer_from_host_ptr).  When it cannot, the buffer is
+ * allocated and each weight goes the way above as llama.cpp places it.
+ *
  *   PPRPC_WEIGHTS=auto|off    off: always send the bytes (default auto)
+ *   PPRPC_WEIGHTS_MAP=auto|off off: never ask a rank to map (default auto)
  *   PPRPC_WEIGHTS_MIN=BYTES   smaller tensors are just sent (default 65536)
  *   PPRPC_SUMS_DIR=DIR        where file identities go when the model's
  *                             folder is not writable (default
@@ -65,6 +74,7 @@ struct wfile {
 /* Per rank: what its loads cost. */
 struct wcount {
 	uint64_t file_bytes, cache_bytes, sent_bytes, tensors, read_ns;
+	uint64_t mapped_bytes, maps;
 	char file[256];
 	char why[256];           /* the last reason it could not fill */
 };
@@ -72,6 +82,7 @@ struct wcount {
 struct pg_weights {
 	pthread_mutex_t lock;
 	int off;
+	int map_off;             /* PPRPC_WEIGHTS_MAP=off */
 	long min_bytes;
 	char sums_dir[PATH_MAX];
 	struct wmap *maps;
@@ -108,6 +119,13 @@ int pg_weights_init(struct pg_registry *pr, char *err, size_t errlen)
 		return PPRPC_EINVAL;
 	}
 	w->off = mode && !strcmp(mode, "off");
+	mode = getenv("PPRPC_WEIGHTS_MAP");
+	if (mode && *mode && strcmp(mode, "auto") && strcmp(mode, "off")) {
+		snprintf(err, errlen, "PPRPC_WEIGHTS_MAP=%s: expected auto or off", mode);
+		free(w);
+		return PPRPC_EINVAL;
+	}
+	w->map_off = w->off || (mode && !strcmp(mode, "off"));
 	if (pg_env_int("PPRPC_WEIGHTS_MIN", 65536, 0, 1L << 40, &w->min_bytes, err, errlen) < 0) {
 		free(w);
 		return PPRPC_EINVAL;
@@ -255,10 +273,12 @@ static void say(struct pg_registry *pr, const char *when)
 	for (int i = 0; i < pr->nrank; i++) {
 		const struct wcount *k = &w->count[i];
 
-		if (!k->tensors)
+		if (!k->tensors && !k->maps)
 			continue;
-		pg_say(5, "weights %s: rank %d %s: %.1f MiB read from its copy%s%s, %.1f MiB from its cache, %.1f MiB sent, "
+		pg_say(5, "weights %s: rank %d %s: %.1f MiB mapped in %llu ranges and %.1f MiB read from its copy%s%s, "
+			  "%.1f MiB from its cache, %.1f MiB sent, "
 			  "%llu pieces, %.1f s (the rank read at %.0f MiB/s)%s%s", when, i, pr->rank[i].name,
+		       k->mapped_bytes / 1048576.0, (unsigned long long)k->maps,
 		       k->file_bytes / 1048576.0, k->file[0] ? " of " : "", k->file, k->cache_bytes / 1048576.0,
 		       k->sent_bytes / 1048576.0, (unsigned long long)k->tensors, secs,
 		       k->read_ns ? (k->file_bytes + k->cache_bytes) / 1048576.0 / (k->read_ns / 1e9) : 0.0,
@@ -301,6 +321,50 @@ static void count(struct pg_registry *pr, struct pg_weights *w, int rank, uint64
 		w->last_say = t;
 		say(pr, "so far");
 	}
+}
+
+int pg_weights_maps(const struct pg_weights *w)
+{
+	return w && !w->map_off;
+}
+
+int pg_weights_locate(struct pg_weights *w, const void *p, size_t n, pprpc_file_id *id, uint64_t *ret_off,
+		      char *hint, size_t hintlen, char *why, size_t whylen)
+{
+	const struct wmap *m;
+	struct wfile *f = NULL;
+	int rc = -1;
+
+	pthread_mutex_lock(&w->lock);
+	m = find_map(w, p, n);
+	if (!m) {
+		snprintf(why, whylen, "the bytes are in no mapping of a file");
+	} else if (!(f = file_of(w, m))) {
+		snprintf(why, whylen, "the mapped file cannot be named");
+	} else {
+		*id = f->id;
+		*ret_off = m->offset + ((uintptr_t)p - m->start);
+		snprintf(hint, hintlen, "%s", f->hint);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&w->lock);
+	return rc;
+}
+
+void pg_weights_mapped(struct pg_registry *pr, struct pg_rank *r, uint64_t size, const char *file)
+{
+	struct pg_weights *w = r->weights;
+
+	pthread_mutex_lock(&w->lock);
+	if (!w->active) {
+		w->active = 1;
+		w->t0 = w->last_say = now_ns();
+	}
+	w->count[r->index].mapped_bytes += size;
+	w->count[r->index].maps++;
+	snprintf(w->count[r->index].file, sizeof(w->count[r->index].file), "%s", file);
+	pthread_mutex_unlock(&w->lock);
+	(void)pr;
 }
 
 /* One piece (at most a frame's bulk) of a weight: filled by the rank, or

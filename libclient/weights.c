@@ -85,6 +85,44 @@ PPRPC_API void pprpc_bytes_key(const void *data, uint64_t size, uint8_t out[32])
 		memset(out, 0, 32);
 }
 
+/* The wire's FileRange of src's file (pointers into src). */
+static void file_range(const pprpc_fill *src, Pprpc__FileRange *fr)
+{
+	fr->file_size = src->file->size;
+	fr->head_sha256.data = (uint8_t *)src->file->head_sha256;
+	fr->head_sha256.len = sizeof(src->file->head_sha256);
+	fr->content_sha256.data = (uint8_t *)src->file->content_sha256;
+	fr->content_sha256.len = sizeof(src->file->content_sha256);
+	fr->file_offset = src->file_offset;
+	fr->hint = (char *)(src->hint ? src->hint : "");
+}
+
+PPRPC_API int pprpc_buffer_map_file(pprpc_client *c, uint32_t device, uint64_t size, const pprpc_fill *src,
+				    pprpc_buffer *out, char *mapped, size_t mappedlen)
+{
+	Pprpc__BufferAlloc req = PPRPC__BUFFER_ALLOC__INIT;
+	Pprpc__FileRange fr = PPRPC__FILE_RANGE__INIT;
+	ProtobufCMessage *m = NULL;
+	const Pprpc__BufferAllocReply *rep;
+	int rc;
+
+	if (!src || !src->file || !out)
+		return client_fail(c, PPRPC_EINVAL, "buffer_map_file: no file");
+	file_range(src, &fr);
+	req.device = device;
+	req.size = size;
+	req.file = &fr;
+	rc = rpc_call(c, MSG_BUFFER_ALLOC, &req.base, NULL, 0, &pprpc__buffer_alloc_reply__descriptor, &m, NULL, 0);
+	if (rc < 0)
+		return rc;
+	rep = (const Pprpc__BufferAllocReply *)m;
+	out->id = rep->buffer;
+	if (mapped && mappedlen)
+		snprintf(mapped, mappedlen, "%s", rep->mapped ? rep->mapped : "");
+	meta_free(m);
+	return 0;
+}
+
 PPRPC_API int pprpc_tensor_fill(pprpc_client *c, pprpc_buffer buf, uint64_t offset, uint64_t size,
 				const pprpc_fill *src, pprpc_fill_result *out)
 {
@@ -100,13 +138,7 @@ PPRPC_API int pprpc_tensor_fill(pprpc_client *c, pprpc_buffer buf, uint64_t offs
 	req.offset = offset;
 	req.size = size;
 	if (src->file) {
-		fr.file_size = src->file->size;
-		fr.head_sha256.data = (uint8_t *)src->file->head_sha256;
-		fr.head_sha256.len = sizeof(src->file->head_sha256);
-		fr.content_sha256.data = (uint8_t *)src->file->content_sha256;
-		fr.content_sha256.len = sizeof(src->file->content_sha256);
-		fr.file_offset = src->file_offset;
-		fr.hint = (char *)(src->hint ? src->hint : "");
+		file_range(src, &fr);
 		req.file = &fr;
 	}
 	if (src->cache_key) {

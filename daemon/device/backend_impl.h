@@ -142,6 +142,11 @@ struct buffer_i {
 	/* optional: page-lock host memory for fast copies with every device of
 	 * this kind (on = 0 undoes it) */
 	int (*pin_host)(void *ctx, void *ptr, uint64_t bytes, int on);
+	/* optional, host-visible devices: make size bytes of host memory the
+	 * daemon mapped (a model file's range) a buffer of the device, as alloc
+	 * would have; free of such a buffer then releases the device's hold on
+	 * it and never the memory.  Loop or threadpool. */
+	int (*adopt)(void *ctx, void *ptr, uint64_t size, char *err, size_t errlen);
 };
 
 /* ---- streams and events ------------------------------------------------------------------------ */

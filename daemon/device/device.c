@@ -27,6 +27,7 @@ struct device_backend {
 	struct stream_i stream;
 	struct device_props props;
 	bool ipc;                 /* the buffers have the IPC ops */
+	bool adopts;              /* the buffers have the adopt op */
 };
 
 bool device_spec_known(const char *spec)
@@ -82,6 +83,7 @@ int device_open(uv_loop_t *loop, const char *spec, uint32_t index, const struct 
 	d->be->dev_ctx = bd.dev_ctx;
 	d->be->buf_ctx = bd.buf_ctx;
 	d->be->ipc = bd.buf->ipc_export != NULL;
+	d->be->adopts = bd.buf->adopt != NULL;
 	rc = backend_fill(&bd, &d->be->dev, &d->be->buf, &d->be->stream, err, errlen);
 	if (rc < 0) {
 		bd.dev->destroy(bd.dev_ctx);
@@ -144,6 +146,7 @@ int device_gdn_report(const struct device *d, struct device_gdn_report *ret)
 	return d->be->dev.gdn_report(d->be->dev_ctx, ret);
 }
 bool device_host_visible(const struct device *d) { return d->be->props.host_visible; }
+bool device_adopts(const struct device *d) { return d->be->adopts && d->be->props.host_visible; }
 bool device_holds_waits(const struct device *d) { return d->be->props.holds_waits; }
 bool device_completes_inline(const struct device *d) { return d->be->props.completes_inline; }
 
@@ -271,6 +274,21 @@ int device_ipc_copy(struct device *d, void *dst, const uint8_t *handle, uint64_t
 int device_ipc_wait(struct device *d, char *err, size_t errlen)
 {
 	return d->be->buf.ipc_wait(d->be->buf_ctx, err, errlen);
+}
+
+int device_adopt(struct device *d, void *ptr, uint64_t size, char *err, size_t errlen)
+{
+	if (!device_adopts(d)) {
+		snprintf(err, errlen, "%s cannot take mapped host memory as a buffer", d->name);
+		return PPRPC_EUNSUPP;
+	}
+	return d->be->buf.adopt(d->be->buf_ctx, ptr, size, err, errlen);
+}
+
+/* Nothing was reserved for it (device_adopt): the hold alone goes. */
+void device_unadopt(struct device *d, void *ptr, uint64_t size)
+{
+	d->be->buf.free(d->be->buf_ctx, ptr, size);
 }
 
 int device_pin_host(struct device *d, void *ptr, uint64_t bytes, int on)

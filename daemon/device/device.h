@@ -172,6 +172,15 @@ int device_ipc_wait(struct device *d, char *err, size_t errlen);
 /* Page-lock (on) or release (off) host memory for this device's copies:
  * 0, or PPRPC_EUNSUPP where the device has no use for it. */
 int device_pin_host(struct device *d, void *ptr, uint64_t bytes, int on);
+/* Mapped host memory as a buffer of the device (backend_impl.h: adopt):
+ * device_adopts says whether it can, device_adopt makes size bytes at ptr
+ * one (nothing is reserved under the floor: the pages are a file's, the
+ * kernel drops them under pressure and reads them again), device_unadopt
+ * releases it (the caller unmaps).  0 or PPRPC_EUNSUPP / the backend's
+ * code with err. */
+bool device_adopts(const struct device *d);
+int device_adopt(struct device *d, void *ptr, uint64_t size, char *err, size_t errlen);
+void device_unadopt(struct device *d, void *ptr, uint64_t size);
 
 /* ---- streams and events ------------------------------------------------------ */
 

@@ -94,6 +94,13 @@ static int ipc_wait_unsupp(void *ctx, char *err, size_t errlen)
 	return PPRPC_EUNSUPP;
 }
 
+static int adopt_unsupp(void *ctx, void *ptr, uint64_t size, char *err, size_t errlen)
+{
+	(void)ctx, (void)ptr, (void)size;
+	snprintf(err, errlen, "the device cannot take mapped host memory as a buffer");
+	return PPRPC_EUNSUPP;
+}
+
 static int pin_host_unsupp(void *ctx, void *ptr, uint64_t bytes, int on)
 {
 	(void)ctx, (void)ptr, (void)bytes, (void)on;
@@ -166,5 +173,6 @@ int backend_fill(const struct backend_dev *be, struct device_i *dev, struct buff
 	STUB(buf, ipc_copy, ipc_copy_unsupp);
 	STUB(buf, ipc_wait, ipc_wait_unsupp);
 	STUB(buf, pin_host, pin_host_unsupp);
+	STUB(buf, adopt, adopt_unsupp);
 	return 0;
 }

@@ -92,6 +92,10 @@ void h_buffer_alloc(struct conn *c, struct request *r)
 		reply_error(c, r->hdr.type, r->hdr.req_id, PPRPC_EINVAL, err);
 		return;
 	}
+	if (m->file) {
+		h_buffer_map(c, r, dev);
+		return;
+	}
 	if (m->size >= ALLOC_ASYNC_BYTES && device_host_visible(dev))
 		aw = calloc(1, sizeof(*aw));
 	if (aw) {

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "daemon/device/device.h"
+#include "daemon/handlers/filerange.h"
 #include "daemon/objects/buffer.h"
 #include "daemon/pprpcd.h"
 #include "daemon/request/qreq.h"
@@ -169,27 +170,12 @@ static void fill_release(struct qreq *qr)
 static int parse(const Pprpc__TensorFill *m, struct fill_cmd *fc, char *err, size_t errlen)
 {
 	if (m->file) {
-		const Pprpc__FileRange *f = m->file;
+		int rc = filerange_parse(m->file, fc->size, "TENSOR_FILL", &fc->id, &fc->file_offset, fc->hint,
+					 sizeof(fc->hint), err, errlen);
 
-		if (f->head_sha256.len != 32 || f->content_sha256.len != 32) {
-			snprintf(err, errlen, "TENSOR_FILL: a file's hashes are 32 bytes each");
-			return PPRPC_EINVAL;
-		}
-		if (f->file_offset > f->file_size || fc->size > f->file_size - f->file_offset) {
-			snprintf(err, errlen, "TENSOR_FILL: %" PRIu64 " bytes at %" PRIu64 " are outside a file of %" PRIu64
-				 " bytes", fc->size, f->file_offset, f->file_size);
-			return PPRPC_ERANGE;
-		}
-		if (f->hint && strlen(f->hint) >= sizeof(fc->hint)) {
-			snprintf(err, errlen, "TENSOR_FILL: file hint longer than %zu bytes", sizeof(fc->hint) - 1);
-			return PPRPC_EINVAL;
-		}
+		if (rc < 0)
+			return rc;
 		fc->has_file = 1;
-		fc->id.size = f->file_size;
-		memcpy(fc->id.head, f->head_sha256.data, 32);
-		memcpy(fc->id.content, f->content_sha256.data, 32);
-		fc->file_offset = f->file_offset;
-		snprintf(fc->hint, sizeof(fc->hint), "%s", f->hint ? f->hint : "");
 	}
 	if (m->cache_key.len) {
 		if (m->cache_key.len != 32) {

@@ -115,6 +115,9 @@ static void weights_fill(struct pprpcd *d, Pprpc__WeightsStats *ws)
 	ws->hash_ns = st.hash_ns;
 	ws->fills = d->stats.fills;
 	ws->fills_failed = d->stats.fills_failed;
+	ws->maps = st.maps;
+	ws->map_bytes = st.map_bytes;
+	ws->mapped_bytes = st.mapped_bytes;
 }
 
 static size_t exec_times_fill(struct pprpcd *d, Pprpc__ExecTime *ex, Pprpc__ExecTime **exp)

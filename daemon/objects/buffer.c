@@ -11,11 +11,9 @@
 #include "kernels/tensor.h"
 #include "pprpc/types.h"
 
-int buffer_alloc_begin(struct owner *o, struct device *dev, uint64_t size, uint64_t *ret_fp, char *err,
-		       size_t errlen)
+/* Whether o may hold one more buffer of size bytes (its footprint). */
+static int owner_room(const struct owner *o, uint64_t size, uint64_t *ret_fp, char *err, size_t errlen)
 {
-	int rc;
-
 	if (size == 0) {
 		snprintf(err, errlen, "buffer size must be > 0");
 		return PPRPC_EINVAL;
@@ -24,22 +22,28 @@ int buffer_alloc_begin(struct owner *o, struct device *dev, uint64_t size, uint6
 		snprintf(err, errlen, "connection buffer limit (%u) reached", o->max_buffers);
 		return PPRPC_ELIMIT;
 	}
-	rc = owner_charge_check(o, size, ret_fp, err, errlen);
-	if (rc < 0)
-		return rc;
-	return device_alloc_reserve(dev, size, err, errlen);
+	return owner_charge_check(o, size, ret_fp, err, errlen);
 }
 
-int buffer_alloc_end(struct pprpcd *d, struct owner *o, struct device *dev, uint64_t size, uint64_t fp, void *ptr,
-		     struct dbuf **ret_b, char *err, size_t errlen)
+int buffer_alloc_begin(struct owner *o, struct device *dev, uint64_t size, uint64_t *ret_fp, char *err,
+		       size_t errlen)
+{
+	int rc = owner_room(o, size, ret_fp, err, errlen);
+
+	return rc < 0 ? rc : device_alloc_reserve(dev, size, err, errlen);
+}
+
+/* A buffer object over ptr, charged to o (the memory is the caller's
+ * when this fails). */
+static int buffer_new(struct pprpcd *d, struct owner *o, struct device *dev, uint64_t size, uint64_t fp, void *ptr,
+		      struct dbuf **ret_b, char *err, size_t errlen)
 {
 	struct dbuf *b = calloc(1, sizeof(*b));
 	int rc;
 
 	if (!b) {
 		snprintf(err, errlen, "out of memory");
-		rc = PPRPC_ENOMEM;
-		goto fail;
+		return PPRPC_ENOMEM;
 	}
 	b->ptr = ptr;
 	rc = htab_insert(&d->buffers, b, &b->handle);
@@ -48,7 +52,8 @@ int buffer_alloc_end(struct pprpcd *d, struct owner *o, struct device *dev, uint
 			snprintf(err, errlen, "daemon buffer limit (%u) reached", d->buffers.max);
 		else
 			snprintf(err, errlen, "out of memory");
-		goto fail;
+		free(b);
+		return rc;
 	}
 	b->dev = dev;
 	b->size = size;
@@ -59,10 +64,38 @@ int buffer_alloc_end(struct pprpcd *d, struct owner *o, struct device *dev, uint
 	dev->nbuffers++;
 	*ret_b = b;
 	return 0;
-fail:
-	free(b);
-	device_free(dev, ptr, size); /* the memory and its reservation */
+}
+
+int buffer_alloc_end(struct pprpcd *d, struct owner *o, struct device *dev, uint64_t size, uint64_t fp, void *ptr,
+		     struct dbuf **ret_b, char *err, size_t errlen)
+{
+	int rc = buffer_new(d, o, dev, size, fp, ptr, ret_b, err, errlen);
+
+	if (rc < 0)
+		device_free(dev, ptr, size); /* the memory and its reservation */
 	return rc;
+}
+
+int buffer_adopt(struct pprpcd *d, struct owner *o, struct device *dev, void *ptr, uint64_t size,
+		 const struct buffer_map *m, struct dbuf **ret_b, char *err, size_t errlen)
+{
+	uint64_t fp;
+	int rc;
+
+	if ((rc = owner_room(o, size, &fp, err, errlen)) < 0)
+		return rc;
+	if ((rc = device_adopt(dev, ptr, size, err, errlen)) < 0)
+		return rc;
+	rc = buffer_new(d, o, dev, size, fp, ptr, ret_b, err, errlen);
+	if (rc < 0) {
+		device_unadopt(dev, ptr, size);
+		return rc;
+	}
+	(*ret_b)->map = m->map;
+	(*ret_b)->maplen = m->maplen;
+	(*ret_b)->unmap = m->unmap;
+	(*ret_b)->unmap_ctx = m->unmap_ctx;
+	return 0;
 }
 
 int buffer_alloc(struct pprpcd *d, struct owner *o, struct device *dev, uint64_t size,
@@ -102,7 +135,12 @@ void buffer_unref(struct dbuf *b)
 	/* retired while held: its charge goes with the memory */
 	if (b->owner)
 		owner_drop_held(b->owner, b);
-	device_free(b->dev, b->ptr, b->size);
+	if (b->map) {
+		device_unadopt(b->dev, b->ptr, b->size);
+		b->unmap(b->unmap_ctx, b->map, b->maplen, b->size);
+	} else {
+		device_free(b->dev, b->ptr, b->size);
+	}
 	b->dev->nbuffers--;
 	free(b);
 }

@@ -27,6 +27,11 @@ struct dbuf {
 	uint8_t *ptr;
 	uint64_t size;
 	uint64_t footprint;    /* size rounded to the page: charged to the owner */
+	/* a model file's range mapped as the buffer (buffer_adopt): unmap
+	 * undoes the mapping when the memory goes; NULL for device memory */
+	void (*unmap)(void *ctx, void *map, uint64_t maplen, uint64_t size);
+	void *unmap_ctx, *map;
+	uint64_t maplen;
 	int refs;
 	struct dbuf *next, *prev;  /* owner's list */
 };
@@ -43,6 +48,20 @@ int buffer_alloc_begin(struct owner *o, struct device *dev, uint64_t size, uint6
 		       size_t errlen);
 int buffer_alloc_end(struct pprpcd *d, struct owner *o, struct device *dev, uint64_t size, uint64_t fp, void *ptr,
 		     struct dbuf **ret_b, char *err, size_t errlen);
+/* A buffer over size bytes at ptr that the caller mapped (map, maplen):
+ * the device takes it (device_adopt), the owner is charged as for an
+ * allocation but nothing is reserved under the memory floor (file pages,
+ * reclaimable); the last reference releases it and calls m->unmap.  On
+ * failure nothing is unmapped (the caller does). */
+struct buffer_map {
+	void *map;
+	uint64_t maplen;
+	void (*unmap)(void *ctx, void *map, uint64_t maplen, uint64_t size);
+	void *unmap_ctx;
+};
+int buffer_adopt(struct pprpcd *d, struct owner *o, struct device *dev, void *ptr, uint64_t size,
+		 const struct buffer_map *m, struct dbuf **ret_b, char *err, size_t errlen);
+
 /* Look up a live buffer of owner o.  NULL when unknown, stale or owned
  * by someone else (indistinguishable on purpose). */
 struct dbuf *buffer_get(struct pprpcd *d, const struct owner *o, uint64_t handle);

@@ -49,6 +49,9 @@ void h_tensor_set(struct conn *c, struct request *r);
 void h_tensor_get(struct conn *c, struct request *r);
 void h_tensor_copy(struct conn *c, struct request *r);
 void h_tensor_fill(struct conn *c, struct request *r);
+/* h_map.c: BUFFER_ALLOC naming a file (h_buffer_alloc hands it over) */
+struct device;
+void h_buffer_map(struct conn *c, struct request *r, struct device *dev);
 void h_graph_create(struct conn *c, struct request *r);
 void h_graph_run(struct conn *c, struct request *r);
 /* Queue one run of g (a live graph of c) on its device's stream for the

@@ -64,6 +64,8 @@ struct wsrc_stats {
 	uint64_t cache_evictions;
 	uint64_t cache_bytes, cache_entries;            /* in the cache now */
 	uint64_t hash_bytes, hash_ns;                   /* model files hashed (sidecars computed) */
+	uint64_t maps, map_bytes;                       /* ranges mapped as buffers (wfile_map) */
+	uint64_t mapped_bytes;                          /* of those, mapped now */
 };
 
 /* Open the sources: checks the folders (model-dir readable; the cache
@@ -103,6 +105,21 @@ int wsrc_cache_get(struct wsrc *w, const uint8_t key[32], uint64_t size, void *d
  * Evicts to stay under the bound; bytes larger than the bound are not
  * stored (0: nothing to do).  0 or a negative code with the reason. */
 int wsrc_cache_put(struct wsrc *w, const uint8_t key[32], const void *p, uint64_t size, char *err, size_t errlen);
+
+/* Map size bytes at offset of the file copy-on-write (private, no swap
+ * reserved: the rank's writes, if any, stay its own), the bytes at an
+ * address aligned to align (a power of two; the offset's phase in its page
+ * must allow it, else PPRPC_EINVAL), and ask the kernel to read them
+ * ahead.  Checks the file is still the verified one first.  *ret_ptr: the
+ * bytes; *ret_map, *ret_maplen: what to munmap.  0, or PPRPC_ERANGE,
+ * PPRPC_EINVAL, PPRPC_EIO (changed), PPRPC_ENOMEM (no address space) with
+ * the reason.  A mapping sees the file: one rewritten in place afterwards
+ * changes the bytes, one truncated makes reading past its end a SIGBUS
+ * (wsrc_map_fault names it); doc/weights.md says replace by rename. */
+int wfile_map(struct wsrc *w, struct wfile *f, uint64_t offset, uint64_t size, uint64_t align, void **ret_ptr,
+	      void **ret_map, uint64_t *ret_maplen, char *err, size_t errlen);
+/* Forget a mapping of wfile_map of size bytes (before munmap). */
+void wsrc_unmapped(struct wsrc *w, void *map, uint64_t size);
 
 void wsrc_stats_get(struct wsrc *w, struct wsrc_stats *out);
 

@@ -30,8 +30,7 @@ const char *wfile_name(const struct wfile *f)
 	return f->name;
 }
 
-/* 0 when the open file is still the verified one; else PPRPC_EIO and why. */
-static int still_same(const struct wfile *f, const char *when, char *err, size_t errlen)
+int wfile_check(const struct wfile *f, const char *when, char *err, size_t errlen)
 {
 	struct stat st;
 
@@ -40,13 +39,13 @@ static int still_same(const struct wfile *f, const char *when, char *err, size_t
 		return PPRPC_EIO;
 	}
 	if ((uint64_t)st.st_size < f->size) {
-		snprintf(err, errlen, "%s: truncated under the rank (%s the read: %llu bytes, verified %llu)", f->name,
+		snprintf(err, errlen, "%s: truncated under the rank (%s: %llu bytes, verified %llu)", f->name,
 			 when, (unsigned long long)st.st_size, (unsigned long long)f->size);
 		return PPRPC_EIO;
 	}
 	if ((uint64_t)st.st_size != f->size || wio_mtime_ns(&st) != f->mtime_ns || wio_ctime_ns(&st) != f->ctime_ns ||
 	    st.st_ino != f->ino || st.st_dev != f->dev) {
-		snprintf(err, errlen, "%s: changed under the rank (%s the read: size, mtime, ctime or inode differ from the "
+		snprintf(err, errlen, "%s: changed under the rank (%s: size, mtime, ctime or inode differ from the "
 			 "verified file)",
 			 f->name, when);
 		return PPRPC_EIO;
@@ -67,13 +66,13 @@ int wfile_read(struct wsrc *w, struct wfile *f, uint64_t offset, uint64_t size, 
 		rc = PPRPC_ERANGE;
 		goto refused;
 	}
-	if ((rc = still_same(f, "before", err, errlen)) < 0)
+	if ((rc = wfile_check(f, "before the read", err, errlen)) < 0)
 		goto refused;
 	if ((rc = wio_pread(f->fd, dst, offset, size, w->threads, msg, sizeof(msg))) < 0) {
 		snprintf(err, errlen, "%s: %s", f->name, msg);
 		goto refused;
 	}
-	if ((rc = still_same(f, "after", err, errlen)) < 0)
+	if ((rc = wfile_check(f, "after the read", err, errlen)) < 0)
 		goto refused;
 	pthread_mutex_lock(&w->lock);
 	w->st.file_reads++;

@@ -71,6 +71,10 @@ struct wfile {
 	int64_t mtime_ns, ctime_ns;
 };
 
+/* wfile.c: 0 when the open file is still the verified one (size, mtime,
+ * ctime, inode); else PPRPC_EIO and why (when: "before the read"...). */
+int wfile_check(const struct wfile *f, const char *when, char *err, size_t errlen);
+
 /* wio.c */
 uint64_t wio_now_ns(void);
 int64_t wio_mtime_ns(const struct stat *st);

@@ -91,6 +91,18 @@ typedef struct pprpc_fill_result {
  * PPRPC_EUNSUPP (the rank has neither source). */
 PPRPC_API int pprpc_tensor_fill(pprpc_client *c, pprpc_buffer buf, uint64_t offset, uint64_t size,
 				const pprpc_fill *src, pprpc_fill_result *out);
+/* A buffer of size bytes on device that is the rank's own mapping of its
+ * copy of src->file from src->file_offset (src->cache_key unused): the
+ * bytes are there without being read or sent, and pages are read when
+ * first used.  Only a device whose DeviceInfo says maps_files (host memory,
+ * and the rank has a model-dir; STATS devices info.maps_files) serves it; the
+ * rank's writes into the buffer, if any, stay its own.  0 with *out and
+ * the file's name under the rank's model-dir in mapped (may be NULL); or
+ * an error saying why not (no such file, a hash that differs, a device of
+ * its own memory, an offset it cannot address): then allocate and send or
+ * fill.  Errors also PPRPC_EINVAL, PPRPC_ERANGE, PPRPC_ELIMIT. */
+PPRPC_API int pprpc_buffer_map_file(pprpc_client *c, uint32_t device, uint64_t size, const pprpc_fill *src,
+				    pprpc_buffer *out, char *mapped, size_t mappedlen);
 /* pprpc_tensor_set_async, and the rank keeps the bytes in its weights cache
  * under key (when it has one) for a later pprpc_tensor_fill. */
 PPRPC_API int pprpc_tensor_set_cached_async(pprpc_client *c, pprpc_buffer buf, uint64_t offset, const void *data,

@@ -4,9 +4,12 @@
 # gives the CPU's tokens, and every way a rank's copy can be wrong falls
 # back to sending the bytes with the reason said.
 #
-#   file        each rank has a copy of the model in its --model-dir: the
-#               ranks fill every large weight from it (STATS file_bytes), the
-#               client sends almost nothing (its connections' bytes_in)
+#   file        each rank has a copy of the model in its --model-dir: each
+#               rank maps its share of it as one buffer (STATS map_bytes;
+#               llama.cpp's buffer_from_host_ptr), the client sends almost
+#               nothing
+#   file, read  the same with PPRPC_WEIGHTS_MAP=off: the ranks fill every
+#               large weight from their copy (STATS file_bytes)
 #   cache cold  --weights-cache, empty: the client sends, the ranks store
 #   cache warm  the same folders again: filled from the cache, nothing sent
 #   mismatch    the copy has the model's size and head but one byte differs
@@ -17,7 +20,8 @@
 #               followed (strace, when there, shows the target never opened)
 #   changed     the copy verified by a first load, then rewritten (same size):
 #               the second load does not take it
-# Every case: the tokens equal the CPU's.  The cache's kill -9 mid-write is
+# Every refusal is also a refused mapping (STATS maps 0, the plugin says
+# why).  Every case: the tokens equal the CPU's.  The cache's kill -9 mid-write is
 # test_weights' (tests/unit/test_weights.c).
 set -u
 cd "$(dirname "$0")/../.."
@@ -43,7 +47,7 @@ import json, sys
 s = json.load(sys.stdin)
 s = s[0] if isinstance(s, list) else s
 w = s.get("weights", {})
-print(" ".join("%s=%s" % (k, w.get(k, 0)) for k in ("fills", "fills_failed", "file_bytes", "file_refused",
+print(" ".join("%s=%s" % (k, w.get(k, 0)) for k in ("maps", "map_bytes", "fills", "fills_failed", "file_bytes", "file_refused",
       "cache_hits", "cache_hit_bytes", "cache_misses", "cache_bad", "cache_stores", "cache_store_bytes")))'
 }
 val() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
@@ -79,18 +83,34 @@ mkdir -p "$TMP_ROOT"/{md0,md1,c0,c1,bad,short,link0,outside}
 cp "$MODEL" "$TMP_ROOT/md0/model.gguf"
 cp "$MODEL" "$TMP_ROOT/md1/model.gguf"
 
-# 1. the model's copy on each rank
+# 1. the model's copy on each rank: mapped
 run file --model-dir "$TMP_ROOT/md0" -- --model-dir "$TMP_ROOT/md1"
 for s in "$STATS0" "$STATS1"; do
-	[ "$(val "$s" file_bytes)" -gt $((SIZE / 4)) ] || fail "file: a rank read $(val "$s" file_bytes) bytes from its copy"
-	[ "$(val "$s" fills_failed)" = 0 ] || fail "file: fills failed: $s"
+	[ "$(val "$s" maps)" = 1 ] && [ "$(val "$s" map_bytes)" -gt $((SIZE / 4)) ] ||
+		fail "file: a rank mapped $(val "$s" map_bytes) bytes of its copy: $s"
+	[ "$(val "$s" file_bytes)" = 0 ] && [ "$(val "$s" fills_failed)" = 0 ] || fail "file: read or failed fills: $s"
 done
-grep -q "pprpc: weights loaded: rank 0 .* read from its copy of model.gguf" "$TMP_ROOT/file.log" ||
+grep -q "pprpc: weights loaded: rank 0 .* MiB mapped in 1 ranges .* of model.gguf" "$TMP_ROOT/file.log" ||
 	fail "file: no summary of the load in the plugin's log"
-# the weights the client still sent: the tensors under PPRPC_WEIGHTS_MIN (norms), not the rest
+# nothing sent: a mapped buffer holds every weight of the device, norms too
 echo "file: the plugin sent $(sent_kib file) KiB of weights to the ranks (the model: $((SIZE / 1024)) KiB)"
-[ "$(sent_kib file)" -lt $((SIZE / 1024 / 20)) ] || fail "file: the client sent $(sent_kib file) KiB of weights"
+[ "$(sent_kib file)" = 0 ] || fail "file: the client sent $(sent_kib file) KiB of weights"
 [ -s "$TMP_ROOT/md0/model.gguf.pprpc-sum" ] || fail "file: no sidecar beside the rank's copy"
+
+# 1b. the same, read instead of mapped
+export PPRPC_WEIGHTS_MAP=off
+run file-read --model-dir "$TMP_ROOT/md0" -- --model-dir "$TMP_ROOT/md1"
+unset PPRPC_WEIGHTS_MAP
+for s in "$STATS0" "$STATS1"; do
+	[ "$(val "$s" maps)" = 0 ] || fail "file-read: a rank mapped with PPRPC_WEIGHTS_MAP=off: $s"
+	[ "$(val "$s" file_bytes)" -gt $((SIZE / 4)) ] || fail "file-read: a rank read $(val "$s" file_bytes) bytes from its copy"
+	[ "$(val "$s" fills_failed)" = 0 ] || fail "file-read: fills failed: $s"
+done
+grep -q "pprpc: weights loaded: rank 0 .* read from its copy of model.gguf" "$TMP_ROOT/file-read.log" ||
+	fail "file-read: no summary of the load in the plugin's log"
+# the weights the client still sent: the tensors under PPRPC_WEIGHTS_MIN (norms), not the rest
+echo "file-read: the plugin sent $(sent_kib file-read) KiB of weights to the ranks"
+[ "$(sent_kib file-read)" -lt $((SIZE / 1024 / 20)) ] || fail "file-read: the client sent $(sent_kib file-read) KiB of weights"
 
 # 2. the cache, cold then warm
 run cache-cold --weights-cache "$TMP_ROOT/c0" -- --weights-cache "$TMP_ROOT/c1"
@@ -110,15 +130,16 @@ echo "cache-warm: the plugin sent $(sent_kib cache-warm) KiB of weights to the r
 cp "$MODEL" "$TMP_ROOT/bad/model.gguf"
 printf '\x5a' | dd of="$TMP_ROOT/bad/model.gguf" bs=1 seek=$((SIZE - 4096)) conv=notrunc 2>/dev/null
 run mismatch --model-dir "$TMP_ROOT/bad" -- --model-dir "$TMP_ROOT/md1"
-[ "$(val "$STATS0" file_bytes)" = 0 ] && [ "$(val "$STATS0" fills_failed)" -gt 0 ] ||
-	fail "mismatch: rank 0 filled from a copy whose content differs: $STATS0"
+[ "$(val "$STATS0" file_bytes)" = 0 ] && [ "$(val "$STATS0" fills_failed)" -gt 0 ] && [ "$(val "$STATS0" maps)" = 0 ] ||
+	fail "mismatch: rank 0 filled from or mapped a copy whose content differs: $STATS0"
 grep -q "not filled by the rank" "$TMP_ROOT/mismatch.log" || fail "mismatch: the plugin did not say why it sent"
+grep -q "not mapped by the rank (.*no file" "$TMP_ROOT/mismatch.log" || fail "mismatch: the plugin did not say why it did not map"
 
 # 4. a truncated copy
 head -c $((SIZE - 65536)) "$MODEL" >"$TMP_ROOT/short/model.gguf"
 run truncated --model-dir "$TMP_ROOT/short" -- --model-dir "$TMP_ROOT/md1"
-[ "$(val "$STATS0" file_bytes)" = 0 ] && [ "$(val "$STATS0" fills_failed)" -gt 0 ] ||
-	fail "truncated: rank 0 filled from a truncated copy: $STATS0"
+[ "$(val "$STATS0" file_bytes)" = 0 ] && [ "$(val "$STATS0" fills_failed)" -gt 0 ] && [ "$(val "$STATS0" maps)" = 0 ] ||
+	fail "truncated: rank 0 filled from or mapped a truncated copy: $STATS0"
 
 # 5. a cache entry cut short (a host crash after the rename, a disk error)
 entry=$(find "$TMP_ROOT/c0" -path '*/tmp' -prune -o -type f -size +64k -print | grep -v -e '/sums/' -e '\.pprpc-sum' | head -n 1)
@@ -147,17 +168,17 @@ else
 	run outside --model-dir "$TMP_ROOT/link0" -- --model-dir "$TMP_ROOT/md1"
 	echo "outside: strace not installed: the target's opening is not traced"
 fi
-[ "$(val "$STATS0" file_bytes)" = 0 ] && [ "$(val "$STATS0" fills_failed)" -gt 0 ] ||
-	fail "outside: rank 0 filled through a symlink out of model-dir: $STATS0"
+[ "$(val "$STATS0" file_bytes)" = 0 ] && [ "$(val "$STATS0" fills_failed)" -gt 0 ] && [ "$(val "$STATS0" maps)" = 0 ] ||
+	fail "outside: rank 0 filled or mapped through a symlink out of model-dir: $STATS0"
 
 # 7. a copy verified by a load, then rewritten with other bytes (same size)
 run changed-before --model-dir "$TMP_ROOT/md0" -- --model-dir "$TMP_ROOT/md1"
-[ "$(val "$STATS0" file_bytes)" -gt 0 ] || fail "changed: the first load did not use the copy"
+[ "$(val "$STATS0" map_bytes)" -gt 0 ] || fail "changed: the first load did not use the copy"
 cp "$TMP_ROOT/bad/model.gguf" "$TMP_ROOT/md0/model.gguf.new"
 cat "$TMP_ROOT/md0/model.gguf.new" >"$TMP_ROOT/md0/model.gguf"   # in place: same inode, new bytes
 rm -f "$TMP_ROOT/md0/model.gguf.new"
 run changed --model-dir "$TMP_ROOT/md0" -- --model-dir "$TMP_ROOT/md1"
-[ "$(val "$STATS0" file_bytes)" = 0 ] && [ "$(val "$STATS0" fills_failed)" -gt 0 ] ||
-	fail "changed: rank 0 filled from a copy rewritten since it was verified: $STATS0"
+[ "$(val "$STATS0" file_bytes)" = 0 ] && [ "$(val "$STATS0" fills_failed)" -gt 0 ] && [ "$(val "$STATS0" maps)" = 0 ] ||
+	fail "changed: rank 0 filled from or mapped a copy rewritten since it was verified: $STATS0"
 
-echo "weights: passed (file, cache cold and warm: the CPU's tokens, the weights not sent; mismatch, truncated, bad cache entry, symlink out of model-dir, changed file: refused and sent)"
+echo "weights: passed (file mapped, file read, cache cold and warm: the CPU's tokens, the weights not sent; mismatch, truncated, bad cache entry, symlink out of model-dir, changed file: refused and sent)"

@@ -5,7 +5,10 @@
  * bytes refused or answered as a miss (wrong content, a hint out of
  * model-dir, a symlink out of it, a file changed or truncated after it was
  * verified, a cache entry altered, truncated, or torn by a rank killed
- * mid-write); sidecars reused and invalidated; the cache's bound.
+ * mid-write); sidecars reused and invalidated; the cache's bound; a range
+ * mapped as a buffer (wfile_map): the file's bytes, private to the rank,
+ * refused when changed or misaligned, and a SIGBUS of a file truncated
+ * under its mapping named before the rank dies.
  *
  * Each test works in its own folder under /tmp, removed at its end.
  */
@@ -25,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -591,6 +595,106 @@ static void test_modified_after_verify(void **state)
 	free(q);
 }
 
+/* wfile_map: the file's bytes at the offset's phase, writes private to
+ * the mapping, the counters; refused outside the file, at a phase the
+ * alignment forbids, and once the file changed. */
+static void test_map(void **state)
+{
+	struct fx *f = *state;
+	uint64_t n = 5 * MIB + 321, off = 4096 * 3 + 64, len = 2 * MIB + 7;
+	uint8_t *p, *q = malloc(n);
+	struct wsrc *w;
+	struct wfile *wf = find_new(f, &w, "map.gguf", n, 9, &p);
+	struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_sec = 1234567890, .tv_nsec = 0 } };
+	void *ptr = NULL, *map = NULL;
+	uint64_t maplen = 0;
+	char path[256], err[512] = "";
+	int fd;
+
+	assert_non_null(q);
+	assert_int_equal(wfile_map(w, wf, off, len, 32, &ptr, &map, &maplen, err, sizeof(err)), 0);
+	assert_true((uintptr_t)ptr % 4096 == off % 4096);
+	assert_memory_equal(ptr, p + off, len);
+	assert_int_equal(stats(w).maps, 1);
+	assert_int_equal(stats(w).map_bytes, len);
+	assert_int_equal(stats(w).mapped_bytes, len);
+	/* a write stays the mapping's: the file keeps its bytes */
+	memset(ptr, 0xee, 100);
+	path_in(path, sizeof(path), f->model, "map.gguf");
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, q, 100, (off_t)off), 100);
+	close(fd);
+	assert_memory_equal(q, p + off, 100);
+	wsrc_unmapped(w, map, len);
+	assert_int_equal(munmap(map, maplen), 0);
+	assert_int_equal(stats(w).mapped_bytes, 0);
+
+	assert_int_equal(wfile_map(w, wf, n - 10, 11, 32, &ptr, &map, &maplen, err, sizeof(err)), PPRPC_ERANGE);
+	assert_int_equal(wfile_map(w, wf, 0, 0, 32, &ptr, &map, &maplen, err, sizeof(err)), PPRPC_ERANGE);
+	assert_int_equal(wfile_map(w, wf, 48, 100, 32, &ptr, &map, &maplen, err, sizeof(err)), PPRPC_EINVAL);
+	assert_non_null(strstr(err, "not aligned"));
+	/* changed since it was verified */
+	fd = open(path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "x", 1, 100), 1);
+	assert_int_equal(futimens(fd, ts), 0);
+	close(fd);
+	assert_int_equal(wfile_map(w, wf, 0, 4096, 32, &ptr, &map, &maplen, err, sizeof(err)), PPRPC_EIO);
+	assert_non_null(strstr(err, "changed under the rank"));
+	assert_int_equal(stats(w).maps, 1);
+	wfile_put(wf);
+	wsrc_close(w);
+	free(p);
+	free(q);
+}
+
+/* A file truncated under its mapping: reading past the new end is a
+ * SIGBUS, and the rank says which file before it dies (in a child). */
+static void test_map_truncated_named(void **state)
+{
+	struct fx *f = *state;
+	uint64_t n = 2 * MIB;
+	uint8_t *p;
+	struct wsrc *w;
+	struct wfile *wf = find_new(f, &w, "cut.gguf", n, 10, &p);
+	char path[256], out[128], text[1024] = "", err[512] = "";
+	int status = 0;
+	pid_t pid;
+	FILE *fp;
+
+	path_in(path, sizeof(path), f->model, "cut.gguf");
+	path_in(out, sizeof(out), f->root, "child.err");
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		void *ptr, *map;
+		uint64_t maplen;
+		volatile uint8_t sink;
+
+		/* cmocka catches SIGBUS in its tests: the daemon's default */
+		signal(SIGBUS, SIG_DFL);
+		if (!freopen(out, "w", stderr) ||
+		    wfile_map(w, wf, 0, n, 32, &ptr, &map, &maplen, err, sizeof(err)) < 0 || truncate(path, 4096) < 0)
+			_exit(3);
+		sink = ((volatile uint8_t *)ptr)[n - 1];
+		(void)sink;
+		_exit(4);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	assert_int_equal(WTERMSIG(status), SIGBUS);
+	fp = fopen(out, "r");
+	assert_non_null(fp);
+	text[fread(text, 1, sizeof(text) - 1, fp)] = '\0';
+	fclose(fp);
+	assert_non_null(strstr(text, "SIGBUS reading the model file cut.gguf"));
+	assert_non_null(strstr(text, "truncated under the rank"));
+	wfile_put(wf);
+	wsrc_close(w);
+	free(p);
+}
+
 /* A second rank's lookup takes the identity from the sidecar (nothing
  * hashed); a file touched since is hashed again, within one rank's life too. */
 static void test_sidecar_reused(void **state)
@@ -1092,6 +1196,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_truncated_after_verify, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_modified_after_verify, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_sidecar_reused, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_map, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_map_truncated_named, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_cache_roundtrip, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_cache_corrupt, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_cache_truncated, fx_setup, fx_teardown),

@@ -246,18 +246,12 @@ static const struct device_i gdev_device_i = {
 
 /* ---- buffers ------------------------------------------------------------------ */
 
-static int gdev_alloc(void *ctx, uint64_t size, void **ret_ptr)
+/* b in the map by its base (freed when it cannot be kept). */
+static int map_add(struct gdev *gd, ggml_backend_buffer_t b, uint64_t size, void **ret_ptr)
 {
-	struct gdev *gd = ctx;
-	ggml_backend_buffer_t b;
-	char why[160];
-	uintptr_t base;
+	uintptr_t base = (uintptr_t)ggml_backend_buffer_get_base(b);
 	long i;
-	int rc = gge_buf_alloc(gd->g, size, &b, why, sizeof(why));
 
-	if (rc < 0)
-		return rc;
-	base = (uintptr_t)ggml_backend_buffer_get_base(b);
 	pthread_mutex_lock(&gd->lock);
 	if (gd->n == gd->cap) {
 		size_t cap = gd->cap ? gd->cap * 2 : 64;
@@ -278,6 +272,30 @@ static int gdev_alloc(void *ctx, uint64_t size, void **ret_ptr)
 	pthread_mutex_unlock(&gd->lock);
 	*ret_ptr = (void *)base;
 	return 0;
+}
+
+static int gdev_alloc(void *ctx, uint64_t size, void **ret_ptr)
+{
+	struct gdev *gd = ctx;
+	ggml_backend_buffer_t b;
+	char why[160];
+	int rc = gge_buf_alloc(gd->g, size, &b, why, sizeof(why));
+
+	return rc < 0 ? rc : map_add(gd, b, size, ret_ptr);
+}
+
+/* A mapped file's range: a ggml buffer over it, freed by gdev_free like
+ * any other (ggml frees no memory of a buffer made from a pointer). */
+static int gdev_adopt(void *ctx, void *ptr, uint64_t size, char *err, size_t errlen)
+{
+	struct gdev *gd = ctx;
+	ggml_backend_buffer_t b;
+	void *base;
+	int rc = gge_buf_from_host(gd->g, ptr, size, &b, err, errlen);
+
+	if (rc == 0 && (rc = map_add(gd, b, size, &base)) < 0)
+		snprintf(err, errlen, "out of memory");
+	return rc;
 }
 
 static void gdev_free(void *ctx, void *ptr, uint64_t size)
@@ -369,6 +387,7 @@ static int dev_download(void *ctx, void *dst_host, const void *src_dev, uint64_t
 
 static const struct buffer_i gdev_host_buffer_i = {
 	.alloc = gdev_alloc,
+	.adopt = gdev_adopt,
 	.free = gdev_free,
 	.fill = host_fill,
 	.copy = host_copy,

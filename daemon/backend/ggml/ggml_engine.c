@@ -231,6 +231,40 @@ void gge_buf_free(ggml_backend_buffer_t b)
 		ggml_backend_buffer_free(b);
 }
 
+int gge_buf_from_host(struct gge_dev *g, void *ptr, uint64_t size, ggml_backend_buffer_t *ret_b, char *err,
+		      size_t errlen)
+{
+	struct ggml_backend_dev_props props;
+	ggml_backend_buffer_t b;
+
+	ggml_backend_dev_get_props(g->dev, &props);
+	if (!g->host || !props.caps.buffer_from_host_ptr) {
+		snprintf(err, errlen, "ggml:%s computes on memory of its own, not on a mapped file", g->name);
+		return PPRPC_EUNSUPP;
+	}
+	if (size == 0 || size > g->max_size || size > (uint64_t)SIZE_MAX / 2) {
+		snprintf(err, errlen, "ggml:%s: a buffer holds 1 to %zu bytes", g->name, g->max_size);
+		return PPRPC_ETOOBIG;
+	}
+	/* ggml-cpu asserts its alignment (an abort, not an error) */
+	if (g->alignment && (uintptr_t)ptr % g->alignment) {
+		snprintf(err, errlen, "ggml:%s: the mapped bytes are not aligned to %zu", g->name, g->alignment);
+		return PPRPC_EINVAL;
+	}
+	b = ggml_backend_dev_buffer_from_host_ptr(g->dev, ptr, (size_t)size, (size_t)size);
+	if (!b) {
+		snprintf(err, errlen, "ggml:%s: no buffer over %llu mapped bytes", g->name, (unsigned long long)size);
+		return PPRPC_ENOMEM;
+	}
+	if (ggml_backend_buffer_get_base(b) != ptr || ggml_backend_buffer_get_size(b) < size) {
+		ggml_backend_buffer_free(b);
+		snprintf(err, errlen, "ggml:%s: the buffer over mapped bytes is not at them", g->name);
+		return PPRPC_EDEVICE;
+	}
+	*ret_b = b;
+	return 0;
+}
+
 /* A one-dimensional I8 tensor over [off, off + n) of b, for ggml's tensor
  * calls (they take tensors, not ranges). */
 static void range_tensor(struct ggml_tensor *t, ggml_backend_buffer_t b, uint64_t off, uint64_t n)

@@ -98,6 +98,11 @@ int gge_dev_memory(const struct gge_dev *g, uint64_t *ret_free, uint64_t *ret_to
  * caller has checked against the buffer; 0 or a negative code. */
 int gge_buf_alloc(struct gge_dev *g, uint64_t size, ggml_backend_buffer_t *ret_b, char *err, size_t errlen);
 void gge_buf_free(ggml_backend_buffer_t b);
+/* A buffer over size bytes of host memory the caller owns (a mapped model
+ * file's range: not zeroed, never freed by gge_buf_free), where the device
+ * computes on host memory and ggml's device takes host pointers. */
+int gge_buf_from_host(struct gge_dev *g, void *ptr, uint64_t size, ggml_backend_buffer_t *ret_b, char *err,
+		      size_t errlen);
 int gge_buf_write(ggml_backend_buffer_t b, uint64_t off, const void *src, uint64_t n);
 int gge_buf_read(ggml_backend_buffer_t b, uint64_t off, void *dst, uint64_t n);
 int gge_buf_fill(ggml_backend_buffer_t b, uint64_t off, int value, uint64_t n);
