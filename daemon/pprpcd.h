@@ -87,6 +87,7 @@ struct pprpcd_opts {
 	uint64_t ipc_pool_bytes;   /* IPC staging pool per device (0: 1 GiB GPU, staging size CPU) */
 	char metrics_listen[300];  /* Prometheus endpoint, "" = off */
 	char model_dir[4096];      /* the rank's model files (weights filled from them), "" = none */
+	int map_model_files;       /* host-memory devices map weights from model_dir (h_map.c) */
 	char weights_cache[4096];  /* content-addressed weights cache, "" = none */
 	char trace_file[4096];     /* request trace (core/trace.h), "" = off */
 	uint64_t weights_cache_bytes;  /* its bound */

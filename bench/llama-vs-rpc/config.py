@@ -87,6 +87,11 @@ def parse(argv=None):
                          "no prompt/decode rounds, no sweep")
     ap.add_argument("--load-times", action="store_true",
                     help="measure model load times before the rounds (implied by --net and --load-only)")
+    ap.add_argument("--rank-model", choices=("copy", "link"), default="copy",
+                    help="pprpc-file: each rank's model-dir holds a copy of the model (blocks of its own: "
+                         "on one host its cold reads add to the client's) or a hard link to it (one "
+                         "page cache: a cold load reads the file once, as ranks on hosts of their own "
+                         "read their disks while the client reads its own; default copy)")
     ap.add_argument("--weights-cache-mib", type=int, default=None,
                     help="pprpc-cache: each rank's --weights-cache-mib (default: the model's size + 256)")
     ap.add_argument("--json", help="write the results as JSON")

@@ -26,7 +26,7 @@ void devinfo_fill(struct pprpcd *d, struct devinfo_set *set)
 		di->ggml_dev_type = inf->ggml_dev_type;
 		/* h_buffer.c: BufferAlloc.file (a model-dir, and host memory the
 		 * device computes on) */
-		di->maps_files = d->opts.model_dir[0] && device_adopts(dev);
+		di->maps_files = d->opts.model_dir[0] && d->opts.map_model_files && device_adopts(dev);
 		if (inf->ggml_version)
 			di->ggml_version = (char *)inf->ggml_version;
 		set->ptrs[i] = di;

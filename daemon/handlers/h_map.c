@@ -132,6 +132,10 @@ void h_buffer_map(struct conn *c, struct request *r, struct device *dev)
 		snprintf(err, sizeof(err), "BUFFER_ALLOC (file): no model-dir on this rank");
 		rc = PPRPC_EUNSUPP;
 	}
+	if (rc == 0 && !c->d->opts.map_model_files) {
+		snprintf(err, sizeof(err), "BUFFER_ALLOC (file): map-model-files is 0 on this rank");
+		rc = PPRPC_EUNSUPP;
+	}
 	if (rc == 0 && !device_adopts(dev)) {
 		snprintf(err, sizeof(err), "BUFFER_ALLOC (file): %s computes on memory of its own, not on a mapped file",
 			 dev->name);

@@ -53,6 +53,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->peer_connect_timeout_ms = 10000;
 	o->cuda_graphs = 1;
 	o->send_in_place = 1;
+	o->map_model_files = 1;
 	o->direct_min = XS_DIRECT_MIN;
 	o->log_level = LOG_NOTICE_;
 	o->transport = PPRPCD_TRANSPORT_AUTO;
@@ -136,6 +137,7 @@ FLAG_SETTER(set_insecure_listen, insecure_listen)
 FLAG_SETTER(set_cuda_graphs, cuda_graphs)
 FLAG_SETTER(set_send_in_place, send_in_place)
 FLAG_SETTER(set_cpu_ipc, cpu_ipc)
+FLAG_SETTER(set_map_model_files, map_model_files)
 
 #define U32_SETTER(fn, field, lo, hi)                                                      \
 	static int fn(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)      \
@@ -736,6 +738,15 @@ static const struct optdef defs[] = {
 		 "truncated under the rank fails the read, and anything that fails is sent by the client "
 		 "instead (doc/weights.md).",
 	  .example = "/srv/models" },
+	{ OPT("map-model-files", "0|1", set_map_model_files),
+	  .help = "a CPU device's weights are its mapping of the model-dir copy, not read into memory (default 1)",
+	  .doc = "With model-dir, a device that computes on host memory (ggml:CPU) serves a model's "
+		 "weights as a copy-on-write mapping of its copy of the file: llama.cpp's plugin asks for "
+		 "the range that holds a device's weights, nothing is read or sent at load, and pages come "
+		 "from the page cache when first used.  The file must then not change while a model uses "
+		 "it: rewritten in place, the model sees the new bytes; truncated, the rank stops with "
+		 "SIGBUS and names the file.  Replace model files by rename, or set 0 to read weights "
+		 "into the device's memory instead (doc/weights.md)." },
 	{ OPT("weights-cache", "DIR", set_weights_cache),
 	  .help = "content-addressed cache of weights the client sent (filled on a first load, read on the next)",
 	  .doc = "A folder where weight bytes the client had to send are kept under their content key, so "

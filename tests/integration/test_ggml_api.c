@@ -6,6 +6,10 @@
  *
  * The graph is ggml's ADD of two f32 rows, written in wire form by hand
  * (ggml's numbering from its header; nothing of ggml runs here).
+ *
+ * test_map_file: a buffer that is the rank's mapping of its model-dir copy
+ * (pprpc_buffer_map_file, doc/weights.md): the file's bytes, writes that
+ * stay the rank's, and each refusal with its reason.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,9 +20,14 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "ggml.h"
 #include "pprpc.h"
 #include "pprpc_ggml.h"
+#include "pprpc_weights.h"
 #include "tests/integration/harness.h"
 
 #define DEV 0
@@ -303,6 +312,105 @@ static void test_connection_state(void **state)
 	pprpc_close(c);
 }
 
+static uint64_t stat_of(pprpc_client *c, const char *list, int item, const char *name)
+{
+	pprpc_stats *s = NULL;
+	uint64_t v;
+
+	assert_int_equal(pprpc_stats_get(c, &s), 0);
+	v = pprpc_stats_u64(s, list, item, name);
+	pprpc_stats_free(s);
+	return v;
+}
+
+static void test_map_file(void **state)
+{
+	static char dir[] = "/tmp/pprpc-map-XXXXXX";
+	enum { SIZE = 3 << 20, OFF = 4096 + 64, LEN = (1 << 20) + 32 };
+	const char *extra[] = { "--devices", "ggml:CPU,cpu", "--threads", "1", "--model-dir", NULL, NULL };
+	uint8_t *bytes = malloc(SIZE), *got = malloc(LEN), back[64];
+	char path[128], err[256], mapped[256] = "";
+	pprpc_fill src = { 0 };
+	pprpc_file_id id, bad;
+	pprpc_buffer b;
+	pprpc_client *c;
+	struct tdaemon d;
+	int fd;
+
+	(void)state;
+	assert_true(bytes && got);
+	assert_non_null(mkdtemp(dir));
+	for (int i = 0; i < SIZE; i++)
+		bytes[i] = (uint8_t)(i * 2654435761u >> 13);
+	snprintf(path, sizeof(path), "%s/w.bin", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, bytes, SIZE), SIZE);
+	close(fd);
+	assert_int_equal(pprpc_file_identify(path, NULL, 1, &id, NULL, err, sizeof(err)), 0);
+	extra[5] = dir;
+	assert_int_equal(tdaemon_start(&d, extra), 0);
+	assert_int_equal(pprpc_connect(d.addr, NULL, &c), 0);
+	/* the ggml:CPU device maps, the native one does not */
+	assert_int_equal(stat_of(c, "devices", 0, "info.maps_files"), 1);
+	assert_int_equal(stat_of(c, "devices", 1, "info.maps_files"), 0);
+
+	src.file = &id;
+	src.file_offset = OFF;
+	src.hint = "w.bin";
+	assert_int_equal(pprpc_buffer_map_file(c, 0, LEN, &src, &b, mapped, sizeof(mapped)), 0);
+	assert_string_equal(mapped, "w.bin");
+	assert_int_equal(pprpc_tensor_get(c, b, 0, got, LEN), 0);
+	assert_memory_equal(got, bytes + OFF, LEN);
+	assert_int_equal(stat_of(c, NULL, 0, "weights.maps"), 1);
+	assert_int_equal(stat_of(c, NULL, 0, "weights.mapped_bytes"), LEN);
+	/* a write is the rank's: read back, the file unchanged */
+	memset(back, 0xa5, sizeof(back));
+	assert_int_equal(pprpc_tensor_set(c, b, 100, back, sizeof(back)), 0);
+	assert_int_equal(pprpc_tensor_get(c, b, 64, got, 128), 0);
+	assert_memory_equal(got, bytes + OFF + 64, 36);
+	assert_memory_equal(got + 36, back, sizeof(back));
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, got, 256, OFF), 256);
+	close(fd);
+	assert_memory_equal(got, bytes + OFF, 256);
+	/* outside the buffer */
+	assert_int_equal(pprpc_tensor_get(c, b, LEN - 8, got, 16), PPRPC_ERANGE);
+	assert_int_equal(pprpc_buffer_free(c, b), 0);
+	assert_int_equal(stat_of(c, NULL, 0, "weights.mapped_bytes"), 0);
+
+	/* refusals, each with its reason */
+	assert_int_equal(pprpc_buffer_map_file(c, 1, LEN, &src, &b, NULL, 0), PPRPC_EUNSUPP);
+	assert_non_null(strstr(pprpc_last_error(c), "memory of its own"));
+	bad = id;
+	bad.content_sha256[0] ^= 1;
+	src.file = &bad;
+	assert_int_equal(pprpc_buffer_map_file(c, 0, LEN, &src, &b, NULL, 0), PPRPC_EHANDLE);
+	assert_non_null(strstr(pprpc_last_error(c), "other content"));
+	src.file = &id;
+	src.file_offset = 48;
+	assert_int_equal(pprpc_buffer_map_file(c, 0, LEN, &src, &b, NULL, 0), PPRPC_EINVAL);
+	assert_non_null(strstr(pprpc_last_error(c), "not aligned"));
+	src.file_offset = SIZE - 16;
+	assert_int_equal(pprpc_buffer_map_file(c, 0, LEN, &src, &b, NULL, 0), PPRPC_ERANGE);
+	src.file_offset = OFF;
+	assert_int_equal(pprpc_buffer_map_file(c, 0, 0, &src, &b, NULL, 0), PPRPC_EINVAL);
+	assert_int_equal(stat_of(c, NULL, 0, "weights.maps"), 1);
+	pprpc_close(c);
+	assert_int_equal(tdaemon_stop(&d), 0);
+	/* no model-dir */
+	assert_int_equal(pprpc_buffer_map_file(g_c, 0, LEN, &src, &b, NULL, 0), PPRPC_EUNSUPP);
+	assert_non_null(strstr(pprpc_last_error(g_c), "no model-dir"));
+	assert_int_equal(stat_of(g_c, "devices", 0, "info.maps_files"), 0);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/w.bin.pprpc-sum", dir);
+	unlink(path);
+	rmdir(dir);
+	free(bytes);
+	free(got);
+}
+
 static int setup(void **state)
 {
 	static const char *const extra[] = { "--devices", "ggml:CPU", "--threads", "1", NULL };
@@ -330,6 +438,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_create_and_run),
+		cmocka_unit_test(test_map_file),
 		cmocka_unit_test(test_create_run_request),
 		cmocka_unit_test(test_refused_create_run),
 		cmocka_unit_test(test_orphan),

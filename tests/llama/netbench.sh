@@ -3,7 +3,8 @@
 # form: bench/llama-vs-rpc/llama-vs-rpc --net 1gbit --load-only on the tiny llama,
 # one round.  Passes when the benchmark exits 0 (every load and hash run
 # succeeded, the token hash is equal on every side), its JSON holds a cold and a
-# warm load time for every side, and every network namespace it made is gone
+# warm load time for every side, pprpc-file's CPU ranks mapped their copies
+# (the plugin's summary), and every network namespace it made is gone
 # afterwards.  Needs root and iproute2 (ip netns, veth, tc tbf); without them it
 # says why and skips.
 set -u
@@ -72,4 +73,9 @@ if not r["config"]["net"]["ranks"] or r["link_check"]["bits_per_s"] <= 0:
 print("netbench: load cold/warm s: " + ", ".join("%s %.2f/%.2f" % (s, L[s]["cold_s"], L[s]["warm_s"])
                                                for s in sys.argv[2].split(",")))
 PY
+if echo ",$SIDES," | grep -q ",pprpc-file,"; then
+	n=$(cat "$TMP_ROOT"/bench/*-pprpc-file-load-warm.err | grep -c "pprpc: weights loaded: rank [01] .* MiB mapped in 1 ranges")
+	[ "$n" = 2 ] || { grep -h "pprpc: weights" "$TMP_ROOT"/bench/*-pprpc-file-load-warm.err >&2
+		fail "pprpc-file: the two ranks did not both map their copy ($n summaries say so)"; }
+fi
 echo "netbench: passed (namespaces: $(echo $named | wc -w) made, none left)"

@@ -9,7 +9,8 @@
 #               llama.cpp's buffer_from_host_ptr), the client sends almost
 #               nothing
 #   file, read  the same with PPRPC_WEIGHTS_MAP=off: the ranks fill every
-#               large weight from their copy (STATS file_bytes)
+#               large weight from their copy (STATS file_bytes); and a rank
+#               with --map-model-files 0 reads while the other maps
 #   cache cold  --weights-cache, empty: the client sends, the ranks store
 #   cache warm  the same folders again: filled from the cache, nothing sent
 #   mismatch    the copy has the model's size and head but one byte differs
@@ -111,6 +112,11 @@ grep -q "pprpc: weights loaded: rank 0 .* read from its copy of model.gguf" "$TM
 # the weights the client still sent: the tensors under PPRPC_WEIGHTS_MIN (norms), not the rest
 echo "file-read: the plugin sent $(sent_kib file-read) KiB of weights to the ranks"
 [ "$(sent_kib file-read)" -lt $((SIZE / 1024 / 20)) ] || fail "file-read: the client sent $(sent_kib file-read) KiB of weights"
+
+run file-nomap --model-dir "$TMP_ROOT/md0" --map-model-files 0 -- --model-dir "$TMP_ROOT/md1"
+[ "$(val "$STATS0" maps)" = 0 ] && [ "$(val "$STATS0" file_bytes)" -gt $((SIZE / 4)) ] ||
+	fail "file-nomap: rank 0 (map-model-files 0) did not read its copy: $STATS0"
+[ "$(val "$STATS1" maps)" = 1 ] || fail "file-nomap: rank 1 did not map its copy: $STATS1"
 
 # 2. the cache, cold then warm
 run cache-cold --weights-cache "$TMP_ROOT/c0" -- --weights-cache "$TMP_ROOT/c1"
