@@ -90,8 +90,8 @@ static void dev_get_props(ggml_backend_dev_t dev, struct ggml_backend_dev_props 
 	props->caps.async = d->async;
 	props->caps.host_buffer = false;
 	/* llama.cpp's weights over its mapped model, where the rank can map
-	 * its own copy (weights.c) */
-	props->caps.buffer_from_host_ptr = d->maps_files && pg_weights_maps(d->rank->weights);
+	 * its own copy of it (weights.c) */
+	props->caps.buffer_from_host_ptr = pg_weights_rank_has_model(d);
 	props->caps.events = d->async;
 	/* weights are read from the mapped file and sent: mmap is fine */
 	props->caps.mmap_support = true;

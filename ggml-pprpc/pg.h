@@ -300,6 +300,12 @@ void pg_weights_free(struct pg_weights *w);
 int pg_weights_set(struct pg_buffer *b, const struct ggml_tensor *t, uint64_t off, const void *data, size_t size);
 /* Whether devices that can may take host pointers (PPRPC_WEIGHTS_MAP). */
 int pg_weights_maps(const struct pg_weights *w);
+/* Whether d may take host pointers now: its rank maps files, and has a
+ * copy of a GGUF file this process maps (asked once per file and device,
+ * by mapping a page of it).  A device whose rank has none allocates and is
+ * sent or filled as usual: a buffer over llama.cpp's range would cost its
+ * whole size, other devices' layers included.  Without locks held. */
+int pg_weights_rank_has_model(struct pg_device *d);
 /* The file and offset the n bytes at p of this process's mappings are:
  * 0 with the file's identity, the offset and the rank-side hint, or -1 with
  * why not.  Without the rank's lock. */

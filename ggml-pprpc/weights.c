@@ -58,14 +58,24 @@
 struct wmap {
 	uintptr_t start, end;
 	uint64_t offset;
+	int readable;
 	unsigned long dev_major, dev_minor, ino;
 	char path[PATH_MAX];
+};
+
+/* Whether a device's rank has a file (pg_weights_rank_has_model). */
+#define MAX_PROBES 16
+struct wprobe {
+	const struct pg_device *d;
+	int has;
 };
 
 /* A model file met through a mapping, and whether it can be named. */
 struct wfile {
 	unsigned long dev_major, dev_minor, ino;
 	int ok;
+	struct wprobe probe[MAX_PROBES];
+	int nprobe;
 	pprpc_file_id id;
 	char hint[256];
 	char why[256];
@@ -178,12 +188,14 @@ static void read_maps(struct pg_weights *w)
 	while (fgets(line, sizeof(line), f)) {
 		struct wmap m;
 		unsigned long long a, b, off;
+		char perms[8] = "";
 		int pos = 0;
 
 		memset(&m, 0, sizeof(m));
-		if (sscanf(line, "%llx-%llx %*s %llx %lx:%lx %lu %n", &a, &b, &off, &m.dev_major, &m.dev_minor, &m.ino,
-			   &pos) < 6 || m.ino == 0 || !pos || line[pos] != '/')
+		if (sscanf(line, "%llx-%llx %7s %llx %lx:%lx %lu %n", &a, &b, perms, &off, &m.dev_major, &m.dev_minor,
+			   &m.ino, &pos) < 7 || m.ino == 0 || !pos || line[pos] != '/')
 			continue;
+		m.readable = perms[0] == 'r';
 		line[strcspn(line, "\n")] = '\0';
 		/* "(deleted)": the file is gone, nothing to name */
 		if (strstr(line + pos, " (deleted)"))
@@ -326,6 +338,84 @@ static void count(struct pg_registry *pr, struct pg_weights *w, int rank, uint64
 int pg_weights_maps(const struct pg_weights *w)
 {
 	return w && !w->map_off;
+}
+
+/* What d's rank said of f, or -1 when it was not asked yet (lock held). */
+static int probed(const struct wfile *f, const struct pg_device *d)
+{
+	for (int i = 0; i < f->nprobe; i++)
+		if (f->probe[i].d == d)
+			return f->probe[i].has;
+	return -1;
+}
+
+/* Whether d's rank can map a page of the file (and then lets it go). */
+static int probe(struct pg_device *d, const struct wfile *f)
+{
+	struct pg_rank *r = d->rank;
+	pprpc_fill src = { .file = &f->id, .file_offset = 0, .hint = f->hint };
+	pprpc_buffer b;
+	uint64_t n = f->id.size < 4096 ? f->id.size : 4096;
+	int rc;
+
+	pg_lock(r);
+	if (r->dead || pg_fault_failed(r->fault)) {
+		pg_unlock(r);
+		return 0;
+	}
+	rc = pprpc_buffer_map_file(r->c, d->index, n, &src, &b, NULL, 0);
+	if (rc == 0)
+		rc = pprpc_buffer_free(r->c, b);
+	else
+		pg_say(5, "weights: rank %d %s device %s: no copy of %s to map (%s): its weights are filled or sent",
+		       r->index, r->name, d->name, f->hint, pprpc_last_error(r->c));
+	if (rc < 0)
+		pg_rank_failed(r, rc);
+	pg_unlock(r);
+	return rc == 0;
+}
+
+int pg_weights_rank_has_model(struct pg_device *d)
+{
+	struct pg_weights *w = d->rank->weights;
+	struct wfile *ask[MAX_FILES];
+	int nask = 0, has = 0;
+
+	if (!pg_weights_maps(w) || !d->maps_files)
+		return 0;
+	/* the GGUF files this process maps (llama.cpp maps each whole, from
+	 * its start), and what the rank said of each */
+	pthread_mutex_lock(&w->lock);
+	read_maps(w);
+	for (size_t i = 0; i < w->nmaps && !has; i++) {
+		const struct wmap *m = &w->maps[i];
+		struct wfile *f;
+		int seen = 0;
+
+		if (m->offset != 0 || !m->readable || m->end - m->start < 4 || memcmp((const void *)m->start, "GGUF", 4))
+			continue;
+		if (!(f = file_of(w, m)))
+			continue;
+		for (int k = 0; k < nask; k++)
+			seen |= ask[k] == f;
+		if (probed(f, d) == 1)
+			has = 1;
+		else if (probed(f, d) < 0 && !seen && nask < MAX_FILES)
+			ask[nask++] = f;
+	}
+	pthread_mutex_unlock(&w->lock);
+	/* asked without the weights' lock (the rank's comes first elsewhere);
+	 * files are never forgotten, so the pointers stay good */
+	for (int k = 0; k < nask && !has; k++) {
+		int yes = probe(d, ask[k]);
+
+		pthread_mutex_lock(&w->lock);
+		if (probed(ask[k], d) < 0 && ask[k]->nprobe < MAX_PROBES)
+			ask[k]->probe[ask[k]->nprobe++] = (struct wprobe){ d, yes };
+		pthread_mutex_unlock(&w->lock);
+		has = yes;
+	}
+	return has;
 }
 
 int pg_weights_locate(struct pg_weights *w, const void *p, size_t n, pprpc_file_id *id, uint64_t *ret_off,
