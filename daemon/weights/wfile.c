@@ -81,6 +81,11 @@ int wfile_read(struct wsrc *w, struct wfile *f, uint64_t offset, uint64_t size, 
 	pthread_mutex_unlock(&w->lock);
 	return 0;
 refused:
+	return wfile_refused(w, rc);
+}
+
+int wfile_refused(struct wsrc *w, int rc)
+{
 	pthread_mutex_lock(&w->lock);
 	w->st.file_refused++;
 	pthread_mutex_unlock(&w->lock);

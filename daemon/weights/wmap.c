@@ -152,10 +152,7 @@ int wfile_map(struct wsrc *w, struct wfile *f, uint64_t offset, uint64_t size, u
 	pthread_mutex_unlock(&w->lock);
 	return 0;
 refused:
-	pthread_mutex_lock(&w->lock);
-	w->st.file_refused++;
-	pthread_mutex_unlock(&w->lock);
-	return rc;
+	return wfile_refused(w, rc);
 }
 
 void wsrc_unmapped(struct wsrc *w, void *map, uint64_t size)

@@ -74,6 +74,8 @@ struct wfile {
 /* wfile.c: 0 when the open file is still the verified one (size, mtime,
  * ctime, inode); else PPRPC_EIO and why (when: "before the read"...). */
 int wfile_check(const struct wfile *f, const char *when, char *err, size_t errlen);
+/* A read or mapping refused: counted (file_refused); returns rc. */
+int wfile_refused(struct wsrc *w, int rc);
 
 /* wio.c */
 uint64_t wio_now_ns(void);

@@ -567,6 +567,19 @@ static void test_truncated_after_verify(void **state)
 	free(q);
 }
 
+/* One byte of the file rewritten and its mtime set back: the same size,
+ * another file for the rank. */
+static void rewrite_byte(const char *path)
+{
+	struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_sec = 1234567890, .tv_nsec = 0 } };
+	int fd = open(path, O_WRONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "x", 1, 100), 1);
+	assert_int_equal(futimens(fd, ts), 0);
+	close(fd);
+}
+
 /* Modified after it was verified (same size, a new mtime): refused. */
 static void test_modified_after_verify(void **state)
 {
@@ -575,18 +588,12 @@ static void test_modified_after_verify(void **state)
 	uint8_t *p, *q = malloc(n);
 	struct wsrc *w;
 	struct wfile *wf = find_new(f, &w, "m.gguf", n, 8, &p);
-	struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_sec = 1234567890, .tv_nsec = 0 } };
 	char path[256], err[512] = "";
-	int fd;
 
 	assert_non_null(q);
 	assert_int_equal(wfile_read(w, wf, 0, n, q, err, sizeof(err)), 0);
 	path_in(path, sizeof(path), f->model, "m.gguf");
-	fd = open(path, O_WRONLY);
-	assert_true(fd >= 0);
-	assert_int_equal(pwrite(fd, "x", 1, 100), 1);
-	assert_int_equal(futimens(fd, ts), 0);
-	close(fd);
+	rewrite_byte(path);
 	assert_int_equal(wfile_read(w, wf, 0, n, q, err, sizeof(err)), PPRPC_EIO);
 	assert_non_null(strstr(err, "changed under the rank"));
 	wfile_put(wf);
@@ -605,7 +612,6 @@ static void test_map(void **state)
 	uint8_t *p, *q = malloc(n);
 	struct wsrc *w;
 	struct wfile *wf = find_new(f, &w, "map.gguf", n, 9, &p);
-	struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_sec = 1234567890, .tv_nsec = 0 } };
 	void *ptr = NULL, *map = NULL;
 	uint64_t maplen = 0;
 	char path[256], err[512] = "";
@@ -635,11 +641,7 @@ static void test_map(void **state)
 	assert_int_equal(wfile_map(w, wf, 48, 100, 32, &ptr, &map, &maplen, err, sizeof(err)), PPRPC_EINVAL);
 	assert_non_null(strstr(err, "not aligned"));
 	/* changed since it was verified */
-	fd = open(path, O_WRONLY);
-	assert_true(fd >= 0);
-	assert_int_equal(pwrite(fd, "x", 1, 100), 1);
-	assert_int_equal(futimens(fd, ts), 0);
-	close(fd);
+	rewrite_byte(path);
 	assert_int_equal(wfile_map(w, wf, 0, 4096, 32, &ptr, &map, &maplen, err, sizeof(err)), PPRPC_EIO);
 	assert_non_null(strstr(err, "changed under the rank"));
 	assert_int_equal(stats(w).maps, 1);
