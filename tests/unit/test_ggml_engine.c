@@ -11,7 +11,8 @@
  * bytes another node overwrote through an aliasing placement); and that a
  * run computes what ggml computes, or stops with PPRPC_ERANGE.  And which
  * start checks a GPU stream can make into copies of the graph's own
- * (gge_graph_shadow).
+ * (gge_graph_shadow).  And the engine's host buffers: zeros from the
+ * start, and zeroed again by giving pages back (gge_buf_zero_pages).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -430,6 +431,42 @@ static void test_row_walk_reach(void **state)
 	ggml_free(n.ctx);
 }
 
+/* A host buffer of the engine reads as zeros; zeroing a range with ragged
+ * ends gives its whole pages back and writes the ends, nothing outside;
+ * a range of no whole page, or a buffer of ggml's own, is left to memset. */
+static void test_host_buffer_zeros(void **state)
+{
+	enum { N = 5 * 4096 + 100 };
+	static _Alignas(64) uint8_t mem[8192];
+	ggml_backend_buffer_t b, other;
+	char err[256];
+	uint8_t *p;
+
+	(void)state;
+	assert_int_equal(gge_buf_alloc(g_dev, N, &b, err, sizeof(err)), 0);
+	p = ggml_backend_buffer_get_base(b);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(p[i], 0);
+	memset(p, 0x5a, N);
+	if (!GGE_HOST_MAPS) {
+		/* ASan: ggml's malloc'ed buffer, zeroed by memset alone */
+		assert_int_equal(gge_buf_zero_pages(b, 10, 3 * 4096 + 20), -1);
+		gge_buf_free(b);
+		return;
+	}
+	assert_int_equal(gge_buf_zero_pages(b, 10, 3 * 4096 + 20), 0);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(p[i], i >= 10 && i < 10 + 3 * 4096 + 20 ? 0 : 0x5a);
+	assert_int_equal(gge_buf_zero_pages(b, 4096 + 8, 100), -1);
+	assert_int_equal(p[4096 + 8], 0);
+	assert_int_equal(p[4 * 4096 + 50], 0x5a);
+	gge_buf_free(b);
+	other = ggml_backend_cpu_buffer_from_ptr(mem, sizeof(mem));
+	assert_non_null(other);
+	assert_int_equal(gge_buf_zero_pages(other, 0, sizeof(mem)), -1);
+	ggml_backend_buffer_free(other);
+}
+
 static int setup(void **state)
 {
 	char err[256];
@@ -464,6 +501,7 @@ int main(void)
 		cmocka_unit_test(test_gpu_checks_copy),
 		cmocka_unit_test(test_gpu_checks_refused),
 		cmocka_unit_test(test_row_walk_reach),
+		cmocka_unit_test(test_host_buffer_zeros),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -320,8 +320,12 @@ static void gdev_free(void *ctx, void *ptr, uint64_t size)
 
 static int host_fill(void *ctx, void *dst, int value, uint64_t n)
 {
-	(void)ctx;
-	memset(dst, value, (size_t)n);
+	struct gdev *gd = ctx;
+	uint64_t off;
+	ggml_backend_buffer_t b = value == 0 ? lookup(gd, dst, n, &off) : NULL;
+
+	if (!b || gge_buf_zero_pages(b, off, n) < 0)
+		memset(dst, value, (size_t)n);
 	return 0;
 }
 

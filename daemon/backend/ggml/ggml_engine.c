@@ -196,6 +196,61 @@ static void huge_pages(void *base, size_t size)
 		(void)madvise((void *)a, e - a, MADV_HUGEPAGE);
 }
 
+static size_t page_round(size_t n)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (n + pg - 1) / pg * pg;
+}
+
+/* A buffer of anon_alloc: its memory goes with it. */
+static void anon_free(ggml_backend_buffer_t b)
+{
+	munmap(ggml_backend_buffer_get_base(b), page_round(b->size));
+}
+
+/*
+ * Host memory of the engine's own for a host device: an anonymous mapping,
+ * zero from the kernel and committed page by page as it is first used,
+ * under a ggml buffer over its pointer that unmaps it when freed.  ggml's
+ * own host buffers come from malloc, whose reused memory holds what it
+ * held: they had to be cleared, committing every page at allocation (a
+ * 31 MiB compute buffer took 30-60 ms on the development VM, on the
+ * client's critical path at every model load, where llama.cpp alone
+ * commits its pages as its first graph touches them).  The memory floor
+ * counts the whole buffer from its allocation either way (hostmem.h:
+ * committed, touched or not).  NULL where ggml's device takes no host
+ * pointers (then ggml's buffer, cleared), and under AddressSanitizer: a
+ * mapping has no redzone, and the hostile runs want an overflow past a
+ * buffer's end found (malloc's memory has one).
+ */
+static ggml_backend_buffer_t anon_alloc(struct gge_dev *g, size_t size)
+{
+	struct ggml_backend_dev_props props;
+	ggml_backend_buffer_t b;
+	void *p;
+
+	if (!GGE_HOST_MAPS)
+		return NULL;
+	ggml_backend_dev_get_props(g->dev, &props);
+	if (!props.caps.buffer_from_host_ptr)
+		return NULL;
+	p = mmap(NULL, page_round(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	huge_pages(p, size);
+	b = ggml_backend_dev_buffer_from_host_ptr(g->dev, p, size, size);
+	/* ours to free: a buffer that frees something itself is not */
+	if (!b || b->iface.free_buffer || ggml_backend_buffer_get_base(b) != p) {
+		if (b)
+			ggml_backend_buffer_free(b);
+		munmap(p, page_round(size));
+		return NULL;
+	}
+	b->iface.free_buffer = anon_free;
+	return b;
+}
+
 int gge_buf_alloc(struct gge_dev *g, uint64_t size, ggml_backend_buffer_t *ret_b, char *err, size_t errlen)
 {
 	ggml_backend_buffer_t b;
@@ -203,6 +258,10 @@ int gge_buf_alloc(struct gge_dev *g, uint64_t size, ggml_backend_buffer_t *ret_b
 	if (size == 0 || size > g->max_size || size > (uint64_t)SIZE_MAX / 2) {
 		snprintf(err, errlen, "ggml:%s: a buffer holds 1 to %zu bytes", g->name, g->max_size);
 		return PPRPC_ETOOBIG;
+	}
+	if (g->host && (b = anon_alloc(g, (size_t)size))) {
+		*ret_b = b;
+		return 0;
 	}
 	b = ggml_backend_buft_alloc_buffer(g->buft, (size_t)size);
 	if (!b) {
@@ -218,8 +277,7 @@ int gge_buf_alloc(struct gge_dev *g, uint64_t size, ggml_backend_buffer_t *ret_b
 	}
 	if (g->host)
 		huge_pages(ggml_backend_buffer_get_base(b), (size_t)size);
-	/* Zeros: no client sees another's data, and on host memory every page
-	 * is committed now, so the memory floor saw what this costs. */
+	/* Zeros: no client sees another's data. */
 	ggml_backend_buffer_clear(b, 0);
 	*ret_b = b;
 	return 0;
@@ -389,6 +447,26 @@ int gge_buf_read(ggml_backend_buffer_t b, uint64_t off, void *dst, uint64_t n)
 		return 0;
 	range_tensor(&t, b, off, n);
 	ggml_backend_tensor_get(&t, dst, 0, (size_t)n);
+	return 0;
+}
+
+int gge_buf_zero_pages(ggml_backend_buffer_t b, uint64_t off, uint64_t n)
+{
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), s, e, a, z;
+
+	if (b->iface.free_buffer != anon_free)
+		return -1;
+	s = (uintptr_t)ggml_backend_buffer_get_base(b) + off;
+	e = s + n;
+	a = (s + pg - 1) / pg * pg;
+	z = e / pg * pg;
+	if (z <= a)
+		return -1;
+	/* a private anonymous mapping's pages read as zeros once dropped */
+	if (madvise((void *)a, z - a, MADV_DONTNEED) != 0)
+		return -1;
+	memset((void *)s, 0, a - s);
+	memset((void *)z, 0, e - z);
 	return 0;
 }
 

@@ -103,6 +103,25 @@ void gge_buf_free(ggml_backend_buffer_t b);
  * computes on host memory and ggml's device takes host pointers. */
 int gge_buf_from_host(struct gge_dev *g, void *ptr, uint64_t size, ggml_backend_buffer_t *ret_b, char *err,
 		      size_t errlen);
+/* Whether host buffers are the engine's own mappings (gge_buf_alloc):
+ * not under AddressSanitizer, whose redzones after malloc'ed memory find
+ * an overflow past a buffer's end. */
+#if defined(__SANITIZE_ADDRESS__)
+#define GGE_HOST_MAPS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GGE_HOST_MAPS 0
+#endif
+#endif
+#ifndef GGE_HOST_MAPS
+#define GGE_HOST_MAPS 1
+#endif
+/* Zeros over [off, off+n) of an engine host buffer (gge_buf_alloc's own
+ * mapping) by giving its whole pages back to the kernel: they read as
+ * zeros and are committed again only when touched (llama.cpp clears its KV
+ * cache at every context made).  -1 for another buffer or a range of no
+ * whole page: the caller writes the zeros. */
+int gge_buf_zero_pages(ggml_backend_buffer_t b, uint64_t off, uint64_t n);
 int gge_buf_write(ggml_backend_buffer_t b, uint64_t off, const void *src, uint64_t n);
 int gge_buf_read(ggml_backend_buffer_t b, uint64_t off, void *dst, uint64_t n);
 int gge_buf_fill(ggml_backend_buffer_t b, uint64_t off, int value, uint64_t n);
