@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "daemon/objects/buffer.h"
 #include "daemon/server/conn.h"
 #include "daemon/device/device.h"
 #include "daemon/server/dispatch.h"
@@ -43,6 +44,11 @@ static int run_exec(struct qcmd *q)
 {
 	struct run_cmd *rc = (struct run_cmd *)q;
 	int st;
+
+	/* weights mapped from a model file: still the file verified? */
+	for (int i = 0; i < rc->g->nbufs; i++)
+		if ((st = buffer_map_check(rc->g->bufs[i], q->err, sizeof(q->err))) < 0)
+			return st;
 
 	/* On the stream's own device stream, behind whatever it holds (a
 	 * timeline wait included); completes from the device (on the CPU,

@@ -10,6 +10,13 @@
  * or copied at load, the page cache is shared with every other mapping of
  * the file, and the pages are read when a graph first touches them.
  *
+ * The file stays open with the mapping: every GRAPH_RUN that names the
+ * buffer first checks it is still the file verified (h_graph.c; an fstat),
+ * and one changed since (rewritten in place: the mapping would show the
+ * new bytes) fails the run with the reason instead of computing with
+ * bytes nobody verified.  The client's process then restarts, and its next
+ * load finds no copy with the model's identity: the bytes are sent.
+ *
  * The lookup may hash the file once (no sidecar yet) and the mapping asks
  * the kernel to read ahead: both run on libuv's threadpool, the connection
  * holding its later frames meanwhile as for a large allocation.  A refusal
@@ -35,6 +42,12 @@
 #include "daemon/weights/weights.h"
 #include "pprpc/types.h"
 
+/* A live mapping: its file, kept open to be checked. */
+struct map_rec {
+	struct wsrc *ws;
+	struct wfile *f;
+};
+
 struct map_work {
 	uv_work_t w;
 	struct conn *c;
@@ -47,6 +60,7 @@ struct map_work {
 	/* the outcome */
 	void *ptr, *map;
 	uint64_t maplen;
+	struct map_rec *rec;
 	char file[256];
 	char err[320];
 	int rc;
@@ -54,8 +68,19 @@ struct map_work {
 
 static void map_undo(void *ctx, void *map, uint64_t maplen, uint64_t size)
 {
-	wsrc_unmapped(ctx, map, size);
+	struct map_rec *rec = ctx;
+
+	wsrc_unmapped(rec->ws, map, size);
 	munmap(map, (size_t)maplen);
+	wfile_put(rec->f);
+	free(rec);
+}
+
+static int map_check(void *ctx, char *err, size_t errlen)
+{
+	const struct map_rec *rec = ctx;
+
+	return wfile_check(rec->f, "since it was mapped as a weights buffer", err, errlen);
 }
 
 static void map_work(uv_work_t *w)
@@ -64,13 +89,24 @@ static void map_work(uv_work_t *w)
 	struct wfile *f = NULL;
 	uint64_t align = device_info(mw->dev)->ggml_alignment;
 
+	mw->rec = calloc(1, sizeof(*mw->rec));
+	if (!mw->rec) {
+		snprintf(mw->err, sizeof(mw->err), "out of memory");
+		mw->rc = PPRPC_ENOMEM;
+		return;
+	}
 	mw->rc = wsrc_file_find(mw->ws, &mw->id, mw->hint[0] ? mw->hint : NULL, &f, mw->err, sizeof(mw->err));
 	if (mw->rc < 0)
 		return;
 	snprintf(mw->file, sizeof(mw->file), "%s", wfile_name(f));
 	mw->rc = wfile_map(mw->ws, f, mw->offset, mw->size, align, &mw->ptr, &mw->map, &mw->maplen, mw->err,
 			   sizeof(mw->err));
-	wfile_put(f);
+	if (mw->rc < 0) {
+		wfile_put(f);
+		return;
+	}
+	mw->rec->ws = mw->ws;
+	mw->rec->f = f;
 }
 
 static void map_after(uv_work_t *w, int status)
@@ -78,7 +114,7 @@ static void map_after(uv_work_t *w, int status)
 	struct map_work *mw = w->data;
 	struct conn *c = mw->c;
 	struct pprpcd *d = c->d;
-	struct buffer_map bm = { mw->map, mw->maplen, map_undo, mw->ws };
+	struct buffer_map bm = { mw->map, mw->maplen, mw->rec, map_undo, map_check };
 	struct dbuf *b = NULL;
 	int rc = status < 0 ? PPRPC_EINTERNAL : mw->rc;
 
@@ -89,7 +125,9 @@ static void map_after(uv_work_t *w, int status)
 	if (rc == 0)
 		rc = buffer_adopt(d, &c->own, mw->dev, mw->ptr, mw->size, &bm, &b, mw->err, sizeof(mw->err));
 	if (rc < 0 && mw->map)
-		map_undo(mw->ws, mw->map, mw->maplen, mw->size);
+		map_undo(mw->rec, mw->map, mw->maplen, mw->size);
+	else if (rc < 0)
+		free(mw->rec);
 	if (!c->closing && !c->closed) {
 		if (rc == 0) {
 			Pprpc__BufferAllocReply rep = PPRPC__BUFFER_ALLOC_REPLY__INIT;

@@ -91,11 +91,13 @@ int buffer_adopt(struct pprpcd *d, struct owner *o, struct device *dev, void *pt
 		device_unadopt(dev, ptr, size);
 		return rc;
 	}
-	(*ret_b)->map = m->map;
-	(*ret_b)->maplen = m->maplen;
-	(*ret_b)->unmap = m->unmap;
-	(*ret_b)->unmap_ctx = m->unmap_ctx;
+	(*ret_b)->m = *m;
 	return 0;
+}
+
+int buffer_map_check(const struct dbuf *b, char *err, size_t errlen)
+{
+	return b->m.map && b->m.check ? b->m.check(b->m.ctx, err, errlen) : 0;
 }
 
 int buffer_alloc(struct pprpcd *d, struct owner *o, struct device *dev, uint64_t size,
@@ -135,9 +137,9 @@ void buffer_unref(struct dbuf *b)
 	/* retired while held: its charge goes with the memory */
 	if (b->owner)
 		owner_drop_held(b->owner, b);
-	if (b->map) {
+	if (b->m.map) {
 		device_unadopt(b->dev, b->ptr, b->size);
-		b->unmap(b->unmap_ctx, b->map, b->maplen, b->size);
+		b->m.unmap(b->m.ctx, b->m.map, b->m.maplen, b->size);
 	} else {
 		device_free(b->dev, b->ptr, b->size);
 	}

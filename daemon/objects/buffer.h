@@ -27,11 +27,17 @@ struct dbuf {
 	uint8_t *ptr;
 	uint64_t size;
 	uint64_t footprint;    /* size rounded to the page: charged to the owner */
-	/* a model file's range mapped as the buffer (buffer_adopt): unmap
-	 * undoes the mapping when the memory goes; NULL for device memory */
-	void (*unmap)(void *ctx, void *map, uint64_t maplen, uint64_t size);
-	void *unmap_ctx, *map;
-	uint64_t maplen;
+	/* a model file's range mapped as the buffer (buffer_adopt), or
+	 * zeros for device memory */
+	struct buffer_map {
+		void *map;
+		uint64_t maplen;
+		void *ctx;
+		/* undoes the mapping when the memory goes */
+		void (*unmap)(void *ctx, void *map, uint64_t maplen, uint64_t size);
+		/* 0 while the file is still the one mapped, else why not */
+		int (*check)(void *ctx, char *err, size_t errlen);
+	} m;
 	int refs;
 	struct dbuf *next, *prev;  /* owner's list */
 };
@@ -53,14 +59,13 @@ int buffer_alloc_end(struct pprpcd *d, struct owner *o, struct device *dev, uint
  * allocation but nothing is reserved under the memory floor (file pages,
  * reclaimable); the last reference releases it and calls m->unmap.  On
  * failure nothing is unmapped (the caller does). */
-struct buffer_map {
-	void *map;
-	uint64_t maplen;
-	void (*unmap)(void *ctx, void *map, uint64_t maplen, uint64_t size);
-	void *unmap_ctx;
-};
 int buffer_adopt(struct pprpcd *d, struct owner *o, struct device *dev, void *ptr, uint64_t size,
 		 const struct buffer_map *m, struct dbuf **ret_b, char *err, size_t errlen);
+
+/* A mapped buffer's file checked (m.check): 0, or its code with why (a
+ * file changed since it was mapped: its bytes are not the verified ones).
+ * 0 for any other buffer.  Any thread. */
+int buffer_map_check(const struct dbuf *b, char *err, size_t errlen);
 
 /* Look up a live buffer of owner o.  NULL when unknown, stale or owned
  * by someone else (indistinguishable on purpose). */

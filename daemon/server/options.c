@@ -744,9 +744,10 @@ static const struct optdef defs[] = {
 		 "weights as a copy-on-write mapping of its copy of the file: llama.cpp's plugin asks for "
 		 "the range that holds a device's weights, nothing is read or sent at load, and pages come "
 		 "from the page cache when first used.  The file must then not change while a model uses "
-		 "it: rewritten in place, the model sees the new bytes; truncated, the rank stops with "
-		 "SIGBUS and names the file.  Replace model files by rename, or set 0 to read weights "
-		 "into the device's memory instead (doc/weights.md)." },
+		 "it: rewritten in place, the next graph run on it fails with the reason (the client "
+		 "restarts and sends the bytes); truncated, the rank stops with SIGBUS and names the "
+		 "file.  Replace model files by rename, or set 0 to read weights into the device's "
+		 "memory instead (doc/weights.md)." },
 	{ OPT("weights-cache", "DIR", set_weights_cache),
 	  .help = "content-addressed cache of weights the client sent (filled on a first load, read on the next)",
 	  .doc = "A folder where weight bytes the client had to send are kept under their content key, so "

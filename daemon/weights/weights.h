@@ -106,6 +106,9 @@ int wsrc_cache_get(struct wsrc *w, const uint8_t key[32], uint64_t size, void *d
  * stored (0: nothing to do).  0 or a negative code with the reason. */
 int wsrc_cache_put(struct wsrc *w, const uint8_t key[32], const void *p, uint64_t size, char *err, size_t errlen);
 
+/* 0 while the open file is still the verified one (size, mtime, ctime,
+ * inode), else PPRPC_EIO with why (when: "before the read", ...). */
+int wfile_check(const struct wfile *f, const char *when, char *err, size_t errlen);
 /* Map size bytes at offset of the file copy-on-write (private, no swap
  * reserved: the rank's writes, if any, stay its own), the bytes at an
  * address aligned to align (a power of two; the offset's phase in its page

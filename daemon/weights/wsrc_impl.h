@@ -71,9 +71,7 @@ struct wfile {
 	int64_t mtime_ns, ctime_ns;
 };
 
-/* wfile.c: 0 when the open file is still the verified one (size, mtime,
- * ctime, inode); else PPRPC_EIO and why (when: "before the read"...). */
-int wfile_check(const struct wfile *f, const char *when, char *err, size_t errlen);
+/* wfile.c (wfile_check: weights.h) */
 /* A read or mapping refused: counted (file_refused); returns rc. */
 int wfile_refused(struct wsrc *w, int rc);
 

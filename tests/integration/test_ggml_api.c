@@ -9,7 +9,8 @@
  *
  * test_map_file: a buffer that is the rank's mapping of its model-dir copy
  * (pprpc_buffer_map_file, doc/weights.md): the file's bytes, writes that
- * stay the rank's, and each refusal with its reason.
+ * stay the rank's, each refusal with its reason, a graph computing with
+ * it, and a run refused once the file changed under the mapping.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -340,8 +341,11 @@ static void test_map_file(void **state)
 	(void)state;
 	assert_true(bytes && got);
 	assert_non_null(mkdtemp(dir));
-	for (int i = 0; i < SIZE; i++)
-		bytes[i] = (uint8_t)(i * 2654435761u >> 13);
+	for (int i = 0; i < SIZE / 4; i++) {
+		float v = (float)(i % 1000) * 0.5f;
+
+		memcpy(bytes + 4 * i, &v, 4);
+	}
 	snprintf(path, sizeof(path), "%s/w.bin", dir);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	assert_true(fd >= 0);
@@ -381,6 +385,7 @@ static void test_map_file(void **state)
 	assert_int_equal(stat_of(c, NULL, 0, "weights.mapped_bytes"), 0);
 
 	/* refusals, each with its reason */
+	assert_int_equal(pprpc_buffer_map_file(c, 0, LEN, &src, &b, NULL, 0), 0);
 	assert_int_equal(pprpc_buffer_map_file(c, 1, LEN, &src, &b, NULL, 0), PPRPC_EUNSUPP);
 	assert_non_null(strstr(pprpc_last_error(c), "memory of its own"));
 	bad = id;
@@ -395,8 +400,46 @@ static void test_map_file(void **state)
 	src.file_offset = SIZE - 16;
 	assert_int_equal(pprpc_buffer_map_file(c, 0, LEN, &src, &b, NULL, 0), PPRPC_ERANGE);
 	src.file_offset = OFF;
-	assert_int_equal(pprpc_buffer_map_file(c, 0, 0, &src, &b, NULL, 0), PPRPC_EINVAL);
-	assert_int_equal(stat_of(c, NULL, 0, "weights.maps"), 1);
+	{
+		pprpc_buffer none;
+
+		assert_int_equal(pprpc_buffer_map_file(c, 0, 0, &src, &none, NULL, 0), PPRPC_EINVAL);
+	}
+	assert_int_equal(stat_of(c, NULL, 0, "weights.maps"), 2);
+
+	/* out = w + x, w the mapped file's first floats: computed; then the
+	 * file rewritten in place: the next run is refused, and says why */
+	{
+		struct add_graph a;
+		pprpc_buffer o;
+		pprpc_graph g = { 0 };
+		float x[N] = { 1, 2, 3, 4 }, out[N], w[N];
+
+		assert_int_equal(pprpc_buffer_alloc(c, 0, 4096, &o), 0);
+		add_graph_make(&a);
+		a.t[0].buffer = b;
+		a.t[1].buffer = o;
+		a.t[1].offset = 0;
+		a.t[2].buffer = o;
+		assert_int_equal(pprpc_tensor_set(c, o, 0, x, sizeof(x)), 0);
+		assert_int_equal(pprpc_ggml_graph_create(c, &a.g, &g), 0);
+		assert_int_equal(pprpc_graph_run(c, g), 0);
+		assert_int_equal(pprpc_tensor_get(c, o, 32, out, sizeof(out)), 0);
+		memcpy(w, bytes + OFF, sizeof(w));
+		for (int i = 0; i < N; i++)
+			assert_true(out[i] == w[i] + x[i]);
+		fd = open(path, O_WRONLY);
+		assert_true(fd >= 0);
+		assert_int_equal(pwrite(fd, "x", 1, 100), 1);
+		{
+			struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_sec = 1234567890, .tv_nsec = 0 } };
+
+			assert_int_equal(futimens(fd, ts), 0);
+		}
+		close(fd);
+		assert_int_equal(pprpc_graph_run(c, g), PPRPC_EIO);
+		assert_non_null(strstr(pprpc_last_error(c), "w.bin: changed under the rank (since it was mapped"));
+	}
 	pprpc_close(c);
 	assert_int_equal(tdaemon_stop(&d), 0);
 	/* no model-dir */
