@@ -39,6 +39,7 @@
  * from its file and its cache and their rate, bytes sent.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,8 +90,17 @@ struct wcount {
 	char why[256];           /* the last reason it could not fill */
 };
 
+/* Files met at offset 0 of a mapping, and whether they are GGUF. */
+#define MAX_SEEN 256
+struct wseen {
+	unsigned long dev_major, dev_minor, ino;
+	int gguf;
+};
+
 struct pg_weights {
 	pthread_mutex_t lock;
+	struct wseen seen[MAX_SEEN];
+	int nseen;
 	int off;
 	int map_off;             /* PPRPC_WEIGHTS_MAP=off */
 	long min_bytes;
@@ -340,6 +350,30 @@ int pg_weights_maps(const struct pg_weights *w)
 	return w && !w->map_off;
 }
 
+/* Whether the mapped file is a GGUF (its first four bytes, read from the
+ * file rather than the mapping: a file cut short under a mapping would
+ * make the read a SIGBUS); remembered per inode (lock held). */
+static int is_gguf(struct pg_weights *w, const struct wmap *m)
+{
+	char magic[4];
+	struct stat st;
+	int fd = -1, yes = 0;
+
+	for (int i = 0; i < w->nseen; i++)
+		if (w->seen[i].ino == m->ino && w->seen[i].dev_major == m->dev_major &&
+		    w->seen[i].dev_minor == m->dev_minor)
+			return w->seen[i].gguf;
+	/* regular files only: a device node's open may do something */
+	if (stat(m->path, &st) == 0 && S_ISREG(st.st_mode) && st.st_ino == m->ino)
+		fd = open(m->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	yes = fd >= 0 && pread(fd, magic, 4, 0) == 4 && !memcmp(magic, "GGUF", 4);
+	if (fd >= 0)
+		close(fd);
+	if (w->nseen < MAX_SEEN)
+		w->seen[w->nseen++] = (struct wseen){ m->dev_major, m->dev_minor, m->ino, yes };
+	return yes;
+}
+
 /* What d's rank said of f, or -1 when it was not asked yet (lock held). */
 static int probed(const struct wfile *f, const struct pg_device *d)
 {
@@ -392,7 +426,7 @@ int pg_weights_rank_has_model(struct pg_device *d)
 		struct wfile *f;
 		int seen = 0;
 
-		if (m->offset != 0 || !m->readable || m->end - m->start < 4 || memcmp((const void *)m->start, "GGUF", 4))
+		if (m->offset != 0 || !m->readable || !is_gguf(w, m))
 			continue;
 		if (!(f = file_of(w, m)))
 			continue;
