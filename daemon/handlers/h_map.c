@@ -17,8 +17,8 @@
  * bytes nobody verified.  The client's process then restarts, and its next
  * load finds no copy with the model's identity: the bytes are sent.
  *
- * The lookup may hash the file once (no sidecar yet) and the mapping asks
- * the kernel to read ahead: both run on libuv's threadpool, the connection
+ * The lookup may hash the file once (no sidecar yet): it runs on libuv's
+ * threadpool with the mapping, the connection
  * holding its later frames meanwhile as for a large allocation.  A refusal
  * (no model-dir, no such file, a device computing on memory of its own, an
  * offset the device cannot address) is an error with the reason: the

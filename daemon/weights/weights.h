@@ -112,8 +112,8 @@ int wfile_check(const struct wfile *f, const char *when, char *err, size_t errle
 /* Map size bytes at offset of the file copy-on-write (private, no swap
  * reserved: the rank's writes, if any, stay its own), the bytes at an
  * address aligned to align (a power of two; the offset's phase in its page
- * must allow it, else PPRPC_EINVAL), and ask the kernel to read them
- * ahead.  Checks the file is still the verified one first.  *ret_ptr: the
+ * must allow it, else PPRPC_EINVAL); pages are read as they are first
+ * touched.  Checks the file is still the verified one first.  *ret_ptr: the
  * bytes; *ret_map, *ret_maplen: what to munmap.  0, or PPRPC_ERANGE,
  * PPRPC_EINVAL, PPRPC_EIO (changed), PPRPC_ENOMEM (no address space) with
  * the reason.  A mapping sees the file: one rewritten in place afterwards

@@ -139,8 +139,11 @@ int wfile_map(struct wsrc *w, struct wfile *f, uint64_t offset, uint64_t size, u
 		rc = errno == ENOMEM ? PPRPC_ENOMEM : PPRPC_EIO;
 		goto refused;
 	}
-	/* read ahead from the disk now, as llama.cpp's own mapping does */
-	(void)madvise(m, (size_t)len, MADV_WILLNEED);
+	/* No MADV_WILLNEED: its forced readahead fills the page cache in
+	 * single pages, which the first graph then faults in one by one and
+	 * computes over at half the speed (a copy mapped that way: warm loads
+	 * 1.56x local's against 1.23x without it, doc/llama-vs-rpc.md); a
+	 * graph's faults read around in large pieces. */
 	remember(f->name, m, len);
 	*ret_ptr = (uint8_t *)m + lead;
 	*ret_map = m;
