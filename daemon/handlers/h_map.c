@@ -46,6 +46,7 @@
 struct map_rec {
 	struct wsrc *ws;
 	struct wfile *f;
+	struct wahead *ahead; /* what graphs will read, read ahead (NULL: off) */
 };
 
 struct map_work {
@@ -70,6 +71,7 @@ static void map_undo(void *ctx, void *map, uint64_t maplen, uint64_t size)
 {
 	struct map_rec *rec = ctx;
 
+	wahead_stop(rec->ahead);
 	wsrc_unmapped(rec->ws, map, size);
 	munmap(map, (size_t)maplen);
 	wfile_put(rec->f);
@@ -81,6 +83,11 @@ static int map_check(void *ctx, char *err, size_t errlen)
 	const struct map_rec *rec = ctx;
 
 	return wfile_check(rec->f, "since it was mapped as a weights buffer", err, errlen);
+}
+
+static void map_want(void *ctx, uint64_t off, uint64_t len)
+{
+	wahead_want(((struct map_rec *)ctx)->ahead, off, len);
 }
 
 static void map_work(uv_work_t *w)
@@ -99,8 +106,8 @@ static void map_work(uv_work_t *w)
 	if (mw->rc < 0)
 		return;
 	snprintf(mw->file, sizeof(mw->file), "%s", wfile_name(f));
-	mw->rc = wfile_map(mw->ws, f, mw->offset, mw->size, align, &mw->ptr, &mw->map, &mw->maplen, mw->err,
-			   sizeof(mw->err));
+	mw->rc = wfile_map(mw->ws, f, mw->offset, mw->size, align, &mw->ptr, &mw->map, &mw->maplen, &mw->rec->ahead,
+			   mw->err, sizeof(mw->err));
 	if (mw->rc < 0) {
 		wfile_put(f);
 		return;
@@ -114,7 +121,7 @@ static void map_after(uv_work_t *w, int status)
 	struct map_work *mw = w->data;
 	struct conn *c = mw->c;
 	struct pprpcd *d = c->d;
-	struct buffer_map bm = { mw->map, mw->maplen, mw->rec, map_undo, map_check };
+	struct buffer_map bm = { mw->map, mw->maplen, mw->rec, map_undo, map_check, map_want };
 	struct dbuf *b = NULL;
 	int rc = status < 0 ? PPRPC_EINTERNAL : mw->rc;
 

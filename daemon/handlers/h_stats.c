@@ -118,6 +118,9 @@ static void weights_fill(struct pprpcd *d, Pprpc__WeightsStats *ws)
 	ws->maps = st.maps;
 	ws->map_bytes = st.map_bytes;
 	ws->mapped_bytes = st.mapped_bytes;
+	ws->ahead_asked = st.ahead_asked;
+	ws->ahead_bytes = st.ahead_bytes;
+	ws->ahead_ns = st.ahead_ns;
 }
 
 static size_t exec_times_fill(struct pprpcd *d, Pprpc__ExecTime *ex, Pprpc__ExecTime **exp)

@@ -100,6 +100,12 @@ int buffer_map_check(const struct dbuf *b, char *err, size_t errlen)
 	return b->m.map && b->m.check ? b->m.check(b->m.ctx, err, errlen) : 0;
 }
 
+void buffer_map_want(const struct dbuf *b, uint64_t off, uint64_t len)
+{
+	if (b->m.map && b->m.want)
+		b->m.want(b->m.ctx, off, len);
+}
+
 int buffer_alloc(struct pprpcd *d, struct owner *o, struct device *dev, uint64_t size,
 		 struct dbuf **ret_b, char *err, size_t errlen)
 {

@@ -37,6 +37,9 @@ struct dbuf {
 		void (*unmap)(void *ctx, void *map, uint64_t maplen, uint64_t size);
 		/* 0 while the file is still the one mapped, else why not */
 		int (*check)(void *ctx, char *err, size_t errlen);
+		/* a graph will read [off, off + len) of the buffer: read it
+		 * ahead (may be NULL) */
+		void (*want)(void *ctx, uint64_t off, uint64_t len);
 	} m;
 	int refs;
 	struct dbuf *next, *prev;  /* owner's list */
@@ -66,6 +69,10 @@ int buffer_adopt(struct pprpcd *d, struct owner *o, struct device *dev, void *pt
  * file changed since it was mapped: its bytes are not the verified ones).
  * 0 for any other buffer.  Any thread. */
 int buffer_map_check(const struct dbuf *b, char *err, size_t errlen);
+/* A graph created over [off, off + len) of b: a mapped buffer reads that
+ * region ahead of its first run (m.want); nothing for any other.  Any
+ * thread. */
+void buffer_map_want(const struct dbuf *b, uint64_t off, uint64_t len);
 
 /* Look up a live buffer of owner o.  NULL when unknown, stale or owned
  * by someone else (indistinguishable on purpose). */

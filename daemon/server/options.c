@@ -54,6 +54,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->cuda_graphs = 1;
 	o->send_in_place = 1;
 	o->map_model_files = 1;
+	o->map_read_ahead = 1;
 	o->direct_min = XS_DIRECT_MIN;
 	o->log_level = LOG_NOTICE_;
 	o->transport = PPRPCD_TRANSPORT_AUTO;
@@ -138,6 +139,7 @@ FLAG_SETTER(set_cuda_graphs, cuda_graphs)
 FLAG_SETTER(set_send_in_place, send_in_place)
 FLAG_SETTER(set_cpu_ipc, cpu_ipc)
 FLAG_SETTER(set_map_model_files, map_model_files)
+FLAG_SETTER(set_map_read_ahead, map_read_ahead)
 
 #define U32_SETTER(fn, field, lo, hi)                                                      \
 	static int fn(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)      \
@@ -748,6 +750,13 @@ static const struct optdef defs[] = {
 		 "restarts and sends the bytes); truncated, the rank stops with SIGBUS and names the "
 		 "file.  Replace model files by rename, or set 0 to read weights into the device's "
 		 "memory instead (doc/weights.md)." },
+	{ OPT("map-read-ahead", "0|1", set_map_read_ahead),
+	  .help = "a mapped weights range is read into the page cache by background threads at once (default 1)",
+	  .doc = "With map-model-files, the rank reads each mapped range ahead of the first graph, in "
+		 "parallel and in large requests, while the client still builds its contexts: on a cold "
+		 "page cache the graph finds its weights there instead of faulting them in from disk a "
+		 "few hundred KiB at a time.  Pages already cached cost a lookup; 0 leaves the reading "
+		 "to the graph's page faults (doc/weights.md)." },
 	{ OPT("weights-cache", "DIR", set_weights_cache),
 	  .help = "content-addressed cache of weights the client sent (filled on a first load, read on the next)",
 	  .doc = "A folder where weight bytes the client had to send are kept under their content key, so "

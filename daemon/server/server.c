@@ -316,6 +316,7 @@ static int open_weights(struct pprpcd *d)
 		.cache_dir = d->opts.weights_cache,
 		.cache_max_bytes = d->opts.weights_cache_bytes,
 		.threads = 4,
+		.map_ahead = d->opts.map_read_ahead,
 	};
 	struct wsrc_stats st;
 	char err[512];

@@ -45,12 +45,14 @@
 #include "util/filesum.h"
 
 struct wsrc;
+struct wahead;
 
 struct wsrc_conf {
 	const char *model_dir;      /* NULL or "": no model files */
 	const char *cache_dir;      /* NULL or "": no cache */
 	uint64_t cache_max_bytes;   /* the cache's bound (entries, headers included) */
 	int threads;                /* parallel reads and hashing (>= 1) */
+	int map_ahead;              /* a mapped range is read ahead (wahead.c) */
 };
 
 /* Counters (STATS): what was read from where. */
@@ -66,6 +68,7 @@ struct wsrc_stats {
 	uint64_t hash_bytes, hash_ns;                   /* model files hashed (sidecars computed) */
 	uint64_t maps, map_bytes;                       /* ranges mapped as buffers (wfile_map) */
 	uint64_t mapped_bytes;                          /* of those, mapped now */
+	uint64_t ahead_asked, ahead_bytes, ahead_ns;    /* mapped bytes graphs read, asked ahead; read; thread time */
 };
 
 /* Open the sources: checks the folders (model-dir readable; the cache
@@ -118,11 +121,25 @@ int wfile_check(const struct wfile *f, const char *when, char *err, size_t errle
  * PPRPC_EINVAL, PPRPC_EIO (changed), PPRPC_ENOMEM (no address space) with
  * the reason.  A mapping sees the file: one rewritten in place afterwards
  * changes the bytes, one truncated makes reading past its end a SIGBUS
- * (wsrc_map_fault names it); doc/weights.md says replace by rename. */
+ * (wsrc_map_fault names it); doc/weights.md says replace by rename.
+ * *ret_ahead: the mapping's read-ahead (below), stopped when it goes. */
 int wfile_map(struct wsrc *w, struct wfile *f, uint64_t offset, uint64_t size, uint64_t align, void **ret_ptr,
-	      void **ret_map, uint64_t *ret_maplen, char *err, size_t errlen);
+	      void **ret_map, uint64_t *ret_maplen, struct wahead **ret_ahead, char *err, size_t errlen);
 /* Forget a mapping of wfile_map of size bytes (before munmap). */
 void wsrc_unmapped(struct wsrc *w, void *map, uint64_t size);
+
+/* wahead.c: the regions of a mapping that graphs will read, read into the
+ * page cache ahead of them.  wfile_map makes one per mapping (*ret_ahead;
+ * NULL when map-read-ahead is off or out of memory: the graphs' faults
+ * read the pages instead).  wahead_want: read [off, off + len) of the
+ * mapped bytes (offsets from the bytes' start, as the buffer's) ahead,
+ * after what was asked before, once (any thread; NULL accepted).
+ * wahead_stop: the mapping is going (the threads end between pieces). */
+struct wahead *wahead_new(struct wsrc *w, int fd, uint64_t off, uint64_t len);
+void wahead_want(struct wahead *a, uint64_t off, uint64_t len);
+void wahead_stop(struct wahead *a);
+/* Stop every read-ahead of w and wait for its threads (wsrc_close). */
+void wahead_wait_all(struct wsrc *w);
 
 void wsrc_stats_get(struct wsrc *w, struct wsrc_stats *out);
 

@@ -111,12 +111,13 @@ static void forget(void *map)
 }
 
 int wfile_map(struct wsrc *w, struct wfile *f, uint64_t offset, uint64_t size, uint64_t align, void **ret_ptr,
-	      void **ret_map, uint64_t *ret_maplen, char *err, size_t errlen)
+	      void **ret_map, uint64_t *ret_maplen, struct wahead **ret_ahead, char *err, size_t errlen)
 {
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), lead = offset % page, len;
 	void *m;
 	int rc;
 
+	*ret_ahead = NULL;
 	if (size == 0 || offset > f->size || size > f->size - offset) {
 		snprintf(err, errlen, "%s: range %llu+%llu outside the file (%llu bytes)", f->name,
 			 (unsigned long long)offset, (unsigned long long)size, (unsigned long long)f->size);
@@ -142,9 +143,10 @@ int wfile_map(struct wsrc *w, struct wfile *f, uint64_t offset, uint64_t size, u
 	/* No MADV_WILLNEED: its forced readahead fills the page cache in
 	 * single pages, which the first graph then faults in one by one and
 	 * computes over at half the speed (a copy mapped that way: warm loads
-	 * 1.56x local's against 1.23x without it, doc/llama-vs-rpc.md); a
-	 * graph's faults read around in large pieces. */
+	 * 1.56x local's against 1.23x without it, doc/llama-vs-rpc.md).  What
+	 * graphs will read is read ahead by threads instead (wahead.c). */
 	remember(f->name, m, len);
+	*ret_ahead = wahead_new(w, f->fd, offset, size);
 	*ret_ptr = (uint8_t *)m + lead;
 	*ret_map = m;
 	*ret_maplen = len;

@@ -48,8 +48,15 @@ int wsrc_open(const struct wsrc_conf *conf, struct wsrc **ret, char *err, size_t
 		snprintf(err, errlen, "mutex: out of resources");
 		return PPRPC_ENOMEM;
 	}
+	if (pthread_cond_init(&w->ahead_done, NULL)) {
+		pthread_mutex_destroy(&w->lock);
+		free(w);
+		snprintf(err, errlen, "mutex: out of resources");
+		return PPRPC_ENOMEM;
+	}
 	w->threads = conf->threads < 1 ? 1 : conf->threads;
 	w->cache_max = conf->cache_max_bytes;
+	w->map_ahead = conf->map_ahead;
 	if (conf->model_dir && *conf->model_dir && (rc = open_model_dir(w, conf->model_dir, err, errlen)) < 0)
 		goto fail;
 	if (conf->cache_dir && *conf->cache_dir && (rc = wcache_open(w, conf->cache_dir, err, errlen)) < 0)
@@ -65,11 +72,13 @@ void wsrc_close(struct wsrc *w)
 {
 	if (!w)
 		return;
+	wahead_wait_all(w);
 	wcache_close(w);
 	wfiles_free(w);
 	if (w->model_fd >= 0)
 		close(w->model_fd);
 	free(w->model_dir);
+	pthread_cond_destroy(&w->ahead_done);
 	pthread_mutex_destroy(&w->lock);
 	free(w);
 }

@@ -60,6 +60,13 @@ struct wsrc {
 	size_t nfents, capfents;
 	struct cindex cache;
 	uint64_t cache_reserved; /* bytes of puts being written */
+
+	/* wahead.c: mappings read ahead (map_ahead: on), its threads running
+	 * (counted under the lock; wsrc_close waits for none) */
+	int map_ahead;
+	_Atomic int ahead_stop;
+	int ahead_threads;
+	pthread_cond_t ahead_done;
 };
 
 struct wfile {

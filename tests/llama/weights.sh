@@ -7,7 +7,8 @@
 #   file        each rank has a copy of the model in its --model-dir: each
 #               rank maps its share of it as one buffer (STATS map_bytes;
 #               llama.cpp's buffer_from_host_ptr), the client sends almost
-#               nothing
+#               nothing; the regions its graphs read are read ahead
+#               (ahead_asked), and not with --map-read-ahead 0
 #   file, read  the same with PPRPC_WEIGHTS_MAP=off: the ranks fill every
 #               large weight from their copy (STATS file_bytes); and a rank
 #               with --map-model-files 0 reads while the other maps
@@ -49,7 +50,8 @@ s = json.load(sys.stdin)
 s = s[0] if isinstance(s, list) else s
 w = s.get("weights", {})
 print(" ".join("%s=%s" % (k, w.get(k, 0)) for k in ("maps", "map_bytes", "fills", "fills_failed", "file_bytes", "file_refused",
-      "cache_hits", "cache_hit_bytes", "cache_misses", "cache_bad", "cache_stores", "cache_store_bytes")))'
+      "cache_hits", "cache_hit_bytes", "cache_misses", "cache_bad", "cache_stores", "cache_store_bytes",
+      "ahead_asked", "ahead_bytes")))'
 }
 val() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 # the weight bytes the plugin sent in run NAME (its summary lines, both ranks), in KiB
@@ -91,6 +93,9 @@ for s in "$STATS0" "$STATS1"; do
 	[ "$(val "$s" maps)" = 2 ] && [ "$(val "$s" map_bytes)" -gt $((SIZE / 4)) ] ||
 		fail "file: a rank mapped $(val "$s" map_bytes) bytes of its copy: $s"
 	[ "$(val "$s" file_bytes)" = 0 ] && [ "$(val "$s" fills_failed)" = 0 ] || fail "file: read or failed fills: $s"
+	# what the graphs read of the mapping, read ahead: a device's layers, not more than it mapped
+	[ "$(val "$s" ahead_asked)" -gt $((SIZE / 4)) ] && [ "$(val "$s" ahead_asked)" -le "$(val "$s" map_bytes)" ] &&
+		[ "$(val "$s" ahead_bytes)" -gt 0 ] || fail "file: the graphs' weights were not read ahead: $s"
 done
 grep -q "pprpc: weights loaded: rank 0 .* MiB mapped in 1 ranges .* of model.gguf" "$TMP_ROOT/file.log" ||
 	fail "file: no summary of the load in the plugin's log"
@@ -114,10 +119,11 @@ grep -q "pprpc: weights loaded: rank 0 .* read from its copy of model.gguf" "$TM
 echo "file-read: the plugin sent $(sent_kib file-read) KiB of weights to the ranks"
 [ "$(sent_kib file-read)" -lt $((SIZE / 1024 / 20)) ] || fail "file-read: the client sent $(sent_kib file-read) KiB of weights"
 
-run file-nomap --model-dir "$TMP_ROOT/md0" --map-model-files 0 -- --model-dir "$TMP_ROOT/md1"
+run file-nomap --model-dir "$TMP_ROOT/md0" --map-model-files 0 -- --model-dir "$TMP_ROOT/md1" --map-read-ahead 0
 [ "$(val "$STATS0" maps)" = 0 ] && [ "$(val "$STATS0" file_bytes)" -gt $((SIZE / 4)) ] ||
 	fail "file-nomap: rank 0 (map-model-files 0) did not read its copy: $STATS0"
 [ "$(val "$STATS1" maps)" = 2 ] || fail "file-nomap: rank 1 did not map its copy: $STATS1"
+[ "$(val "$STATS1" ahead_asked)" = 0 ] || fail "file-nomap: rank 1 (map-read-ahead 0) read ahead: $STATS1"
 
 # 2. the cache, cold then warm
 run cache-cold --weights-cache "$TMP_ROOT/c0" -- --weights-cache "$TMP_ROOT/c1"

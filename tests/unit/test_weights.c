@@ -167,7 +167,7 @@ static void ref_identity(const uint8_t *p, uint64_t n, struct filesum *id)
 static struct wsrc *open_w(const struct fx *f, int with_cache, uint64_t max, int threads)
 {
 	struct wsrc_conf c = { .model_dir = f->model, .cache_dir = with_cache ? f->cache : NULL,
-			       .cache_max_bytes = max, .threads = threads };
+			       .cache_max_bytes = max, .threads = threads, .map_ahead = 1 };
 	struct wsrc *w = NULL;
 	char err[256] = "";
 	int rc = wsrc_open(&c, &w, err, sizeof(err));
@@ -613,12 +613,13 @@ static void test_map(void **state)
 	struct wsrc *w;
 	struct wfile *wf = find_new(f, &w, "map.gguf", n, 9, &p);
 	void *ptr = NULL, *map = NULL;
+	struct wahead *ahead = NULL;
 	uint64_t maplen = 0;
 	char path[256], err[512] = "";
 	int fd;
 
 	assert_non_null(q);
-	assert_int_equal(wfile_map(w, wf, off, len, 32, &ptr, &map, &maplen, err, sizeof(err)), 0);
+	assert_int_equal(wfile_map(w, wf, off, len, 32, &ptr, &map, &maplen, &ahead, err, sizeof(err)), 0);
 	assert_true((uintptr_t)ptr % 4096 == off % 4096);
 	assert_memory_equal(ptr, p + off, len);
 	assert_int_equal(stats(w).maps, 1);
@@ -632,23 +633,102 @@ static void test_map(void **state)
 	assert_int_equal(pread(fd, q, 100, (off_t)off), 100);
 	close(fd);
 	assert_memory_equal(q, p + off, 100);
+	assert_non_null(ahead);
+	wahead_stop(ahead);
 	wsrc_unmapped(w, map, len);
 	assert_int_equal(munmap(map, maplen), 0);
 	assert_int_equal(stats(w).mapped_bytes, 0);
 
-	assert_int_equal(wfile_map(w, wf, n - 10, 11, 32, &ptr, &map, &maplen, err, sizeof(err)), PPRPC_ERANGE);
-	assert_int_equal(wfile_map(w, wf, 0, 0, 32, &ptr, &map, &maplen, err, sizeof(err)), PPRPC_ERANGE);
-	assert_int_equal(wfile_map(w, wf, 48, 100, 32, &ptr, &map, &maplen, err, sizeof(err)), PPRPC_EINVAL);
+	assert_int_equal(wfile_map(w, wf, n - 10, 11, 32, &ptr, &map, &maplen, &ahead, err, sizeof(err)), PPRPC_ERANGE);
+	assert_int_equal(wfile_map(w, wf, 0, 0, 32, &ptr, &map, &maplen, &ahead, err, sizeof(err)), PPRPC_ERANGE);
+	assert_int_equal(wfile_map(w, wf, 48, 100, 32, &ptr, &map, &maplen, &ahead, err, sizeof(err)), PPRPC_EINVAL);
 	assert_non_null(strstr(err, "not aligned"));
 	/* changed since it was verified */
 	rewrite_byte(path);
-	assert_int_equal(wfile_map(w, wf, 0, 4096, 32, &ptr, &map, &maplen, err, sizeof(err)), PPRPC_EIO);
+	assert_int_equal(wfile_map(w, wf, 0, 4096, 32, &ptr, &map, &maplen, &ahead, err, sizeof(err)), PPRPC_EIO);
 	assert_non_null(strstr(err, "changed under the rank"));
 	assert_int_equal(stats(w).maps, 1);
 	wfile_put(wf);
 	wsrc_close(w);
 	free(p);
 	free(q);
+}
+
+/* How much of [off, off + len) of the file at path is in the page cache. */
+static uint64_t resident(const char *path, uint64_t off, uint64_t len)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	int fd = open(path, O_RDONLY);
+	uint64_t start = off / (uint64_t)pg * (uint64_t)pg, n = (off + len - start + (uint64_t)pg - 1) / (uint64_t)pg;
+	unsigned char *vec = malloc(n);
+	void *m;
+	uint64_t in = 0;
+
+	assert_true(fd >= 0);
+	assert_non_null(vec);
+	m = mmap(NULL, (size_t)(n * (uint64_t)pg), PROT_READ, MAP_SHARED, fd, (off_t)start);
+	assert_true(m != MAP_FAILED);
+	assert_int_equal(mincore(m, (size_t)(n * (uint64_t)pg), vec), 0);
+	for (uint64_t i = 0; i < n; i++)
+		in += (vec[i] & 1) ? (uint64_t)pg : 0;
+	munmap(m, (size_t)(n * (uint64_t)pg));
+	close(fd);
+	free(vec);
+	return in;
+}
+
+/* Read-ahead of a mapping (wahead.c): what a graph asks for is read into
+ * the page cache by the threads, once however often it is asked, and
+ * nothing far from it; a mapping freed mid-read stops its threads, and
+ * wsrc_close waits for them. */
+static void test_map_ahead(void **state)
+{
+	struct fx *f = *state;
+	uint64_t n = 24 * MIB + 99, off = 4096, len = n - off;
+	uint8_t *p;
+	struct wsrc *w;
+	struct wfile *wf = find_new(f, &w, "ahead.gguf", n, 11, &p);
+	void *ptr = NULL, *map = NULL;
+	struct wahead *ahead = NULL;
+	uint64_t maplen = 0;
+	char path[256], err[512] = "";
+	int fd, dropped;
+
+	path_in(path, sizeof(path), f->model, "ahead.gguf");
+	/* out of the page cache first, where the filesystem lets it go (not tmpfs) */
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(fdatasync(fd), 0);
+	assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	close(fd);
+	dropped = resident(path, 0, n) == 0;
+	if (!dropped)
+		print_message("the file's pages could not be dropped here: residency not checked\n");
+
+	assert_int_equal(wfile_map(w, wf, off, len, 32, &ptr, &map, &maplen, &ahead, err, sizeof(err)), 0);
+	assert_non_null(ahead);
+	wahead_want(ahead, 2 * MIB, 4 * MIB);
+	wahead_want(ahead, 2 * MIB, 4 * MIB);
+	wahead_want(ahead, 3 * MIB, 2 * MIB);
+	assert_int_equal(stats(w).ahead_asked, 4 * MIB);
+	for (int i = 0; i < 1000 && stats(w).ahead_bytes < 4 * MIB; i++)
+		usleep(10000);
+	assert_int_equal(stats(w).ahead_bytes, 4 * MIB);
+	if (dropped) {
+		assert_int_equal(resident(path, off + 2 * MIB, 4 * MIB), 4 * MIB);
+		assert_int_equal(resident(path, off + 16 * MIB, 4 * MIB), 0);
+	}
+	/* past the end of the range: only what is inside */
+	wahead_want(ahead, len - 100, 1000);
+	assert_int_equal(stats(w).ahead_asked, 4 * MIB + len % (2 * MIB));
+	/* the rest, then gone at once */
+	wahead_want(ahead, 0, len);
+	wahead_stop(ahead);
+	wsrc_unmapped(w, map, len);
+	assert_int_equal(munmap(map, maplen), 0);
+	wfile_put(wf);
+	wsrc_close(w);
+	free(p);
 }
 
 /* A file truncated under its mapping: reading past the new end is a
@@ -671,13 +751,14 @@ static void test_map_truncated_named(void **state)
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		void *ptr, *map;
+		struct wahead *ahead;
 		uint64_t maplen;
 		volatile uint8_t sink;
 
 		/* cmocka catches SIGBUS in its tests: the daemon's default */
 		signal(SIGBUS, SIG_DFL);
 		if (!freopen(out, "w", stderr) ||
-		    wfile_map(w, wf, 0, n, 32, &ptr, &map, &maplen, err, sizeof(err)) < 0 || truncate(path, 4096) < 0)
+		    wfile_map(w, wf, 0, n, 32, &ptr, &map, &maplen, &ahead, err, sizeof(err)) < 0 || truncate(path, 4096) < 0)
 			_exit(3);
 		sink = ((volatile uint8_t *)ptr)[n - 1];
 		(void)sink;
@@ -1200,6 +1281,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sidecar_reused, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_map, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_map_truncated_named, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_map_ahead, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_cache_roundtrip, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_cache_corrupt, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_cache_truncated, fx_setup, fx_teardown),

@@ -163,6 +163,7 @@ int gge_buf_copy(ggml_backend_buffer_t dst, uint64_t doff, ggml_backend_buffer_t
 struct gge_wbuf {
 	ggml_backend_buffer_t buf;
 	uint64_t size;   /* bytes a tensor may use, from the buffer's base */
+	void *owner;     /* the resolver's object behind it (the engine passes it on, never reads it) */
 };
 
 /* Resolve a buffer handle: 0 and *ret, or a negative code with the reason

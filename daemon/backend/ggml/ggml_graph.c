@@ -48,6 +48,7 @@ static int resolve(void *arg, uint64_t handle, struct gge_wbuf *ret, char *err, 
 		return PPRPC_EINTERNAL;
 	}
 	ret->size = b->size;
+	ret->owner = b;
 	if (r->g && graph_hold_buffer(r->g, b) < 0) {
 		snprintf(err, errlen, "out of memory");
 		return PPRPC_ENOMEM;
@@ -312,6 +313,15 @@ int ggml_graph_finish(void *ctx, void *job, char *err, size_t errlen)
 	if (rc < 0) {
 		ggml_graph_drop(ctx, j);
 		return rc;
+	}
+	/* weights of a mapped model file: read from its disk while this
+	 * graph waits for its first run, not by its page faults one by one
+	 * (daemon/weights/wahead.c); in the order the wire names them */
+	for (int i = 0; i < j->gg->ntensors; i++) {
+		const struct gge_wt *p = &j->gg->plan[i];
+
+		if (p->wb.owner && p->base == i)
+			buffer_map_want(p->wb.owner, p->offset, p->reach > p->dense ? p->reach : p->dense);
 	}
 	/* released with the graph (ggml_device.c: gdev_graph_release) */
 	j->gg->reserved = j->host;
