@@ -15,6 +15,7 @@
 #include <openssl/evp.h>
 
 #include "pprpc/types.h"
+#include "util/reopen.h"
 
 /* What one pread asks for: big enough for the disk, small enough that a
  * thread's buffer stays modest. */
@@ -23,14 +24,13 @@
 #define MAX_THREADS 64
 
 /* The job the threads share: the source (fd, or p when fd < 0), the chunk
- * counter, the chunk hashes and the first error. */
+ * hashes and the first error. */
 struct job {
 	int fd;
 	const uint8_t *p;
 	uint64_t size;
 	uint64_t nchunks;
 	uint8_t *sums; /* nchunks * 32 */
-	atomic_uint_fast64_t next;
 	atomic_uint_fast64_t done;
 	pthread_mutex_t lock; /* guards rc and msg */
 	int rc;
@@ -82,8 +82,9 @@ static int pread_full(int fd, void *buf, size_t len, uint64_t off, char *msg, si
 	return 0;
 }
 
-/* Hash chunk c of the job into j->sums; buf (PIECE bytes) is the thread's. */
-static int hash_chunk(struct job *j, EVP_MD_CTX *ctx, uint64_t c, uint8_t *buf, filesum_progress_fn progress,
+/* Hash chunk c of the job into j->sums; buf (PIECE bytes) is the thread's,
+ * fd its open file of the job's (-1: the job's own). */
+static int hash_chunk(struct job *j, EVP_MD_CTX *ctx, uint64_t c, uint8_t *buf, int fd, filesum_progress_fn progress,
 		      void *arg)
 {
 	uint64_t off = c * FILESUM_CHUNK;
@@ -101,7 +102,7 @@ static int hash_chunk(struct job *j, EVP_MD_CTX *ctx, uint64_t c, uint8_t *buf, 
 		size_t n = len - pos < PIECE ? (size_t)(len - pos) : PIECE;
 		const uint8_t *src = j->p ? j->p + off + pos : buf;
 
-		if (!j->p && (rc = pread_full(j->fd, buf, n, off + pos, msg, sizeof(msg))) < 0) {
+		if (!j->p && (rc = pread_full(fd >= 0 ? fd : j->fd, buf, n, off + pos, msg, sizeof(msg))) < 0) {
 			job_fail(j, rc, msg);
 			return rc;
 		}
@@ -123,12 +124,20 @@ static int hash_chunk(struct job *j, EVP_MD_CTX *ctx, uint64_t c, uint8_t *buf, 
 	return 0;
 }
 
-/* Take chunks until none is left or one failed. */
-static void run_chunks(struct job *j, filesum_progress_fn progress, void *arg)
+/* A thread's share of the chunks: [first, last), read front to back
+ * through an open file of its own (util/reopen.h: threads taking turns
+ * through one left the file in the page cache as single pages). */
+struct share {
+	struct job *j;
+	uint64_t first, last;
+};
+
+static void run_share(const struct share *sh, filesum_progress_fn progress, void *arg)
 {
+	struct job *j = sh->j;
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 	uint8_t *buf = NULL;
-	uint64_t c;
+	int own = j->p ? -1 : fd_reopen(j->fd);
 
 	if (!ctx) {
 		job_fail(j, PPRPC_ENOMEM, "out of memory (SHA-256 context)");
@@ -138,18 +147,20 @@ static void run_chunks(struct job *j, filesum_progress_fn progress, void *arg)
 		job_fail(j, PPRPC_ENOMEM, "out of memory (read buffer)");
 		goto out;
 	}
-	while ((c = atomic_fetch_add(&j->next, 1)) < j->nchunks) {
-		if (job_failed(j) || hash_chunk(j, ctx, c, buf, progress, arg) < 0)
+	for (uint64_t c = sh->first; c < sh->last; c++) {
+		if (job_failed(j) || hash_chunk(j, ctx, c, buf, own, progress, arg) < 0)
 			break;
 	}
 out:
+	if (own >= 0)
+		close(own);
 	free(buf);
 	EVP_MD_CTX_free(ctx);
 }
 
 static void *worker(void *a)
 {
-	run_chunks(a, NULL, NULL);
+	run_share(a, NULL, NULL);
 	return NULL;
 }
 
@@ -167,11 +178,12 @@ static int run_job(struct job *j, int threads, filesum_progress_fn progress, voi
 		   char *err, size_t errlen)
 {
 	pthread_t tids[MAX_THREADS];
-	int nt = 0, i, rc;
+	struct share sh[MAX_THREADS];
+	int started[MAX_THREADS];
+	int i, rc;
 	uint8_t *tail = NULL;
 
 	j->nchunks = (j->size + FILESUM_CHUNK - 1) / FILESUM_CHUNK;
-	atomic_init(&j->next, 0);
 	atomic_init(&j->done, 0);
 	j->rc = 0;
 	j->msg[0] = 0;
@@ -194,14 +206,24 @@ static int run_job(struct job *j, int threads, filesum_progress_fn progress, voi
 		threads = MAX_THREADS;
 	if ((uint64_t)threads > j->nchunks)
 		threads = j->nchunks ? (int)j->nchunks : 1;
-	/* A thread that cannot start is not an error: the others take its
-	 * chunks. */
+	for (i = 0; i < threads; i++) {
+		sh[i].j = j;
+		sh[i].first = j->nchunks * (uint64_t)i / (uint64_t)threads;
+		sh[i].last = j->nchunks * (uint64_t)(i + 1) / (uint64_t)threads;
+		started[i] = 0;
+	}
+	/* A thread that cannot start is not an error: the calling thread
+	 * takes its share after its own. */
 	for (i = 1; i < threads; i++)
-		if (!pthread_create(&tids[nt], NULL, worker, j))
-			nt++;
-	run_chunks(j, progress, arg);
-	for (i = 0; i < nt; i++)
-		pthread_join(tids[i], NULL);
+		if (!pthread_create(&tids[i], NULL, worker, &sh[i]))
+			started[i] = 1;
+	run_share(&sh[0], progress, arg);
+	for (i = 1; i < threads; i++)
+		if (!started[i])
+			run_share(&sh[i], progress, arg);
+	for (i = 1; i < threads; i++)
+		if (started[i])
+			pthread_join(tids[i], NULL);
 	if (j->rc) {
 		snprintf(err, errlen, "%s", j->msg);
 		rc = j->rc;

@@ -17,12 +17,17 @@
  * How: sendfile() to /dev/null, one open file per thread.  It reads
  * through the page cache as read() does (large folios, which the graph's
  * faults then map in large pieces) and copies nothing; pages already
- * cached cost a lookup.  Each thread has an open file of its own because
- * the kernel keeps readahead state per open file: threads taking turns on
- * one looked like random reads to it, the pages came in singly and the
- * graph computed over them at a third of the speed (measured).
+ * cached cost a lookup.  Each thread reads whole regions through an open
+ * file of its own (util/reopen.h): threads taking turns on one, or on
+ * pieces of one region, looked like random reads to the kernel, the pages
+ * came in singly and the graph computed over them at a third of the speed
+ * (measured).
  * MADV_WILLNEED fills the cache with single pages the same way, and
  * MADV_SEQUENTIAL made a warm load three times slower.
+ *
+ * A mapping reads ahead at most half the memory the host had available
+ * when it was made: a share larger than that would push out, before the
+ * graph got there, what it had read; past that the graph's faults read.
  *
  * Nothing here is needed for correctness: an error ends a region's
  * read-ahead (the graph's faults read what is left, and report what
@@ -41,6 +46,8 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 
+#include "util/reopen.h"
+
 /* Regions are asked for in CHUNKs (a bitmap says which were): a tensor
  * asked for by several graphs, or by views, is read once. */
 #define CHUNK (2u << 20)
@@ -57,6 +64,8 @@ struct wahead {
 	struct wsrc *w;
 	int fd;             /* dup'ed: the mapping's file */
 	uint64_t off, len;  /* the mapping's range of the file */
+	uint64_t budget;    /* bytes it may ask for (memory_budget) */
+	uint64_t asked_bytes; /* of the budget */
 	pthread_mutex_t lock;
 	uint8_t *asked;     /* a bit per CHUNK of the range */
 	struct region *q;   /* to read, in the order asked */
@@ -75,6 +84,28 @@ static void ahead_unref(struct wahead *a)
 	free(a->asked);
 	free(a->q);
 	free(a);
+}
+
+/* Half the memory the host could give the page cache now (MemAvailable):
+ * a share larger than that, read ahead, would push out what the graph is
+ * about to use before it gets there; past it the graph's faults read.
+ * UINT64_MAX where /proc/meminfo cannot be read. */
+static uint64_t memory_budget(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	char line[128];
+	unsigned long long kib;
+	uint64_t b = UINT64_MAX;
+
+	if (!f)
+		return b;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+			b = (uint64_t)kib * 1024 / 2;
+			break;
+		}
+	fclose(f);
+	return b;
 }
 
 struct wahead *wahead_new(struct wsrc *w, int fd, uint64_t off, uint64_t len)
@@ -98,6 +129,7 @@ struct wahead *wahead_new(struct wsrc *w, int fd, uint64_t off, uint64_t len)
 	a->w = w;
 	a->off = off;
 	a->len = len;
+	a->budget = memory_budget();
 	atomic_store(&a->refs, 1);
 	return a;
 }
@@ -143,13 +175,10 @@ static void *ahead_thread(void *p)
 	struct wahead *a = p;
 	struct wsrc *w = a->w;
 	uint64_t t0 = wio_now_ns();
-	char path[64];
-	int fd, null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	/* an open file of its own (the readahead state: see the top) */
+	int fd = fd_reopen(a->fd), null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	struct region r;
 
-	/* an open file of its own (the readahead state: see the top) */
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", a->fd);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
 	pthread_mutex_lock(&a->lock);
 	while (fd >= 0 && null_fd >= 0 && !atomic_load(&a->stop) && !atomic_load(&w->ahead_stop) && take(a, &r)) {
 		pthread_mutex_unlock(&a->lock);
@@ -245,8 +274,9 @@ void wahead_want(struct wahead *a, uint64_t off, uint64_t len)
 
 		if (a->asked[c / 8] & (1u << (c % 8)))
 			continue;
-		if (enqueue(a, s, e - s) < 0)
+		if (e - s > a->budget - a->asked_bytes || enqueue(a, s, e - s) < 0)
 			break;
+		a->asked_bytes += e - s;
 		a->asked[c / 8] |= (uint8_t)(1u << (c % 8));
 		added += e - s;
 	}
