@@ -32,7 +32,9 @@ up() { cut -d' ' -f1 /proc/uptime; }
 # (bench-rdma, pprpcctl) finds it through PPRPC_AUTH_KEY_FILE.  The ladder's
 # daemons run as `user`, so the key file is that user's, mode 600.
 KEY=/tmp/pprpc.key
-head -c 32 /dev/urandom > $KEY 2>/dev/null || printf 'pprpc-guest-key-%016d' 0 > $KEY
+# 48 bytes: a key file's trailing CR/LF are not part of the key, and 32
+# random bytes ending in one would leave a key shorter than the 32 needed
+head -c 48 /dev/urandom > $KEY 2>/dev/null || printf 'pprpc-guest-key-%016d' 0 > $KEY
 chown 1000:1000 $KEY && chmod 600 $KEY
 export PPRPC_AUTH_KEY_FILE=$KEY
 
