@@ -173,6 +173,7 @@ static void weights_text(const pprpc_stats *s)
 {
 	const char *w = NULL;
 	double fs = U(w, 0, "weights.file_ns") / 1e9, cs = U(w, 0, "weights.cache_ns") / 1e9;
+	double as = U(w, 0, "weights.ahead_ns") / 1e9;
 
 	if (!S(w, 0, "weights.model_dir")[0] && !S(w, 0, "weights.cache_dir")[0])
 		return;
@@ -181,9 +182,10 @@ static void weights_text(const pprpc_stats *s)
 	       S(w, 0, "weights.cache_dir")[0] ? S(w, 0, "weights.cache_dir") : "-", U(w, 0, "weights.cache_bytes") / MIB,
 	       U(w, 0, "weights.cache_entries"));
 	printf("         mapped as buffers: %.1f MiB in %llu ranges (%.1f MiB mapped now); read ahead %.1f of %.1f MiB "
-	       "asked\n",
+	       "asked (%.0f MiB/s)\n",
 	       U(w, 0, "weights.map_bytes") / MIB, U(w, 0, "weights.maps"), U(w, 0, "weights.mapped_bytes") / MIB,
-	       U(w, 0, "weights.ahead_bytes") / MIB, U(w, 0, "weights.ahead_asked") / MIB);
+	       U(w, 0, "weights.ahead_bytes") / MIB, U(w, 0, "weights.ahead_asked") / MIB,
+	       as > 0 ? U(w, 0, "weights.ahead_bytes") / MIB / as : 0.0);
 	printf("         fills %llu (%llu not filled: the client sent the bytes); from model files %.1f MiB in %llu reads "
 	       "(%.0f MiB/s), %llu refused; from the cache %.1f MiB in %llu hits (%.0f MiB/s), %llu misses, %llu bad "
 	       "entries removed; stored %.1f MiB in %llu entries, %llu evicted; hashed %.1f MiB of model files\n",

@@ -152,7 +152,7 @@ static void region_read(struct wahead *a, int null_fd, int fd, const struct regi
 	uint64_t left = r->len;
 
 	while (left > 0 && !atomic_load(&a->stop) && !atomic_load(&a->w->ahead_stop)) {
-		uint64_t piece = left < PIECE ? left : PIECE, got = 0;
+		uint64_t piece = left < PIECE ? left : PIECE, got = 0, t0 = wio_now_ns();
 
 		while (got < piece) {
 			ssize_t n = sendfile(null_fd, fd, &o, (size_t)(piece - got));
@@ -161,8 +161,10 @@ static void region_read(struct wahead *a, int null_fd, int fd, const struct regi
 				break; /* an error or the file's end: the graph's faults say what */
 			got += (uint64_t)n;
 		}
+		/* counted as it goes: bytes over time is the rate, mid-load too */
 		pthread_mutex_lock(&a->w->lock);
 		a->w->st.ahead_bytes += got;
+		a->w->st.ahead_ns += wio_now_ns() - t0;
 		pthread_mutex_unlock(&a->w->lock);
 		if (got < piece)
 			return;
@@ -174,7 +176,6 @@ static void *ahead_thread(void *p)
 {
 	struct wahead *a = p;
 	struct wsrc *w = a->w;
-	uint64_t t0 = wio_now_ns();
 	/* an open file of its own (the readahead state: see the top) */
 	int fd = fd_reopen(a->fd), null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	struct region r;
@@ -192,7 +193,6 @@ static void *ahead_thread(void *p)
 	if (null_fd >= 0)
 		close(null_fd);
 	pthread_mutex_lock(&w->lock);
-	w->st.ahead_ns += wio_now_ns() - t0;
 	if (--w->ahead_threads == 0)
 		pthread_cond_broadcast(&w->ahead_done);
 	pthread_mutex_unlock(&w->lock);

@@ -68,7 +68,7 @@ struct wsrc_stats {
 	uint64_t hash_bytes, hash_ns;                   /* model files hashed (sidecars computed) */
 	uint64_t maps, map_bytes;                       /* ranges mapped as buffers (wfile_map) */
 	uint64_t mapped_bytes;                          /* of those, mapped now */
-	uint64_t ahead_asked, ahead_bytes, ahead_ns;    /* mapped bytes graphs read, asked ahead; read; thread time */
+	uint64_t ahead_asked, ahead_bytes, ahead_ns;    /* mapped bytes graphs read, asked ahead; read; reading time */
 };
 
 /* Open the sources: checks the folders (model-dir readable; the cache
