@@ -235,7 +235,8 @@ static void start_threads(struct wahead *a)
 	if (pthread_attr_init(&attr))
 		return;
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	while (a->running < want) {
+	/* no more threads than regions waiting: a region is one thread's */
+	while (a->running < want && (size_t)a->running < a->qlen - a->qhead) {
 		pthread_t t;
 
 		/* counted before it exists, under the lock wsrc_close waits on */
