@@ -294,16 +294,22 @@ static void say(struct pg_registry *pr, const char *when)
 
 	for (int i = 0; i < pr->nrank; i++) {
 		const struct wcount *k = &w->count[i];
+		char rate[96];
 
 		if (!k->tensors && !k->maps)
 			continue;
+		/* a mapping is read later, by the rank, as its graphs are made
+		 * (daemon/weights/wahead.c): no rate to give yet */
+		if (k->maps && !k->file_bytes && !k->cache_bytes)
+			snprintf(rate, sizeof(rate), "mapped ranges are read by the rank ahead of its graphs");
+		else
+			snprintf(rate, sizeof(rate), "the rank read at %.0f MiB/s",
+				 k->read_ns ? (k->file_bytes + k->cache_bytes) / 1048576.0 / (k->read_ns / 1e9) : 0.0);
 		pg_say(5, "weights %s: rank %d %s: %.1f MiB mapped in %llu ranges and %.1f MiB read from its copy%s%s, "
-			  "%.1f MiB from its cache, %.1f MiB sent, "
-			  "%llu pieces, %.1f s (the rank read at %.0f MiB/s)%s%s", when, i, pr->rank[i].name,
-		       k->mapped_bytes / 1048576.0, (unsigned long long)k->maps,
+			  "%.1f MiB from its cache, %.1f MiB sent, %llu pieces, %.1f s (%s)%s%s", when, i,
+		       pr->rank[i].name, k->mapped_bytes / 1048576.0, (unsigned long long)k->maps,
 		       k->file_bytes / 1048576.0, k->file[0] ? " of " : "", k->file, k->cache_bytes / 1048576.0,
-		       k->sent_bytes / 1048576.0, (unsigned long long)k->tensors, secs,
-		       k->read_ns ? (k->file_bytes + k->cache_bytes) / 1048576.0 / (k->read_ns / 1e9) : 0.0,
+		       k->sent_bytes / 1048576.0, (unsigned long long)k->tensors, secs, rate,
 		       k->why[0] ? "; last not filled: " : "", k->why);
 	}
 }
