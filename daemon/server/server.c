@@ -27,6 +27,7 @@
 #include "daemon/server/options.h"
 #include "daemon/server/server.h"
 #include "daemon/core/core_impl.h"
+#include "daemon/core/hostmem.h"
 #include "daemon/core/trace.h"
 #include "daemon/device/device.h"
 #include "daemon/pprpcd.h"
@@ -306,6 +307,14 @@ static int place_threads(struct pprpcd *d)
 	return 0;
 }
 
+/* What bounds a mapping's read-ahead (daemon/weights/wahead.c). */
+static uint64_t weights_mem_available(void)
+{
+	uint64_t avail = 0, total = 0;
+
+	return hostmem_meminfo(&avail, &total) < 0 ? UINT64_MAX : avail;
+}
+
 /* model-dir and weights-cache (daemon/weights): a folder that cannot be
  * used stops the daemon with the reason, rather than every load of a model
  * silently pushing its weights over the link. */
@@ -317,6 +326,7 @@ static int open_weights(struct pprpcd *d)
 		.cache_max_bytes = d->opts.weights_cache_bytes,
 		.threads = 4,
 		.map_ahead = d->opts.map_read_ahead,
+		.mem_available = weights_mem_available,
 	};
 	struct wsrc_stats st;
 	char err[512];

@@ -40,7 +40,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sendfile.h>
@@ -64,7 +63,7 @@ struct wahead {
 	struct wsrc *w;
 	int fd;             /* dup'ed: the mapping's file */
 	uint64_t off, len;  /* the mapping's range of the file */
-	uint64_t budget;    /* bytes it may ask for (memory_budget) */
+	uint64_t budget;    /* bytes it may ask for (the top: half of MemAvailable) */
 	uint64_t asked_bytes; /* of the budget */
 	pthread_mutex_t lock;
 	uint8_t *asked;     /* a bit per CHUNK of the range */
@@ -84,28 +83,6 @@ static void ahead_unref(struct wahead *a)
 	free(a->asked);
 	free(a->q);
 	free(a);
-}
-
-/* Half the memory the host could give the page cache now (MemAvailable):
- * a share larger than that, read ahead, would push out what the graph is
- * about to use before it gets there; past it the graph's faults read.
- * UINT64_MAX where /proc/meminfo cannot be read. */
-static uint64_t memory_budget(void)
-{
-	FILE *f = fopen("/proc/meminfo", "re");
-	char line[128];
-	unsigned long long kib;
-	uint64_t b = UINT64_MAX;
-
-	if (!f)
-		return b;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
-			b = (uint64_t)kib * 1024 / 2;
-			break;
-		}
-	fclose(f);
-	return b;
 }
 
 struct wahead *wahead_new(struct wsrc *w, int fd, uint64_t off, uint64_t len)
@@ -129,7 +106,9 @@ struct wahead *wahead_new(struct wsrc *w, int fd, uint64_t off, uint64_t len)
 	a->w = w;
 	a->off = off;
 	a->len = len;
-	a->budget = memory_budget();
+	/* half of what the host could give the page cache now (wsrc_conf:
+	 * mem_available; none: no bound) */
+	a->budget = w->mem_available ? w->mem_available() / 2 : UINT64_MAX;
 	atomic_store(&a->refs, 1);
 	return a;
 }

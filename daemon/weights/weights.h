@@ -53,6 +53,9 @@ struct wsrc_conf {
 	uint64_t cache_max_bytes;   /* the cache's bound (entries, headers included) */
 	int threads;                /* parallel reads and hashing (>= 1) */
 	int map_ahead;              /* a mapped range is read ahead (wahead.c) */
+	/* the host's MemAvailable in bytes (the daemon's hostmem_meminfo);
+	 * NULL: read-ahead unbounded */
+	uint64_t (*mem_available)(void);
 };
 
 /* Counters (STATS): what was read from where. */

@@ -57,6 +57,7 @@ int wsrc_open(const struct wsrc_conf *conf, struct wsrc **ret, char *err, size_t
 	w->threads = conf->threads < 1 ? 1 : conf->threads;
 	w->cache_max = conf->cache_max_bytes;
 	w->map_ahead = conf->map_ahead;
+	w->mem_available = conf->mem_available;
 	if (conf->model_dir && *conf->model_dir && (rc = open_model_dir(w, conf->model_dir, err, errlen)) < 0)
 		goto fail;
 	if (conf->cache_dir && *conf->cache_dir && (rc = wcache_open(w, conf->cache_dir, err, errlen)) < 0)

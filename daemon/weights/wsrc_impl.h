@@ -64,6 +64,7 @@ struct wsrc {
 	/* wahead.c: mappings read ahead (map_ahead: on), its threads running
 	 * (counted under the lock; wsrc_close waits for none) */
 	int map_ahead;
+	uint64_t (*mem_available)(void);
 	_Atomic int ahead_stop;
 	int ahead_threads;
 	pthread_cond_t ahead_done;
