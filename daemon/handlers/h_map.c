@@ -71,8 +71,9 @@ static void map_undo(void *ctx, void *map, uint64_t maplen, uint64_t size)
 {
 	struct map_rec *rec = ctx;
 
+	wahead_stop(rec->ahead);
 	wsrc_unmapped(rec->ws, map, size);
-	wahead_end(rec->ahead, map, maplen);
+	munmap(map, (size_t)maplen);
 	wfile_put(rec->f);
 	free(rec);
 }

@@ -25,16 +25,6 @@
  * MADV_WILLNEED fills the cache with single pages the same way, and
  * MADV_SEQUENTIAL made a warm load three times slower.
  *
- * A piece read is then mapped in (MADV_POPULATE_READ): a fresh mapping
- * has no page-table entries even when the page cache holds every byte, and
- * the graph's thread faulted them in 64 KiB at a time (fault-around) —
- * a warm load of the 2.4 GB llama on two CPU ranks spent 346 ms in its
- * first graph against local's 255, whose MAP_POPULATE had mapped them at
- * load.  The kernel refusing it (before 5.14) leaves that to the faults.
- * Because a thread may be mapping pages in when the buffer goes, the
- * mapping is the read-ahead's to unmap once its last thread has let go
- * (wahead_end).
- *
  * A mapping reads ahead at most half the memory the host had available
  * when it was made: a share larger than that would push out, before the
  * graph got there, what it had read; past that the graph's faults read.
@@ -47,13 +37,11 @@
 
 #include "daemon/weights/wsrc_impl.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <unistd.h>
 
@@ -75,10 +63,6 @@ struct wahead {
 	struct wsrc *w;
 	int fd;             /* dup'ed: the mapping's file */
 	uint64_t off, len;  /* the mapping's range of the file */
-	uint8_t *addr;      /* where file offset off is mapped */
-	void *map;          /* the mapping, once ended: unmapped by the last unref */
-	uint64_t maplen;
-	_Atomic int no_populate; /* the kernel refused MADV_POPULATE_READ */
 	uint64_t budget;    /* bytes it may ask for (the top: half of MemAvailable) */
 	uint64_t asked_bytes; /* of the budget */
 	pthread_mutex_t lock;
@@ -94,8 +78,6 @@ static void ahead_unref(struct wahead *a)
 {
 	if (atomic_fetch_sub(&a->refs, 1) != 1)
 		return;
-	if (a->map)
-		munmap(a->map, (size_t)a->maplen);
 	close(a->fd);
 	pthread_mutex_destroy(&a->lock);
 	free(a->asked);
@@ -103,7 +85,7 @@ static void ahead_unref(struct wahead *a)
 	free(a);
 }
 
-struct wahead *wahead_new(struct wsrc *w, int fd, uint64_t off, uint64_t len, void *addr)
+struct wahead *wahead_new(struct wsrc *w, int fd, uint64_t off, uint64_t len)
 {
 	struct wahead *a;
 
@@ -124,7 +106,6 @@ struct wahead *wahead_new(struct wsrc *w, int fd, uint64_t off, uint64_t len, vo
 	a->w = w;
 	a->off = off;
 	a->len = len;
-	a->addr = addr;
 	/* half of what the host could give the page cache now (wsrc_conf:
 	 * mem_available; none: no bound) */
 	a->budget = w->mem_available ? w->mem_available() / 2 : UINT64_MAX;
@@ -143,25 +124,6 @@ static int take(struct wahead *a, struct region *r)
 	return 1;
 }
 
-/* Map in the page-table entries of [foff, foff + n) of the file (read just
- * before, so the kernel finds the pages cached).  Page-aligned outward: the
- * mapping starts on a page and ends on one. */
-static void populate(struct wahead *a, uint64_t foff, uint64_t n)
-{
-	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), s, e;
-
-	if (n == 0 || atomic_load(&a->no_populate))
-		return;
-	s = (uintptr_t)(a->addr + (foff - a->off));
-	e = s + n;
-	s -= s % pg;
-	e = (e + pg - 1) / pg * pg;
-	if (madvise((void *)s, e - s, MADV_POPULATE_READ) != 0 && (errno == EINVAL || errno == ENOSYS))
-		atomic_store(&a->no_populate, 1);
-	/* EFAULT (the file shrank under the mapping) and the like: the
-	 * graph's faults meet it and say what (wsrc_map_fault) */
-}
-
 /* A region, PIECE by PIECE (stopped between them), counted as it goes. */
 static void region_read(struct wahead *a, int null_fd, int fd, const struct region *r)
 {
@@ -169,7 +131,7 @@ static void region_read(struct wahead *a, int null_fd, int fd, const struct regi
 	uint64_t left = r->len;
 
 	while (left > 0 && !atomic_load(&a->stop) && !atomic_load(&a->w->ahead_stop)) {
-		uint64_t piece = left < PIECE ? left : PIECE, got = 0, t0 = wio_now_ns(), at = (uint64_t)o;
+		uint64_t piece = left < PIECE ? left : PIECE, got = 0, t0 = wio_now_ns();
 
 		while (got < piece) {
 			ssize_t n = sendfile(null_fd, fd, &o, (size_t)(piece - got));
@@ -178,7 +140,6 @@ static void region_read(struct wahead *a, int null_fd, int fd, const struct regi
 				break; /* an error or the file's end: the graph's faults say what */
 			got += (uint64_t)n;
 		}
-		populate(a, at, got);
 		/* counted as it goes: bytes over time is the rate, mid-load too */
 		pthread_mutex_lock(&a->w->lock);
 		a->w->st.ahead_bytes += got;
@@ -308,14 +269,10 @@ void wahead_want(struct wahead *a, uint64_t off, uint64_t len)
 	pthread_mutex_unlock(&a->lock);
 }
 
-void wahead_end(struct wahead *a, void *map, uint64_t maplen)
+void wahead_stop(struct wahead *a)
 {
-	if (!a) {
-		munmap(map, (size_t)maplen);
+	if (!a)
 		return;
-	}
-	a->map = map;
-	a->maplen = maplen;
 	atomic_store(&a->stop, 1);
 	ahead_unref(a);
 }

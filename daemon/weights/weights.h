@@ -125,8 +125,7 @@ int wfile_check(const struct wfile *f, const char *when, char *err, size_t errle
  * the reason.  A mapping sees the file: one rewritten in place afterwards
  * changes the bytes, one truncated makes reading past its end a SIGBUS
  * (wsrc_map_fault names it); doc/weights.md says replace by rename.
- * *ret_ahead: the mapping's read-ahead (below), which unmaps it when it
- * goes (wahead_end). */
+ * *ret_ahead: the mapping's read-ahead (below), stopped when it goes. */
 int wfile_map(struct wsrc *w, struct wfile *f, uint64_t offset, uint64_t size, uint64_t align, void **ret_ptr,
 	      void **ret_map, uint64_t *ret_maplen, struct wahead **ret_ahead, char *err, size_t errlen);
 /* Forget a mapping of wfile_map of size bytes (before munmap). */
@@ -137,13 +136,11 @@ void wsrc_unmapped(struct wsrc *w, void *map, uint64_t size);
  * NULL when map-read-ahead is off or out of memory: the graphs' faults
  * read the pages instead).  wahead_want: read [off, off + len) of the
  * mapped bytes (offsets from the bytes' start, as the buffer's) ahead,
- * after what was asked before, once (any thread; NULL accepted), and map
- * it in.  addr: where file offset off is mapped.  wahead_end: the mapping
- * (map, maplen) is going: the threads end between pieces and it is
- * unmapped once none uses it — at once when a is NULL. */
-struct wahead *wahead_new(struct wsrc *w, int fd, uint64_t off, uint64_t len, void *addr);
+ * after what was asked before, once (any thread; NULL accepted).
+ * wahead_stop: the mapping is going (the threads end between pieces). */
+struct wahead *wahead_new(struct wsrc *w, int fd, uint64_t off, uint64_t len);
 void wahead_want(struct wahead *a, uint64_t off, uint64_t len);
-void wahead_end(struct wahead *a, void *map, uint64_t maplen);
+void wahead_stop(struct wahead *a);
 /* Stop every read-ahead of w and wait for its threads (wsrc_close). */
 void wahead_wait_all(struct wsrc *w);
 

@@ -146,7 +146,7 @@ int wfile_map(struct wsrc *w, struct wfile *f, uint64_t offset, uint64_t size, u
 	 * 1.56x local's against 1.23x without it, doc/llama-vs-rpc.md).  What
 	 * graphs will read is read ahead by threads instead (wahead.c). */
 	remember(f->name, m, len);
-	*ret_ahead = wahead_new(w, f->fd, offset, size, (uint8_t *)m + lead);
+	*ret_ahead = wahead_new(w, f->fd, offset, size);
 	*ret_ptr = (uint8_t *)m + lead;
 	*ret_map = m;
 	*ret_maplen = len;
