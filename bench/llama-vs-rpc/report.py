@@ -358,6 +358,9 @@ def _print_load(cfg, res, S, w):
       "but the cache kept as the cold run filled it; ranks start: from exec to listening, before the cold load, "
       "not in it; left in page cache: what was still resident after the drop, of what was dropped; cache: the "
       "side's cache folders after the cold load)\n")
+    for s, f in (res["load"].get("first") or {}).items():
+        w("first load of %s, before the rounds (file identities computed and kept: %d): %s\n" % (
+            s, f.get("identities", 0), "failed: %s" % f["error"] if f.get("error") else _f(f.get("s"), "%.2f s")))
     if L["ratios"]:
         w("\n%-22s %28s %28s %28s\n" % ("load time ratio", "cold", "restart", "warm"))
         for k, v in L["ratios"].items():
