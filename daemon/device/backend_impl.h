@@ -147,6 +147,15 @@ struct buffer_i {
 	 * would have; free of such a buffer then releases the device's hold on
 	 * it and never the memory.  Loop or threadpool. */
 	int (*adopt)(void *ctx, void *ptr, uint64_t size, char *err, size_t errlen);
+	/* optional (both or none): download n bytes into host memory the
+	 * device keeps page-locked and lend it (*ret_host) until
+	 * download_return, so that a reply is written from it with no copy
+	 * of the bytes between the device's and the socket's.  PPRPC_EBUSY
+	 * when it is lent already or n does not fit: nothing was read, the
+	 * caller downloads into memory of its own.  Worker; the return on any
+	 * thread. */
+	int (*download_lend)(void *ctx, const void *src_dev, uint64_t n, void **ret_host);
+	void (*download_return)(void *ctx, void *host);
 };
 
 /* ---- streams and events ------------------------------------------------------------------------ */

@@ -255,6 +255,16 @@ int device_download(struct device *d, void *dst, const void *src, uint64_t n)
 	return d->be->buf.download(d->be->buf_ctx, dst, src, n);
 }
 
+int device_download_lend(struct device *d, const void *src, uint64_t n, void **ret_host)
+{
+	return d->be->buf.download_lend(d->be->buf_ctx, src, n, ret_host);
+}
+
+void device_download_return(struct device *d, void *host)
+{
+	d->be->buf.download_return(d->be->buf_ctx, host);
+}
+
 bool device_has_ipc(const struct device *d)
 {
 	return d->be->ipc;

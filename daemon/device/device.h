@@ -163,6 +163,11 @@ int device_fill(struct device *d, void *dst, int value, uint64_t n);
 int device_copy(struct device *d, void *dst, const void *src, uint64_t n);
 int device_upload(struct device *d, void *dst_dev, const void *src_host, uint64_t n);
 int device_download(struct device *d, void *dst_host, const void *src_dev, uint64_t n);
+/* A download into the device's own page-locked memory, lent until
+ * device_download_return (backend_impl.h: buffer_i.download_lend): 0, or
+ * PPRPC_EBUSY / PPRPC_EUNSUPP and nothing read. */
+int device_download_lend(struct device *d, const void *src_dev, uint64_t n, void **ret_host);
+void device_download_return(struct device *d, void *host);
 /* IPC between processes of one host (backend_impl.h: buffer_i.ipc_*). */
 bool device_has_ipc(const struct device *d);
 int device_ipc_pool(struct device *d, uint64_t bytes, void **ret_ptr, uint8_t *handle, char *err, size_t errlen);

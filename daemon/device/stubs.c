@@ -107,6 +107,17 @@ static int pin_host_unsupp(void *ctx, void *ptr, uint64_t bytes, int on)
 	return PPRPC_EUNSUPP;
 }
 
+static int download_lend_unsupp(void *ctx, const void *src, uint64_t n, void **ret_host)
+{
+	(void)ctx, (void)src, (void)n, (void)ret_host;
+	return PPRPC_EUNSUPP;
+}
+
+static void download_return_none(void *ctx, void *host)
+{
+	(void)ctx, (void)host;
+}
+
 #define NEED(table, op)                                                             \
 	do {                                                                        \
 		if (!(table)->op) {                                                 \
@@ -152,6 +163,10 @@ int backend_fill(const struct backend_dev *be, struct device_i *dev, struct buff
 		snprintf(err, errlen, "backend bug: ipc_export, ipc_copy and ipc_wait go together");
 		return PPRPC_EINTERNAL;
 	}
+	if (!buf->download_lend != !buf->download_return) {
+		snprintf(err, errlen, "backend bug: download_lend and download_return go together");
+		return PPRPC_EINTERNAL;
+	}
 	/* A create is all four steps or none. */
 	ngraph = !!dev->graph_begin + !!dev->graph_build + !!dev->graph_finish + !!dev->graph_drop;
 	if (ngraph != 0 && ngraph != 4) {
@@ -174,5 +189,7 @@ int backend_fill(const struct backend_dev *be, struct device_i *dev, struct buff
 	STUB(buf, ipc_wait, ipc_wait_unsupp);
 	STUB(buf, pin_host, pin_host_unsupp);
 	STUB(buf, adopt, adopt_unsupp);
+	STUB(buf, download_lend, download_lend_unsupp);
+	STUB(buf, download_return, download_return_none);
 	return 0;
 }

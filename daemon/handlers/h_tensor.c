@@ -167,10 +167,15 @@ static void get_sent(void *arg, int status)
 	buffer_unref(arg);
 }
 
-/* A GET's copy: this header, then the bytes.  It outlives the command
- * when it becomes the reply's bulk, until written (copy_sent). */
+/* A GET's copy: this header, then the bytes — or only the header, when
+ * the device lent its own page-locked memory holding them (a GPU's
+ * download lands there, and the reply is written from it: no copy of the
+ * bytes on the host, 608 KB of logits per decoded token).  It outlives the
+ * command when it becomes the reply's bulk, until written (copy_sent). */
 struct get_copy {
 	struct conn *c;      /* referenced while the reply holds the copy */
+	struct device *dev;  /* the lender (devices outlive connections) */
+	void *lent;          /* the device's memory holding the bytes, or NULL */
 	uint64_t n;
 	uint8_t bytes[] __attribute__((aligned(16)));
 };
@@ -187,7 +192,9 @@ static void copy_free(struct conn *c, struct get_copy *cp)
 	struct pprpcd *d = c->d;
 
 	conn_copy_put(c, cp->n);
-	hostmem_free(&d->hostmem, cp, sizeof(*cp) + cp->n);
+	if (cp->lent)
+		device_download_return(cp->dev, cp->lent);
+	hostmem_free(&d->hostmem, cp, sizeof(*cp) + (cp->lent ? 0 : cp->n));
 }
 
 /* The copy was written to the client (or the connection is gone). */
@@ -214,20 +221,30 @@ static int get_exec(struct qcmd *q)
 {
 	struct get_cmd *gc = (struct get_cmd *)q;
 	struct conn *c = gc->qr.c;
+	struct device *dev = gc->b->dev;
+	const uint8_t *src = gc->b->ptr + gc->offset;
+	void *lent = NULL;
 	int rc;
 
 	if (!gc->size)
 		return 0;
 	if (!conn_copy_take(c, gc->size))
 		return QCMD_AGAIN;  /* another stream's copy took the room first */
-	gc->copy = hostmem_alloc(&c->d->hostmem, sizeof(*gc->copy) + gc->size, &rc, q->err, sizeof(q->err));
+	trace_mark(TRACE_MARK_READY);
+	if (device_download_lend(dev, src, gc->size, &lent) < 0)
+		lent = NULL; /* none to lend (or lent already): a copy of our own */
+	gc->copy = hostmem_alloc(&c->d->hostmem, sizeof(*gc->copy) + (lent ? 0 : gc->size), &rc, q->err,
+				 sizeof(q->err));
 	if (!gc->copy) {
+		if (lent)
+			device_download_return(dev, lent);
 		conn_copy_put(c, gc->size);
 		return rc;
 	}
 	gc->copy->n = gc->size;
-	trace_mark(TRACE_MARK_READY);
-	return device_download(gc->b->dev, gc->copy->bytes, gc->b->ptr + gc->offset, gc->size);
+	gc->copy->dev = dev;
+	gc->copy->lent = lent;
+	return lent ? 0 : device_download(dev, gc->copy->bytes, src, gc->size);
 }
 
 static void get_reply(struct qreq *qr)
@@ -244,7 +261,7 @@ static void get_reply(struct qreq *qr)
 	gc->copy = NULL;
 	cp->c = qr->c;
 	conn_ref(cp->c);
-	reply_send(qr->c, qr->q.type, qr->q.req_id, &e.base, cp->bytes, cp->n, copy_sent, cp);
+	reply_send(qr->c, qr->q.type, qr->q.req_id, &e.base, cp->lent ? cp->lent : cp->bytes, cp->n, copy_sent, cp);
 }
 
 static void get_release(struct qreq *qr)

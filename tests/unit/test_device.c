@@ -97,6 +97,11 @@ static void nop_gbuild(void *ctx, void *job)
 	(void)ctx, (void)job;
 }
 
+static void nop_lend_return(void *ctx, void *host)
+{
+	(void)ctx, (void)host;
+}
+
 static void test_fill_stubs(void **state)
 {
 	struct device_i dev = { .get_props = nop_props, .mem_info = nop_mem, .stream_open = nop_sopen,
@@ -128,6 +133,10 @@ static void test_fill_stubs(void **state)
 	assert_int_equal(fbuf.ipc_copy(NULL, NULL, handle, 0, 1, err, sizeof(err)), PPRPC_EUNSUPP);
 	assert_int_equal(fbuf.ipc_wait(NULL, err, sizeof(err)), PPRPC_EUNSUPP);
 	assert_int_equal(fbuf.pin_host(NULL, NULL, 0, 1), PPRPC_EUNSUPP);
+	/* No memory to lend a download in: the caller copies into its own. */
+	assert_int_equal(fbuf.download_lend(NULL, NULL, 1, &p), PPRPC_EUNSUPP);
+	assert_null(p);
+	fbuf.download_return(NULL, NULL);
 	/* No graphs: creates and probes answer PPRPC_EUNSUPP. */
 	{
 		bool ok = true;
@@ -158,6 +167,10 @@ static void test_fill_stubs(void **state)
 	assert_int_equal(backend_fill(&be, &fdev, &fbuf, &fstr, err, sizeof(err)), PPRPC_EINTERNAL);
 	assert_non_null(strstr(err, "ipc_export"));
 	buf.ipc_wait = NULL;
+	buf.download_return = nop_lend_return;
+	assert_int_equal(backend_fill(&be, &fdev, &fbuf, &fstr, err, sizeof(err)), PPRPC_EINTERNAL);
+	assert_non_null(strstr(err, "download_lend"));
+	buf.download_return = NULL;
 	str.write_submit = NULL;
 	assert_int_equal(backend_fill(&be, &fdev, &fbuf, &fstr, err, sizeof(err)), PPRPC_EINTERNAL);
 	assert_non_null(strstr(err, "write_submit"));

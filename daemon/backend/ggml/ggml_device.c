@@ -389,6 +389,25 @@ static int dev_download(void *ctx, void *dst_host, const void *src_dev, uint64_t
 	return b ? gge_buf_read_staged(gd->g, b, off, dst_host, n) : PPRPC_EINTERNAL;
 }
 
+static int dev_download_lend(void *ctx, const void *src_dev, uint64_t n, void **ret_host)
+{
+	struct gdev *gd = ctx;
+	uint64_t off;
+	ggml_backend_buffer_t b = lookup(gd, src_dev, n, &off);
+
+	if (!b)
+		return PPRPC_EINTERNAL;
+	gge_dev_settle(gd->g);
+	return gge_buf_read_lend(gd->g, b, off, n, ret_host);
+}
+
+static void dev_download_return(void *ctx, void *host)
+{
+	struct gdev *gd = ctx;
+
+	gge_dev_lend_return(gd->g, host);
+}
+
 static const struct buffer_i gdev_host_buffer_i = {
 	.alloc = gdev_alloc,
 	.adopt = gdev_adopt,
@@ -402,7 +421,7 @@ static const struct buffer_i gdev_host_buffer_i = {
 /* device memory moved through ggml (ggml-cuda's adds IPC below) */
 #define GDEV_DEV_BUFFER_OPS \
 	.alloc = gdev_alloc, .free = gdev_free, .fill = dev_fill, .copy = dev_copy, .upload = dev_upload, \
-	.download = dev_download
+	.download = dev_download, .download_lend = dev_download_lend, .download_return = dev_download_return
 
 static const struct buffer_i gdev_dev_buffer_i = { GDEV_DEV_BUFFER_OPS };
 

@@ -158,6 +158,8 @@ void gge_dev_close(struct gge_dev *g)
 		ggml_backend_free(g->backend);
 	if (g->pin_buf)
 		ggml_backend_buffer_free(g->pin_buf);
+	if (g->lend_buf)
+		ggml_backend_buffer_free(g->lend_buf);
 	if (g->tp)
 		g->tp_free(g->tp);
 	free(g);
@@ -437,6 +439,49 @@ int gge_buf_read_staged(struct gge_dev *g, ggml_backend_buffer_t b, uint64_t off
 		done += k;
 	}
 	return 0;
+}
+
+/* The memory downloads are lent in, made at first use like the staging.
+ * false where there is none. */
+static bool lend_ready(struct gge_dev *g)
+{
+	ggml_backend_buffer_type_t hb;
+
+	if (g->lend || g->lend_none)
+		return g->lend != NULL;
+	hb = ggml_backend_dev_host_buffer_type(g->dev);
+	g->lend_buf = hb ? ggml_backend_buft_alloc_buffer(hb, GGE_LEND_BYTES) : NULL;
+	g->lend_none = !g->lend_buf;
+	if (!g->lend_buf)
+		return false;
+	g->lend = ggml_backend_buffer_get_base(g->lend_buf);
+	return true;
+}
+
+int gge_buf_read_lend(struct gge_dev *g, ggml_backend_buffer_t b, uint64_t off, uint64_t n, void **ret)
+{
+	struct ggml_tensor t;
+
+	if (g->cuda_ordinal < 0 || n == 0 || n > GGE_LEND_BYTES || !g->backend->iface.get_tensor_async ||
+	    !ggml_backend_supports_buft(g->backend, b->buft))
+		return PPRPC_EBUSY;
+	if (atomic_exchange(&g->lend_busy, 1))
+		return PPRPC_EBUSY; /* a reply still holds it */
+	if (!lend_ready(g)) {
+		atomic_store(&g->lend_busy, 0);
+		return PPRPC_EBUSY;
+	}
+	range_tensor(&t, b, off, n);
+	ggml_backend_tensor_get_async(g->backend, &t, g->lend, 0, (size_t)n);
+	ggml_backend_synchronize(g->backend);
+	*ret = g->lend;
+	return 0;
+}
+
+void gge_dev_lend_return(struct gge_dev *g, void *p)
+{
+	if (p && p == g->lend)
+		atomic_store(&g->lend_busy, 0);
 }
 
 int gge_buf_read(ggml_backend_buffer_t b, uint64_t off, void *dst, uint64_t n)

@@ -23,6 +23,7 @@
 #ifndef PPRPC_DAEMON_GGML_ENGINE_H
 #define PPRPC_DAEMON_GGML_ENGINE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,6 +56,13 @@ struct gge_dev {
 	ggml_backend_buffer_t pin_buf;
 	uint8_t *pin;
 	uint64_t pin_used;
+	/* pinned memory a download is lent in (gge_buf_read_lend): made at
+	 * first use, GGE_LEND_BYTES; lend_busy while a reply holds it (set
+	 * on the worker, cleared on the loop) */
+	bool lend_none;
+	ggml_backend_buffer_t lend_buf;
+	uint8_t *lend;
+	atomic_int lend_busy;
 	/* recorded behind the queued uploads for streams to wait on
 	 * (gge_dev_uploads_event); up_ev_none: the device has no events */
 	ggml_backend_event_t up_ev;
@@ -154,6 +162,16 @@ ggml_backend_event_t gge_dev_uploads_event(struct gge_dev *g);
  * Smaller ones, and other devices, copy directly. */
 #define GGE_PIN_READ_MIN (64u << 10)
 int gge_buf_read_staged(struct gge_dev *g, ggml_backend_buffer_t b, uint64_t off, void *dst, uint64_t n);
+/* A download into pinned memory of the device's own, lent to the caller
+ * (*ret) until gge_dev_lend_return, for a reply to be written from: the
+ * staged read above still copied the bytes out of the staging into the
+ * reply's memory (608 KB of logits per decoded token).  ggml-cuda only,
+ * one lend at a time, at most GGE_LEND_BYTES; otherwise PPRPC_EBUSY and
+ * nothing was read (the caller reads into memory of its own).  The caller
+ * settled the uploads first.  Worker; the return on any thread. */
+#define GGE_LEND_BYTES (4u << 20)
+int gge_buf_read_lend(struct gge_dev *g, ggml_backend_buffer_t b, uint64_t off, uint64_t n, void **ret);
+void gge_dev_lend_return(struct gge_dev *g, void *p);
 /* Ranges may overlap (memmove semantics). */
 int gge_buf_copy(ggml_backend_buffer_t dst, uint64_t doff, ggml_backend_buffer_t src, uint64_t soff, uint64_t n);
 
