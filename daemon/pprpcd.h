@@ -89,6 +89,7 @@ struct pprpcd_opts {
 	char model_dir[4096];      /* the rank's model files (weights filled from them), "" = none */
 	int map_model_files;       /* host-memory devices map weights from model_dir (h_map.c) */
 	int map_read_ahead;        /* ... and read the mapped ranges ahead (daemon/weights/wahead.c) */
+	int map_recall;            /* ... and the last load's at a client's HELLO (daemon/weights/wrecall.c) */
 	char weights_cache[4096];  /* content-addressed weights cache, "" = none */
 	char trace_file[4096];     /* request trace (core/trace.h), "" = off */
 	uint64_t weights_cache_bytes;  /* its bound */

@@ -1,7 +1,9 @@
 /* daemon/handlers/h_hello.c — HELLO: version check, authentication (authn.c),
  * capabilities, devices. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "daemon/server/authn.h"
 #include "daemon/server/conn.h"
@@ -43,6 +45,18 @@ void h_hello(struct conn *c, struct request *r)
 	c->role = m->role;
 	if (m->client_name && *m->client_name)
 		snprintf(c->name, sizeof(c->name), "%.40s@%.20s", m->client_name, transport_peer(c->t));
+	if (m->role == PPRPC__ROLE__ROLE_CLIENT && c->d->weights && m->client_name &&
+	    !strncmp(m->client_name, "ggml-pprpc", 10)) {
+		/* llama.cpp's plugin (the client that maps model files; not
+		 * pprpcctl or another tool) is about to read its model and
+		 * then map ours: the last load's regions, read now, side by
+		 * side with its read */
+		char what[400];
+
+		wsrc_recall(c->d->weights, what, sizeof(what));
+		if (what[0])
+			LOG(c->d, LOG_NOTICE_, "conn %" PRIu64 ": weights: %s", c->id, what);
+	}
 
 	/* Advertise only what this daemon really provides. */
 	caps.async = 1;   /* queued commands, sticky errors, FENCE */

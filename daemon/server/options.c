@@ -55,6 +55,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->send_in_place = 1;
 	o->map_model_files = 1;
 	o->map_read_ahead = 1;
+	o->map_recall = 1;
 	o->direct_min = XS_DIRECT_MIN;
 	o->log_level = LOG_NOTICE_;
 	o->transport = PPRPCD_TRANSPORT_AUTO;
@@ -140,6 +141,7 @@ FLAG_SETTER(set_send_in_place, send_in_place)
 FLAG_SETTER(set_cpu_ipc, cpu_ipc)
 FLAG_SETTER(set_map_model_files, map_model_files)
 FLAG_SETTER(set_map_read_ahead, map_read_ahead)
+FLAG_SETTER(set_map_recall, map_recall)
 
 #define U32_SETTER(fn, field, lo, hi)                                                      \
 	static int fn(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)      \
@@ -757,6 +759,16 @@ static const struct optdef defs[] = {
 		 "page cache the graph finds its weights there instead of faulting them in from disk a "
 		 "few hundred KiB at a time.  Pages already cached cost a lookup; 0 leaves the reading "
 		 "to the graph's page faults (doc/weights.md)." },
+	{ OPT("map-recall", "0|1", set_map_recall),
+	  .help = "when llama.cpp's plugin connects, read ahead again what the last load's graphs read (default 1)",
+	  .doc = "With map-read-ahead, the rank keeps what the graphs of its last mapped load read (the "
+		 "file and its regions, in model-dir/.pprpc-last-load, or in the weights cache's sums/ "
+		 "folder when model-dir is read-only) and, when llama.cpp's plugin connects after a restart "
+		 "or after a load ended, starts reading that again at once: llama.cpp reads its whole model "
+		 "before it tells a rank what to map, and the rank's own disk then reads side by side "
+		 "with the client's instead of after it.  The file must be the same (size, inode, "
+		 "mtime); a client loading another model costs one wasted read of the last one's "
+		 "regions (doc/weights.md)." },
 	{ OPT("weights-cache", "DIR", set_weights_cache),
 	  .help = "content-addressed cache of weights the client sent (filled on a first load, read on the next)",
 	  .doc = "A folder where weight bytes the client had to send are kept under their content key, so "

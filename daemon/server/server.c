@@ -326,6 +326,7 @@ static int open_weights(struct pprpcd *d)
 		.cache_max_bytes = d->opts.weights_cache_bytes,
 		.threads = 4,
 		.map_ahead = d->opts.map_read_ahead,
+		.map_recall = d->opts.map_recall,
 		.mem_available = weights_mem_available,
 	};
 	struct wsrc_stats st;

@@ -40,6 +40,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sendfile.h>
@@ -72,6 +73,12 @@ struct wahead {
 	int running;        /* threads reading */
 	_Atomic int stop;
 	_Atomic int refs;   /* the owner's and one per thread */
+	/* the mapping's file (wahead_identify), for the last load's record
+	 * (wrecall.c) made when it stops; none for the recall's own */
+	int have_id;
+	char name[WRECORD_NAME];
+	uint64_t size, ino;
+	int64_t mtime_ns;
 };
 
 static void ahead_unref(struct wahead *a)
@@ -269,12 +276,61 @@ void wahead_want(struct wahead *a, uint64_t off, uint64_t len)
 	pthread_mutex_unlock(&a->lock);
 }
 
+void wahead_identify(struct wahead *a, const struct wfile *f)
+{
+	if (!a || strlen(f->name) >= sizeof(a->name))
+		return;
+	snprintf(a->name, sizeof(a->name), "%s", f->name);
+	a->size = f->size;
+	a->ino = (uint64_t)f->ino;
+	a->mtime_ns = f->mtime_ns;
+	a->have_id = 1;
+}
+
+/* What the graphs asked for, as file regions (runs of asked chunks), for
+ * the next load (wrecall.c).  NULL when nothing was asked. */
+static struct wrecord *record_of(struct wahead *a)
+{
+	uint64_t nchunks = (a->len + CHUNK - 1) / CHUNK;
+	struct wrecord *r;
+
+	if (!a->have_id || !a->asked_bytes || !(r = calloc(1, sizeof(*r))))
+		return NULL;
+	snprintf(r->name, sizeof(r->name), "%s", a->name);
+	r->size = a->size;
+	r->ino = a->ino;
+	r->mtime_ns = a->mtime_ns;
+	pthread_mutex_lock(&a->lock);
+	for (uint64_t c = 0; c < nchunks && r->n < WRECORD_MAX_REGIONS;) {
+		uint64_t s;
+
+		if (!(a->asked[c / 8] & (1u << (c % 8)))) {
+			c++;
+			continue;
+		}
+		for (s = c; c < nchunks && (a->asked[c / 8] & (1u << (c % 8))); c++)
+			;
+		r->r[r->n].off = a->off + s * CHUNK;
+		r->r[r->n].len = (c * CHUNK < a->len ? c * CHUNK : a->len) - s * CHUNK;
+		r->n++;
+	}
+	pthread_mutex_unlock(&a->lock);
+	return r;
+}
+
 void wahead_stop(struct wahead *a)
 {
 	if (!a)
 		return;
 	atomic_store(&a->stop, 1);
+	wrecall_note(a->w, record_of(a));
 	ahead_unref(a);
+}
+
+void wahead_release(struct wahead *a)
+{
+	if (a)
+		ahead_unref(a);
 }
 
 void wahead_wait_all(struct wsrc *w)

@@ -53,6 +53,7 @@ struct wsrc_conf {
 	uint64_t cache_max_bytes;   /* the cache's bound (entries, headers included) */
 	int threads;                /* parallel reads and hashing (>= 1) */
 	int map_ahead;              /* a mapped range is read ahead (wahead.c) */
+	int map_recall;             /* ... and the last load's again at a client's HELLO (wrecall.c) */
 	/* the host's MemAvailable in bytes (the daemon's hostmem_meminfo);
 	 * NULL: read-ahead unbounded */
 	uint64_t (*mem_available)(void);
@@ -143,6 +144,13 @@ void wahead_want(struct wahead *a, uint64_t off, uint64_t len);
 void wahead_stop(struct wahead *a);
 /* Stop every read-ahead of w and wait for its threads (wsrc_close). */
 void wahead_wait_all(struct wsrc *w);
+
+/* wrecall.c: a client connected: the first time since the rank opened its
+ * sources or since a mapping ended, start reading ahead what the last
+ * load's graphs read (map-recall; needs map-read-ahead).  The bytes asked
+ * (0: nothing) and, when there is something to say, what (for the log).
+ * Loop. */
+uint64_t wsrc_recall(struct wsrc *w, char *what, size_t whatlen);
 
 void wsrc_stats_get(struct wsrc *w, struct wsrc_stats *out);
 

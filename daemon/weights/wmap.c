@@ -147,6 +147,7 @@ int wfile_map(struct wsrc *w, struct wfile *f, uint64_t offset, uint64_t size, u
 	 * graphs will read is read ahead by threads instead (wahead.c). */
 	remember(f->name, m, len);
 	*ret_ahead = wahead_new(w, f->fd, offset, size);
+	wahead_identify(*ret_ahead, f);
 	*ret_ptr = (uint8_t *)m + lead;
 	*ret_map = m;
 	*ret_maplen = len;

@@ -57,11 +57,13 @@ int wsrc_open(const struct wsrc_conf *conf, struct wsrc **ret, char *err, size_t
 	w->threads = conf->threads < 1 ? 1 : conf->threads;
 	w->cache_max = conf->cache_max_bytes;
 	w->map_ahead = conf->map_ahead;
+	w->recall_on = conf->map_ahead && conf->map_recall;
 	w->mem_available = conf->mem_available;
 	if (conf->model_dir && *conf->model_dir && (rc = open_model_dir(w, conf->model_dir, err, errlen)) < 0)
 		goto fail;
 	if (conf->cache_dir && *conf->cache_dir && (rc = wcache_open(w, conf->cache_dir, err, errlen)) < 0)
 		goto fail;
+	wrecall_open(w);
 	*ret = w;
 	return 0;
 fail:
@@ -74,6 +76,7 @@ void wsrc_close(struct wsrc *w)
 	if (!w)
 		return;
 	wahead_wait_all(w);
+	wrecall_close(w);
 	wcache_close(w);
 	wfiles_free(w);
 	if (w->model_fd >= 0)

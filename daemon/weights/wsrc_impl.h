@@ -68,6 +68,25 @@ struct wsrc {
 	_Atomic int ahead_stop;
 	int ahead_threads;
 	pthread_cond_t ahead_done;
+
+	/* wrecall.c (under the lock): the last load's record, and whether a
+	 * client's connection has read it ahead since it was made */
+	int recall_on;
+	struct wrecord *recall;
+	int recalled;
+};
+
+/* wrecall.c: what a mapping's graphs asked for, kept for the next load. */
+#define WRECORD_NAME 256
+#define WRECORD_MAX_REGIONS 1024
+struct wrecord {
+	char name[WRECORD_NAME]; /* under model-dir */
+	uint64_t size, ino;
+	int64_t mtime_ns;
+	size_t n;
+	struct {
+		uint64_t off, len;
+	} r[WRECORD_MAX_REGIONS];
 };
 
 struct wfile {
@@ -114,6 +133,19 @@ struct centry *cidx_add(struct cindex *c, const uint8_t key[32], uint64_t bytes)
 void cidx_touch(struct cindex *c, struct centry *e);
 void cidx_remove(struct cindex *c, struct centry *e);
 void cidx_free(struct cindex *c);
+
+/* wrecall.c: the record read back (wsrc_open) and freed (wsrc_close);
+ * wrecall_note takes a mapping's record (owned; NULL accepted) as the last
+ * load's; wrecord_parse: the record file's text, or NULL when it is not
+ * one (strict; tests/fuzz). */
+void wrecall_open(struct wsrc *w);
+void wrecall_close(struct wsrc *w);
+void wrecall_note(struct wsrc *w, struct wrecord *r);
+struct wrecord *wrecord_parse(const char *text, size_t len);
+/* wahead.c: the mapping's file, for the record made when it ends; and
+ * letting go of a read-ahead that should read all it was asked (no stop) */
+void wahead_identify(struct wahead *a, const struct wfile *f);
+void wahead_release(struct wahead *a);
 
 /* files.c */
 void wfiles_free(struct wsrc *w);

@@ -9,6 +9,8 @@
 #               llama.cpp's buffer_from_host_ptr), the client sends almost
 #               nothing; the regions its graphs read are read ahead
 #               (ahead_asked), and not with --map-read-ahead 0
+#   recall      the same ranks restarted: the plugin's connection makes each
+#               read again what its last load's graphs read (map-recall)
 #   file, read  the same with PPRPC_WEIGHTS_MAP=off: the ranks fill every
 #               large weight from their copy (STATS file_bytes); and a rank
 #               with --map-model-files 0 reads while the other maps
@@ -103,6 +105,22 @@ grep -q "pprpc: weights loaded: rank 0 .* MiB mapped in 1 ranges .* of model.ggu
 echo "file: the plugin sent $(sent_kib file) KiB of weights to the ranks (the model: $((SIZE / 1024)) KiB)"
 [ "$(sent_kib file)" = 0 ] || fail "file: the client sent $(sent_kib file) KiB of weights"
 [ -s "$TMP_ROOT/md0/model.gguf.pprpc-sum" ] || fail "file: no sidecar beside the rank's copy"
+
+# 1a. the same ranks' next start: each kept what its graphs read (model-dir/.pprpc-last-load)
+# and reads it again as soon as the plugin connects, before llama.cpp has read its own copy
+FILE_STATS0=$STATS0
+for d in md0 md1; do
+	[ -s "$TMP_ROOT/$d/.pprpc-last-load" ] || fail "file: no record of the load in $d"
+done
+run recall --model-dir "$TMP_ROOT/md0" -- --model-dir "$TMP_ROOT/md1"
+for i in 0 1; do
+	log=${RANK_DIRS[$((${#RANK_DIRS[@]} - 2 + i))]}/log
+	grep -q "weights: reading ahead what the last load read: model.gguf" "$log" ||
+		fail "recall: rank $i did not read the last load's regions ahead: $(tail -n 5 "$log")"
+done
+# the recall's regions, then the graphs' own asks (found cached)
+[ "$(val "$STATS0" ahead_asked)" -gt "$(val "$FILE_STATS0" ahead_asked)" ] ||
+	fail "recall: rank 0 asked no more ahead than without a record: $STATS0"
 
 # 1b. the same, read instead of mapped
 export PPRPC_WEIGHTS_MAP=off

@@ -37,6 +37,7 @@
 #include <openssl/evp.h>
 
 #include "daemon/weights/weights.h"
+#include "daemon/weights/wsrc_impl.h"
 #include "pprpc/types.h"
 #include "util/filesum.h"
 #include "util/hash.h"
@@ -731,6 +732,141 @@ static void test_map_ahead(void **state)
 	free(p);
 }
 
+/* The last load's record (wrecall.c): a mapping's asked regions are kept
+ * when it ends (model-dir/.pprpc-last-load); a rank opened afresh reads
+ * them ahead at the first client's connection and not at the second; a
+ * file changed since is not read; a record that is not one is ignored;
+ * map-recall off keeps nothing. */
+static struct wsrc *open_recall(const struct fx *f, int on)
+{
+	struct wsrc_conf c = { .model_dir = f->model, .threads = 2, .map_ahead = 1, .map_recall = on };
+	struct wsrc *w = NULL;
+	char err[256] = "";
+
+	assert_int_equal(wsrc_open(&c, &w, err, sizeof(err)), 0);
+	return w;
+}
+
+static void drop_cache(const char *path)
+{
+	int fd = open(path, O_RDONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(fdatasync(fd), 0);
+	assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	close(fd);
+}
+
+static void test_recall(void **state)
+{
+	struct fx *f = *state;
+	uint64_t n = 40 * MIB + 99, off = 4096, len = n - off;
+	uint8_t *p = make_bytes(n, 21);
+	struct filesum id;
+	struct wsrc *w;
+	struct wfile *wf = NULL;
+	void *ptr = NULL, *map = NULL;
+	struct wahead *ahead = NULL;
+	uint64_t maplen = 0;
+	struct wrecord *r;
+	struct timespec ts[2];
+	char path[256], rec[256], what[400], err[512] = "", text[4096];
+	FILE *fp;
+	size_t k;
+	int dropped;
+
+	ref_identity(p, n, &id);
+	path_in(path, sizeof(path), f->model, "recall.gguf");
+	path_in(rec, sizeof(rec), f->model, ".pprpc-last-load");
+	write_file(path, p, n);
+
+	/* off: nothing kept */
+	w = open_recall(f, 0);
+	assert_int_equal(wsrc_file_find(w, &id, "recall.gguf", &wf, err, sizeof(err)), 0);
+	assert_int_equal(wfile_map(w, wf, off, len, 32, &ptr, &map, &maplen, &ahead, err, sizeof(err)), 0);
+	wahead_want(ahead, 2 * MIB, 4 * MIB);
+	wahead_stop(ahead);
+	wsrc_unmapped(w, map, len);
+	munmap(map, maplen);
+	wfile_put(wf);
+	wsrc_close(w);
+	assert_int_equal(access(rec, F_OK), -1);
+
+	/* on: two regions asked, kept when the mapping ends */
+	w = open_recall(f, 1);
+	assert_int_equal(wsrc_recall(w, what, sizeof(what)), 0); /* nothing kept yet */
+	assert_int_equal(wsrc_file_find(w, &id, "recall.gguf", &wf, err, sizeof(err)), 0);
+	assert_int_equal(wfile_map(w, wf, off, len, 32, &ptr, &map, &maplen, &ahead, err, sizeof(err)), 0);
+	wahead_want(ahead, 2 * MIB, 4 * MIB);
+	wahead_want(ahead, 12 * MIB, 2 * MIB);
+	wahead_stop(ahead);
+	wsrc_unmapped(w, map, len);
+	munmap(map, maplen);
+	wfile_put(wf);
+	wsrc_close(w);
+	fp = fopen(rec, "r");
+	assert_non_null(fp);
+	k = fread(text, 1, sizeof(text), fp);
+	fclose(fp);
+	r = wrecord_parse(text, k);
+	assert_non_null(r);
+	assert_string_equal(r->name, "recall.gguf");
+	assert_int_equal(r->size, n);
+	assert_int_equal(r->n, 2);
+	assert_int_equal(r->r[0].off, off + 2 * MIB);
+	assert_int_equal(r->r[0].len, 4 * MIB);
+	assert_int_equal(r->r[1].off, off + 12 * MIB);
+	assert_int_equal(r->r[1].len, 2 * MIB);
+	free(r);
+
+	/* a fresh rank, a cold file: the first client's connection reads the
+	 * regions, the second nothing */
+	drop_cache(path);
+	dropped = resident(path, 0, n) == 0;
+	w = open_recall(f, 1);
+	assert_int_equal(wsrc_recall(w, what, sizeof(what)), 6 * MIB);
+	assert_non_null(strstr(what, "recall.gguf"));
+	for (int i = 0; i < 1000 && stats(w).ahead_bytes < stats(w).ahead_asked; i++)
+		usleep(10000);
+	assert_true(stats(w).ahead_asked >= 6 * MIB);
+	assert_int_equal(stats(w).ahead_bytes, stats(w).ahead_asked);
+	if (dropped) {
+		assert_int_equal(resident(path, off + 2 * MIB, 4 * MIB), 4 * MIB);
+		assert_int_equal(resident(path, off + 12 * MIB, 2 * MIB), 2 * MIB);
+		/* far from both (the kernel's own readahead goes some MiB on) */
+		assert_int_equal(resident(path, 30 * MIB, 10 * MIB), 0);
+	}
+	assert_int_equal(wsrc_recall(w, what, sizeof(what)), 0);
+	wsrc_close(w);
+
+	/* the file changed since (mtime): nothing read, and said why */
+	clock_gettime(CLOCK_REALTIME, &ts[0]);
+	ts[1] = ts[0];
+	ts[1].tv_sec -= 100;
+	assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+	w = open_recall(f, 1);
+	assert_int_equal(wsrc_recall(w, what, sizeof(what)), 0);
+	assert_non_null(strstr(what, "changed"));
+	wsrc_close(w);
+
+	/* a record that is not one: ignored */
+	fp = fopen(rec, "w");
+	assert_non_null(fp);
+	fputs("pprpc-last-load 1\nfile ../recall.gguf\nid 1 1 1\nregion 0 1\n", fp);
+	fclose(fp);
+	w = open_recall(f, 1);
+	assert_int_equal(wsrc_recall(w, what, sizeof(what)), 0);
+	assert_string_equal(what, "");
+	wsrc_close(w);
+	assert_null(wrecord_parse("junk", 4));
+	assert_null(wrecord_parse("pprpc-last-load 1\nfile a\nid 10 1 1\nregion 5 6\n", 46));
+	r = wrecord_parse("pprpc-last-load 1\nfile a\nid 10 1 1\nregion 5 5\n", 46);
+	assert_non_null(r);
+	assert_int_equal(r->n, 1);
+	free(r);
+	free(p);
+}
+
 /* A file truncated under its mapping: reading past the new end is a
  * SIGBUS, and the rank says which file before it dies (in a child). */
 static void test_map_truncated_named(void **state)
@@ -1289,6 +1425,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_cache_lru, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_cache_kill_mid_write, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_recall, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_hash_speed, fx_setup, fx_teardown),
 	};
 
