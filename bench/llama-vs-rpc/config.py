@@ -82,6 +82,10 @@ def parse(argv=None):
     ap.add_argument("--net", metavar="RATE",
                     help="the client and every rank in a network namespace of its own, joined by a bridge through "
                          "links shaped to RATE (tc syntax: 1gbit, 100mbit); needs root.  Measures load times")
+    ap.add_argument("--disk-rate", metavar="MBPS",
+                    help="the client and every rank read the model's disk as a disk of their own of MBPS MB/s "
+                         "(block-I/O cgroups, needs root; diskrate.py): hosts with disks of their own, on one "
+                         "machine")
     ap.add_argument("--load-only", action="store_true",
                     help="only model load times (cold and warm, --rounds) and one token hash per side: "
                          "no prompt/decode rounds, no sweep")
@@ -168,6 +172,10 @@ class Config:
             netns.parse_rate(a.net)  # ValueError: bad usage
             if a.svg:
                 raise ValueError("--svg is not available with --net (its proxies run in the root namespace)")
+        self.disk_rate = None
+        if a.disk_rate is not None:
+            import diskrate
+            self.disk_rate = diskrate.parse_rate(a.disk_rate)  # ValueError: bad usage
         self.load_only = a.load_only
         # teacher-forced logits against local: the local side is the reference,
         # and --load-only measures loads (one token hash per side), nothing more
@@ -178,6 +186,7 @@ class Config:
         # set by the benchmark when it runs: the command prefix of client-side
         # tools (ip netns exec NS with --net) and the ranks' shared key
         self.client_prefix = []
+        self.rank_prefix = None  # i -> a command prefix for rank i (--disk-rate)
         self.auth_key = None
         self.n = a.ranks
         if self.n < 1:

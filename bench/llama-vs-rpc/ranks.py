@@ -123,7 +123,7 @@ def start(kind, n, device, threads, cfg, logdir, extra=(), name=None, hosts=None
             log = os.path.join(logdir, "%s-rank%d.log" % (name, i))
             lf = open(log, "w")
             ns, host = hosts[i] if hosts else (None, "127.0.0.1")
-            pre = ["ip", "netns", "exec", ns] if ns else []
+            pre = (cfg.rank_prefix(i) if cfg.rank_prefix else []) + (["ip", "netns", "exec", ns] if ns else [])
             args, env = per_rank(i) if per_rank else ([], {})
             env = dict(cfg.rank_env, **env)
             t0 = time.monotonic()

@@ -341,7 +341,9 @@ def _print_load(cfg, res, S, w):
     c = res["config"]
     w("\nmodel load: llama-completion -n 1 --no-warmup, wall time from its start to its exit (s), %s%s%s\n" % (
         "median of %d rounds" % c["rounds"] if c["rounds"] > 1 else "1 round",
-        ", links of %s" % c["net"]["rate"] if c.get("net") else ", loopback",
+        (", links of %s" % c["net"]["rate"] if c.get("net") else ", loopback") +
+        (", each process reading the model's disk as one of its own at %d MB/s" % c["disk"]["rate_mbps"]
+         if c.get("disk") else ""),
         "; pprpc-file ranks' model: a hard link to the client's file" if c.get("rank_model") == "link" and
         "pprpc-file" in c.get("sides", ()) else ""))
     w("%-12s %9s %9s %9s %12s %18s %10s %s\n" % ("side", "cold", "restart", "warm", "ranks start",
