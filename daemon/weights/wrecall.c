@@ -69,8 +69,8 @@ static int name_ok(const char *s)
 		if ((n == 2 && !strncmp(p, "..", 2)) || (n == 1 && *p == '.') || n == 0)
 			return 0;
 		p += n;
-		if (*p == '/')
-			p++;
+		if (*p == '/' && !*++p)
+			return 0; /* a trailing '/' */
 	}
 	return 1;
 }

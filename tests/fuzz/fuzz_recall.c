@@ -19,9 +19,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!r)
 		return 0;
-	if (!r->name[0] || r->name[0] == '/' || strstr(r->name, "..") == r->name || strstr(r->name, "/../") ||
-	    r->n == 0 || r->n > WRECORD_MAX_REGIONS)
+	if (!r->name[0] || r->name[0] == '/' || r->n == 0 || r->n > WRECORD_MAX_REGIONS)
 		abort();
+	/* no component "." or ".." and none empty: the name stays beneath */
+	for (const char *p = r->name; *p;) {
+		size_t k = strcspn(p, "/");
+
+		if (k == 0 || (k == 1 && p[0] == '.') || (k == 2 && p[0] == '.' && p[1] == '.'))
+			abort();
+		p += k;
+		if (*p == '/' && !*++p)
+			abort(); /* a trailing '/' */
+	}
 	for (size_t i = 0; i < r->n; i++)
 		if (r->r[i].len == 0 || r->r[i].off > r->size || r->r[i].len > r->size - r->r[i].off)
 			abort();

@@ -757,6 +757,31 @@ static void drop_cache(const char *path)
 	close(fd);
 }
 
+/* A load of recall.gguf's [off, off + len) by a fresh rank (map-recall
+ * on): mapped, [2, 6) and, with recall on, [12, 14) MiB of it asked
+ * ahead, ended.  With recall on, the rank had nothing to read ahead yet. */
+static void recall_load(const struct fx *f, int on, const struct filesum *id, uint64_t off, uint64_t len)
+{
+	struct wsrc *w = open_recall(f, on);
+	struct wfile *wf = NULL;
+	struct wahead *ahead = NULL;
+	void *ptr = NULL, *map = NULL;
+	uint64_t maplen = 0;
+	char what[400], err[512] = "";
+
+	assert_int_equal(wsrc_recall(w, what, sizeof(what)), 0);
+	assert_int_equal(wsrc_file_find(w, id, "recall.gguf", &wf, err, sizeof(err)), 0);
+	assert_int_equal(wfile_map(w, wf, off, len, 32, &ptr, &map, &maplen, &ahead, err, sizeof(err)), 0);
+	wahead_want(ahead, 2 * MIB, 4 * MIB);
+	if (on)
+		wahead_want(ahead, 12 * MIB, 2 * MIB);
+	wahead_stop(ahead);
+	wsrc_unmapped(w, map, len);
+	munmap(map, maplen);
+	wfile_put(wf);
+	wsrc_close(w);
+}
+
 static void test_recall(void **state)
 {
 	struct fx *f = *state;
@@ -764,13 +789,9 @@ static void test_recall(void **state)
 	uint8_t *p = make_bytes(n, 21);
 	struct filesum id;
 	struct wsrc *w;
-	struct wfile *wf = NULL;
-	void *ptr = NULL, *map = NULL;
-	struct wahead *ahead = NULL;
-	uint64_t maplen = 0;
 	struct wrecord *r;
 	struct timespec ts[2];
-	char path[256], rec[256], what[400], err[512] = "", text[4096];
+	char path[256], rec[256], what[400], text[4096];
 	FILE *fp;
 	size_t k;
 	int dropped;
@@ -781,29 +802,11 @@ static void test_recall(void **state)
 	write_file(path, p, n);
 
 	/* off: nothing kept */
-	w = open_recall(f, 0);
-	assert_int_equal(wsrc_file_find(w, &id, "recall.gguf", &wf, err, sizeof(err)), 0);
-	assert_int_equal(wfile_map(w, wf, off, len, 32, &ptr, &map, &maplen, &ahead, err, sizeof(err)), 0);
-	wahead_want(ahead, 2 * MIB, 4 * MIB);
-	wahead_stop(ahead);
-	wsrc_unmapped(w, map, len);
-	munmap(map, maplen);
-	wfile_put(wf);
-	wsrc_close(w);
+	recall_load(f, 0, &id, off, len);
 	assert_int_equal(access(rec, F_OK), -1);
 
 	/* on: two regions asked, kept when the mapping ends */
-	w = open_recall(f, 1);
-	assert_int_equal(wsrc_recall(w, what, sizeof(what)), 0); /* nothing kept yet */
-	assert_int_equal(wsrc_file_find(w, &id, "recall.gguf", &wf, err, sizeof(err)), 0);
-	assert_int_equal(wfile_map(w, wf, off, len, 32, &ptr, &map, &maplen, &ahead, err, sizeof(err)), 0);
-	wahead_want(ahead, 2 * MIB, 4 * MIB);
-	wahead_want(ahead, 12 * MIB, 2 * MIB);
-	wahead_stop(ahead);
-	wsrc_unmapped(w, map, len);
-	munmap(map, maplen);
-	wfile_put(wf);
-	wsrc_close(w);
+	recall_load(f, 1, &id, off, len);
 	fp = fopen(rec, "r");
 	assert_non_null(fp);
 	k = fread(text, 1, sizeof(text), fp);

@@ -350,23 +350,28 @@ int gge_buf_write(ggml_backend_buffer_t b, uint64_t off, const void *src, uint64
 	return 0;
 }
 
-/* The pinned staging of queued uploads: ggml's host buffer type of the
- * device (cudaMallocHost for ggml-cuda), made at first use.  false where
- * there is none. */
-static bool pin_ready(struct gge_dev *g)
+/* bytes of ggml's host buffer type of the device (cudaMallocHost for
+ * ggml-cuda: pinned), made at first use into *buf and *base; *none once
+ * there was none to be had.  false then. */
+static bool host_area_ready(struct gge_dev *g, ggml_backend_buffer_t *buf, uint8_t **base, bool *none, size_t bytes)
 {
 	ggml_backend_buffer_type_t hb;
 
-	if (g->pin || g->pin_none)
-		return g->pin != NULL;
+	if (*base || *none)
+		return *base != NULL;
 	hb = ggml_backend_dev_host_buffer_type(g->dev);
-	g->pin_buf = hb ? ggml_backend_buft_alloc_buffer(hb, GGE_PIN_BYTES) : NULL;
-	g->pin_none = !g->pin_buf;
-	if (!g->pin_buf)
+	*buf = hb ? ggml_backend_buft_alloc_buffer(hb, bytes) : NULL;
+	*none = !*buf;
+	if (!*buf)
 		return false;
-	g->pin = ggml_backend_buffer_get_base(g->pin_buf);
-	g->pin_used = 0;
+	*base = ggml_backend_buffer_get_base(*buf);
 	return true;
+}
+
+/* The pinned staging of queued uploads. */
+static bool pin_ready(struct gge_dev *g)
+{
+	return host_area_ready(g, &g->pin_buf, &g->pin, &g->pin_none, GGE_PIN_BYTES);
 }
 
 int gge_buf_write_queued(struct gge_dev *g, ggml_backend_buffer_t b, uint64_t off, const void *src, uint64_t n)
@@ -441,21 +446,10 @@ int gge_buf_read_staged(struct gge_dev *g, ggml_backend_buffer_t b, uint64_t off
 	return 0;
 }
 
-/* The memory downloads are lent in, made at first use like the staging.
- * false where there is none. */
+/* The memory downloads are lent in. */
 static bool lend_ready(struct gge_dev *g)
 {
-	ggml_backend_buffer_type_t hb;
-
-	if (g->lend || g->lend_none)
-		return g->lend != NULL;
-	hb = ggml_backend_dev_host_buffer_type(g->dev);
-	g->lend_buf = hb ? ggml_backend_buft_alloc_buffer(hb, GGE_LEND_BYTES) : NULL;
-	g->lend_none = !g->lend_buf;
-	if (!g->lend_buf)
-		return false;
-	g->lend = ggml_backend_buffer_get_base(g->lend_buf);
-	return true;
+	return host_area_ready(g, &g->lend_buf, &g->lend, &g->lend_none, GGE_LEND_BYTES);
 }
 
 int gge_buf_read_lend(struct gge_dev *g, ggml_backend_buffer_t b, uint64_t off, uint64_t n, void **ret)
