@@ -6,7 +6,8 @@
 # warm load time for every side, pprpc-file's CPU ranks mapped their copies
 # (the plugin's summary), and every network namespace it made is gone
 # afterwards.  Needs root and iproute2 (ip netns, veth, tc tbf); without them it
-# says why and skips.
+# says why and skips.  Then, where block-I/O cgroups are to be had, the same
+# with --disk-rate (a disk of its own for the client and each rank).
 set -u
 cd "$(dirname "$0")/../.."
 . tests/llama/lib.sh
@@ -77,5 +78,45 @@ if echo ",$SIDES," | grep -q ",pprpc-file,"; then
 	n=$(cat "$TMP_ROOT"/bench/*-pprpc-file-load-warm.err | grep -c "pprpc: weights loaded: rank [01] .* MiB mapped in 1 ranges")
 	[ "$n" = 2 ] || { grep -h "pprpc: weights" "$TMP_ROOT"/bench/*-pprpc-file-load-warm.err >&2
 		fail "pprpc-file: the two ranks did not both map their copy ($n summaries say so)"; }
+fi
+# Disks of their own (--disk-rate), where this host has block-I/O cgroups and the model a
+# block device: local and pprpc-file, one round, every cgroup gone afterwards.
+why=$(python3 - "$TMP_ROOT/model.gguf" <<'PY'
+import sys
+sys.path.insert(0, "bench/llama-vs-rpc")
+import diskrate
+why = diskrate.unavailable()
+if not why:
+    try:
+        diskrate.disk_of(sys.argv[1])
+    except (OSError, diskrate.DiskError) as e:
+        why = str(e)
+print(why or "")
+PY
+)
+if [ -n "$why" ]; then
+	echo "netbench: --disk-rate skipped: $why"
+else
+	bench/llama-vs-rpc/llama-vs-rpc --model "$TMP_ROOT/model.gguf" --llama-bin "$LLAMA_BIN" --pprpc-build "$BUILD" \
+		--disk-rate 200 --load-only --rounds 1 --sides local,pprpc-file --workdir "$TMP_ROOT/bench-disk" \
+		--json "$TMP_ROOT/bench-disk.json" >"$TMP_ROOT/bench-disk.out" 2>"$TMP_ROOT/bench-disk.err" &
+	dpid=$!
+	wait "$dpid"
+	drc=$?
+	[ "$drc" = 0 ] || { tail -n 30 "$TMP_ROOT/bench-disk.err" >&2; fail "llama-vs-rpc --disk-rate exited with $drc"; }
+	cg=$(ls -d /sys/fs/cgroup/lvr"$dpid"-* /sys/fs/cgroup/*/lvr"$dpid"-* 2>/dev/null || true)
+	[ -z "$cg" ] || fail "--disk-rate: cgroups left after the benchmark: $cg"
+	grep -q "each process reading the model's disk as one of its own at 200 MB/s" "$TMP_ROOT/bench-disk.out" ||
+		fail "--disk-rate: the report does not say the disks' rate"
+	python3 - "$TMP_ROOT/bench-disk.json" <<'PY' || fail "--disk-rate: the load figures are incomplete"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["config"]["disk"]["rate_mbps"] == 200, r["config"]["disk"]
+L = r["summary"]["load"]["sides"]
+assert all(L[s]["cold_s"] and L[s]["warm_s"] for s in ("local", "pprpc-file")), L
+assert r["summary"]["hash_match"]
+print("netbench: --disk-rate 200: load cold/warm s: " + ", ".join("%s %.2f/%.2f" % (s, L[s]["cold_s"], L[s]["warm_s"])
+                                                             for s in ("local", "pprpc-file")))
+PY
 fi
 echo "netbench: passed (namespaces: $(echo $named | wc -w) made, none left)"
