@@ -186,21 +186,25 @@ static void record_write(struct wsrc *w, const struct wrecord *r)
 
 void wrecall_open(struct wsrc *w)
 {
+	/* the longest record: its lines, each "region" line at most 7 + 20 +
+	 * 1 + 20 + 1 bytes, and one byte more to see it ended */
+	const size_t max = WRECORD_MAX_REGIONS * 50 + 512;
 	const char *name;
 	int dfd = record_dir(w, &name), fd;
-	char buf[WRECORD_MAX_REGIONS * 48 + 512];
+	char *buf = NULL;
 	ssize_t n;
 
-	if (!w->recall_on || dfd < 0)
+	if (!w->recall_on || dfd < 0 || !(buf = malloc(max)))
 		goto out;
 	fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		goto out;
-	n = read(fd, buf, sizeof(buf));
+	n = read(fd, buf, max);
 	close(fd);
-	if (n > 0 && (size_t)n < sizeof(buf))
+	if (n > 0 && (size_t)n < max)
 		w->recall = wrecord_parse(buf, (size_t)n);
 out:
+	free(buf);
 	dir_done(w, dfd);
 }
 
