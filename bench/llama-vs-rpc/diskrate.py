@@ -51,12 +51,14 @@ def unavailable():
     if os.path.exists(os.path.join(V1, "blkio.throttle.read_bps_device")):
         return None
     try:
-        with open(os.path.join(V2, "cgroup.controllers")) as f:
+        # v2: the io controller handed to the root's children (not enabled
+        # here: that would change the host's cgroup setup)
+        with open(os.path.join(V2, "cgroup.subtree_control")) as f:
             if "io" in f.read().split():
                 return None
     except OSError:
         pass
-    return "no block-I/O cgroup controller (cgroup v1 blkio or v2 io) here"
+    return "no block-I/O cgroup controller for new cgroups (cgroup v1 blkio, or v2 io in cgroup.subtree_control)"
 
 
 class Disks:
@@ -76,19 +78,14 @@ class Disks:
         d = self._dir(name)
         if d in self.made:
             return d
-        os.makedirs(d, exist_ok=True)
-        self.made.append(d)
-        if self.v1:
-            with open(os.path.join(d, "blkio.throttle.read_bps_device"), "w") as f:
-                f.write("%s %d\n" % (self.dev, self.rate))
-        else:
-            try:
-                with open(os.path.join(V2, "cgroup.subtree_control"), "w") as f:
-                    f.write("+io\n")
-            except OSError:
-                pass  # already on, or the controller is unavailable: io.max says which
-            with open(os.path.join(d, "io.max"), "w") as f:
-                f.write("%s rbps=%d\n" % (self.dev, self.rate))
+        try:
+            os.makedirs(d, exist_ok=True)
+            self.made.append(d)
+            knob, line = (("blkio.throttle.read_bps_device", "%s %d\n") if self.v1 else ("io.max", "%s rbps=%d\n"))
+            with open(os.path.join(d, knob), "w") as f:
+                f.write(line % (self.dev, self.rate))
+        except OSError as e:
+            raise DiskError("cgroup %s: %s" % (d, e))
         return d
 
     def prefix(self, name):

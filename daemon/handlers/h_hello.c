@@ -15,6 +15,11 @@
 #include "daemon/device/devinfo.h"
 #include "pprpc/types.h"
 
+/* The name llama.cpp's plugin gives its connections ("ggml-pprpc pid N",
+ * ggml-pprpc/rank.c and monitor.c; the plugin may reach no daemon header).
+ * A name, not a credential: all it starts is the last load's read-ahead. */
+#define GGML_CLIENT_NAME "ggml-pprpc"
+
 void h_hello(struct conn *c, struct request *r)
 {
 	const Pprpc__Hello *m = (const Pprpc__Hello *)r->msg;
@@ -46,7 +51,7 @@ void h_hello(struct conn *c, struct request *r)
 	if (m->client_name && *m->client_name)
 		snprintf(c->name, sizeof(c->name), "%.40s@%.20s", m->client_name, transport_peer(c->t));
 	if (m->role == PPRPC__ROLE__ROLE_CLIENT && c->d->weights && m->client_name &&
-	    !strncmp(m->client_name, "ggml-pprpc", 10)) {
+	    !strncmp(m->client_name, GGML_CLIENT_NAME, strlen(GGML_CLIENT_NAME))) {
 		/* llama.cpp's plugin (the client that maps model files; not
 		 * pprpcctl or another tool) is about to read its model and
 		 * then map ours: the last load's regions, read now, side by

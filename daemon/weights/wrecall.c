@@ -49,11 +49,6 @@
  *   region OFF LEN      (at most WRECORD_MAX_REGIONS)
  * Parsed strictly: anything else makes the whole record void. */
 
-static void record_free(struct wrecord *r)
-{
-	free(r);
-}
-
 /* The name is a path under model-dir as the files index gives it: no
  * leading '/', no "..", no control characters (it goes into a line). */
 static int name_ok(const char *s)
@@ -126,7 +121,7 @@ struct wrecord *wrecord_parse(const char *text, size_t len)
 	return r;
 bad:
 	free(buf);
-	record_free(r);
+	free(r);
 	return NULL;
 }
 
@@ -210,19 +205,19 @@ out:
 
 void wrecall_close(struct wsrc *w)
 {
-	record_free(w->recall);
+	free(w->recall);
 	w->recall = NULL;
 }
 
 void wrecall_note(struct wsrc *w, struct wrecord *r)
 {
 	if (!w->recall_on || !r || r->n == 0) {
-		record_free(r);
+		free(r);
 		return;
 	}
 	record_write(w, r);
 	pthread_mutex_lock(&w->lock);
-	record_free(w->recall);
+	free(w->recall);
 	w->recall = r;
 	w->recalled = 0; /* the next client reads it again */
 	pthread_mutex_unlock(&w->lock);
@@ -249,20 +244,20 @@ uint64_t wsrc_recall(struct wsrc *w, char *what, size_t whatlen)
 	fd = wio_open_beneath(w->model_fd, r->name, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		snprintf(what, whatlen, "the last load's file %s: %s; nothing read ahead", r->name, strerror(-fd));
-		record_free(r);
+		free(r);
 		return 0;
 	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != r->size || (uint64_t)st.st_ino != r->ino ||
 	    wio_mtime_ns(&st) != r->mtime_ns) {
 		snprintf(what, whatlen, "the last load's file %s changed since; nothing read ahead", r->name);
 		close(fd);
-		record_free(r);
+		free(r);
 		return 0;
 	}
 	a = wahead_new(w, fd, 0, r->size);
 	close(fd); /* wahead keeps its own */
 	if (!a) {
-		record_free(r);
+		free(r);
 		return 0;
 	}
 	for (size_t i = 0; i < r->n; i++) {
@@ -272,6 +267,6 @@ uint64_t wsrc_recall(struct wsrc *w, char *what, size_t whatlen)
 	wahead_release(a);
 	snprintf(what, whatlen, "reading ahead what the last load read: %s, %.1f MiB in %zu regions", r->name,
 		 bytes / 1048576.0, r->n);
-	record_free(r);
+	free(r);
 	return bytes;
 }
