@@ -192,7 +192,7 @@ static void enqueue(struct queue *q, struct qcmd *c)
 	else
 		q->head = c;
 	q->tail = c;
-	q->kicks++;
+	__atomic_fetch_add(&q->kicks, 1, __ATOMIC_RELAXED);
 	pthread_cond_signal(&q->cond);
 }
 
@@ -280,7 +280,7 @@ void queue_complete(struct queue *q, struct qcmd *c, int status, const char *why
 	settle(c, 1);
 	finish(q, c);
 	/* The stream's host-side commands may run now. */
-	q->kicks++;
+	__atomic_fetch_add(&q->kicks, 1, __ATOMIC_RELAXED);
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 }
@@ -389,7 +389,7 @@ int queue_run_inline(struct queue *q, struct qcmd *c)
 	settle(c, st == QCMD_PENDING);
 	if (q->head) {
 		/* A kick that came meanwhile found the worker kept out. */
-		q->kicks++;
+		__atomic_fetch_add(&q->kicks, 1, __ATOMIC_RELAXED);
 		pthread_cond_signal(&q->cond);
 	}
 	pthread_mutex_unlock(&q->lock);
@@ -415,9 +415,14 @@ int queue_stream_quiet(struct queue *q, const struct stream *s)
 void queue_kick(struct queue *q)
 {
 	pthread_mutex_lock(&q->lock);
-	q->kicks++;
+	__atomic_fetch_add(&q->kicks, 1, __ATOMIC_RELAXED);
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
+}
+
+uint64_t queue_activity(const struct queue *q)
+{
+	return __atomic_load_n(&q->kicks, __ATOMIC_RELAXED);
 }
 
 uint64_t queue_depth(const struct queue *q)
@@ -436,7 +441,7 @@ void queue_destroy(struct queue *q)
 		return;
 	pthread_mutex_lock(&q->lock);
 	q->stop = 1;
-	q->kicks++;
+	__atomic_fetch_add(&q->kicks, 1, __ATOMIC_RELAXED);
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 	pthread_join(q->thread, NULL);

@@ -104,6 +104,9 @@ struct queue_exec_time {
 	uint64_t load_ns;
 };
 void queue_exec_times(const struct queue *q, struct queue_exec_time *ret);
+/* A count that changes with every push and kick (any thread): a command
+ * that polls in its exec goes back to the queue when it moves. */
+uint64_t queue_activity(const struct queue *q);
 /* Commands pushed and not yet completed on the loop. */
 uint64_t queue_depth(const struct queue *q);
 pthread_t queue_thread(const struct queue *q);

@@ -57,6 +57,8 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->map_read_ahead = 1;
 	o->map_recall = 1;
 	o->direct_min = XS_DIRECT_MIN;
+	o->land = 1;
+	o->land_spin_us = 3000;
 	o->log_level = LOG_NOTICE_;
 	o->transport = PPRPCD_TRANSPORT_AUTO;
 	o->rdma_chunk = 512u << 10;
@@ -139,6 +141,7 @@ FLAG_SETTER(set_insecure_listen, insecure_listen)
 FLAG_SETTER(set_cuda_graphs, cuda_graphs)
 FLAG_SETTER(set_send_in_place, send_in_place)
 FLAG_SETTER(set_cpu_ipc, cpu_ipc)
+FLAG_SETTER(set_land, land)
 FLAG_SETTER(set_map_model_files, map_model_files)
 FLAG_SETTER(set_map_read_ahead, map_read_ahead)
 FLAG_SETTER(set_map_recall, map_recall)
@@ -242,6 +245,16 @@ static int set_xfer_timeout(struct pprpcd_opts *o, const char *v, char *err, siz
 static void set_xfer_timeout_show(const struct pprpcd_opts *o, char *buf, size_t len)
 {
 	snprintf(buf, len, "%llu", (unsigned long long)o->xfer_timeout_ms);
+}
+
+static int set_land_spin(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	return parse_u64(v, 0, 1000000, &o->land_spin_us, err, errlen);
+}
+
+static void set_land_spin_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%llu", (unsigned long long)o->land_spin_us);
 }
 
 static int set_peer_timeout(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
@@ -667,6 +680,21 @@ static const struct optdef defs[] = {
 		 "at the other end of its link (the one owning the TCP listener at the rank's address, "
 		 "checked in /proc), the same pool for the link's life; any other announcement fails the "
 		 "RECV with PPRPC_EAUTH." },
+	{ OPT("land", "0|1", set_land),
+	  .help = "boundaries of 256 KiB or less between daemons of this host through a shared page (default 1)",
+	  .doc = "A RECV of 256 KiB or less from a daemon of this host (same boot id) offers its source a slot "
+		 "of a shared-memory page it makes under /dev/shm (4 MiB + 4 KiB, mode 0600, one per source "
+		 "rank); the source copies the bytes there and rings the slot's bell, and the destination "
+		 "copies them into the region: no byte crosses the peer link, no loop hands them on.  A "
+		 "source that cannot open the page (another host, another user, another /dev/shm) sends "
+		 "them by the link as before.  Both daemons need it on (0 = never offer, never use)." },
+	{ OPT("land-spin-us", "N", set_land_spin),
+	  .help = "a GPU device's RECV polls its landing slot for up to N us from its first run (default 3000)",
+	  .doc = "How long the worker of a GPU device polls the bell of a RECV's landing slot (land) before "
+		 "it waits for the source's answer on the link instead: it sees the bytes within a "
+		 "microsecond of their landing, and goes back to the device's other work whenever some "
+		 "arrives.  The polling keeps one core busy while a token's earlier stages run.  CPU devices "
+		 "never poll (their cores compute).  0 = never poll." },
 	{ OPT("transfer-timeout-ms", "N", set_xfer_timeout),
 	  .help = "a SEND or RECV whose partner does not come fails after N ms (0 = never)",
 	  .doc = "A SEND nobody pulls, or a RECV whose SEND never comes, fails after N ms with a reason "

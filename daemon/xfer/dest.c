@@ -126,6 +126,7 @@ static void xrecv_unref(struct xrecv *xr)
 	/* Only now: a chunk may still be landing in the region after the
 	 * RECV command itself failed or was cancelled. */
 	xfer_table_del(&xr->xf->recvs, &xr->node);
+	land_settle(xr->xf, &xr->land, xr->land_clean);
 	buffer_unref(xr->b);
 	hostmem_free(&xr->xf->d->hostmem, xr->stage, xr->sm.size);
 	recv_sm_fini(&xr->sm);
@@ -164,6 +165,8 @@ static int pull_meta(void *arg, int code, const char *errmsg, const struct frame
 		cm.handle_len = pc->ipc_handle.len;
 		cm.pool_off = pc->ipc_offset;
 		cm.pool_bytes = pc->ipc_pool_bytes;
+		cm.landed = pc->landed;
+		xr->land_refused |= pc->land_refused;
 		/* Before anything of a CMA announcement is recorded (the worker
 		 * copies what is): it must name the linked process's pool. */
 		if (cm.handle_len == XR_HANDLE && xr->cma && xr->sm.ipc_asked && !xr->cma_checked) {
@@ -198,15 +201,27 @@ static void pull_done(void *arg, const struct frame_hdr *h, int more)
 	struct xrecv *xr = arg;
 	int flags;
 
+	bool answered, clean;
+
 	(void)h;
 	pthread_mutex_lock(&xr->xf->lock);
 	flags = recv_sm_on_reply_done(&xr->sm, more);
+	answered = xr->sm.land_avail;
+	clean = xr->sm.cur_code == 0;
 	pthread_mutex_unlock(&xr->xf->lock);
 	pprpcd_kick_queues(xr->xf->d);
 	if (flags & XR_DONE_RELEASE_LATE)
 		xrecv_release_ipc(xr, "the RECV ended before the transfer arrived", 0);
-	if (flags & XR_DONE_LAST)
+	if (flags & XR_DONE_LAST) {
+		/* The source answered for the whole transfer: it writes the
+		 * landing slot no more. */
+		xr->land_clean = clean;
+		if (answered)
+			land_answered(xr->xf, &xr->land);
+		else if (clean)
+			land_unused(xr->xf, &xr->land, xr->land_refused);
 		xrecv_unref(xr);
+	}
 }
 
 static void pull_fail(void *arg, int code, const char *why)
@@ -229,6 +244,7 @@ struct recv_cmd {
 	struct dbuf *b;
 	uint64_t offset;
 	uint64_t t_first;       /* when the IPC copies not yet waited for began */
+	uint64_t poll_until;    /* worker: polls the landing slot until then (0: not begun) */
 };
 
 /* Worker, under the queue lock: the first time always (to claim the
@@ -242,7 +258,78 @@ static int recv_ready(struct qcmd *q)
 	pthread_mutex_lock(&xr->xf->lock);
 	ready = recv_sm_ready(&xr->sm, atomic_load(&xr->xf->d->stopping_workers));
 	pthread_mutex_unlock(&xr->xf->lock);
+	/* The bytes landed, or the worker may still poll for them. */
+	if (!ready && xr->land.pg && !xr->sm.land_copied)
+		ready = land_landed(&xr->land, xr->sm.size) != 0 || (rc->poll_until && xfer_now_us() < rc->poll_until);
 	return ready;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* Worker: poll the landing slot's bell until the bytes land (1), the
+ * source's bell says another size (< 0), or (0) the polling time is up,
+ * the device's queue moved (other work may be ready: the worker looks and
+ * comes back while the time lasts), the transfer took another turn, or the
+ * stream is cancelled. */
+static int recv_land_poll(struct recv_cmd *rc, struct device *dev)
+{
+	struct xrecv *xr = rc->xr;
+	struct xfer *xf = xr->xf;
+	uint64_t seen = xdev_queue_activity(dev);
+
+	if (!rc->poll_until)
+		rc->poll_until = xfer_now_us() + xf->d->opts.land_spin_us;
+	for (unsigned i = 0;; i++) {
+		int l = land_landed(&xr->land, xr->sm.size);
+		bool other;
+
+		if (l != 0)
+			return l;
+		if ((i & 255) != 255) {
+			cpu_relax();
+			continue;
+		}
+		if (xdev_queue_activity(dev) != seen || xfer_now_us() >= rc->poll_until ||
+		    atomic_load(&rc->qr.q.stream->canceled) || atomic_load(&xf->d->stopping_workers))
+			return 0;
+		pthread_mutex_lock(&xf->lock);
+		other = xr->sm.error || xr->sm.arrived || xr->sm.ipc_avail || xr->sm.land_avail;
+		pthread_mutex_unlock(&xf->lock);
+		if (other)
+			return 0;
+	}
+}
+
+/* Worker: the bytes are in the landing slot (l > 0): into the region. */
+static int recv_land_take(struct recv_cmd *rc, struct device *dev, uint8_t *dst, int l)
+{
+	struct xrecv *xr = rc->xr;
+	struct qcmd *q = &rc->qr.q;
+	int st;
+
+	if (l <= 0) {
+		snprintf(q->err, sizeof(q->err), "RECV of transfer %" PRIu64 " from %.63s: %s", xr->sm.id, xr->peer,
+			 l < 0 ? "the landing slot holds another size"
+			       : "the source said the bytes landed, and the slot holds none of this transfer");
+		return PPRPC_EPROTO;
+	}
+	st = xdev_upload(dev, dst, land_data(&xr->land), xr->sm.size);
+	if (st < 0) {
+		snprintf(q->err, sizeof(q->err), "RECV of transfer %" PRIu64 ": placing the landed bytes failed",
+			 xr->sm.id);
+		return st;
+	}
+	pthread_mutex_lock(&xr->xf->lock);
+	recv_sm_land_copied(&xr->sm);
+	pthread_mutex_unlock(&xr->xf->lock);
+	return 0;
 }
 
 /* An IPC copy or its wait failed: this RECV fails with the reason, and
@@ -307,6 +394,20 @@ static int recv_exec(struct qcmd *q)
 	struct xpath p;
 
 	xpath_dest(dev, &p);
+	/* The bytes may be in the landing slot before the source's answer
+	 * comes (or it never comes by the link: a GPU device polls). */
+	if (xr->land.pg && !xr->sm.land_copied) {
+		int l = land_landed(&xr->land, xr->sm.size);
+
+		if (l == 0 && !visible && xf->d->opts.land_spin_us && land_poll_ok(&xr->land))
+			l = recv_land_poll(rc, dev);
+		if (l != 0) {
+			int st = recv_land_take(rc, dev, dst, l);
+
+			if (st < 0)
+				return st;
+		}
+	}
 	for (;;) {
 		uint8_t handle[XR_HANDLE];
 		char why[200] = "";
@@ -346,6 +447,11 @@ static int recv_exec(struct qcmd *q)
 			continue;
 		case XR_ACT_IPC_WAIT:
 			st = recv_ipc_wait(rc, &p);
+			if (st < 0)
+				return st;
+			continue;
+		case XR_ACT_LAND:
+			st = recv_land_take(rc, dev, dst, land_landed(&xr->land, xr->sm.size));
 			if (st < 0)
 				return st;
 			continue;
@@ -392,7 +498,8 @@ static void recv_release(struct qreq *qr)
 		if (ipc_err[0])
 			ipc_block(xf, xr->peer, ipc_err);
 	}
-	xstats_add(xf->d, xr->peer, "recv", nich ? "ipc" : peer_path(xf->d, xr->peer), xr->sm.size, xr->t0_us,
+	xstats_add(xf->d, xr->peer, "recv", nich ? "ipc" : xr->sm.land_copied ? "land" : peer_path(xf->d, xr->peer),
+		   xr->sm.size, xr->t0_us,
 		   xr->copy_us, qr->q.status < 0);
 	buffer_unref(rc->b);
 	xrecv_unref(xr);
@@ -437,6 +544,14 @@ void xdst_recv(struct conn *c, struct request *r, const Pprpc__Recv *m, struct d
 	pull.nonce.len = sizeof(xr->nonce);
 	if (ipc)
 		pull.ipc_host = d->boot_id;
+	/* A daemon of this host may write small ones into a page of ours. */
+	if (d->opts.land && d->boot_id[0] && land_offer(xf, m->src_rank, m->size, &xr->land) == 0) {
+		xr->sm.land_offered = true;
+		pull.land_host = d->boot_id;
+		pull.land_page = (char *)land_page_name(&xr->land);
+		pull.land_slot = xr->land.slot;
+		pull.land_gen = xr->land.gen;
+	}
 	xfer_table_add(&xf->recvs, &xr->node, m->transfer_id);
 	code = peer_request(d, m->src_rank, MSG_PULL, &pull.base, &pull_ops, xr, err, sizeof(err));
 	if (code < 0) {
@@ -456,6 +571,7 @@ void xdst_recv(struct conn *c, struct request *r, const Pprpc__Recv *m, struct d
 	return;
 refuse:
 	if (xr) {
+		land_settle(xf, &xr->land, true); /* nobody heard of the slot */
 		hostmem_free(&d->hostmem, xr->stage, m->size);
 		recv_sm_fini(&xr->sm);
 		free(xr);

@@ -24,6 +24,9 @@ void xpath_source(struct pprpcd *d, struct device *dev, enum xs_where where, str
 		out->ops = xdev_host_visible(dev) ? &xpath_cma_ops : &xpath_cuda_ipc_ops;
 		out->slots = xdev_ipc_pool_peek(dev, &state, &out->handle);
 		break;
+	case XS_LANDED:
+		out->ops = &xpath_land_ops;
+		break;
 	default:
 		out->ops = &xpath_inplace_ops;
 		break;

@@ -10,7 +10,9 @@
  *             offset, the destination copies GPU to GPU;
  *   cma       the same protocol between CPU daemons of one host (cpu-ipc):
  *             the pool is host memory, the destination reads it with
- *             process_vm_readv.
+ *             process_vm_readv;
+ *   land      written into the destination's landing slot (land.h), one
+ *             answer with no bytes.
  * The source picks a path per chunk from the mode send_sm decided; the
  * destination picks cuda-ipc or cma by its own device.  Optional operations
  * point to stubs returning PPRPC_EUNSUPP, so callers never test for NULL.
@@ -55,7 +57,7 @@ struct xpath_ops {
 	int (*copy_wait)(const struct xpath *p, char *err, size_t errlen);
 };
 
-extern const struct xpath_ops xpath_staged_ops, xpath_inplace_ops, xpath_cuda_ipc_ops, xpath_cma_ops;
+extern const struct xpath_ops xpath_staged_ops, xpath_inplace_ops, xpath_cuda_ipc_ops, xpath_cma_ops, xpath_land_ops;
 
 /* The source's path for chunks kept at where (staged: the daemon's host
  * ring; pool: dev's IPC pool, which must be ready). */

@@ -35,6 +35,7 @@ struct xcand {
 	struct conn *c;             /* reference held */
 	uint64_t req, size;
 	bool ipc_req;
+	struct xland_offer land;
 	uint8_t nonce[XFER_NONCE];
 	struct xcheck *check;       /* its PULL_CHECK in flight, or NULL */
 };
@@ -111,7 +112,7 @@ static void cand_accept(struct xcand *k)
 
 	cand_unlink(k);
 	k->c = NULL;
-	xsrc_attach(k->x, c, k->req, k->size, k->ipc_req);
+	xsrc_attach(k->x, c, k->req, k->size, k->ipc_req, &k->land);
 	cand_free(k);
 }
 
@@ -234,6 +235,16 @@ void xauth_pull(struct xsend *x, struct conn *c, uint64_t req, const Pprpc__Pull
 	k->size = m->size;
 	k->ipc_req = m->ipc_host && d->boot_id[0] && !strcmp(m->ipc_host, d->boot_id);
 	memcpy(k->nonce, m->nonce.data, XFER_NONCE);
+	/* A landing slot of a daemon of this host: opened once attached. */
+	if (d->opts.land && m->land_host && d->boot_id[0] && !strcmp(m->land_host, d->boot_id) &&
+	    land_name_ok(m->land_page) && m->land_slot < LAND_SLOTS && m->land_gen) {
+		k->land.on = true;
+		snprintf(k->land.page, sizeof(k->land.page), "%s", m->land_page);
+		k->land.slot = m->land_slot;
+		k->land.gen = m->land_gen;
+	} else if (m->land_page && *m->land_page) {
+		k->land.refused = true; /* the destination stops waiting on it */
+	}
 	for (tail = &x->cands; *tail; tail = &(*tail)->next)
 		;
 	*tail = k;

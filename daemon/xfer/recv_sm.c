@@ -76,6 +76,16 @@ int recv_sm_on_chunk(struct recv_sm *r, int code, const char *errmsg, uint64_t b
 		recv_sm_fail(r, code, why);
 		return 0;
 	}
+	r->cur_land = m->landed;
+	if (m->landed) {
+		/* One answer for the whole transfer, and only to an offer. */
+		if (!r->land_offered || bulk_len || m->handle_len || m->offset != 0 || m->size != r->size ||
+		    r->expect_off != 0 || r->land_avail)
+			return PPRPC_EPROTO;
+		r->cur_ipc = false;
+		r->cur_len = m->size;
+		return 0;
+	}
 	r->cur_ipc = m->handle_len > 0 || (m->size == 0 && r->nich);
 	if (r->cur_ipc)
 		return on_ipc(r, bulk_len, m);
@@ -98,7 +108,9 @@ int recv_sm_on_reply_done(struct recv_sm *r, bool more)
 
 	if (r->cur_code == 0) {
 		r->expect_off += r->cur_len;
-		if (r->cur_ipc)
+		if (r->cur_land)
+			r->land_avail = true;
+		else if (r->cur_ipc)
 			r->ipc_avail = r->expect_off;
 		else
 			r->arrived = r->expect_off;
@@ -119,7 +131,8 @@ bool recv_sm_ready(const struct recv_sm *r, bool stop)
 {
 	if (!r->started)
 		return true;
-	return r->arrived > r->copied || r->ipc_avail > r->enq_bytes || r->error || stop;
+	return r->arrived > r->copied || r->ipc_avail > r->enq_bytes || r->error || stop ||
+	       (r->land_avail && !r->land_copied);
 }
 
 void recv_sm_step(struct recv_sm *r, bool dst_visible, bool stop, struct xr_act *a)
@@ -139,6 +152,10 @@ void recv_sm_step(struct recv_sm *r, bool dst_visible, bool stop, struct xr_act 
 	if (r->error) {
 		a->kind = XR_ACT_FAIL;
 		a->status = r->error;
+		return;
+	}
+	if (r->land_avail && !r->land_copied) {
+		a->kind = XR_ACT_LAND;
 		return;
 	}
 	/* Start the copy of every chunk announced so far; they run on the
@@ -205,6 +222,12 @@ void recv_sm_uploaded(struct recv_sm *r, const struct xr_act *a)
 	/* Not r->arrived: bytes that arrived since the step may sit in the
 	 * stage (their chunk began before the region was claimed). */
 	r->copied = a->upto;
+}
+
+void recv_sm_land_copied(struct recv_sm *r)
+{
+	r->land_copied = true;
+	r->copied = r->size;
 }
 
 /* ---- loop: releases --------------------------------------------------------------- */

@@ -8,6 +8,9 @@
  * copy, or straight in the region once the RECV runs and the region is
  * host-visible), or IPC announcements (where the chunk is in the source's
  * pool; no bytes follow), which the worker copies out and releases.  The
+ * A landing slot offered with the PULL (land.h) is answered by one chunk
+ * flagged landed instead (no bulk; the worker may see the slot's bell
+ * first and take the bytes from there: recv_sm_land_copied).  The
  * loop feeds replies (recv_sm_on_chunk, recv_sm_on_reply_done) and
  * failures (recv_sm_fail); the worker running the RECV asks
  * recv_sm_ready / recv_sm_step and reports what it did.
@@ -27,11 +30,13 @@ struct xr_ichunk {
 struct recv_sm {
 	uint64_t id, size;
 	bool ipc_asked;         /* the PULL asked for IPC */
+	bool land_offered;      /* the PULL offered a landing slot (land.h) */
 	/* Loop only. */
 	uint64_t expect_off;    /* the next chunk's offset */
 	uint64_t cur_len;       /* the reply being read */
 	int cur_code;
 	bool cur_ipc;
+	bool cur_land;
 	bool finished;          /* the RECV command completed */
 	bool release_sent;      /* the final release went out */
 	uint64_t released_upto;
@@ -48,6 +53,8 @@ struct recv_sm {
 	uint64_t ipc_avail;     /* bytes announced by IPC */
 	uint64_t ipc_copied;    /* bytes copied (for the progress release) */
 	char ipc_err[200];      /* an IPC copy failed (worker) */
+	bool land_avail;        /* the source said: landed (the worker may have seen it first) */
+	bool land_copied;       /* the worker took the bytes from the slot */
 	/* Worker only. */
 	bool started;
 	uint64_t copied;        /* bytes in the region */
@@ -67,6 +74,7 @@ struct xr_chunk_msg {
 	const uint8_t *handle;  /* IPC pool handle, NULL/0: bytes on the link */
 	uint64_t handle_len;
 	uint64_t pool_off, pool_bytes;
+	bool landed;            /* the bytes are in the offered landing slot (land.h) */
 };
 /* Where a reply's bulk lands. */
 enum xr_land { XR_LAND_NONE, XR_LAND_STAGE, XR_LAND_DST };
@@ -95,6 +103,7 @@ enum xr_act_kind {
 	XR_ACT_IPC_COPY,        /* start copying ichunk index */
 	XR_ACT_IPC_WAIT,        /* wait for the copies started */
 	XR_ACT_UPLOAD,          /* stage [from, to) into the region */
+	XR_ACT_LAND,            /* the source says the bytes are in the landing slot: take them */
 };
 
 struct xr_act {
@@ -120,6 +129,9 @@ void recv_sm_copy_failed(struct recv_sm *r, const char *why);
 /* The staged bytes step named are in the region (the bytes after them up
  * to a->upto landed there directly). */
 void recv_sm_uploaded(struct recv_sm *r, const struct xr_act *a);
+
+/* The worker took the transfer's bytes from the landing slot. */
+void recv_sm_land_copied(struct recv_sm *r);
 
 /* ---- loop: releases --------------------------------------------------------------- */
 

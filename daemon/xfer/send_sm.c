@@ -75,12 +75,14 @@ enum xs_pull_check send_sm_check_pull(const struct send_sm *s, uint64_t size)
 	return XS_PULL_OK;
 }
 
-void send_sm_on_pull(struct send_sm *s, uint64_t size, bool ipc_req)
+void send_sm_on_pull(struct send_sm *s, uint64_t size, bool ipc_req, uint64_t land_max)
 {
 	if (!s->have_send)
 		s->size = size;
 	s->pulling = true;
 	s->ipc_req = ipc_req;
+	s->land_ok = land_max > 0;
+	s->land_max = land_max;
 }
 
 void send_sm_fail(struct send_sm *s, int status)
@@ -115,6 +117,8 @@ bool send_sm_ready(struct send_sm *s, const struct xs_env *e)
 		return e->behind ? !in_grace(s, e) : s->pulling || !(s->in_place_ok || s->ipc_ok);
 	if (s->mode == XS_IN_PLACE)
 		return e->behind || s->inplace_open < XS_INPLACE_WINDOW;
+	if (s->mode == XS_LAND)
+		return true;
 	/* Capturing: when a slot is free (a full ring waits for the link). */
 	return s->mode == XS_IPC ? e->room_pool : e->room_host;
 }
@@ -143,6 +147,10 @@ static bool decide(struct send_sm *s, const struct xs_env *e, struct xs_act *a)
 {
 	bool want_ipc = s->pulling && s->ipc_req && s->ipc_ok;
 
+	if (s->pulling && s->land_ok && s->size <= s->land_max && relayout(s, s->size) == 0) {
+		s->mode = XS_LAND;
+		return true;
+	}
 	if (!s->pulling && e->behind && s->ipc_ok && e->peer_ipc) {
 		if (!s->grace_until_us)
 			s->grace_until_us = e->now_us + XS_IPC_GRACE_US;
@@ -195,6 +203,10 @@ void send_sm_step(struct send_sm *s, const struct xs_env *e, struct xs_act *a)
 	if (s->mode == XS_IN_PLACE && e->behind)
 		s->mode = XS_CAPTURE;
 	a->chunk = s->next;
+	if (s->mode == XS_LAND) {
+		a->kind = XS_ACT_LAND;
+		return;
+	}
 	if (s->mode == XS_IN_PLACE) {
 		a->kind = s->inplace_open >= XS_INPLACE_WINDOW ? XS_ACT_WAIT : XS_ACT_IN_PLACE;
 		return;

@@ -28,7 +28,9 @@
  *    once its in-place chunks are written;
  *  - ipc: the destination is on this host and asked for IPC: chunks are
  *    copied into the device's IPC pool, the destination copies them out and
- *    releases the slots.
+ *    releases the slots;
+ *  - land: the destination offered a slot of its landing page (land.h),
+ *    the transfer fits it: one chunk, copied there; first when possible.
  * Until the destination pulls, a SEND that could go in place or by IPC and
  * has nothing behind it waits (to learn which).  One that has commands
  * behind it captures at once — except towards a rank known to pull by IPC,
@@ -58,10 +60,10 @@
  * SEND; the staging path is 10 to 40 times slower than the IPC pool). */
 #define XS_IPC_GRACE_US 3000
 
-enum xs_mode { XS_UNDECIDED, XS_CAPTURE, XS_IN_PLACE, XS_IPC };
+enum xs_mode { XS_UNDECIDED, XS_CAPTURE, XS_IN_PLACE, XS_IPC, XS_LAND };
 
 /* Where a published chunk's bytes are. */
-enum xs_where { XS_NOWHERE, XS_STAGED, XS_INPLACE, XS_POOL };
+enum xs_where { XS_NOWHERE, XS_STAGED, XS_INPLACE, XS_POOL, XS_LANDED };
 
 enum xs_cstate {
 	XS_EMPTY,      /* not published */
@@ -87,6 +89,8 @@ struct send_sm {
 	bool exec_done;         /* the SEND command completed */
 	bool pulling;           /* a puller is attached */
 	bool ipc_req;           /* the puller is on this host and wants IPC */
+	bool land_ok;           /* the puller offered a landing slot we opened (land.h) */
+	uint64_t land_max;      /* ... of this many bytes */
 	bool failed;            /* nothing more goes out; the SEND stops waiting */
 	int status;             /* the first failure's code (0: unknown) */
 	bool ipc_released;      /* the destination released every IPC slot */
@@ -121,8 +125,10 @@ int send_sm_on_send(struct send_sm *s, uint64_t size, uint64_t slot_size, bool i
 /* May a PULL of size attach?  s may be NULL (no such transfer yet). */
 enum xs_pull_check { XS_PULL_OK, XS_PULL_EMPTY, XS_PULL_BUSY, XS_PULL_SIZE };
 enum xs_pull_check send_sm_check_pull(const struct send_sm *s, uint64_t size);
-/* A PULL attached (loop, after XS_PULL_OK; size taken when no SEND yet). */
-void send_sm_on_pull(struct send_sm *s, uint64_t size, bool ipc_req);
+/* A PULL attached (loop, after XS_PULL_OK; size taken when no SEND yet);
+ * land_max: it offered a landing slot of that many bytes, opened here
+ * (0: none). */
+void send_sm_on_pull(struct send_sm *s, uint64_t size, bool ipc_req, uint64_t land_max);
 
 /* The transfer failed: nothing more goes out, a waiting SEND gives up.
  * status 0 keeps an earlier status (a write failed: its reason is the
@@ -151,6 +157,7 @@ enum xs_act_kind {
 	XS_ACT_MAKE_POOL,       /* make the device's IPC pool, then step again */
 	XS_ACT_IN_PLACE,        /* publish chunk as is, from the tensor */
 	XS_ACT_CAPTURE,         /* copy chunk into a slot (pool: the IPC pool, else host staging) */
+	XS_ACT_LAND,            /* copy the whole transfer into the puller's landing slot */
 };
 
 enum xs_why { XS_WHY_NONE, XS_WHY_CANCELLED, XS_WHY_FAILED };

@@ -140,7 +140,7 @@ void xsrc_maybe_free(struct xsend *x)
 		reply_error(x->puller, MSG_PULL, x->pull_req, x->sm.status ? x->sm.status : PPRPC_ECANCELED,
 			    "the source side of the transfer failed or was cancelled");
 	xstats_add(xf->d, x->peer[0] ? x->peer : "?", "send",
-		   x->sm.ipc ? "ipc" : x->puller && conn_link_name(x->puller) ? conn_link_name(x->puller) : "tcp", x->sm.size,
+		   x->sm.ipc ? "ipc" : x->sm.mode == XS_LAND ? "land" : x->puller && conn_link_name(x->puller) ? conn_link_name(x->puller) : "tcp", x->sm.size,
 		   x->t0_us, 0, !finished);
 	if (x->stalled) {
 		/* The destination stopped and may still read the IPC slots it was
@@ -163,6 +163,7 @@ void xsrc_maybe_free(struct xsend *x)
 	xfer_table_del(&xf->sends, &x->node);
 	if (x->puller)
 		pull_end(x->puller);
+	land_unref(xf, &x->land);
 	send_sm_fini(&x->sm);
 	free(x);
 }
@@ -178,10 +179,12 @@ void xsrc_discard_if_unasked(struct xsend *x)
 	free(x);
 }
 
-void xsrc_attach(struct xsend *x, struct conn *c, uint64_t req, uint64_t size, bool ipc_req)
+void xsrc_attach(struct xsend *x, struct conn *c, uint64_t req, uint64_t size, bool ipc_req,
+		 const struct xland_offer *land)
 {
 	struct xfer *xf = x->xf;
 	enum xs_pull_check chk;
+	uint64_t land_max = 0;
 	char err[200];
 
 	pthread_mutex_lock(&xf->lock);
@@ -207,8 +210,19 @@ void xsrc_attach(struct xsend *x, struct conn *c, uint64_t req, uint64_t size, b
 	x->pull_req = req;
 	x->progress_ms = uv_now(xf->d->loop);
 	x->frames_seen = conn_frames_in(c);
+	x->land_refused = land->refused;
+	if (land->on) {
+		if (land_open(xf, c, land->page, land->slot, land->gen, &x->land, err, sizeof(err)) == 0) {
+			land_max = LAND_SLOT_BYTES;
+		} else {
+			/* Said to the destination, which stops waiting on it. */
+			x->land_refused = true;
+			LOG(xf->d, LOG_DEBUG_, "transfer %" PRIu64 ": the landing slot offered is not used: %s", x->sm.id,
+			    err);
+		}
+	}
 	pthread_mutex_lock(&xf->lock);
-	send_sm_on_pull(&x->sm, size, ipc_req);
+	send_sm_on_pull(&x->sm, size, ipc_req, land_max);
 	if (ipc_req)
 		ipc_peer_note(xf, x->peer);
 	pthread_mutex_unlock(&xf->lock);
@@ -276,6 +290,7 @@ static void xsend_pump(struct xsend *x)
 		w->i = (uint32_t)i;
 		xpath_source(x->xf->d, x->dev, x->sm.chunks[i].where, &p);
 		p.ops->describe(&p, &x->sm.chunks[i], x->tensor, &pc, &bulk, &nbytes);
+		pc.land_refused = x->land_refused;
 		/* reply_send_part calls chunk_written even if it cannot send. */
 		reply_send_part(x->puller, MSG_PULL, x->pull_req, more, &pc.base, bulk, nbytes, chunk_written, w);
 	}
@@ -449,6 +464,18 @@ static int send_exec(struct qcmd *q)
 			if (rc != 0)
 				return rc;
 			continue;
+		case XS_ACT_LAND:
+			rc = land_put(&x->land, x->dev, x->tensor + x->sm.chunks[a.chunk].off, x->sm.chunks[a.chunk].len);
+			if (rc < 0) {
+				snprintf(q->err, sizeof(q->err), "SEND of transfer %" PRIu64 ": writing into %.63s's "
+					 "landing page failed", x->sm.id, x->peer);
+				return rc;
+			}
+			pthread_mutex_lock(&xf->lock);
+			send_sm_published(&x->sm, a.chunk, XS_LANDED, -1);
+			pthread_mutex_unlock(&xf->lock);
+			uv_async_send(&xf->async);
+			continue;
 		}
 	}
 }
@@ -539,9 +566,12 @@ void xsrc_send(struct conn *c, struct request *r, const Pprpc__Send *m, struct d
 	buffer_ref(b);
 	sc->qr.release = send_release;
 	sc->qr.q.ready = send_ready;
-	qreq_push(&sc->qr, c, r, b->dev, send_exec);
-	/* PULLs that came first: the SEND names the rank to ask now. */
+	/* PULLs that came first: the SEND names the rank to ask now.  Before
+	 * the command is queued: one from a link already shown to be the
+	 * rank's attaches at once, and the worker then sees it when it
+	 * decides the path (a landing slot it offered, land.h). */
 	xauth_send_arrived(x);
+	qreq_push(&sc->qr, c, r, b->dev, send_exec);
 }
 
 /* A PULL (possibly before its SEND arrived): a candidate until the rank the
@@ -728,6 +758,7 @@ void xsrc_conn_closed(struct xfer *xf, struct conn *c)
 		}
 	}
 	xauth_forget_conn(xf, c);
+	land_conn_closed(xf, c);
 }
 
 uint64_t xsrc_grace_next(struct xfer *xf, uint64_t now_us, bool *ret_due)

@@ -6,6 +6,7 @@
 
 #include "daemon/device/device.h"
 #include "daemon/core/staging.h"
+#include "daemon/exec/queue.h"
 #include "daemon/pprpcd.h"
 
 _Static_assert(XDEV_IPC_HANDLE == DEVICE_IPC_HANDLE, "one IPC handle size");
@@ -28,6 +29,11 @@ const char *xdev_name(const struct device *dev)
 uint32_t xdev_index(const struct device *dev)
 {
 	return dev->index;
+}
+
+uint64_t xdev_queue_activity(const struct device *dev)
+{
+	return queue_activity(dev->q);
 }
 
 int xdev_pin_host(struct device *dev, void *ptr, uint64_t bytes, int on)

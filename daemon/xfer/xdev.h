@@ -23,6 +23,10 @@ uint32_t xdev_index(const struct device *dev);    /* < PPRPCD_MAX_DEVICES */
 /* Page-lock (on) / release host memory for dev's copies: 0 or < 0. */
 int xdev_pin_host(struct device *dev, void *ptr, uint64_t bytes, int on);
 
+/* Changes whenever work arrives for dev's queue or it is kicked (any
+ * thread: queue_activity). */
+uint64_t xdev_queue_activity(const struct device *dev);
+
 /* Worker: device memory <-> host memory, and within the device. */
 int xdev_download(struct device *dev, void *dst_host, const void *src_dev, uint64_t n);
 int xdev_upload(struct device *dev, void *dst_dev, const void *src_host, uint64_t n);

@@ -99,6 +99,7 @@ int xfer_init(struct pprpcd *d)
 		return rc;
 	}
 	read_boot_id(d);
+	land_sweep();
 	/* GPU SENDs that cannot go by IPC capture into this ring: page-locked,
 	 * the device-to-host copies run at full speed (~55 GB/s on an H200
 	 * against a fraction of that from pageable memory). */
@@ -127,6 +128,7 @@ void xfer_fini(struct pprpcd *d)
 		return;
 	xsrc_fini(xf);
 	xdst_fini(xf);
+	land_fini(xf);
 	xpath_cma_fini(xf);
 	if (d->xfer_ready)
 		staging_fini(&d->staging);

@@ -32,6 +32,7 @@
 
 #include "daemon/request/qreq.h"
 #include "daemon/pprpcd.h"
+#include "daemon/xfer/land.h"
 #include "daemon/xfer/recv_sm.h"
 #include "daemon/xfer/send_sm.h"
 #include "daemon/xfer/transfer.h"
@@ -70,6 +71,17 @@ struct xfer {
 	 * new SENDs there do not use it (source.c) */
 	bool pool_retired[PPRPCD_MAX_DEVICES];
 	int handles;                /* loop: uv handles not yet closed */
+	struct land_page *land;     /* loop: landing pages, made and opened (land.c) */
+	bool land_warned;           /* loop: said once that no page could be made */
+};
+
+/* A landing slot a PULL offered (land.h), kept until the PULL is attached. */
+struct xland_offer {
+	bool on;
+	bool refused;               /* one was offered and is not for us (another host, off, malformed) */
+	char page[LAND_NAME_MAX];
+	uint32_t slot;
+	uint64_t gen;
 };
 
 /* The source half of a transfer. */
@@ -89,6 +101,8 @@ struct xsend {
 	struct dbuf *src_b;         /* its buffer, held while in-place bytes are on the wire */
 	char peer[64];              /* the destination rank the SEND names */
 	uint64_t t0_us;
+	struct land_ref land;       /* the puller's landing slot, opened (land.h) */
+	bool land_refused;          /* one was offered and could not be opened */
 };
 
 /* The destination half (one RECV). */
@@ -106,6 +120,9 @@ struct xrecv {
 	char peer[64];              /* the source rank */
 	uint64_t t0_us;
 	uint64_t copy_us;           /* worker: time in IPC copies (read after the RECV) */
+	struct land_ref land;       /* the landing slot offered with its PULL, if any */
+	bool land_clean;            /* loop: its PULL ended with the source's final answer */
+	bool land_refused;          /* loop: the source could not open the page */
 	int progress_queued;        /* lock: on xf->progress */
 	struct xrecv *progress_next;
 };
@@ -118,7 +135,8 @@ void xsrc_maybe_free(struct xsend *x);
 void xsrc_discard_if_unasked(struct xsend *x);
 /* A confirmed PULL becomes x's puller (c's reference passes to it), or is
  * answered with why it cannot (already pulled, another size). */
-void xsrc_attach(struct xsend *x, struct conn *c, uint64_t req, uint64_t size, bool ipc_req);
+void xsrc_attach(struct xsend *x, struct conn *c, uint64_t req, uint64_t size, bool ipc_req,
+		 const struct xland_offer *land);
 void xsrc_pump_all(struct xfer *xf);
 void xsrc_expire(struct xfer *xf, uint64_t now_ms);
 void xsrc_conn_closed(struct xfer *xf, struct conn *c);

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include <cmocka.h>
 
 #include "pprpc.h"
+#include "daemon/xfer/land.h"
 #include "tests/integration/fake_rank.h"
 #include "tests/integration/harness.h"
 #include "tools/common/stats.h"
@@ -88,16 +90,18 @@ static int setup_ipc_with(void **state, const char *const *args)
 static int setup_ipc(void **state)
 {
 	static const char *const args[] = { "--staging-mib", "8", "--transfer-timeout-ms", "1500", "--cpu-ipc", "1",
-					    "--ipc-pool-mib", "4", NULL };
+					    "--ipc-pool-mib", "4", "--land", "0", NULL };
 
 	return setup_ipc_with(state, args);
 }
 
-/* The same with direct-min 0: a SEND of any size may go by IPC. */
+/* The same with direct-min 0: a SEND of any size may go by IPC.  (Both
+ * without landing pages, which small transfers between daemons of one
+ * host take first: the land group.) */
 static int setup_direct0(void **state)
 {
 	static const char *const args[] = { "--staging-mib", "8", "--transfer-timeout-ms", "1500", "--cpu-ipc", "1",
-					    "--ipc-pool-mib", "4", "--direct-min", "0", NULL };
+					    "--ipc-pool-mib", "4", "--direct-min", "0", "--land", "0", NULL };
 
 	return setup_ipc_with(state, args);
 }
@@ -826,6 +830,127 @@ static void test_ipc_ring_full(void **state)
 	test_ring_full(state);
 }
 
+/* ---- landing pages (daemon/xfer/land.h) ------------------------------------------ */
+
+/* Files of pid's landing pages still named under /dev/shm. */
+static int land_files(pid_t pid)
+{
+	char prefix[64];
+	struct dirent *e;
+	DIR *dir = opendir(LAND_DIR);
+	int n = 0;
+
+	assert_non_null(dir);
+	snprintf(prefix, sizeof(prefix), LAND_PREFIX "%d-", (int)pid);
+	while ((e = readdir(dir)))
+		n += !strncmp(e->d_name, prefix, strlen(prefix));
+	closedir(dir);
+	return n;
+}
+
+/* Small transfers between daemons of one host go through the
+ * destination's landing page when the PULL reached the source before its
+ * SEND ran (RECV first, 20 ms ahead): bit-exact from 1 byte to a whole
+ * slot, with the source overwritten right behind its SEND; one byte more
+ * than a slot goes by the link.  The page's name is gone once the source
+ * answered from it (it has the page open). */
+static void test_land_path(void **state)
+{
+	struct pair *p = *state;
+	static const size_t sizes[] = { 1, 4099, 16 * 1024, LAND_SLOT_BYTES };
+	char path[16] = "";
+	uint64_t b = 0, c = 0, id = 9000;
+
+	/* The first PULL on a link is checked with the rank before it
+	 * attaches (pull_auth.c): its SEND has run by then. */
+	transfer(p, 4096, id++, 20000, 0);
+	for (int round = 0; round < 3; round++)
+		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+			transfer(p, sizes[i], id++, 20000, 1);
+			recv_bstat(p, path, sizeof(path), &b, &c);
+			if (strcmp(path, "p2p-land"))
+				print_message("round %d, %zu bytes: %s\n", round, sizes[i], path);
+			assert_string_equal(path, "p2p-land");
+		}
+	assert_int_equal(land_files(p->b.pid), 0);
+	transfer(p, LAND_SLOT_BYTES + 1, id++, 20000, 0);
+	recv_bstat(p, path, sizeof(path), &b, &c);
+	assert_string_equal(path, "p2p-tcp");
+	/* either order stays exact (the SEND may run before the PULL came) */
+	for (int k = 0; k < 8; k++)
+		transfer(p, 16 * 1024, id++, 0, 1);
+}
+
+/* A source that answers "landed" without writing the slot (or for
+ * another size) fails the RECV with the reason and nothing else: the
+ * destination takes bytes only when the slot's bell is this transfer's. */
+static void test_land_lie(void **state)
+{
+	struct pair *p = *state;
+	static const uint64_t sizes[] = { 4096, 4095 };
+	struct fake_rank f;
+
+	assert_int_equal(fake_rank_listen(&f), 0);
+	for (size_t i = 0; i < 2; i++) {
+		Pprpc__PullChunk pc = PPRPC__PULL_CHUNK__INIT;
+		ProtobufCMessage *m = NULL;
+		const Pprpc__Pull *pull;
+		struct frame_hdr fh;
+		pprpc_buffer bb;
+
+		assert_int_equal(pprpc_buffer_alloc(p->cb, 0, 4096, &bb), 0);
+		assert_int_equal(pprpc_recv_async(p->cb, bb, 0, 4096, 9100 + i, f.addr), 0);
+		if (i == 0)
+			assert_int_equal(fake_rank_accept(&f, WIRE_TIMEOUT_MS), 0);
+		assert_int_equal(fake_expect(&f, MSG_PULL, &pprpc__pull__descriptor, &fh, &m, WIRE_TIMEOUT_MS), 0);
+		pull = (const Pprpc__Pull *)m;
+		/* offered: a page of B's, on this host */
+		assert_true(pull->land_host && *pull->land_host && !strncmp(pull->land_page, LAND_PREFIX, strlen(LAND_PREFIX)));
+		assert_true(pull->land_gen > 0 && pull->land_slot < LAND_SLOTS);
+		meta_free(m);
+		pc.offset = 0;
+		pc.size = sizes[i];
+		pc.landed = 1;
+		assert_int_equal(fake_reply(f.fd, MSG_PULL, fh.req_id, 0, &pc.base, NULL, 0), 0);
+		assert_int_not_equal(pprpc_synchronize(p->cb, 0), 0);
+		assert_non_null(strstr(pprpc_last_error(p->cb), i == 0 ? "holds none of this transfer" : "source"));
+		assert_int_equal(pprpc_buffer_free(p->cb, bb), 0);
+		if (i == 1)
+			break; /* a chunk of another size is a broken link: B dropped it */
+	}
+	fake_rank_close(&f);
+	/* B serves on */
+	transfer(p, 4096, 9110, 20000, 0);
+}
+
+/* A source whose daemon has landing pages off, or that cannot open the
+ * page, sends by the link; pages are removed when their daemon stops. */
+static void test_land_off_and_cleanup(void **state)
+{
+	static const char *const off[] = { "--land", "0", NULL };
+	struct pair q = { 0 };
+	char path[16] = "";
+	uint64_t b = 0, c = 0;
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(tdaemon_start(&q.a, off), 0);
+	assert_int_equal(tdaemon_start(&q.b, NULL), 0);
+	q.ca = connect_ok(&q.a);
+	q.cb = connect_ok(&q.b);
+	transfer(&q, 16 * 1024, 9200, 20000, 1);
+	recv_bstat(&q, path, sizeof(path), &b, &c);
+	assert_string_equal(path, "p2p-tcp");
+	/* B offered: its page is still named (the source never answered from it) */
+	pid = q.b.pid;
+	assert_int_equal(land_files(pid), 1);
+	pprpc_close(q.ca);
+	pprpc_close(q.cb);
+	assert_int_equal(tdaemon_stop(&q.a), 0);
+	assert_int_equal(tdaemon_stop(&q.b), 0);
+	assert_int_equal(land_files(pid), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -852,8 +977,14 @@ int main(void)
 	const struct CMUnitTest direct0_tests[] = {
 		cmocka_unit_test(test_small_by_ipc_direct0),
 	};
+	const struct CMUnitTest land_tests[] = {
+		cmocka_unit_test(test_land_path),
+		cmocka_unit_test(test_land_lie),
+		cmocka_unit_test(test_land_off_and_cleanup),
+	};
 	int failed = cmocka_run_group_tests_name("integration_p2p", tests, setup, teardown);
 
 	failed |= cmocka_run_group_tests_name("integration_p2p_ipc", ipc_tests, setup_ipc, teardown);
-	return failed | cmocka_run_group_tests_name("integration_p2p_direct0", direct0_tests, setup_direct0, teardown);
+	failed |= cmocka_run_group_tests_name("integration_p2p_direct0", direct0_tests, setup_direct0, teardown);
+	return failed | cmocka_run_group_tests_name("integration_p2p_land", land_tests, setup, teardown);
 }

@@ -174,7 +174,7 @@ static void do_pull(struct sim *x, int ipc)
 {
 	recv_sm_init(&x->r, 42, x->size, ipc);
 	assert_int_equal(send_sm_check_pull(&x->s, x->size), XS_PULL_OK);
-	send_sm_on_pull(&x->s, x->size, ipc);
+	send_sm_on_pull(&x->s, x->size, ipc, 0);
 }
 
 /* What the shell tells the core about free slots. */
@@ -210,6 +210,9 @@ static enum xs_act_kind src_worker(struct sim *x, struct xs_act *last)
 		case XS_ACT_DONE:
 		case XS_ACT_WAIT:
 		case XS_ACT_WAIT_UNTIL:
+			return a.kind;
+		case XS_ACT_LAND:
+			fail_msg("the simulation offers no landing slot");
 			return a.kind;
 		case XS_ACT_MAKE_POOL:
 			x->pool_made++;
@@ -333,6 +336,9 @@ static enum xr_act_kind dst_worker(struct sim *x, bool visible)
 		case XR_ACT_DONE:
 		case XR_ACT_WAIT:
 			return a.kind;
+		case XR_ACT_LAND:
+			fail_msg("the simulation offers no landing slot");
+			return a.kind;
 		case XR_ACT_IPC_COPY:
 			assert_memory_equal(x->r.handle, x->pool_handle, XR_HANDLE);
 			assert_true(a.ich.pool_off + a.ich.len <= (uint64_t)x->pool.n * x->pool.slot_size);
@@ -440,7 +446,7 @@ static void test_pull_first_in_place(void **state)
 	(void)state;
 	recv_sm_init(&x->r, 42, x->size, false);
 	assert_int_equal(send_sm_check_pull(NULL, x->size), XS_PULL_OK);
-	send_sm_on_pull(&x->s, x->size, false);
+	send_sm_on_pull(&x->s, x->size, false, 0);
 	assert_int_equal(src_pump(x), 0);  /* no SEND yet: nothing to send */
 	do_send(x, 1, 0);
 	assert_true(src_ready(x));
@@ -759,7 +765,7 @@ static void test_send_pull_mismatches(void **state)
 	(void)state;
 	send_sm_init(&s, 7, 0);
 	assert_int_equal(send_sm_check_pull(NULL, 0), XS_PULL_EMPTY);
-	send_sm_on_pull(&s, 100, false);            /* an early PULL names 100 bytes */
+	send_sm_on_pull(&s, 100, false, 0);           /* an early PULL names 100 bytes */
 	assert_int_equal(send_sm_check_pull(&s, 100), XS_PULL_BUSY);
 	assert_int_equal(send_sm_on_send(&s, 200, 64, 1, 0, &in_use), PPRPC_EINVAL);
 	assert_false(in_use);
@@ -851,7 +857,7 @@ static void test_expiry(void **state)
 	(void)state;
 	/* a PULL whose SEND never comes */
 	send_sm_init(&s, 1, 1000);
-	send_sm_on_pull(&s, 10, false);
+	send_sm_on_pull(&s, 10, false, 0);
 	assert_int_equal(send_sm_expired(&s, 1000 + 499, 500, false), XS_KEEP);
 	assert_int_equal(send_sm_expired(&s, 1000 + 500, 500, false), XS_NO_SEND);
 	assert_int_equal(send_sm_expired(&s, 1000 + 500, 0, false), XS_KEEP);   /* 0 = never */
@@ -1075,6 +1081,115 @@ struct item {
 	struct xfer_node node;
 };
 
+/* A landing slot (daemon/xfer/land.h): the source copies the whole
+ * transfer there in one action and answers once, with no more replies;
+ * with a slot too small, or offered after the path was decided, it goes
+ * by the usual path. */
+static void test_send_land(void **state)
+{
+	struct send_sm s;
+	struct xs_env e = { .room_host = true };
+	struct xs_written w;
+	struct xs_act a;
+	bool in_use, more;
+
+	(void)state;
+	send_sm_init(&s, 1, 0);
+	assert_int_equal(send_sm_on_send(&s, 100 * KIB, 64 * KIB, 0, 0, &in_use), 0);
+	assert_int_equal(s.nchunks, 2);
+	send_sm_on_pull(&s, 100 * KIB, false, 256 * KIB);
+	assert_true(send_sm_ready(&s, &e));
+	send_sm_step(&s, &e, &a);
+	assert_int_equal(a.kind, XS_ACT_LAND);
+	assert_int_equal(s.nchunks, 1);                 /* one chunk: the whole transfer */
+	assert_int_equal(s.chunks[0].len, 100 * KIB);
+	send_sm_published(&s, a.chunk, XS_LANDED, -1);
+	send_sm_step(&s, &e, &a);
+	assert_int_equal(a.kind, XS_ACT_DONE);
+	s.exec_done = true;
+	assert_int_equal(send_sm_next_wire(&s, &more), 0);
+	assert_false(more);                             /* the one answer ends the PULL */
+	send_sm_on_written(&s, 0, 0, &w);
+	assert_int_equal(w.put_slot, -1);
+	assert_true(send_sm_finished(&s));
+	assert_true(send_sm_can_free(&s));
+	send_sm_fini(&s);
+
+	/* larger than the slot: captured */
+	send_sm_init(&s, 2, 0);
+	assert_int_equal(send_sm_on_send(&s, 300 * KIB, 64 * KIB, 0, 0, &in_use), 0);
+	send_sm_on_pull(&s, 300 * KIB, false, 256 * KIB);
+	send_sm_step(&s, &e, &a);
+	assert_int_equal(a.kind, XS_ACT_CAPTURE);
+	send_sm_fini(&s);
+
+	/* decided before the PULL came (a command behind it): captured */
+	send_sm_init(&s, 3, 0);
+	assert_int_equal(send_sm_on_send(&s, 4 * KIB, 64 * KIB, 0, 0, &in_use), 0);
+	e.behind = true;
+	send_sm_step(&s, &e, &a);
+	assert_int_equal(a.kind, XS_ACT_CAPTURE);
+	send_sm_on_pull(&s, 4 * KIB, false, 256 * KIB);
+	send_sm_published(&s, a.chunk, XS_STAGED, 0);
+	send_sm_step(&s, &e, &a);
+	assert_int_equal(a.kind, XS_ACT_DONE);
+	send_sm_fini(&s);
+}
+
+/* The destination: a landed answer only to an offer, for the whole
+ * transfer, once; the worker may take the bytes before it comes. */
+static void test_recv_land(void **state)
+{
+	struct xr_chunk_msg m = { .offset = 0, .size = 4096, .landed = true };
+	enum xr_land land;
+	struct recv_sm r;
+	struct xr_act a;
+	uint64_t off;
+
+	(void)state;
+	/* not offered */
+	recv_sm_init(&r, 1, 4096, false);
+	assert_int_equal(recv_sm_on_chunk(&r, 0, NULL, 0, &m, &land, &off), PPRPC_EPROTO);
+	recv_sm_fini(&r);
+	/* offered: wrong size, bytes with it, another offset */
+	recv_sm_init(&r, 2, 4096, false);
+	r.land_offered = true;
+	m.size = 4095;
+	assert_int_equal(recv_sm_on_chunk(&r, 0, NULL, 0, &m, &land, &off), PPRPC_EPROTO);
+	m.size = 4096;
+	assert_int_equal(recv_sm_on_chunk(&r, 0, NULL, 4096, &m, &land, &off), PPRPC_EPROTO);
+	m.offset = 1;
+	assert_int_equal(recv_sm_on_chunk(&r, 0, NULL, 0, &m, &land, &off), PPRPC_EPROTO);
+	m.offset = 0;
+	/* the answer, then the worker takes the bytes */
+	recv_sm_step(&r, false, false, &a);
+	assert_int_equal(a.kind, XR_ACT_WAIT);
+	assert_int_equal(recv_sm_on_chunk(&r, 0, NULL, 0, &m, &land, &off), 0);
+	assert_int_equal(land, XR_LAND_NONE);
+	assert_int_equal(recv_sm_on_reply_done(&r, false), XR_DONE_LAST);
+	assert_int_equal(r.error, 0);
+	assert_true(recv_sm_ready(&r, false));
+	recv_sm_step(&r, false, false, &a);
+	assert_int_equal(a.kind, XR_ACT_LAND);
+	recv_sm_land_copied(&r);
+	assert_false(recv_sm_ready(&r, false) && r.arrived); /* nothing on the link */
+	recv_sm_step(&r, false, false, &a);
+	assert_int_equal(a.kind, XR_ACT_DONE);
+	/* a second landed answer is a broken link */
+	assert_int_equal(recv_sm_on_chunk(&r, 0, NULL, 0, &m, &land, &off), PPRPC_EPROTO);
+	recv_sm_fini(&r);
+	/* taken before the answer came: done at once, and the answer still fits */
+	recv_sm_init(&r, 3, 4096, false);
+	r.land_offered = true;
+	recv_sm_land_copied(&r);
+	recv_sm_step(&r, false, false, &a);
+	assert_int_equal(a.kind, XR_ACT_DONE);
+	assert_int_equal(recv_sm_on_chunk(&r, 0, NULL, 0, &m, &land, &off), 0);
+	assert_int_equal(recv_sm_on_reply_done(&r, false), XR_DONE_LAST);
+	assert_int_equal(r.error, 0);
+	recv_sm_fini(&r);
+}
+
 static void test_table(void **state)
 {
 	struct xfer_table t = { 0 };
@@ -1137,6 +1252,8 @@ int main(void)
 		cmocka_unit_test(test_recv_protocol_errors),
 		cmocka_unit_test(test_recv_releases),
 		cmocka_unit_test(test_recv_ipc_copy_fails),
+		cmocka_unit_test(test_send_land),
+		cmocka_unit_test(test_recv_land),
 		cmocka_unit_test(test_table),
 	};
 
