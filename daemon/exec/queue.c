@@ -145,9 +145,29 @@ static int runnable(struct qcmd *c)
 	return c->ready(c);
 }
 
+/* The next command of c's stream, when it may go before c (c lets
+ * writes of other memory pass, it writes only other memory) and can run;
+ * its predecessor in *ret_prev.  Only the one right behind c in its
+ * stream: those behind it keep their order. */
+static struct qcmd *passer(struct qcmd *c, struct qcmd **ret_prev)
+{
+	struct qcmd *prev = c;
+
+	for (struct qcmd *d = c->next; d; prev = d, d = d->next) {
+		if (d->stream != c->stream)
+			continue;
+		if (d->pass != QPASS_GOES || !(d->rgn_hi <= c->rgn_lo || c->rgn_hi <= d->rgn_lo) || !runnable(d))
+			return NULL;
+		*ret_prev = prev;
+		return d;
+	}
+	return NULL;
+}
+
 /* The first command, in arrival order, that is the oldest of its stream
- * and can run.  A stream whose oldest command cannot run is passed over
- * entirely (its later commands wait behind it).  Under q->lock. */
+ * and can run — or the one right behind it that may pass it.  A stream
+ * whose oldest command cannot run is passed over otherwise (its later
+ * commands wait behind it).  Under q->lock. */
 static struct qcmd *pick(struct queue *q, struct qcmd **ret_prev)
 {
 	struct qcmd *c, *prev = NULL;
@@ -155,9 +175,12 @@ static struct qcmd *pick(struct queue *q, struct qcmd **ret_prev)
 	q->scan++;
 	for (c = q->head; c; prev = c, c = c->next) {
 		struct stream *s = c->stream;
+		struct qcmd *d;
 
 		if (s && s->blocked_scan == q->scan)
 			continue;
+		if (s && c->pass == QPASS_LETS && (d = passer(c, ret_prev)))
+			return d;
 		if (runnable(c)) {
 			*ret_prev = prev;
 			return c;

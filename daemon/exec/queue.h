@@ -52,6 +52,14 @@ struct qcmd {
 	 * pending, so host-side work never overtakes device-side work. */
 	uint8_t async_ok;
 	uint8_t state;           /* queue.c: where the command is (under the lock) */
+	/* Order within a stream may give way where it cannot be seen: a
+	 * command that waits for bytes from elsewhere (a RECV: QPASS_LETS)
+	 * lets later commands of its stream that only write other memory
+	 * (TENSOR_SETs: QPASS_GOES) run first, so a decoded token's inputs are
+	 * in place before its boundary's bytes come, not after.  The memory
+	 * each writes: [rgn_lo, rgn_hi). */
+	uint8_t pass;
+	uintptr_t rgn_lo, rgn_hi;
 	uint8_t load;            /* a loading client's (core/request.h): exec time counts as load too */
 	int status;
 	/* CLOCK_MONOTONIC ns of the first exec's start and the last one's end
@@ -63,6 +71,8 @@ struct qcmd {
 	uint16_t fail_type;
 	char err[256];
 };
+
+enum { QPASS_NONE, QPASS_LETS, QPASS_GOES };
 
 #define QCMD_AGAIN 1
 /* exec handed the command to its device stream: it completes through

@@ -154,6 +154,10 @@ void h_tensor_set(struct conn *c, struct request *r)
 	}
 	sc->qr.staged = sc->size;
 	sc->qr.release = set_release;
+	/* It writes only its region: a RECV ahead of it lets it go first. */
+	sc->qr.q.pass = QPASS_GOES;
+	sc->qr.q.rgn_lo = (uintptr_t)(b->ptr + m->offset);
+	sc->qr.q.rgn_hi = sc->qr.q.rgn_lo + m->size;
 	r->stage = NULL;
 	r->stage_len = 0;
 	r->bulk_buf = NULL; /* the command owns the reference now */

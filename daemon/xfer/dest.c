@@ -567,6 +567,11 @@ void xdst_recv(struct conn *c, struct request *r, const Pprpc__Recv *m, struct d
 	rc->qr.staged = m->size;
 	rc->qr.release = recv_release;
 	rc->qr.q.ready = recv_ready;
+	/* While it waits for the bytes, the stream's next TENSOR_SETs (a
+	 * decoded token's inputs) may run if they write elsewhere. */
+	rc->qr.q.pass = QPASS_LETS;
+	rc->qr.q.rgn_lo = (uintptr_t)(b->ptr + m->offset);
+	rc->qr.q.rgn_hi = rc->qr.q.rgn_lo + m->size;
 	qreq_push(&rc->qr, c, r, b->dev, recv_exec);
 	return;
 refuse:

@@ -58,6 +58,8 @@ struct land_page {
 	uint32_t dead;
 	/* source */
 	struct conn *c;                /* the link it was named on (no reference) */
+	struct device *pinned_by;      /* page-locked for this device's copies */
+	bool pin_tried;
 	bool closed;                   /* that link closed, or a newer page replaced it */
 };
 
@@ -140,6 +142,8 @@ static void page_free(struct xfer *xf, struct land_page *pg)
 			break;
 		}
 	page_unlink(pg);
+	if (pg->pinned_by)
+		xdev_pin_host(pg->pinned_by, pg->base, LAND_PAGE_BYTES, 0);
 	if (pg->base)
 		munmap(pg->base, LAND_PAGE_BYTES);
 	free(pg);
@@ -380,8 +384,8 @@ static struct land_page *page_open(struct xfer *xf, struct conn *c, const char *
 	return pg;
 }
 
-int land_open(struct xfer *xf, struct conn *c, const char *name, uint32_t slot, uint64_t gen, struct land_ref *ret,
-	      char *why, size_t whylen)
+int land_open(struct xfer *xf, struct conn *c, const char *name, uint32_t slot, uint64_t gen, struct device *dev,
+	      struct land_ref *ret, char *why, size_t whylen)
 {
 	struct land_page *pg = NULL;
 
@@ -404,6 +408,13 @@ int land_open(struct xfer *xf, struct conn *c, const char *name, uint32_t slot, 
 	}
 	if (!pg && !(pg = page_open(xf, c, name, why, whylen)))
 		return PPRPC_EUNSUPP;
+	/* Once per page (a few hundred microseconds); devices of host
+	 * memory answer no. */
+	if (!pg->pin_tried && dev) {
+		pg->pin_tried = true;
+		if (xdev_pin_host(dev, pg->base, LAND_PAGE_BYTES, 1) == 0)
+			pg->pinned_by = dev;
+	}
 	pg->refs++;
 	ret->pg = pg;
 	ret->slot = slot;
@@ -447,6 +458,15 @@ void land_conn_closed(struct xfer *xf, struct conn *c)
 			page_maybe_free(xf, p);
 		}
 	}
+}
+
+void land_unpin(struct xfer *xf)
+{
+	for (struct land_page *p = *pages(xf); p; p = p->next)
+		if (p->pinned_by) {
+			xdev_pin_host(p->pinned_by, p->base, LAND_PAGE_BYTES, 0);
+			p->pinned_by = NULL;
+		}
 }
 
 void land_fini(struct xfer *xf)

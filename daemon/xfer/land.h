@@ -111,9 +111,10 @@ void land_settle(struct xfer *xf, struct land_ref *r, bool clean);
 
 /* Open (or find, per link c) the page a PULL offered and take a reference
  * to its slot: 0, or < 0 with the reason (the transfer goes another way).
- * Loop. */
-int land_open(struct xfer *xf, struct conn *c, const char *name, uint32_t slot, uint64_t gen, struct land_ref *ret,
-	      char *why, size_t whylen);
+ * The page is page-locked for dev's copies where dev can (a GPU: the
+ * SEND's device-to-host copy then runs by DMA straight into it).  Loop. */
+int land_open(struct xfer *xf, struct conn *c, const char *name, uint32_t slot, uint64_t gen, struct device *dev,
+	      struct land_ref *ret, char *why, size_t whylen);
 /* Worker: copy n bytes of the region at src (on dev) into the slot, then
  * ring its bell.  0 or < 0. */
 int land_put(const struct land_ref *r, struct device *dev, const void *src, uint64_t n);
@@ -122,6 +123,8 @@ void land_unref(struct xfer *xf, struct land_ref *r);
 /* c closed: its pages go once no transfer holds them.  Loop. */
 void land_conn_closed(struct xfer *xf, struct conn *c);
 
+/* Shutdown, before the devices close: undo the pages' page locks. */
+void land_unpin(struct xfer *xf);
 void land_fini(struct xfer *xf);
 
 #endif

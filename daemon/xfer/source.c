@@ -212,7 +212,7 @@ void xsrc_attach(struct xsend *x, struct conn *c, uint64_t req, uint64_t size, b
 	x->frames_seen = conn_frames_in(c);
 	x->land_refused = land->refused;
 	if (land->on) {
-		if (land_open(xf, c, land->page, land->slot, land->gen, &x->land, err, sizeof(err)) == 0) {
+		if (land_open(xf, c, land->page, land->slot, land->gen, x->dev, &x->land, err, sizeof(err)) == 0) {
 			land_max = LAND_SLOT_BYTES;
 		} else {
 			/* Said to the destination, which stops waiting on it. */

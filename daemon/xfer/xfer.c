@@ -154,6 +154,8 @@ void xfer_stop(struct pprpcd *d)
 
 void xfer_unpin(struct pprpcd *d)
 {
+	if (d->xfer)
+		land_unpin(d->xfer);
 	if (d->staging_pinned_by) {
 		xdev_pin_host(d->staging_pinned_by, d->staging.mem, d->staging.bytes, 0);
 		d->staging_pinned_by = NULL;

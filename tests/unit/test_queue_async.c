@@ -492,6 +492,61 @@ static void test_stream_quiet(void **state)
 	rig_stop(&r);
 }
 
+/* A command waiting for bytes from elsewhere (QPASS_LETS, a RECV) lets the
+ * stream's next writes of other memory (QPASS_GOES, TENSOR_SETs) run first,
+ * in their order; one that overlaps its region, and any other command,
+ * waits behind it.  Made to fail by taking passer() out of pick(). */
+static void test_pass_waiting(void **state)
+{
+	struct rig r;
+	struct stream a = { 0 };
+	struct tcmd *w, *s1, *s2, *ov, *s3;
+
+	(void)state;
+	rig_start(&r);
+	w = cmd(&r, &a, 0, 0);
+	w->q.ready = not_ready;
+	w->q.pass = QPASS_LETS;
+	w->q.rgn_lo = 1000;
+	w->q.rgn_hi = 2000;
+	s1 = cmd(&r, &a, 0, 0);
+	s1->q.pass = QPASS_GOES;
+	s1->q.rgn_lo = 0;
+	s1->q.rgn_hi = 1000;
+	s2 = cmd(&r, &a, 0, 0);
+	s2->q.pass = QPASS_GOES;
+	s2->q.rgn_lo = 2000;
+	s2->q.rgn_hi = 3000;
+	ov = cmd(&r, &a, 0, 0);
+	ov->q.pass = QPASS_GOES;
+	ov->q.rgn_lo = 1999;
+	ov->q.rgn_hi = 2001;
+	s3 = cmd(&r, &a, 0, 0);
+	s3->q.pass = QPASS_GOES;
+	s3->q.rgn_lo = 5000;
+	s3->q.rgn_hi = 6000;
+	queue_push(r.q, &w->q);
+	queue_push(r.q, &s1->q);
+	queue_push(r.q, &s2->q);
+	queue_push(r.q, &ov->q);
+	queue_push(r.q, &s3->q);
+	run_until(&r, 2);
+	assert_int_equal(r.log[0], s1->id);
+	assert_int_equal(r.log[1], s2->id);
+	usleep(20000);
+	uv_run(&r.loop, UV_RUN_NOWAIT);
+	assert_int_equal(r.nlog, 2);    /* the overlapping one, and what follows it, wait */
+	assert_false(ov->ran);
+	assert_false(s3->ran);
+	w->q.ready = NULL;
+	queue_kick(r.q);
+	run_until(&r, 5);
+	assert_int_equal(r.log[2], w->id);
+	assert_int_equal(r.log[3], ov->id);
+	assert_int_equal(r.log[4], s3->id);
+	rig_stop(&r);
+}
+
 /* ---- WAITs held on a device: the release rules (timeline.c) ---------------------- */
 
 static struct pprpcd *tl_daemon(void)
@@ -633,6 +688,7 @@ int main(void)
 		cmocka_unit_test(test_run_inline),
 		cmocka_unit_test(test_run_inline_refused),
 		cmocka_unit_test(test_stream_quiet),
+		cmocka_unit_test(test_pass_waiting),
 		cmocka_unit_test(test_gpu_wait_release),
 		cmocka_unit_test(test_gpu_wait_decided_and_stop),
 		cmocka_unit_test(test_signal_two_step),

@@ -96,4 +96,17 @@ int gge_ipc_cuda_wait(struct gge_ipc_cuda *c, char *err, size_t errlen)
 	return PPRPC_EDEVICE;
 }
 
+int gge_cuda_pin_host(int ordinal, void *ptr, uint64_t bytes, int on)
+{
+	cudaError_t e = cudaSetDevice(ordinal);
+
+	if (e == cudaSuccess)
+		e = on ? cudaHostRegister(ptr, bytes, cudaHostRegisterPortable) : cudaHostUnregister(ptr);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		return PPRPC_EDEVICE;
+	}
+	return 0;
+}
+
 #endif /* PPRPC_HAVE_CUDA */

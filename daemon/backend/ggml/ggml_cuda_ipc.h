@@ -26,4 +26,11 @@ int gge_ipc_cuda_copy(struct gge_ipc_cuda *c, void *dst, const uint8_t *handle, 
 		      char *err, size_t errlen);
 int gge_ipc_cuda_wait(struct gge_ipc_cuda *c, char *err, size_t errlen);
 
+/* Page-lock host memory (on) or undo it, in the device's primary context
+ * that ggml-cuda's runtime shares (portable: every GPU of the process).
+ * ggml-cuda then copies to and from it by DMA, without staging through
+ * its own pinned buffer: the SEND's capture into the staging ring or a
+ * landing page (daemon/xfer/land.h).  0 or PPRPC_EDEVICE. */
+int gge_cuda_pin_host(int ordinal, void *ptr, uint64_t bytes, int on);
+
 #endif

@@ -481,11 +481,19 @@ static int cuda_ipc_wait(void *ctx, char *err, size_t errlen)
 	return rc < 0 ? rc : gge_ipc_cuda_wait(gd->ipc, err, errlen);
 }
 
+static int cuda_pin_host(void *ctx, void *ptr, uint64_t bytes, int on)
+{
+	struct gdev *gd = ctx;
+
+	return gge_cuda_pin_host(gd->g->cuda_ordinal, ptr, bytes, on);
+}
+
 static const struct buffer_i gdev_cuda_buffer_i = {
 	GDEV_DEV_BUFFER_OPS,
 	.ipc_export = cuda_ipc_pool,
 	.ipc_copy = cuda_ipc_copy,
 	.ipc_wait = cuda_ipc_wait,
+	.pin_host = cuda_pin_host,
 };
 #endif
 
