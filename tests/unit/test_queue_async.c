@@ -496,6 +496,16 @@ static void test_stream_quiet(void **state)
  * stream's next writes of other memory (QPASS_GOES, TENSOR_SETs) run first,
  * in their order; one that overlaps its region, and any other command,
  * waits behind it.  Made to fail by taking passer() out of pick(). */
+static struct tcmd *pass_cmd(struct rig *r, struct stream *s, uint8_t pass, uintptr_t lo, uintptr_t hi)
+{
+	struct tcmd *c = cmd(r, s, 0, 0);
+
+	c->q.pass = pass;
+	c->q.rgn_lo = lo;
+	c->q.rgn_hi = hi;
+	return c;
+}
+
 static void test_pass_waiting(void **state)
 {
 	struct rig r;
@@ -504,27 +514,12 @@ static void test_pass_waiting(void **state)
 
 	(void)state;
 	rig_start(&r);
-	w = cmd(&r, &a, 0, 0);
+	w = pass_cmd(&r, &a, QPASS_LETS, 1000, 2000);
 	w->q.ready = not_ready;
-	w->q.pass = QPASS_LETS;
-	w->q.rgn_lo = 1000;
-	w->q.rgn_hi = 2000;
-	s1 = cmd(&r, &a, 0, 0);
-	s1->q.pass = QPASS_GOES;
-	s1->q.rgn_lo = 0;
-	s1->q.rgn_hi = 1000;
-	s2 = cmd(&r, &a, 0, 0);
-	s2->q.pass = QPASS_GOES;
-	s2->q.rgn_lo = 2000;
-	s2->q.rgn_hi = 3000;
-	ov = cmd(&r, &a, 0, 0);
-	ov->q.pass = QPASS_GOES;
-	ov->q.rgn_lo = 1999;
-	ov->q.rgn_hi = 2001;
-	s3 = cmd(&r, &a, 0, 0);
-	s3->q.pass = QPASS_GOES;
-	s3->q.rgn_lo = 5000;
-	s3->q.rgn_hi = 6000;
+	s1 = pass_cmd(&r, &a, QPASS_GOES, 0, 1000);
+	s2 = pass_cmd(&r, &a, QPASS_GOES, 2000, 3000);
+	ov = pass_cmd(&r, &a, QPASS_GOES, 1999, 2001);
+	s3 = pass_cmd(&r, &a, QPASS_GOES, 5000, 6000);
 	queue_push(r.q, &w->q);
 	queue_push(r.q, &s1->q);
 	queue_push(r.q, &s2->q);
