@@ -84,7 +84,7 @@ struct pprpcd_opts {
 	uint64_t direct_min;       /* smaller SENDs are always captured (xfer/send_sm.h) */
 	int cpu_ipc;               /* CPU boundaries between daemons of one host by cross-memory attach */
 	int land;                  /* small boundaries between daemons of one host by landing pages (xfer/land.h) */
-	uint64_t land_spin_us;     /* how long a GPU device's RECV polls its landing slot */
+	uint64_t land_wait_us;     /* how long a RECV waits in place for its landing slot */
 	int ggml_native_gdn;       /* DEVICE_GDN_NATIVE_*: pprpc's GATED_DELTA_NET on ggml devices */
 	uint64_t ipc_pool_bytes;   /* IPC staging pool per device (0: 1 GiB GPU, staging size CPU) */
 	char metrics_listen[300];  /* Prometheus endpoint, "" = off */

@@ -1,10 +1,15 @@
 /* daemon/exec/queue.c — worker thread + completion hand-off (see queue.h). */
 #include "daemon/exec/queue.h"
 
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "daemon/core/trace.h"
 #include "daemon/exec/stream.h"
@@ -26,6 +31,8 @@ struct queue {
 	uint64_t scan;     /* worker: pick() generation */
 	uint64_t kicks;    /* bumped by every push and kick (under lock) */
 	uint64_t kicks_seen;
+	/* the word a command's exec sleeps on (queue_set_wake_word), or NULL */
+	_Atomic(_Atomic uint32_t *) wake_word;
 	uint64_t npending; /* commands handed to the device, not completed */
 	/* a command's exec runs outside the lock: on the worker, or inline on
 	 * the loop (queue_run_inline); never both at once */
@@ -39,6 +46,19 @@ struct queue {
 	struct queue_exec_time exec_time[QUEUE_EXEC_TYPES];
 	char name[16];
 };
+
+/* Something for the worker: the count pick() and polling commands watch
+ * moves, and a command sleeping on a wake word in its exec wakes. */
+static void bump(struct queue *q)
+{
+	_Atomic uint32_t *w = atomic_load(&q->wake_word);
+
+	__atomic_fetch_add(&q->kicks, 1, __ATOMIC_RELAXED);
+	if (w) {
+		atomic_fetch_add(w, 1);
+		syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	}
+}
 
 /* exec, timed into the command type's account */
 static int timed_exec(struct queue *q, struct qcmd *c)
@@ -215,7 +235,7 @@ static void enqueue(struct queue *q, struct qcmd *c)
 	else
 		q->head = c;
 	q->tail = c;
-	__atomic_fetch_add(&q->kicks, 1, __ATOMIC_RELAXED);
+	bump(q);
 	pthread_cond_signal(&q->cond);
 }
 
@@ -303,7 +323,7 @@ void queue_complete(struct queue *q, struct qcmd *c, int status, const char *why
 	settle(c, 1);
 	finish(q, c);
 	/* The stream's host-side commands may run now. */
-	__atomic_fetch_add(&q->kicks, 1, __ATOMIC_RELAXED);
+	bump(q);
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 }
@@ -412,7 +432,7 @@ int queue_run_inline(struct queue *q, struct qcmd *c)
 	settle(c, st == QCMD_PENDING);
 	if (q->head) {
 		/* A kick that came meanwhile found the worker kept out. */
-		__atomic_fetch_add(&q->kicks, 1, __ATOMIC_RELAXED);
+		bump(q);
 		pthread_cond_signal(&q->cond);
 	}
 	pthread_mutex_unlock(&q->lock);
@@ -438,9 +458,14 @@ int queue_stream_quiet(struct queue *q, const struct stream *s)
 void queue_kick(struct queue *q)
 {
 	pthread_mutex_lock(&q->lock);
-	__atomic_fetch_add(&q->kicks, 1, __ATOMIC_RELAXED);
+	bump(q);
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
+}
+
+void queue_set_wake_word(struct queue *q, _Atomic uint32_t *word)
+{
+	atomic_store(&q->wake_word, word);
 }
 
 uint64_t queue_activity(const struct queue *q)
@@ -464,7 +489,7 @@ void queue_destroy(struct queue *q)
 		return;
 	pthread_mutex_lock(&q->lock);
 	q->stop = 1;
-	__atomic_fetch_add(&q->kicks, 1, __ATOMIC_RELAXED);
+	bump(q);
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 	pthread_join(q->thread, NULL);

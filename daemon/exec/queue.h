@@ -22,6 +22,7 @@
 #ifndef PPRPC_DAEMON_QUEUE_H
 #define PPRPC_DAEMON_QUEUE_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -117,6 +118,11 @@ void queue_exec_times(const struct queue *q, struct queue_exec_time *ret);
 /* A count that changes with every push and kick (any thread): a command
  * that polls in its exec goes back to the queue when it moves. */
 uint64_t queue_activity(const struct queue *q);
+/* A command that sleeps in its exec on a futex word (a landing page's,
+ * daemon/xfer/land.h: another process wakes it too) names it here while
+ * it sleeps: every push and kick then adds 1 to it and wakes it, so the
+ * worker comes back for other work.  NULL when it is done sleeping. */
+void queue_set_wake_word(struct queue *q, _Atomic uint32_t *word);
 /* Commands pushed and not yet completed on the loop. */
 uint64_t queue_depth(const struct queue *q);
 pthread_t queue_thread(const struct queue *q);

@@ -58,7 +58,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->map_recall = 1;
 	o->direct_min = XS_DIRECT_MIN;
 	o->land = 1;
-	o->land_spin_us = 3000;
+	o->land_wait_us = 3000;
 	o->log_level = LOG_NOTICE_;
 	o->transport = PPRPCD_TRANSPORT_AUTO;
 	o->rdma_chunk = 512u << 10;
@@ -247,14 +247,14 @@ static void set_xfer_timeout_show(const struct pprpcd_opts *o, char *buf, size_t
 	snprintf(buf, len, "%llu", (unsigned long long)o->xfer_timeout_ms);
 }
 
-static int set_land_spin(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+static int set_land_wait(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
 {
-	return parse_u64(v, 0, 1000000, &o->land_spin_us, err, errlen);
+	return parse_u64(v, 0, 1000000, &o->land_wait_us, err, errlen);
 }
 
-static void set_land_spin_show(const struct pprpcd_opts *o, char *buf, size_t len)
+static void set_land_wait_show(const struct pprpcd_opts *o, char *buf, size_t len)
 {
-	snprintf(buf, len, "%llu", (unsigned long long)o->land_spin_us);
+	snprintf(buf, len, "%llu", (unsigned long long)o->land_wait_us);
 }
 
 static int set_peer_timeout(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
@@ -688,13 +688,15 @@ static const struct optdef defs[] = {
 		 "copies them into the region: no byte crosses the peer link, no loop hands them on.  A "
 		 "source that cannot open the page (another host, another user, another /dev/shm) sends "
 		 "them by the link as before.  Both daemons need it on (0 = never offer, never use)." },
-	{ OPT("land-spin-us", "N", set_land_spin),
-	  .help = "a GPU device's RECV polls its landing slot for up to N us from its first run (default 3000)",
-	  .doc = "How long the worker of a GPU device polls the bell of a RECV's landing slot (land) before "
-		 "it waits for the source's answer on the link instead: it sees the bytes within a "
-		 "microsecond of their landing, and goes back to the device's other work whenever some "
-		 "arrives.  The polling keeps one core busy while a token's earlier stages run.  CPU devices "
-		 "never poll (their cores compute).  0 = never poll." },
+	{ OPT("land-wait-us", "N", set_land_wait),
+	  .help = "a RECV waits in place up to N us for its landing slot (default 3000)",
+	  .doc = "How long, from its first run, a RECV with a landing slot (land) waits for the bytes on its "
+		 "device's worker: asleep on the page's wake word, which the source moves after writing and "
+		 "the worker's own queue moves when other work comes (the worker serves it and comes back); "
+		 "a GPU device's worker polls the slot instead from shortly before the bytes are expected "
+		 "(how long the last RECVs from that source waited), so it sees them within a microsecond "
+		 "without keeping a core busy meanwhile.  After that the source's answer on the link wakes "
+		 "it.  0 = never wait in place." },
 	{ OPT("transfer-timeout-ms", "N", set_xfer_timeout),
 	  .help = "a SEND or RECV whose partner does not come fails after N ms (0 = never)",
 	  .doc = "A SEND nobody pulls, or a RECV whose SEND never comes, fails after N ms with a reason "

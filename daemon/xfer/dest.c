@@ -244,7 +244,7 @@ struct recv_cmd {
 	struct dbuf *b;
 	uint64_t offset;
 	uint64_t t_first;       /* when the IPC copies not yet waited for began */
-	uint64_t poll_until;    /* worker: polls the landing slot until then (0: not begun) */
+	uint64_t wait_from;     /* worker: waits in place for the landing slot since then (0: not begun) */
 };
 
 /* Worker, under the queue lock: the first time always (to claim the
@@ -260,7 +260,8 @@ static int recv_ready(struct qcmd *q)
 	pthread_mutex_unlock(&xr->xf->lock);
 	/* The bytes landed, or the worker may still poll for them. */
 	if (!ready && xr->land.pg && !xr->sm.land_copied)
-		ready = land_landed(&xr->land, xr->sm.size) != 0 || (rc->poll_until && xfer_now_us() < rc->poll_until);
+		ready = land_landed(&xr->land, xr->sm.size) != 0 ||
+			(rc->wait_from && xfer_now_us() < rc->wait_from + xr->xf->d->opts.land_wait_us);
 	return ready;
 }
 
@@ -273,38 +274,60 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* Worker: poll the landing slot's bell until the bytes land (1), the
- * source's bell says another size (< 0), or (0) the polling time is up,
- * the device's queue moved (other work may be ready: the worker looks and
- * comes back while the time lasts), the transfer took another turn, or the
- * stream is cancelled. */
-static int recv_land_poll(struct recv_cmd *rc, struct device *dev)
+/* Worker: wait in place for the bytes to land (1) or the slot to hold
+ * another size (< 0); 0 when the waiting time is up, the device's queue
+ * moved (other work may be ready: the worker looks and comes back while
+ * the time lasts), the transfer took another turn, or the stream is
+ * cancelled.  Asleep on the page's wake word until shortly before the
+ * bytes are expected; from then on a GPU device's worker polls the bell
+ * (land.h). */
+static int recv_land_wait(struct recv_cmd *rc, struct device *dev, bool poll)
 {
 	struct xrecv *xr = rc->xr;
 	struct xfer *xf = xr->xf;
-	uint64_t seen = xdev_queue_activity(dev);
+	uint64_t seen = xdev_queue_activity(dev), now = xfer_now_us();
+	uint64_t est = land_expected_us(&xr->land), margin = est / 4 > 100 ? est / 4 : 100;
+	uint64_t until, poll_from;
+	int l = 0;
 
-	if (!rc->poll_until)
-		rc->poll_until = xfer_now_us() + xf->d->opts.land_spin_us;
-	for (unsigned i = 0;; i++) {
-		int l = land_landed(&xr->land, xr->sm.size);
+	if (!rc->wait_from)
+		rc->wait_from = now;
+	until = rc->wait_from + xf->d->opts.land_wait_us;
+	poll_from = !poll ? until : est > margin ? rc->wait_from + est - margin : rc->wait_from;
+	for (unsigned i = 0; l == 0; i++) {
 		bool other;
 
-		if (l != 0)
-			return l;
-		if ((i & 255) != 255) {
+		if ((l = land_landed(&xr->land, xr->sm.size)) != 0)
+			break;
+		if (i & 255) {
 			cpu_relax();
 			continue;
 		}
-		if (xdev_queue_activity(dev) != seen || xfer_now_us() >= rc->poll_until ||
-		    atomic_load(&rc->qr.q.stream->canceled) || atomic_load(&xf->d->stopping_workers))
+		now = xfer_now_us();
+		if (now >= until || atomic_load(&rc->qr.q.stream->canceled) || atomic_load(&xf->d->stopping_workers))
 			return 0;
 		pthread_mutex_lock(&xf->lock);
 		other = xr->sm.error || xr->sm.arrived || xr->sm.ipc_avail || xr->sm.land_avail;
 		pthread_mutex_unlock(&xf->lock);
 		if (other)
 			return 0;
+		if (now < poll_from) {
+			/* Named to the queue before its count is read: work that
+			 * comes after the check moves the word and ends the sleep. */
+			uint32_t seq;
+
+			xdev_queue_wake_word(dev, land_wake_word(&xr->land));
+			seq = land_wake_seq(&xr->land);
+			if (xdev_queue_activity(dev) == seen)
+				l = land_sleep(&xr->land, xr->sm.size, seq, poll_from - now);
+			xdev_queue_wake_word(dev, NULL);
+		}
+		if (l == 0 && xdev_queue_activity(dev) != seen)
+			return 0;
 	}
+	if (l > 0)
+		land_note_wait(&xr->land, xfer_now_us() - rc->wait_from);
+	return l;
 }
 
 /* Worker: the bytes are in the landing slot (l > 0): into the region. */
@@ -395,12 +418,12 @@ static int recv_exec(struct qcmd *q)
 
 	xpath_dest(dev, &p);
 	/* The bytes may be in the landing slot before the source's answer
-	 * comes (or it never comes by the link: a GPU device polls). */
+	 * comes: the worker waits for them in place a while. */
 	if (xr->land.pg && !xr->sm.land_copied) {
 		int l = land_landed(&xr->land, xr->sm.size);
 
-		if (l == 0 && !visible && xf->d->opts.land_spin_us && land_poll_ok(&xr->land))
-			l = recv_land_poll(rc, dev);
+		if (l == 0 && xf->d->opts.land_wait_us && land_poll_ok(&xr->land))
+			l = recv_land_wait(rc, dev, !visible);
 		if (l != 0) {
 			int st = recv_land_take(rc, dev, dst, l);
 

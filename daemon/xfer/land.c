@@ -4,6 +4,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -11,6 +13,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemon/xfer/xdev.h"
@@ -32,7 +36,12 @@ struct land_hdr {
 	uint32_t nslots;
 	uint32_t hdr_bytes;
 	uint64_t slot_bytes;
-	uint64_t pad[5];
+	/* a futex word: a source adds 1 after ringing a bell (and the
+	 * destination's own queue when work comes, queue_set_wake_word);
+	 * sleepers: destination workers asleep on it */
+	_Atomic uint32_t wake;
+	_Atomic uint32_t sleepers;
+	uint64_t pad[4];
 	struct land_desc desc[LAND_SLOTS];
 };
 
@@ -53,6 +62,7 @@ struct land_page {
 	bool unlinked;
 	bool answered;                 /* the source answered from it once */
 	atomic_bool no_poll;           /* the source does not use it: do not poll */
+	_Atomic uint64_t est_wait_us;  /* how long a RECV waited for its bytes (moving average) */
 	uint64_t next_gen;
 	uint8_t slot[LAND_SLOTS];
 	uint32_t dead;
@@ -110,7 +120,7 @@ int land_desc_check(const void *base, uint32_t slot, uint64_t gen, uint64_t size
 
 	if (slot >= LAND_SLOTS)
 		return PPRPC_EPROTO;
-	bell = atomic_load_explicit(&h->desc[slot].bell, memory_order_acquire);
+	bell = atomic_load(&h->desc[slot].bell);
 	if (bell != gen)
 		return 0;
 	return h->desc[slot].size == size ? 1 : PPRPC_EPROTO;
@@ -279,6 +289,45 @@ int land_landed(const struct land_ref *r, uint64_t size)
 	return r->pg ? land_desc_check(r->pg->base, r->slot, r->gen, size) : 0;
 }
 
+_Atomic uint32_t *land_wake_word(const struct land_ref *r)
+{
+	return &((struct land_hdr *)r->pg->base)->wake;
+}
+
+uint32_t land_wake_seq(const struct land_ref *r)
+{
+	return atomic_load(land_wake_word(r));
+}
+
+int land_sleep(const struct land_ref *r, uint64_t size, uint32_t seq, uint64_t timeout_us)
+{
+	struct land_hdr *h = (struct land_hdr *)r->pg->base;
+	struct timespec ts = { (time_t)(timeout_us / 1000000u), (long)(timeout_us % 1000000u) * 1000 };
+	int l;
+
+	atomic_fetch_add(&h->sleepers, 1);
+	l = land_landed(r, size);
+	if (l == 0) {
+		syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAIT, seq, &ts, NULL, 0);
+		l = land_landed(r, size);
+	}
+	atomic_fetch_sub(&h->sleepers, 1);
+	return l;
+}
+
+uint64_t land_expected_us(const struct land_ref *r)
+{
+	return atomic_load(&r->pg->est_wait_us);
+}
+
+void land_note_wait(const struct land_ref *r, uint64_t waited_us)
+{
+	uint64_t e = atomic_load(&r->pg->est_wait_us);
+
+	/* a moving average: a token's wait is much like the last ones' */
+	atomic_store(&r->pg->est_wait_us, e ? (3 * e + waited_us) / 4 : waited_us);
+}
+
 const void *land_data(const struct land_ref *r)
 {
 	return r->pg->base + LAND_HDR_BYTES + (uint64_t)r->slot * LAND_SLOT_BYTES;
@@ -433,7 +482,12 @@ int land_put(const struct land_ref *r, struct device *dev, const void *src, uint
 	if (rc < 0)
 		return rc;
 	h->desc[r->slot].size = n;
-	atomic_store_explicit(&h->desc[r->slot].bell, r->gen, memory_order_release);
+	atomic_store(&h->desc[r->slot].bell, r->gen);
+	/* After the bell (seq_cst both sides: a destination that went to sleep
+	 * before it counted itself first, and one that did not sees the bell). */
+	atomic_fetch_add(&h->wake, 1);
+	if (atomic_load(&h->sleepers))
+		syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 	return 0;
 }
 

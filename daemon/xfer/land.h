@@ -27,11 +27,15 @@
  * answered from the page (it has it open) and at exit; a page of a daemon
  * that died is removed by the next daemon's sweep at start.
  *
- * What the destination's worker does while it waits (dest.c): on a device
- * whose memory is not host memory (a GPU) it polls the bell for up to
- * land-spin-us from the RECV's first run, returning to the queue whenever
- * anything else arrives for it; after that, or on CPU devices (whose cores
- * compute), the source's answer on the link wakes it.
+ * What the destination's worker does while it waits (dest.c): for up to
+ * land-wait-us from the RECV's first run it waits in place, asleep on the
+ * page's wake word (a futex: the source adds to it and wakes it after the
+ * bell; the worker's queue does when other work comes, and the worker goes
+ * back to it); on a device whose memory is not host memory (a GPU) it
+ * polls the bell instead from shortly before the bytes are expected (how
+ * long the last RECVs waited), so it sees them within a microsecond
+ * without keeping a core busy all the while.  After that time the
+ * source's answer on the link wakes it.
  *
  * Threads: pages, offers and settlements on the loop; land_landed and
  * land_put on workers (the mapping is held by a reference the transfer
@@ -91,6 +95,18 @@ const char *land_page_name(const struct land_ref *r);
 /* Has the slot this transfer's bytes (any thread)?  As land_desc_check. */
 int land_landed(const struct land_ref *r, uint64_t size);
 const void *land_data(const struct land_ref *r);
+/* Worker, waiting in place: the page's wake word (the source adds to it
+ * after each bell; the worker's own queue does when work comes, once the
+ * word is named to it), its value now, and a sleep on it of at most
+ * timeout_us unless it moved from seq.  land_sleep returns as
+ * land_landed after it. */
+_Atomic uint32_t *land_wake_word(const struct land_ref *r);
+uint32_t land_wake_seq(const struct land_ref *r);
+int land_sleep(const struct land_ref *r, uint64_t size, uint32_t seq, uint64_t timeout_us);
+/* How long RECVs from this page waited for their bytes, lately (0: not
+ * known yet), and this one's wait. */
+uint64_t land_expected_us(const struct land_ref *r);
+void land_note_wait(const struct land_ref *r, uint64_t waited_us);
 /* The source answered from the page (it has it open: the name may go). */
 void land_answered(struct xfer *xf, const struct land_ref *r);
 /* A transfer offered the slot came another way: refused (the source's

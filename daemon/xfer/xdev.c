@@ -36,6 +36,11 @@ uint64_t xdev_queue_activity(const struct device *dev)
 	return queue_activity(dev->q);
 }
 
+void xdev_queue_wake_word(struct device *dev, _Atomic uint32_t *word)
+{
+	queue_set_wake_word(dev->q, word);
+}
+
 int xdev_pin_host(struct device *dev, void *ptr, uint64_t bytes, int on)
 {
 	return device_pin_host(dev, ptr, bytes, on);

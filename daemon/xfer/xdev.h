@@ -6,6 +6,7 @@
 #ifndef PPRPC_DAEMON_XFER_XDEV_H
 #define PPRPC_DAEMON_XFER_XDEV_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,6 +27,9 @@ int xdev_pin_host(struct device *dev, void *ptr, uint64_t bytes, int on);
 /* Changes whenever work arrives for dev's queue or it is kicked (any
  * thread: queue_activity). */
 uint64_t xdev_queue_activity(const struct device *dev);
+/* The word a command sleeps on in its exec on dev's worker (NULL: none):
+ * queue_set_wake_word. */
+void xdev_queue_wake_word(struct device *dev, _Atomic uint32_t *word);
 
 /* Worker: device memory <-> host memory, and within the device. */
 int xdev_download(struct device *dev, void *dst_host, const void *src_dev, uint64_t n);
