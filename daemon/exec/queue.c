@@ -1,21 +1,18 @@
 /* daemon/exec/queue.c — worker thread + completion hand-off (see queue.h). */
 #include "daemon/exec/queue.h"
 
-#include <limits.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "daemon/core/trace.h"
 #include "daemon/exec/stream.h"
 #include "proto/errtext.h"
 #include "pprpc/types.h"
 #include "util/clock.h"
+#include "util/futex.h"
 #include "proto/msgtype.h"
 
 _Static_assert(MSG_TYPE_COUNT <= QUEUE_EXEC_TYPES, "every command type has an exec-time account");
@@ -56,7 +53,7 @@ static void bump(struct queue *q)
 	__atomic_fetch_add(&q->kicks, 1, __ATOMIC_RELAXED);
 	if (w) {
 		atomic_fetch_add(w, 1);
-		syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+		futex_wake_all(w);
 	}
 }
 

@@ -199,9 +199,8 @@ static int pull_meta(void *arg, int code, const char *errmsg, const struct frame
 static void pull_done(void *arg, const struct frame_hdr *h, int more)
 {
 	struct xrecv *xr = arg;
-	int flags;
-
 	bool answered, clean;
+	int flags;
 
 	(void)h;
 	pthread_mutex_lock(&xr->xf->lock);
@@ -422,7 +421,7 @@ static int recv_exec(struct qcmd *q)
 	if (xr->land.pg && !xr->sm.land_copied) {
 		int l = land_landed(&xr->land, xr->sm.size);
 
-		if (l == 0 && xf->d->opts.land_wait_us && land_poll_ok(&xr->land))
+		if (l == 0 && xf->d->opts.land_wait_us && land_wait_ok(&xr->land))
 			l = recv_land_wait(rc, dev, !visible);
 		if (l != 0) {
 			int st = recv_land_take(rc, dev, dst, l);

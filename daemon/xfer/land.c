@@ -4,8 +4,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -13,14 +11,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "daemon/xfer/xdev.h"
 #include "daemon/xfer/xfer_impl.h"
 #include "pprpc/types.h"
 #include "proto/auth.h"
+#include "util/futex.h"
 
 #define LAND_MAGIC 0x31444e414c525050ull  /* "PPRLAND1" */
 
@@ -61,7 +58,7 @@ struct land_page {
 	bool retired;                  /* no new offers; unmapped once refs is 0 */
 	bool unlinked;
 	bool answered;                 /* the source answered from it once */
-	atomic_bool no_poll;           /* the source does not use it: do not poll */
+	atomic_bool no_wait;           /* the source does not use it: do not wait in place */
 	_Atomic uint64_t est_wait_us;  /* how long a RECV waited for its bytes (moving average) */
 	uint64_t next_gen;
 	uint8_t slot[LAND_SLOTS];
@@ -202,7 +199,7 @@ static struct land_page *page_make(struct xfer *xf, const char *peer)
 	h->nslots = LAND_SLOTS;
 	h->hdr_bytes = LAND_HDR_BYTES;
 	h->slot_bytes = LAND_SLOT_BYTES;
-	atomic_store_explicit((_Atomic uint64_t *)&h->magic, LAND_MAGIC, memory_order_release);
+	h->magic = LAND_MAGIC; /* the source learns of the page from a PULL sent after this */
 	pg->own = true;
 	snprintf(pg->peer, sizeof(pg->peer), "%s", peer);
 	pg->next = *pages(xf);
@@ -302,13 +299,12 @@ uint32_t land_wake_seq(const struct land_ref *r)
 int land_sleep(const struct land_ref *r, uint64_t size, uint32_t seq, uint64_t timeout_us)
 {
 	struct land_hdr *h = (struct land_hdr *)r->pg->base;
-	struct timespec ts = { (time_t)(timeout_us / 1000000u), (long)(timeout_us % 1000000u) * 1000 };
 	int l;
 
 	atomic_fetch_add(&h->sleepers, 1);
 	l = land_landed(r, size);
 	if (l == 0) {
-		syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAIT, seq, &ts, NULL, 0);
+		futex_wait_us(&h->wake, seq, timeout_us);
 		l = land_landed(r, size);
 	}
 	atomic_fetch_sub(&h->sleepers, 1);
@@ -341,7 +337,7 @@ void land_answered(struct xfer *xf, const struct land_ref *r)
 	if (!pg)
 		return;
 	pg->answered = true;
-	atomic_store(&pg->no_poll, false);
+	atomic_store(&pg->no_wait, false);
 	page_unlink(pg);
 }
 
@@ -358,12 +354,12 @@ void land_unused(struct xfer *xf, const struct land_ref *r, bool refused)
 		return;
 	}
 	if (!pg->answered)
-		atomic_store(&pg->no_poll, true);
+		atomic_store(&pg->no_wait, true);
 }
 
-bool land_poll_ok(const struct land_ref *r)
+bool land_wait_ok(const struct land_ref *r)
 {
-	return r->pg && !atomic_load(&r->pg->no_poll);
+	return r->pg && !atomic_load(&r->pg->no_wait);
 }
 
 void land_settle(struct xfer *xf, struct land_ref *r, bool clean)
@@ -487,7 +483,7 @@ int land_put(const struct land_ref *r, struct device *dev, const void *src, uint
 	 * before it counted itself first, and one that did not sees the bell). */
 	atomic_fetch_add(&h->wake, 1);
 	if (atomic_load(&h->sleepers))
-		syscall(SYS_futex, (uint32_t *)&h->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+		futex_wake_all(&h->wake);
 	return 0;
 }
 

@@ -112,12 +112,12 @@ void land_answered(struct xfer *xf, const struct land_ref *r);
 /* A transfer offered the slot came another way: refused (the source's
  * answers said it cannot use the page: another host, landing off, the
  * page not to be opened) or not (it had decided its path before the PULL
- * came).  Until the source answers from a page, the worker does not poll
- * for it; a page the source had open once and now refuses is replaced
+ * came).  Until the source answers from a page, the worker does not wait
+ * in place for it; a page the source had open once and now refuses is replaced
  * (the source was restarted: the name is gone). */
 void land_unused(struct xfer *xf, const struct land_ref *r, bool refused);
-/* Should the worker poll for this slot's bell? */
-bool land_poll_ok(const struct land_ref *r);
+/* Should the worker wait in place for this slot's bytes? */
+bool land_wait_ok(const struct land_ref *r);
 /* The transfer ended: clean (its PULL ended with the source's final
  * answer: the source will not write the slot again) frees the slot; else
  * the slot is never offered again.  Loop. */

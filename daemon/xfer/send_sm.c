@@ -81,7 +81,6 @@ void send_sm_on_pull(struct send_sm *s, uint64_t size, bool ipc_req, uint64_t la
 		s->size = size;
 	s->pulling = true;
 	s->ipc_req = ipc_req;
-	s->land_ok = land_max > 0;
 	s->land_max = land_max;
 }
 
@@ -147,7 +146,7 @@ static bool decide(struct send_sm *s, const struct xs_env *e, struct xs_act *a)
 {
 	bool want_ipc = s->pulling && s->ipc_req && s->ipc_ok;
 
-	if (s->pulling && s->land_ok && s->size <= s->land_max && relayout(s, s->size) == 0) {
+	if (s->pulling && s->size <= s->land_max && relayout(s, s->size) == 0) {
 		s->mode = XS_LAND;
 		return true;
 	}

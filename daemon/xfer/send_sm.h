@@ -89,8 +89,8 @@ struct send_sm {
 	bool exec_done;         /* the SEND command completed */
 	bool pulling;           /* a puller is attached */
 	bool ipc_req;           /* the puller is on this host and wants IPC */
-	bool land_ok;           /* the puller offered a landing slot we opened (land.h) */
-	uint64_t land_max;      /* ... of this many bytes */
+	uint64_t land_max;      /* the puller offered a landing slot we opened, of this many
+				 * bytes (land.h; 0: none) */
 	bool failed;            /* nothing more goes out; the SEND stops waiting */
 	int status;             /* the first failure's code (0: unknown) */
 	bool ipc_released;      /* the destination released every IPC slot */
