@@ -85,6 +85,7 @@ struct pprpcd_opts {
 	int cpu_ipc;               /* CPU boundaries between daemons of one host by cross-memory attach */
 	int land;                  /* small boundaries between daemons of one host by landing pages (xfer/land.h) */
 	uint64_t land_wait_us;     /* how long a RECV waits in place for its landing slot */
+	int wake_ahead;            /* loop and workers awake when a client's next requests are due (server/wake_ahead.h) */
 	int ggml_native_gdn;       /* DEVICE_GDN_NATIVE_*: pprpc's GATED_DELTA_NET on ggml devices */
 	uint64_t ipc_pool_bytes;   /* IPC staging pool per device (0: 1 GiB GPU, staging size CPU) */
 	char metrics_listen[300];  /* Prometheus endpoint, "" = off */
@@ -194,6 +195,7 @@ struct pprpcd {
 	 * back (pprpcd_conn_gone) */
 	uint32_t async_creates;
 	struct trace *trace;       /* trace-file (core/trace.h), NULL when off */
+	struct wake_ahead *wake;   /* server/wake_ahead.h, NULL when off */
 	struct wsrc *weights;      /* model-dir and weights-cache (daemon/weights), NULL when neither */
 	/* Shared key (proto/auth.h); auth_key_len 0 = no authentication. */
 	uint8_t auth_key[4096];

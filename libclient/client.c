@@ -184,6 +184,7 @@ PPRPC_API int pprpc_connect(const char *addr, const pprpc_connect_opts *opts, pp
 	}
 	c->fd = -1;
 	c->cancel_fd = -1;
+	c->spin = 1;
 	if (strlen(addr) >= sizeof(c->addr)) {
 		rc = PPRPC_EINVAL;
 		snprintf(err, sizeof(err), "address too long");

@@ -11,7 +11,9 @@
 
 #include "pprpc.h"
 #include "proto/frame_reader.h"
+#include "proto/msgtype.h"
 #include "proto/pprpc.pb-c.h"
+#include "util/expect.h"
 
 #define CLIENT_MAX_DEVICES 16
 #define CLIENT_INBUF 65536
@@ -71,6 +73,11 @@ struct pprpc_client {
 	int user_io_timeout_ms;
 	int cancel_fd;           /* readable: every wait fails (liveness.c); -1 = none */
 	pprpc_trace *trace;      /* the caller's (pprpc_set_trace), NULL = off */
+	/* Waits spin around the time the last ones of the same request type
+	 * took, instead of sleeping through the reply's arrival (rpc.c,
+	 * pprpc_set_spin): by type, and [0] for waits on async replies. */
+	int spin;
+	struct expect wait_est[MSG_TYPE_COUNT];
 };
 
 /* A line of c->trace (trace.c) for request id of type (send, recv). */

@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 #include "libclient/client.h"
 #include "proto/frame.h"
 #include "proto/meta.h"
+#include "util/clock.h"
 
 int client_fail(pprpc_client *c, int code, const char *fmt, ...)
 {
@@ -257,25 +259,52 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static uint64_t now_us(void)
+{
+	return util_now_ns() / 1000u;
+}
+
+/* When a wait spins rather than sleeps (util/expect.h): from..until, us of
+ * CLOCK_MONOTONIC; from == until: never. */
+struct spin {
+	uint64_t from, until;
+};
+
 /* Wait for the socket (readable, plus writable when want_write), then read
  * what arrived.  Returns 1 if writable, 0 if not, or a negative code.  A
- * readable cancel fd (liveness.c) ends the wait and the connection. */
-static int progress(pprpc_client *c, int want_write, int64_t deadline)
+ * readable cancel fd (liveness.c) ends the wait and the connection.  Inside
+ * sp's window the wait only looks (and yields the CPU to whatever else
+ * wants it); before it, it sleeps until the window opens at most. */
+static int progress(pprpc_client *c, int want_write, int64_t deadline, const struct spin *sp)
 {
 	struct pollfd pfd[2] = {
 		{ .fd = c->fd, .events = POLLIN | (want_write ? POLLOUT : 0) },
 		{ .fd = c->cancel_fd, .events = POLLIN },
 	};
-	int tmo = -1, rc;
+	int64_t tmo_us = -1;
+	struct timespec ts;
+	int rc;
 
 	if (deadline >= 0) {
 		int64_t left = deadline - now_ms();
 
 		if (left <= 0)
 			return PPRPC_ETIMEDOUT;
-		tmo = left > 1000000 ? 1000000 : (int)left;
+		tmo_us = (left > 1000000 ? 1000000 : left) * 1000;
 	}
-	rc = poll(pfd, c->cancel_fd >= 0 ? 2 : 1, tmo);
+	if (sp && sp->from < sp->until) {
+		uint64_t now = now_us();
+
+		if (now < sp->from && (tmo_us < 0 || (int64_t)(sp->from - now) < tmo_us))
+			tmo_us = (int64_t)(sp->from - now);
+		else if (now >= sp->from && now < sp->until) {
+			tmo_us = 0;
+			sched_yield();
+		}
+	}
+	ts.tv_sec = tmo_us / 1000000;
+	ts.tv_nsec = (tmo_us % 1000000) * 1000;
+	rc = ppoll(pfd, c->cancel_fd >= 0 ? 2 : 1, tmo_us < 0 ? NULL : &ts, NULL);
 	if (rc < 0)
 		return errno == EINTR ? 0 : broken(c, PPRPC_EIO, "poll");
 	if (c->cancel_fd >= 0 && (pfd[1].revents & (POLLIN | POLLERR | POLLHUP)))
@@ -288,6 +317,17 @@ static int progress(pprpc_client *c, int want_write, int64_t deadline)
 			return rc;
 	}
 	return (pfd[0].revents & POLLOUT) ? 1 : 0;
+}
+
+/* The window a wait on estimate e, begun at t0, spins in (none when spinning
+ * is off or nothing was learnt yet). */
+static struct spin spin_window(const pprpc_client *c, const struct expect *e, uint64_t t0)
+{
+	uint64_t est = c->spin ? expect_us(e) : 0;
+
+	if (!est)
+		return (struct spin){ 0, 0 };
+	return (struct spin){ t0 + expect_spin_from_us(est), t0 + est + expect_margin_us(est) };
 }
 
 static int write_all(pprpc_client *c, struct iovec *iov, int iovcnt)
@@ -307,7 +347,7 @@ static int write_all(pprpc_client *c, struct iovec *iov, int iovcnt)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				return broken_errno(c, "sending request");
-			rc = progress(c, 1, deadline);
+			rc = progress(c, 1, deadline, NULL);
 			if (rc == PPRPC_ETIMEDOUT)
 				return broken(c, rc, "sending request");
 			if (rc < 0)
@@ -387,9 +427,12 @@ int rpc_send(pprpc_client *c, uint16_t type, uint32_t flags, const ProtobufCMess
 int rpc_wait(pprpc_client *c, struct pending *p)
 {
 	int64_t deadline = c->io_timeout_ms > 0 ? now_ms() + c->io_timeout_ms : -1;
+	struct expect *e = &c->wait_est[p->type < MSG_TYPE_COUNT ? p->type : MSG_NONE];
+	uint64_t t0 = now_us();
+	struct spin sp = spin_window(c, e, t0);
 
 	while (!p->done) {
-		int rc = progress(c, 0, deadline);
+		int rc = progress(c, 0, deadline, &sp);
 
 		if (rc == PPRPC_ETIMEDOUT)
 			/* The reply may still come: the stream is out of sync. */
@@ -397,6 +440,7 @@ int rpc_wait(pprpc_client *c, struct pending *p)
 		if (rc < 0 && !p->done)
 			return rc;
 	}
+	expect_note(e, now_us() - t0);
 	return p->rc;
 }
 
@@ -409,15 +453,22 @@ void rpc_forget(pprpc_client *c, struct pending *p)
 int rpc_drain(pprpc_client *c)
 {
 	int64_t deadline = c->io_timeout_ms > 0 ? now_ms() + c->io_timeout_ms : -1;
+	/* async replies: the slot of no request type */
+	struct expect *e = &c->wait_est[MSG_NONE];
+	uint64_t t0 = now_us();
+	struct spin sp = spin_window(c, e, t0);
 
+	if (!c->async_outstanding)
+		return 0;
 	while (c->async_outstanding) {
-		int rc = progress(c, 0, deadline);
+		int rc = progress(c, 0, deadline, &sp);
 
 		if (rc == PPRPC_ETIMEDOUT)
 			return broken(c, rc, "waiting for replies");
 		if (rc < 0)
 			return rc;
 	}
+	expect_note(e, now_us() - t0);
 	return 0;
 }
 
@@ -461,4 +512,10 @@ int rpc_call_u64(pprpc_client *c, uint16_t type, const ProtobufCMessage *req,
 	memcpy(out, (const char *)m + off, sizeof(*out));
 	meta_free(m);
 	return 0;
+}
+
+PPRPC_API void pprpc_set_spin(pprpc_client *c, int on)
+{
+	if (c)
+		c->spin = on != 0;
 }

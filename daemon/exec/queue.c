@@ -2,6 +2,7 @@
 #include "daemon/exec/queue.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "proto/errtext.h"
 #include "pprpc/types.h"
 #include "util/clock.h"
+#include "util/expect.h"
 #include "util/futex.h"
 #include "proto/msgtype.h"
 
@@ -30,6 +32,9 @@ struct queue {
 	uint64_t kicks_seen;
 	/* the word a command's exec sleeps on (queue_set_wake_word), or NULL */
 	_Atomic(_Atomic uint32_t *) wake_word;
+	/* until when (util_now_ns) an idle worker spins for work instead of
+	 * sleeping (queue_spin_until) */
+	_Atomic uint64_t spin_until;
 	uint64_t npending; /* commands handed to the device, not completed */
 	/* a command's exec runs outside the lock: on the worker, or inline on
 	 * the loop (queue_run_inline); never both at once */
@@ -236,6 +241,28 @@ static void enqueue(struct queue *q, struct qcmd *c)
 	pthread_cond_signal(&q->cond);
 }
 
+/* Idle, under the lock: look for a kick without it until one comes or the
+ * spin window closes (a woken thread would take longer to run than the
+ * next command takes to come, util/expect.h). */
+static void spin(struct queue *q)
+{
+	uint64_t seen = q->kicks_seen;
+
+	pthread_mutex_unlock(&q->lock);
+	for (unsigned i = 1;; i++) {
+		if (__atomic_load_n(&q->kicks, __ATOMIC_RELAXED) != seen)
+			break;
+		if (!(i & 63)) {
+			if (util_now_ns() >= atomic_load(&q->spin_until))
+				break;
+			/* any thread that wants this CPU gets it first */
+			sched_yield();
+		}
+		cpu_relax();
+	}
+	pthread_mutex_lock(&q->lock);
+}
+
 static int worker_done(const struct queue *q)
 {
 	return q->stop && !q->head && q->npending == 0;
@@ -258,8 +285,13 @@ static void *worker(void *arg)
 			if (worker_done(q))
 				break;
 			q->kicks_seen = q->kicks;
-			while (q->kicks == q->kicks_seen && !worker_done(q))
+			while (q->kicks == q->kicks_seen && !worker_done(q)) {
+				if (atomic_load(&q->spin_until) > util_now_ns()) {
+					spin(q);
+					continue;
+				}
 				pthread_cond_wait(&q->cond, &q->lock);
+			}
 			continue;
 		}
 		if (skip(c)) {
@@ -456,6 +488,18 @@ void queue_kick(struct queue *q)
 {
 	pthread_mutex_lock(&q->lock);
 	bump(q);
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+}
+
+void queue_spin_until(struct queue *q, uint64_t until_ns)
+{
+	uint64_t was = atomic_exchange(&q->spin_until, until_ns);
+
+	if (was > util_now_ns())
+		return; /* the worker is looking already, or busy */
+	/* an asleep worker must start looking now: a wake without work */
+	pthread_mutex_lock(&q->lock);
 	pthread_cond_signal(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 }

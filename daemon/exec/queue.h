@@ -118,6 +118,10 @@ void queue_exec_times(const struct queue *q, struct queue_exec_time *ret);
 /* A count that changes with every push and kick (any thread): a command
  * that polls in its exec goes back to the queue when it moves. */
 uint64_t queue_activity(const struct queue *q);
+/* Until until_ns (util_now_ns), an idle worker looks for work instead of
+ * sleeping: a client's next requests are due (server/wake_ahead.c).  Any
+ * thread; replaces the last setting. */
+void queue_spin_until(struct queue *q, uint64_t until_ns);
 /* A command that sleeps in its exec on a futex word (a landing page's,
  * daemon/xfer/land.h: another process wakes it too) names it here while
  * it sleeps: every push and kick then adds 1 to it and wakes it, so the

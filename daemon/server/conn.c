@@ -16,6 +16,7 @@
 #include "daemon/server/dispatch.h"
 #include "daemon/server/reply.h"
 #include "daemon/server/server.h"
+#include "daemon/server/wake_ahead.h"
 #include "pprpc/types.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
@@ -216,6 +217,8 @@ static int on_frame(void *ctx, const struct frame_hdr *h)
 	(void)h;
 	if (c->d->trace)
 		trace_req(c->d, c, r->hdr.type, r->hdr.req_id, TRACE_ARRIVE, trace_now_ns());
+	if (c->role != PPRPC__ROLE__ROLE_PEER)
+		wake_ahead_frame(c->d);
 	c->requests++;
 	c->d->stats.requests++;
 	if (r->hdr.type < MSG_TYPE_COUNT)

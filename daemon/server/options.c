@@ -59,6 +59,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->direct_min = XS_DIRECT_MIN;
 	o->land = 1;
 	o->land_wait_us = 3000;
+	o->wake_ahead = 1;
 	o->log_level = LOG_NOTICE_;
 	o->transport = PPRPCD_TRANSPORT_AUTO;
 	o->rdma_chunk = 512u << 10;
@@ -142,6 +143,7 @@ FLAG_SETTER(set_cuda_graphs, cuda_graphs)
 FLAG_SETTER(set_send_in_place, send_in_place)
 FLAG_SETTER(set_cpu_ipc, cpu_ipc)
 FLAG_SETTER(set_land, land)
+FLAG_SETTER(set_wake_ahead, wake_ahead)
 FLAG_SETTER(set_map_model_files, map_model_files)
 FLAG_SETTER(set_map_read_ahead, map_read_ahead)
 FLAG_SETTER(set_map_recall, map_recall)
@@ -697,6 +699,17 @@ static const struct optdef defs[] = {
 		 "(how long the last RECVs from that source waited), so it sees them within a microsecond "
 		 "without keeping a core busy meanwhile.  After that the source's answer on the link wakes "
 		 "it.  0 = never wait in place." },
+	{ OPT("wake-ahead", "0|1", set_wake_ahead),
+	  .help = "be awake when a client's next requests are due, at a steady pace up to 20 ms (default 1)",
+	  .doc = "A client that sends its requests in bursts at a steady pace (llama.cpp decoding: a token "
+		 "every few ms) finds the daemon's event loop and its devices' workers asleep between them, "
+		 "and a thread woken from sleep takes 20 to 160 us to run on some hosts (idle CPUs, halted "
+		 "virtual CPUs; bench/wake-probe.c) - more than the rest of a rank's part of the token.  With "
+		 "wake-ahead the loop learns the pace (the moving average of the time between bursts, when "
+		 "it is 20 ms or less) and, from a quarter of it (at most 500 us, at least 100) before the "
+		 "next burst is due to as long after, the loop and the workers look for work without "
+		 "sleeping, until the burst came and went.  Costs at most twice that window of CPU per "
+		 "burst on two threads per device; nothing while no client keeps a pace.  0 = always sleep." },
 	{ OPT("transfer-timeout-ms", "N", set_xfer_timeout),
 	  .help = "a SEND or RECV whose partner does not come fails after N ms (0 = never)",
 	  .doc = "A SEND nobody pulls, or a RECV whose SEND never comes, fails after N ms with a reason "

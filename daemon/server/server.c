@@ -26,6 +26,7 @@
 #include "daemon/server/dispatch.h"
 #include "daemon/server/options.h"
 #include "daemon/server/server.h"
+#include "daemon/server/wake_ahead.h"
 #include "daemon/core/core_impl.h"
 #include "daemon/core/hostmem.h"
 #include "daemon/core/trace.h"
@@ -403,6 +404,7 @@ int pprpcd_start(struct pprpcd *d)
 	rc = place_threads(d);
 	if (rc < 0)
 		return rc;
+	wake_ahead_start(d);
 	rc = metrics_start(d, err, sizeof(err));
 	if (rc < 0) {
 		LOG(d, LOG_ERR_, "%s", err);
@@ -512,6 +514,7 @@ void pprpcd_stop(struct pprpcd *d)
 	uv_unref((uv_handle_t *)&d->sig_hup);
 	uv_timer_stop(&d->tick);
 	uv_close((uv_handle_t *)&d->tick, NULL);
+	wake_ahead_stop(d);
 	metrics_stop(d);
 	pprpcd_conn_gone(d);
 }

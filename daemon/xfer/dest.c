@@ -22,6 +22,7 @@
 #include "proto/auth.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
+#include "util/expect.h"
 
 /* ---- ranks whose IPC copies failed ------------------------------------------------ */
 
@@ -264,15 +265,6 @@ static int recv_ready(struct qcmd *q)
 	return ready;
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 /* Worker: wait in place for the bytes to land (1) or the slot to hold
  * another size (< 0); 0 when the waiting time is up, the device's queue
  * moved (other work may be ready: the worker looks and comes back while
@@ -285,14 +277,14 @@ static int recv_land_wait(struct recv_cmd *rc, struct device *dev, bool poll)
 	struct xrecv *xr = rc->xr;
 	struct xfer *xf = xr->xf;
 	uint64_t seen = xdev_queue_activity(dev), now = xfer_now_us();
-	uint64_t est = land_expected_us(&xr->land), margin = est / 4 > 100 ? est / 4 : 100;
+	uint64_t est = land_expected_us(&xr->land);
 	uint64_t until, poll_from;
 	int l = 0;
 
 	if (!rc->wait_from)
 		rc->wait_from = now;
 	until = rc->wait_from + xf->d->opts.land_wait_us;
-	poll_from = !poll ? until : est > margin ? rc->wait_from + est - margin : rc->wait_from;
+	poll_from = !poll ? until : rc->wait_from + expect_spin_from_us(est);
 	for (unsigned i = 0; l == 0; i++) {
 		bool other;
 

@@ -17,6 +17,7 @@
 #include "daemon/xfer/xfer_impl.h"
 #include "pprpc/types.h"
 #include "proto/auth.h"
+#include "util/expect.h"
 #include "util/futex.h"
 
 #define LAND_MAGIC 0x31444e414c525050ull  /* "PPRLAND1" */
@@ -59,7 +60,7 @@ struct land_page {
 	bool unlinked;
 	bool answered;                 /* the source answered from it once */
 	atomic_bool no_wait;           /* the source does not use it: do not wait in place */
-	_Atomic uint64_t est_wait_us;  /* how long a RECV waited for its bytes (moving average) */
+	struct expect wait;            /* how long a RECV waited for its bytes */
 	uint64_t next_gen;
 	uint8_t slot[LAND_SLOTS];
 	uint32_t dead;
@@ -313,15 +314,12 @@ int land_sleep(const struct land_ref *r, uint64_t size, uint32_t seq, uint64_t t
 
 uint64_t land_expected_us(const struct land_ref *r)
 {
-	return atomic_load(&r->pg->est_wait_us);
+	return expect_us(&r->pg->wait);
 }
 
 void land_note_wait(const struct land_ref *r, uint64_t waited_us)
 {
-	uint64_t e = atomic_load(&r->pg->est_wait_us);
-
-	/* a moving average: a token's wait is much like the last ones' */
-	atomic_store(&r->pg->est_wait_us, e ? (3 * e + waited_us) / 4 : waited_us);
+	expect_note(&r->pg->wait, waited_us);
 }
 
 const void *land_data(const struct land_ref *r)

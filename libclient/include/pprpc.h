@@ -180,6 +180,12 @@ PPRPC_API int pprpc_ping(pprpc_client *c, int timeout_ms);
  * stays the caller's (never read or closed here) and must stay open while
  * set. */
 PPRPC_API void pprpc_set_cancel_fd(pprpc_client *c, int fd);
+/* Whether c's waits for replies spin (on, the default) around the time the
+ * last waits for the same request type took, and sleep before: a thread
+ * woken from sleep takes 20 to 160 us to run on some hosts, more than a
+ * decoded token's hops.  Off, every wait sleeps until its reply comes
+ * (hosts where the ranks' work shares the caller's CPUs). */
+PPRPC_API void pprpc_set_spin(pprpc_client *c, int on);
 /* The request trace, a diagnostic (doc/llama.md: Tracing one token).
  * pprpc_trace_open writes PATH.PID (several processes may trace to one
  * PATH); a client given it by pprpc_set_trace writes a line per request

@@ -6,6 +6,7 @@
 # First local (-dev CUDA0): llama-completion's own decode figure.  Then, for
 # each CONFIG (default: 2), NAME=RANKS[:PPRPCD FLAGS...] e.g.
 #   2  4  ipc2=2:--direct-min=0  nograph2=2:env=GGML_CUDA_DISABLE_GRAPHS=1
+#   cold2=2:--wake-ahead=0,cenv=PPRPC_SPIN=0   (env=: the ranks', cenv=: the client's)
 # RANKS ranks with trace-file on each, llama-completion with PPRPC_TRACE,
 # greedy, the same prompt and length, and bench/llama-vs-rpc/token-trace.py
 # on decoded tokens 20 and 40.  OUT/NAME.txt: the decode figure and both
@@ -37,11 +38,13 @@ for cfg in "$@"; do
 	nranks=${spec%%:*}
 	flags=()
 	envs=()
+	cenvs=()
 	if [ "$spec" != "$nranks" ]; then
 		IFS=, read -r -a words <<<"${spec#*:}"
 		for w in "${words[@]}"; do
 			case $w in
 			env=*) envs+=("${w#env=}") ;;
+			cenv=*) cenvs+=("${w#cenv=}") ;;
 			*) flags+=("$w") ;;
 			esac
 		done
@@ -63,7 +66,7 @@ for cfg in "$@"; do
 		done
 		ts=$(printf '1,%.0s' $(seq 1 "$nranks")); ts=${ts%,}
 		dl=$(IFS=,; echo "${devs[*]}")
-		PPRPC_TRACE=$T/client with_plugin "$LC" "${gen[@]}" -dev "$dl" -ts "$ts" >"$out/$name.out" 2>"$T/lc.err" ||
+		PPRPC_TRACE=$T/client with_plugin env "${cenvs[@]}" "$LC" "${gen[@]}" -dev "$dl" -ts "$ts" >"$out/$name.out" 2>"$T/lc.err" ||
 			{ tail -n 30 "$T/lc.err" >&2; fail "llama-completion over $nranks ranks failed"; }
 		for i in $(seq 0 $((nranks - 1))); do
 			"$PPRPCCTL" stats --rank "${RANK_ADDRS[$i]}" >"$T/stats$i.txt" 2>&1 || true
@@ -71,7 +74,8 @@ for cfg in "$@"; do
 		stop_ranks
 		for i in $(seq 0 $((nranks - 1))); do cp "${RANK_DIRS[$i]}/log" "$T/rank$i.log"; done
 		{
-			echo "# $name: $nranks ranks, pprpcd ${flags[*]:-} ${envs[*]:-}"
+			echo "# $name: $nranks ranks, pprpcd ${flags[*]:-} ${envs[*]:-}, client ${cenvs[*]:-}"
+			grep -h "wake-ahead:" "$T"/rank*.log || true
 			echo "eval: $(eval_line "$T/lc.err")"
 			echo "CUDA graph warmups per rank: $(for i in $(seq 0 $((nranks - 1))); do grep -c 'CUDA graph warmup complete' "$T/rank$i.log" || true; done | paste -sd' ')"
 			for tok in 20 40; do

@@ -53,6 +53,44 @@ int tdaemon_stop(struct tdaemon *d)
 	return st;
 }
 
+char *tdaemon_log(const struct tdaemon *d)
+{
+	FILE *f = fopen(d->log, "r");
+	size_t cap = 1 << 16, n = 0, k;
+	char *s = malloc(cap);
+
+	if (!f || !s) {
+		fprintf(stderr, "harness: cannot read the log %s\n", d->log);
+		exit(1);
+	}
+	while ((k = fread(s + n, 1, cap - n - 1, f)) > 0) {
+		n += k;
+		if (n + 1 == cap) {
+			cap *= 2;
+			s = realloc(s, cap);
+			if (!s)
+				exit(1);
+		}
+	}
+	s[n] = '\0';
+	fclose(f);
+	return s;
+}
+
+int tdaemon_stop_log(struct tdaemon *d, char **ret_log)
+{
+	int st;
+
+	if (!d->dir[0])
+		return -1;
+	st = spawn_stop(d, 1);
+	*ret_log = tdaemon_log(d);
+	if (st != 0 || getenv("PPRPC_KEEP_LOGS"))
+		tdaemon_dump_log(d);
+	spawn_stop(d, 0);
+	return st;
+}
+
 void tdaemon_dump_log(const struct tdaemon *d)
 {
 	spawn_dump_log(d);

@@ -23,6 +23,12 @@ int tdaemon_start(struct tdaemon *d, const char *const *extra);
 int tdaemon_stop(struct tdaemon *d);
 int tdaemon_alive(struct tdaemon *d);
 void tdaemon_dump_log(const struct tdaemon *d);
+/* The daemon's log so far (malloc'd, NUL-terminated; exits the test when
+ * unreadable). */
+char *tdaemon_log(const struct tdaemon *d);
+/* tdaemon_stop, handing back the whole log (what it wrote as it stopped
+ * included) in *ret_log (malloc'd). */
+int tdaemon_stop_log(struct tdaemon *d, char **ret_log);
 
 /* A raw TCP connection to the daemon (for malformed-input tests). */
 int traw_connect(const struct tdaemon *d);

@@ -6,6 +6,8 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -700,6 +702,74 @@ static void test_many_held_waits(void **state)
 	pprpc_close(owner);
 }
 
+/* The client's waits spin only around when their replies are due
+ * (pprpc_set_spin): a FENCE behind a WAIT that another connection releases
+ * about 3 ms later, 40 times; the waiting thread's CPU time with spinning
+ * on against off.  On, the waits learn the 3 ms and spin from shortly
+ * before it (util/expect.h); off, the thread sleeps through them. */
+struct releaser {
+	pprpc_client *c;
+	pprpc_timeline t;
+	int n;
+	_Atomic int asked;
+};
+
+static void *release_later(void *arg)
+{
+	struct releaser *r = arg;
+
+	for (int i = 1; i <= r->n; i++) {
+		struct timespec ts = { 0, 3000000 };
+
+		while (atomic_load(&r->asked) < i)
+			usleep(100);
+		nanosleep(&ts, NULL);
+		assert_int_equal(pprpc_signal(r->c, r->t, (uint64_t)i), 0);
+		assert_int_equal(pprpc_synchronize(r->c, 0), 0);
+	}
+	return NULL;
+}
+
+static uint64_t paced_waits_cpu_ns(int spin)
+{
+	pprpc_client *c = connect_ok(&g_a);
+	struct releaser r = { .c = connect_ok(&g_a), .n = 40 };
+	struct timespec t0, t1;
+	pthread_t th;
+
+	pprpc_set_spin(c, spin);
+	assert_int_equal(pprpc_timeline_create(r.c, 0, 0, &r.t), 0);
+	assert_int_equal(pthread_create(&th, NULL, release_later, &r), 0);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+	for (int i = 1; i <= r.n; i++) {
+		assert_int_equal(pprpc_wait(c, 0, g_a.addr, r.t, (uint64_t)i), 0);
+		atomic_store(&r.asked, i);
+		assert_int_equal(pprpc_synchronize(c, 0), 0);
+	}
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+	pthread_join(th, NULL);
+	assert_int_equal(pprpc_timeline_destroy(r.c, r.t), 0);
+	pprpc_close(r.c);
+	pprpc_close(c);
+	return (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+}
+
+static void test_client_spin(void **state)
+{
+	uint64_t on, off;
+
+	(void)state;
+	off = paced_waits_cpu_ns(0);
+	on = paced_waits_cpu_ns(1);
+	print_message("40 waits of ~3 ms: the waiting thread used %.1f ms of CPU spinning, %.1f ms sleeping\n",
+		      on / 1e6, off / 1e6);
+	/* on: ~0.75 ms of looking per wait once learnt (a quarter of 3 ms);
+	 * generous bounds for a loaded host */
+	assert_true(on >= 8000000ull);
+	assert_true(off <= 6000000ull);
+	assert_true(on > 2 * off);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -713,6 +783,7 @@ int main(void)
 		cmocka_unit_test(test_wait_holds_device_work),
 		cmocka_unit_test(test_row_id_out_of_range),
 		cmocka_unit_test(test_many_held_waits),
+		cmocka_unit_test(test_client_spin),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

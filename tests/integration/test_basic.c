@@ -504,6 +504,60 @@ static void test_three_daemons(void **state)
 	}
 }
 
+/* A client pinging at a steady pace: the daemon learns it and is awake when
+ * the next one is due (wake-ahead); the windows it opened and the pings that
+ * came inside one, from its log at exit.  Pings every 2 ms: windows, and
+ * most pings inside one; every 30 ms (slower than the 20 ms it keeps a
+ * pace for): none; wake-ahead 0: no line at all. */
+static void pace_pings(const char *const *flags, int n, int gap_us, uint64_t *ret_windows, uint64_t *ret_hits,
+		       int *ret_line)
+{
+	struct tdaemon d;
+	pprpc_client *c;
+	char *log, *at;
+	unsigned long long w = 0, h = 0;
+
+	assert_int_equal(tdaemon_start(&d, flags), 0);
+	c = connect_ok(&d);
+	for (int i = 0; i < n; i++) {
+		struct timespec ts = { 0, (long)gap_us * 1000 };
+
+		assert_int_equal(pprpc_ping(c, 5000), 0);
+		nanosleep(&ts, NULL);
+	}
+	pprpc_close(c);
+	assert_int_equal(tdaemon_stop_log(&d, &log), 0);
+	at = strstr(log, "wake-ahead: ");
+	*ret_line = at != NULL;
+	if (at)
+		assert_int_equal(sscanf(at, "wake-ahead: %llu windows opened, %llu bursts came inside one", &w, &h), 2);
+	free(log);
+	*ret_windows = w;
+	*ret_hits = h;
+}
+
+static void test_wake_ahead(void **state)
+{
+	static const char *const off[] = { "--wake-ahead", "0", NULL };
+	uint64_t w, h;
+	int line;
+
+	(void)state;
+	pace_pings(NULL, 300, 2000, &w, &h, &line);
+	print_message("wake-ahead, a ping every 2 ms: %llu windows, %llu pings inside one (of 300)\n",
+		      (unsigned long long)w, (unsigned long long)h);
+	assert_true(line);
+	/* a loaded host sleeps longer than asked now and then: generous */
+	assert_true(w >= 150);
+	assert_true(h >= 100);
+	assert_true(h <= w);
+	pace_pings(NULL, 12, 30000, &w, &h, &line);
+	assert_true(line);
+	assert_int_equal(w, 0);
+	pace_pings(off, 50, 2000, &w, &h, &line);
+	assert_false(line);
+}
+
 static void test_daemon_flags(void **state)
 {
 	struct tdaemon d;
@@ -529,6 +583,7 @@ int main(void)
 		cmocka_unit_test(test_memory_floor),
 		cmocka_unit_test(test_three_daemons),
 		cmocka_unit_test(test_daemon_flags),
+		cmocka_unit_test(test_wake_ahead),
 	};
 
 	return cmocka_run_group_tests_name("integration_basic", tests, setup, teardown);

@@ -131,33 +131,11 @@ static void sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
-/* The daemon's log so far (malloc'd, NUL-terminated). */
-static char *read_log(const struct tdaemon *d)
-{
-	FILE *f = fopen(d->log, "r");
-	size_t cap = 1 << 16, n = 0, k;
-	char *s = malloc(cap);
-
-	assert_non_null(f);
-	assert_non_null(s);
-	while ((k = fread(s + n, 1, cap - n - 1, f)) > 0) {
-		n += k;
-		if (n + 1 == cap) {
-			cap *= 2;
-			s = realloc(s, cap);
-			assert_non_null(s);
-		}
-	}
-	s[n] = '\0';
-	fclose(f);
-	return s;
-}
-
 /* Wait until the log contains what (up to ms); 1 when it does. */
 static int log_wait(const struct tdaemon *d, const char *what, int ms)
 {
 	for (int64_t end = wire_now_ms() + ms;;) {
-		char *s = read_log(d);
+		char *s = tdaemon_log(d);
 		int found = strstr(s, what) != NULL;
 
 		free(s);
@@ -300,7 +278,7 @@ static void test_log_line_forging(void **state)
 	close(fd);
 	/* The close is logged with the connection's name. */
 	assert_true(log_wait(d, "FORGED", 5000));
-	log = read_log(d);
+	log = tdaemon_log(d);
 	if (strstr(log, "\n12:00:00.000 pprpcd err: FORGED"))
 		fprintf(stderr, "a client name started a log line of its own:\n%s\n", log);
 	assert_null(strstr(log, "\n12:00:00.000 pprpcd err: FORGED"));
@@ -460,7 +438,7 @@ static uint16_t metrics_port(const struct tdaemon *d)
 	unsigned port = 0;
 
 	assert_true(log_wait(d, "Prometheus metrics on 127.0.0.1:", 5000));
-	log = read_log(d);
+	log = tdaemon_log(d);
 	p = strstr(log, "Prometheus metrics on 127.0.0.1:");
 	sscanf(p + strlen("Prometheus metrics on 127.0.0.1:"), "%u", &port);
 	free(log);
@@ -540,7 +518,7 @@ static void test_metrics_listen_policy(void **state)
 	/* With insecure-listen it starts, and says so. */
 	d = start(insecure, NULL);
 	assert_true(log_wait(d, "metrics on non-loopback", 3000));
-	log = read_log(d);
+	log = tdaemon_log(d);
 	assert_non_null(strstr(log, "WITHOUT authentication"));
 	free(log);
 	stop(d);

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -33,6 +34,7 @@
 #include "daemon/exec/stream.h"
 #include "daemon/objects/timeline.h"
 #include "pprpc/types.h"
+#include "util/clock.h"
 
 /* ---- a fake device: completes handed-over commands in order, on its own thread */
 
@@ -542,6 +544,49 @@ static void test_pass_waiting(void **state)
 	rig_stop(&r);
 }
 
+/* ---- an idle worker spins only in its window (queue_spin_until) -------------------- */
+
+static uint64_t worker_cpu_ns(struct queue *q)
+{
+	clockid_t cid;
+	struct timespec ts;
+
+	assert_int_equal(pthread_getcpuclockid(queue_thread(q), &cid), 0);
+	assert_int_equal(clock_gettime(cid, &ts), 0);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void test_spin_window(void **state)
+{
+	struct rig r;
+	struct stream a = { 0 };
+	uint64_t c0, c1, c2;
+
+	(void)state;
+	rig_start(&r);
+	usleep(20000);
+	c0 = worker_cpu_ns(r.q);
+	/* 60 ms of looking for work: the worker uses the CPU while it lasts */
+	queue_spin_until(r.q, util_now_ns() + 60000000ull);
+	usleep(30000);
+	/* work pushed meanwhile runs (the spin sees the push) */
+	queue_push(r.q, &cmd(&r, &a, 0, 0)->q);
+	run_until(&r, 1);
+	usleep(40000);
+	c1 = worker_cpu_ns(r.q);
+	/* past the window it sleeps again: no CPU */
+	usleep(50000);
+	c2 = worker_cpu_ns(r.q);
+	/* generous bounds: a loaded CI host may run the worker less */
+	assert_true(c1 - c0 >= 15000000ull);
+	assert_true(c2 - c1 <= 5000000ull);
+	/* a window in the past wakes no one into spinning */
+	queue_spin_until(r.q, util_now_ns() - 1);
+	usleep(30000);
+	assert_true(worker_cpu_ns(r.q) - c2 <= 5000000ull);
+	rig_stop(&r);
+}
+
 /* ---- WAITs held on a device: the release rules (timeline.c) ---------------------- */
 
 static struct pprpcd *tl_daemon(void)
@@ -684,6 +729,7 @@ int main(void)
 		cmocka_unit_test(test_run_inline_refused),
 		cmocka_unit_test(test_stream_quiet),
 		cmocka_unit_test(test_pass_waiting),
+		cmocka_unit_test(test_spin_window),
 		cmocka_unit_test(test_gpu_wait_release),
 		cmocka_unit_test(test_gpu_wait_decided_and_stop),
 		cmocka_unit_test(test_signal_two_step),
