@@ -3,13 +3,18 @@
  * (see wake_ahead.h).
  *
  * A burst is the frames of clients (peers' excluded: their requests follow
- * the clients') that come less than BURST_GAP apart; the pace is the
- * moving average of the time between the starts of bursts that came 20 ms
- * or less apart (util/expect.h).  A timerfd (libuv's timers count whole
- * milliseconds, a token is a few) opens the window a margin before the
- * next start is due; in it an idle handle keeps libuv polling without
- * sleeping and the workers spin (queue_spin_until) until the window's end
- * or, once frames come, until TAIL after the last one.
+ * the clients') that come less than BURST_GAP apart.  A period may hold
+ * more than one burst (a token's requests, then the FENCE behind them), so
+ * the next burst is foretold from the one n bursts back (n = 1..PHASES) plus
+ * the moving average of the time between bursts n apart, the n whose last
+ * foretellings missed least (util/expect.h); 20 ms or less, learnt again
+ * after a pause.  A timerfd (libuv's timers count whole milliseconds, a
+ * token is a few) opens the window 100 us plus twice that miss (at most
+ * 500 us) before the burst is due; in it an idle handle keeps libuv
+ * polling without sleeping.  Once a burst's frames come, the workers look
+ * for their commands without sleeping too (queue_spin_until), until TAIL
+ * after the last frame: the loop pushes them faster than a sleeping worker
+ * wakes.
  */
 #include "daemon/server/wake_ahead.h"
 
@@ -31,8 +36,10 @@
 #define BURST_GAP_NS 200000ull   /* a frame after this long without one starts a burst */
 #define TAIL_NS 100000ull        /* awake this long after a burst's frame: its next comes within */
 #define MAX_PERIOD_US 20000ull   /* at a slower pace a wake-up is noise */
+#define MIN_MARGIN_US 100ull     /* a wake-up's worth (bench/wake-probe.c) */
 #define MAX_MARGIN_US 500ull
-#define PACE_BURSTS 3            /* bursts in a row at a pace before it counts */
+#define PACE_BURSTS 3            /* foretellings before they are trusted */
+#define PHASES 3                 /* bursts a period may hold */
 
 struct wake_ahead {
 	struct pprpcd *d;
@@ -40,14 +47,17 @@ struct wake_ahead {
 	uv_poll_t poll;
 	uv_idle_t idle;
 	int open_handles;          /* freed when the last one closed */
-	struct expect pace;        /* us between burst starts */
-	uint32_t paced;            /* bursts in a row that came at most MAX_PERIOD apart */
+	uint64_t hist[PHASES];     /* the last bursts' starts, [0] the newest */
+	uint32_t nhist;            /* of them known (0 after a pause) */
+	struct expect gap[PHASES]; /* us from a burst to the one n + 1 after it */
+	struct expect miss[PHASES];/* us the foretelling from n + 1 back missed by (+1: 0 is unknown) */
+	uint32_t told[PHASES];     /* foretellings made from n + 1 back */
 	uint64_t last_frame_ns;
-	uint64_t burst_ns;         /* the last burst's start, 0 = none */
 	uint64_t close_ns;         /* the armed window's end */
 	uint64_t spin_until_ns;    /* the loop's */
 	bool spinning;
 	bool in_window;            /* the window opened, no burst came yet */
+	bool paced;                /* a window is armed */
 	struct wake_ahead_stats st;
 };
 
@@ -73,36 +83,77 @@ static void on_idle(uv_idle_t *h)
 	w->in_window = false;
 }
 
-/* The loop and the workers awake until until. */
-static void awake_until(struct wake_ahead *w, uint64_t until)
+/* The loop awake until until; the workers too when workers. */
+static void awake_until(struct wake_ahead *w, uint64_t until, bool workers)
 {
 	w->spin_until_ns = until;
 	if (!w->spinning) {
 		w->spinning = true;
 		uv_idle_start(&w->idle, on_idle);
 	}
-	workers_spin(w, until);
+	if (workers)
+		workers_spin(w, until);
 }
 
-/* Arm the window of the burst after the one that started at burst_ns. */
+/* A burst started at now: how the foretellings from 1..PHASES back did,
+ * then the history moves on. */
+static void learn(struct wake_ahead *w, uint64_t now)
+{
+	if (w->nhist && now - w->hist[0] > MAX_PERIOD_US * 1000) {
+		/* a pause (a prompt, the next request of a user) is no pace */
+		w->nhist = 0;
+		for (int n = 0; n < PHASES; n++) {
+			expect_reset(&w->gap[n]);
+			expect_reset(&w->miss[n]);
+			w->told[n] = 0;
+		}
+	}
+	for (uint32_t n = 0; n < PHASES && n < w->nhist; n++) {
+		uint64_t g = expect_us(&w->gap[n]), iv = (now - w->hist[n]) / 1000;
+
+		if (g) {
+			uint64_t due = w->hist[n] + g * 1000, off = now > due ? now - due : due - now;
+
+			expect_note(&w->miss[n], off / 1000 + 1);
+			w->told[n]++;
+		}
+		expect_note(&w->gap[n], iv);
+	}
+	memmove(&w->hist[1], &w->hist[0], sizeof(w->hist) - sizeof(w->hist[0]));
+	w->hist[0] = now;
+	if (w->nhist < PHASES)
+		w->nhist++;
+}
+
+/* Arm the window of the next burst: foretold from the burst n + 1 back
+ * that missed least, when it has been foretelling long enough and its
+ * misses are small against the gap. */
 static void arm(struct wake_ahead *w)
 {
 	struct itimerspec its;
-	uint64_t est = expect_us(&w->pace), m, open;
+	int best = -1;
+	uint64_t m = 0, open, due;
 
 	memset(&its, 0, sizeof(its));
-	if (w->paced >= PACE_BURSTS && est) {
-		m = expect_margin_us(est);
+	for (int n = 0; n < PHASES && (uint32_t)n < w->nhist; n++) {
+		uint64_t mi = expect_us(&w->miss[n]);
+
+		if (w->told[n] >= PACE_BURSTS && mi && mi < expect_us(&w->gap[n]) / 4 &&
+		    (best < 0 || mi < expect_us(&w->miss[best])))
+			best = n;
+	}
+	w->paced = best >= 0;
+	if (w->paced) {
+		m = MIN_MARGIN_US + 2 * expect_us(&w->miss[best]);
 		if (m > MAX_MARGIN_US)
 			m = MAX_MARGIN_US;
-		open = w->burst_ns + (est > m ? est - m : 0) * 1000;
-		w->close_ns = w->burst_ns + (est + m) * 1000;
+		due = w->hist[best] + expect_us(&w->gap[best]) * 1000;
+		open = due > m * 1000 ? due - m * 1000 : 1;
+		w->close_ns = due + m * 1000;
 		its.it_value.tv_sec = (time_t)(open / 1000000000ull);
 		its.it_value.tv_nsec = (long)(open % 1000000000ull);
-		/* 0 disarms: a window due at once opens a nanosecond later */
-		if (!its.it_value.tv_sec && !its.it_value.tv_nsec)
-			its.it_value.tv_nsec = 1;
 	}
+	/* (a zero value disarms: nothing foretold) */
 	timerfd_settime(w->tfd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
@@ -118,7 +169,7 @@ static void on_timer(uv_poll_t *h, int status, int events)
 		return; /* the loop was busy through the window */
 	w->st.windows++;
 	w->in_window = true;
-	awake_until(w, w->close_ns);
+	awake_until(w, w->close_ns, false);
 }
 
 void wake_ahead_frame(struct pprpcd *d)
@@ -133,21 +184,12 @@ void wake_ahead_frame(struct pprpcd *d)
 		if (w->in_window)
 			w->st.hits++;
 		w->in_window = false;
-		/* a pause (a prompt, the next request of a user) is no pace:
-		 * it is learnt again from PACE_BURSTS bursts in a row */
-		if (w->burst_ns && now - w->burst_ns <= MAX_PERIOD_US * 1000) {
-			expect_note(&w->pace, (now - w->burst_ns) / 1000);
-			w->paced++;
-		} else {
-			expect_reset(&w->pace);
-			w->paced = 0;
-		}
-		w->burst_ns = now;
+		learn(w, now);
 		arm(w);
 	}
 	w->last_frame_ns = now;
-	if (w->paced >= PACE_BURSTS)
-		awake_until(w, now + TAIL_NS);
+	if (w->paced)
+		awake_until(w, now + TAIL_NS, true);
 }
 
 void wake_ahead_start(struct pprpcd *d)

@@ -507,10 +507,11 @@ static void test_three_daemons(void **state)
 /* A client pinging at a steady pace: the daemon learns it and is awake when
  * the next one is due (wake-ahead); the windows it opened and the pings that
  * came inside one, from its log at exit.  Pings every 2 ms: windows, and
- * most pings inside one; every 30 ms (slower than the 20 ms it keeps a
- * pace for): none; wake-ahead 0: no line at all. */
-static void pace_pings(const char *const *flags, int n, int gap_us, uint64_t *ret_windows, uint64_t *ret_hits,
-		       int *ret_line)
+ * most pings inside one; 0.7 and 1.8 ms apart in turn: the same; every
+ * 30 ms (slower than the 20 ms it keeps a pace for): none; wake-ahead 0: no
+ * line at all. */
+static void pace_pings(const char *const *flags, int n, int gap_us, int gap2_us, uint64_t *ret_windows,
+		       uint64_t *ret_hits, int *ret_line)
 {
 	struct tdaemon d;
 	pprpc_client *c;
@@ -520,7 +521,8 @@ static void pace_pings(const char *const *flags, int n, int gap_us, uint64_t *re
 	assert_int_equal(tdaemon_start(&d, flags), 0);
 	c = connect_ok(&d);
 	for (int i = 0; i < n; i++) {
-		struct timespec ts = { 0, (long)gap_us * 1000 };
+		/* gap2: every other gap, two bursts a period (a token's requests, its FENCE) */
+		struct timespec ts = { 0, (long)(i % 2 ? gap2_us : gap_us) * 1000 };
 
 		assert_int_equal(pprpc_ping(c, 5000), 0);
 		nanosleep(&ts, NULL);
@@ -543,7 +545,7 @@ static void test_wake_ahead(void **state)
 	int line;
 
 	(void)state;
-	pace_pings(NULL, 300, 2000, &w, &h, &line);
+	pace_pings(NULL, 300, 2000, 2000, &w, &h, &line);
 	print_message("wake-ahead, a ping every 2 ms: %llu windows, %llu pings inside one (of 300)\n",
 		      (unsigned long long)w, (unsigned long long)h);
 	assert_true(line);
@@ -551,10 +553,17 @@ static void test_wake_ahead(void **state)
 	assert_true(w >= 150);
 	assert_true(h >= 100);
 	assert_true(h <= w);
-	pace_pings(NULL, 12, 30000, &w, &h, &line);
+	/* bursts 0.7 and 1.8 ms apart in turn: foretold from two back */
+	pace_pings(NULL, 300, 700, 1800, &w, &h, &line);
+	print_message("wake-ahead, pings 0.7 and 1.8 ms apart in turn: %llu windows, %llu pings inside one (of 300)\n",
+		      (unsigned long long)w, (unsigned long long)h);
+	assert_true(w >= 150);
+	assert_true(h >= 100);
+	assert_true(h <= w);
+	pace_pings(NULL, 12, 30000, 30000, &w, &h, &line);
 	assert_true(line);
 	assert_int_equal(w, 0);
-	pace_pings(off, 50, 2000, &w, &h, &line);
+	pace_pings(off, 50, 2000, 2000, &w, &h, &line);
 	assert_false(line);
 }
 
