@@ -33,7 +33,7 @@
 #include "util/clock.h"
 #include "util/expect.h"
 
-#define BURST_GAP_NS 200000ull   /* a frame after this long without one starts a burst */
+#define BURST_GAP_NS 500000ull   /* a frame after this long without one starts a burst */
 #define TAIL_NS 100000ull        /* awake this long after a burst's frame: its next comes within */
 #define MAX_PERIOD_US 20000ull   /* at a slower pace a wake-up is noise */
 #define MIN_MARGIN_US 100ull     /* a wake-up's worth (bench/wake-probe.c) */
