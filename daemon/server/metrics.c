@@ -9,6 +9,7 @@
 
 #include "daemon/server/authn.h"
 #include "daemon/server/conn.h"
+#include "daemon/server/wake_ahead.h"
 #include "daemon/device/device.h"
 #include "daemon/pprpcd.h"
 #include "daemon/exec/queue.h"
@@ -82,6 +83,18 @@ char *metrics_render(struct pprpcd *d)
 	put(&b, "# TYPE pprpc_connections_total counter\npprpc_connections_total %" PRIu64 "\n",
 	    d->stats.connections_total);
 	put(&b, "# TYPE pprpc_connections gauge\npprpc_connections %u\n", d->nconns);
+	{
+		/* wake-ahead: windows opened, and the clients' bursts that came
+		 * inside one (a low share: the pace is not steady, the windows
+		 * spin for nothing) */
+		struct wake_ahead_stats w;
+
+		wake_ahead_stats_get(d, &w);
+		put(&b, "# TYPE pprpc_wake_ahead_windows_total counter\npprpc_wake_ahead_windows_total %" PRIu64 "\n",
+		    w.windows);
+		put(&b, "# TYPE pprpc_wake_ahead_hits_total counter\npprpc_wake_ahead_hits_total %" PRIu64 "\n",
+		    w.hits);
+	}
 	/* remote timelines that WAITs here are held on: one per (rank, handle)
 	 * waited on now, nothing after */
 	put(&b, "# TYPE pprpc_peer_mirrors gauge\npprpc_peer_mirrors %zu\n", peer_mirrors_live(d));

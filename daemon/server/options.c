@@ -704,12 +704,14 @@ static const struct optdef defs[] = {
 	  .doc = "A client that sends its requests in bursts at a steady pace (llama.cpp decoding: a token "
 		 "every few ms) finds the daemon's event loop and its devices' workers asleep between them, "
 		 "and a thread woken from sleep takes 20 to 160 us to run on some hosts (idle CPUs, halted "
-		 "virtual CPUs; bench/wake-probe.c) - more than the rest of a rank's part of the token.  With "
-		 "wake-ahead the loop learns the pace (the moving average of the time between bursts, when "
-		 "it is 20 ms or less) and, from a quarter of it (at most 500 us, at least 100) before the "
-		 "next burst is due to as long after, the loop and the workers look for work without "
-		 "sleeping, until the burst came and went.  Costs at most twice that window of CPU per "
-		 "burst on two threads per device; nothing while no client keeps a pace.  0 = always sleep." },
+		 "virtual CPUs; bench/wake-probe.c) - twice on the token's path.  With wake-ahead the loop "
+		 "foretells the next burst from the last ones (a pace of 20 ms or less; a token's requests "
+		 "and its FENCE may be two bursts) and, from 100 us plus twice its recent miss (at most 500 "
+		 "us) before the burst is due, polls without sleeping; once the burst's frames come the "
+		 "workers look for their commands without sleeping too, until 100 us after the last one.  "
+		 "The spinning threads yield the CPU to any thread that wants it.  Nothing while no client "
+		 "keeps a pace; metrics pprpc_wake_ahead_windows_total and pprpc_wake_ahead_hits_total.  0 "
+		 "= always sleep." },
 	{ OPT("transfer-timeout-ms", "N", set_xfer_timeout),
 	  .help = "a SEND or RECV whose partner does not come fails after N ms (0 = never)",
 	  .doc = "A SEND nobody pulls, or a RECV whose SEND never comes, fails after N ms with a reason "
