@@ -11,7 +11,9 @@ the median, p10, p90 and mean over the tokens, in us:
   reply               the last rank's reply written -> read by the client
   client              the client with no reply awaited (llama.cpp's own work)
   wait0_exec, set0_arrive, g0_prep_launch, g0_queue (GRAPH_RUN waiting for its
-  worker), g0_gpu / gl_gpu (the graphs' wait for the device), gl_launch.
+  worker), g0_gpu / gl_gpu (the graphs' wait for the device), gl_launch;
+  boundary            every stage boundary of the tokens: the SEND's exec_start on
+                      one rank -> the RECV's exec_end on the next (and how many <= 40 us).
 """
 import glob
 import os
@@ -35,6 +37,8 @@ def parse(out):
         key = (rank, ty)
         if key not in d: d[key] = marks
     m = re.search(r"client, no reply awaited\s+([\d.]+)", out); d["client"] = float(m.group(1))
+    # each boundary: SEND's exec_start on one rank -> RECV's exec_end on the next
+    d["boundaries"] = [float(b) for b in re.findall(r"SEND exec_start to RECV exec_end ([\d.]+) us", out)]
     return d
 def run(files, tok):
     return subprocess.run(["python3", tt, "--token", str(tok)] + files, capture_output=True, text=True).stdout
@@ -44,6 +48,7 @@ cfgdir = sys.argv[1]
 first, last_tok = (int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) == 4 else (5, 61)
 files = sorted(glob.glob(cfgdir + "/rank*.trace")) + glob.glob(cfgdir + "/client.*")
 rows = []
+bounds = []
 for tok in range(first, last_tok + 1):
     try:
         d = parse(run(files, tok))
@@ -60,6 +65,7 @@ for tok in range(first, last_tok + 1):
                      g0_prep_launch=g0["exec_launched"]-g0["exec_start"], g0_queue=g0["exec_start"]-g0["arrive"],
                      g0_gpu=g0["exec_end"]-g0["exec_launched"], gl_gpu=gl["exec_end"]-gl["exec_launched"],
                      gl_launch=gl["exec_launched"]))
+    bounds.extend(d["boundaries"])
 if not rows:
     sys.exit("token-stats: no decoded token of %s could be read" % cfgdir)
 keys = rows[0].keys()
@@ -67,3 +73,7 @@ print("%s: %d tokens" % (cfgdir, len(rows)))
 for k in keys:
     v = sorted(r[k] for r in rows)
     print("  %-20s median %7.1f  p10 %7.1f  p90 %7.1f  mean %7.1f" % (k, st.median(v), v[len(v)//10], v[len(v)*9//10], st.mean(v)))
+if bounds:
+    v = sorted(bounds)
+    print("  %-20s median %7.1f  p10 %7.1f  p90 %7.1f  mean %7.1f  (%d boundaries, %d <= 40 us)" % (
+        "boundary", st.median(v), v[len(v)//10], v[len(v)*9//10], st.mean(v), len(v), sum(1 for b in v if b <= 40.0)))
