@@ -10,7 +10,8 @@
  * token's first requests pays it.  This probe measures that cost alone,
  * with nothing of pprpc in it.
  *
- *   cc -O2 -pthread bench/wake-probe.c -o wake-probe && ./wake-probe [ROUNDS]
+ *   build/bin/bench-wake-probe [ROUNDS] [--hold-latency US]   (make all builds it)
+ *   cc -O2 -pthread bench/wake-probe.c -o wake-probe   (alone, e.g. on the GPU machine)
  *
  * For each idle gap G (the sleeper's time asleep before the wake), two ways
  * of waking: a futex (a worker's condition variable) and a byte on a
@@ -170,16 +171,33 @@ out:
 	return rc;
 }
 
+/* A whole number 0..1000000, else -1. */
+static long number(const char *s)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	return *s && !*end && v >= 0 && v <= 1000000 ? v : -1;
+}
+
 int main(int argc, char **argv)
 {
 	static const uint64_t gaps_us[] = { 5, 50, 200, 1000, 2000 };
 	int rounds = 400, hold = -1, fd = -1;
 
 	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--hold-latency") && i + 1 < argc)
-			hold = atoi(argv[++i]);
-		else if (atoi(argv[i]) > 0)
-			rounds = atoi(argv[i]);
+		int is_hold = !strcmp(argv[i], "--hold-latency");
+		long v = is_hold ? (i + 1 < argc ? number(argv[++i]) : -1) : number(argv[i]);
+
+		if (is_hold && v >= 0) {
+			hold = (int)v;
+		} else if (!is_hold && v > 0) {
+			rounds = (int)v;
+		} else {
+			fprintf(stderr, "usage: wake-probe [ROUNDS (1..1000000)] [--hold-latency US (0..1000000)]\n"
+					"wake-probe: bad argument '%s'\n", argv[i]);
+			return 2;
+		}
 	}
 	if (hold >= 0) {
 		int32_t v = hold;

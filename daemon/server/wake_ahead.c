@@ -54,8 +54,7 @@ struct wake_ahead {
 	uint32_t told[PHASES];     /* foretellings made from n + 1 back */
 	uint64_t last_frame_ns;
 	uint64_t close_ns;         /* the armed window's end */
-	uint64_t spin_until_ns;    /* the loop's */
-	bool spinning;
+	uint64_t spin_until_ns;    /* the loop's (it spins while idle is active) */
 	bool in_window;            /* the window opened, no burst came yet */
 	bool paced;                /* a window is armed */
 	struct wake_ahead_stats st;
@@ -79,7 +78,6 @@ static void on_idle(uv_idle_t *h)
 		return;
 	}
 	uv_idle_stop(h);
-	w->spinning = false;
 	w->in_window = false;
 }
 
@@ -87,10 +85,8 @@ static void on_idle(uv_idle_t *h)
 static void awake_until(struct wake_ahead *w, uint64_t until, bool workers)
 {
 	w->spin_until_ns = until;
-	if (!w->spinning) {
-		w->spinning = true;
+	if (!uv_is_active((uv_handle_t *)&w->idle))
 		uv_idle_start(&w->idle, on_idle);
-	}
 	if (workers)
 		workers_spin(w, until);
 }
