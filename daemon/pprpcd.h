@@ -112,7 +112,7 @@ struct pprpcd_opts {
  * tensor bytes they named (dispatch.h: handler.bytes).  STATS
  * request_counts. */
 enum { PPRPCD_PHASE_LOAD, PPRPCD_PHASE_RUN, PPRPCD_PHASES };
-#define PPRPCD_REQ_TYPES 32  /* >= MSG_TYPE_COUNT (conn.c asserts it) */
+#define PPRPCD_REQ_TYPES 40  /* >= MSG_TYPE_COUNT (conn.c asserts it) */
 struct pprpcd_req_count {
 	uint64_t requests;
 	uint64_t bytes;
@@ -153,6 +153,7 @@ struct pprpcd {
 	struct handle_table buffers;
 	struct handle_table graphs;
 	struct handle_table timelines;
+	struct handle_table hostpages;  /* clients' host pages (objects/hostpage.h) */
 	/* Timeline values and every worker blocked in WAIT (timeline.h). */
 	pthread_mutex_t tl_lock;
 	pthread_cond_t tl_cond;

@@ -64,11 +64,15 @@ PPRPC_API int pprpc_tensor_get_async(pprpc_client *c, pprpc_buffer buf, uint64_t
 	if (!p)
 		return client_fail(c, PPRPC_ENOMEM, "out of memory");
 	p->async = 1;
-	p->bulk = data;
-	p->bulk_len = size;
 	req.buffer = buf.id;
 	req.offset = offset;
 	req.size = size;
+	if (host_page_target(c, data, size, &req.host_page, &req.host_page_offset) != 1) {
+		req.host_page = 0;
+		req.host_page_offset = 0;
+		p->bulk = data;
+		p->bulk_len = size;
+	}
 	c->err[0] = '\0';
 	/* On failure the pending entry was completed (and freed) by the engine. */
 	rc = rpc_send(c, MSG_TENSOR_GET, FRAME_F_QUEUED, &req.base, NULL, 0, p);

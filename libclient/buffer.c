@@ -58,6 +58,10 @@ PPRPC_API int pprpc_tensor_get(pprpc_client *c, pprpc_buffer buf, uint64_t offse
 	req.buffer = buf.id;
 	req.offset = offset;
 	req.size = size;
+	if (host_page_target(c, data, size, &req.host_page, &req.host_page_offset) == 1)
+		return rpc_call(c, MSG_TENSOR_GET, &req.base, NULL, 0, NULL, NULL, NULL, 0);
+	req.host_page = 0;
+	req.host_page_offset = 0;
 	return rpc_call(c, MSG_TENSOR_GET, &req.base, NULL, 0, NULL, NULL, data, size);
 }
 

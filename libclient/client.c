@@ -231,6 +231,7 @@ PPRPC_API int pprpc_reconnect(pprpc_client *c, const pprpc_connect_opts *opts)
 	c->async_outstanding = 0;
 	c->async_err = 0;
 	c->async_errmsg[0] = '\0';
+	host_page_forget(c);
 	if (opts)
 		set_params(c, opts);
 	rc = load_key(c, opts, key, &key_len, err, sizeof(err));

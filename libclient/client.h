@@ -17,6 +17,14 @@
 
 #define CLIENT_MAX_DEVICES 16
 #define CLIENT_INBUF 65536
+#define CLIENT_MAX_HOST_PAGES 16
+
+/* A host page (host_page.c) as this connection's daemon has it. */
+struct client_hp {
+	uint64_t region;   /* the allocation's id */
+	uint64_t handle;   /* the daemon's; 0: refused (its GETs go by the link) */
+	int pinned;
+};
 
 /* A request waiting for its reply. */
 struct pending {
@@ -78,6 +86,12 @@ struct pprpc_client {
 	 * pprpc_set_spin): by type, and [0] for waits on async replies. */
 	int spin;
 	struct expect wait_est[MSG_TYPE_COUNT];
+	/* host pages this daemon mapped (host_page.c) */
+	struct client_hp hp[CLIENT_MAX_HOST_PAGES];
+	int nhp;
+	int hp_off;              /* the daemon is on another host: none will be */
+	uint64_t hp_seen_frees;
+	char hp_why[256];        /* the last refusal */
 };
 
 /* A line of c->trace (trace.c) for request id of type (send, recv). */
@@ -123,6 +137,14 @@ int rpc_call_u64(pprpc_client *c, uint16_t type, const ProtobufCMessage *req,
  * keeps the bytes in its weights cache under it (pprpc_weights.h). */
 int client_set_queued(pprpc_client *c, pprpc_buffer buf, uint64_t offset, const void *data, uint64_t size,
 		      const uint8_t *key);
+
+/* Does size bytes at data lie in a host page (pprpc_host_alloc) this
+ * connection's daemon mapped (mapping it now if it was not asked yet)?  1
+ * with the daemon's handle and the offset in the page, else 0 (the bytes
+ * go by the link). */
+int host_page_target(pprpc_client *c, const void *data, uint64_t size, uint64_t *ret_handle, uint64_t *ret_off);
+/* A new session: the daemon has none of them any more. */
+void host_page_forget(pprpc_client *c);
 
 /* Connect (sock.c).  The fd is left non-blocking with TCP_NODELAY. */
 int sock_connect(const char *addr, int timeout_ms, int *ret_fd, char *err, size_t errlen);

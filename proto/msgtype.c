@@ -33,6 +33,8 @@ static const char *const names[MSG_TYPE_COUNT] = {
 	[MSG_GGML_ALLOC_SIZE] = "GGML_ALLOC_SIZE",
 	[MSG_PULL_CHECK] = "PULL_CHECK",
 	[MSG_TENSOR_FILL] = "TENSOR_FILL",
+	[MSG_HOST_PAGE_MAP] = "HOST_PAGE_MAP",
+	[MSG_HOST_PAGE_UNMAP] = "HOST_PAGE_UNMAP",
 };
 
 const char *msg_type_name(unsigned type)

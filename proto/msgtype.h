@@ -36,6 +36,8 @@ enum msg_type {
 	MSG_GGML_ALLOC_SIZE = 28, /* ggml buffer type's allocation size of a tensor */
 	MSG_PULL_CHECK = 29,     /* peer: is this PULL (id, nonce) yours? (the source asks the SEND's rank) */
 	MSG_TENSOR_FILL = 30,    /* fill a tensor from the rank's model file or weights cache */
+	MSG_HOST_PAGE_MAP = 31,  /* client, same host: memory of its own for GETs to land in */
+	MSG_HOST_PAGE_UNMAP = 32,
 	MSG_TYPE_COUNT
 };
 

@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-enum handle_kind { HK_BUFFER = 1, HK_GRAPH = 2, HK_TIMELINE = 3 };
+enum handle_kind { HK_BUFFER = 1, HK_GRAPH = 2, HK_TIMELINE = 3, HK_HOST_PAGE = 4 };
 
 /* Slots one table can hold (the 24 index bits; index + 1 is never 0). */
 #define HTAB_MAX_SLOTS ((1u << 24) - 1)

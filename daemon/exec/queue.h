@@ -107,7 +107,7 @@ int queue_stream_quiet(struct queue *q, const struct stream *s);
  * device that completes inline (the CPU, ggml devices) a command's whole
  * execution, for one that queues on the GPU only the enqueueing.  A WAIT
  * or RECV that is not ready is not executed: its wait is not in here. */
-#define QUEUE_EXEC_TYPES 32
+#define QUEUE_EXEC_TYPES 40
 struct queue_exec_time {
 	uint64_t execs;   /* exec calls (QCMD_AGAIN ones included) */
 	uint64_t ns;

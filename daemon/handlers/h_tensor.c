@@ -24,6 +24,7 @@
 
 #include "daemon/core/trace.h"
 #include "daemon/objects/buffer.h"
+#include "daemon/objects/hostpage.h"
 #include "daemon/server/conn.h"
 #include "daemon/device/device.h"
 #include "daemon/server/dispatch.h"
@@ -189,6 +190,8 @@ struct get_cmd {
 	struct dbuf *b;
 	uint64_t offset, size;
 	struct get_copy *copy;  /* made by get_exec */
+	struct hostpage *page;  /* the bytes land in the client's host page (held) */
+	uint8_t *land;          /* there */
 };
 
 static void copy_free(struct conn *c, struct get_copy *cp)
@@ -218,7 +221,7 @@ static int get_ready(struct qcmd *q)
 {
 	struct get_cmd *gc = (struct get_cmd *)q;
 
-	return conn_copy_fits(gc->qr.c, gc->size);
+	return gc->land || conn_copy_fits(gc->qr.c, gc->size);
 }
 
 static int get_exec(struct qcmd *q)
@@ -232,6 +235,8 @@ static int get_exec(struct qcmd *q)
 
 	if (!gc->size)
 		return 0;
+	if (gc->land)
+		return device_download(dev, gc->land, src, gc->size);
 	if (!conn_copy_take(c, gc->size))
 		return QCMD_AGAIN;  /* another stream's copy took the room first */
 	trace_mark(TRACE_MARK_READY);
@@ -274,20 +279,40 @@ static void get_release(struct qreq *qr)
 
 	if (gc->copy)
 		copy_free(qr->c, gc->copy);
+	if (gc->page)
+		hostpage_unref(gc->page);
 	buffer_unref(gc->b);
+}
+
+/* The GET names a host page: where its bytes land (0), or < 0 with err. */
+static int get_landing(struct conn *c, const Pprpc__TensorGet *m, struct hostpage **ret_p, uint8_t **ret_dst,
+		       char *err, size_t errlen)
+{
+	struct hostpage *p = hostpage_get(c->d, &c->own, m->host_page);
+
+	if (!p) {
+		snprintf(err, errlen, "TENSOR_GET: no such host page");
+		return PPRPC_EINVAL;
+	}
+	*ret_p = p;
+	return hostpage_region(p, m->host_page_offset, m->size, ret_dst, err, errlen);
 }
 
 void h_tensor_get(struct conn *c, struct request *r)
 {
 	const Pprpc__TensorGet *m = (const Pprpc__TensorGet *)r->msg;
 	Pprpc__Empty e = PPRPC__EMPTY__INIT;
+	struct hostpage *page = NULL;
+	uint8_t *land = NULL;
 	struct get_cmd *gc;
 	char err[256];
 	struct dbuf *b;
 	int rc;
 
 	rc = buffer_region(c->d, &c->own, m->buffer, m->offset, m->size, &b, err, sizeof(err));
-	if (rc == 0 && m->size > c->d->opts.max_bulk) {
+	if (rc == 0 && m->host_page)
+		rc = get_landing(c, m, &page, &land, err, sizeof(err));
+	else if (rc == 0 && m->size > c->d->opts.max_bulk) {
 		snprintf(err, sizeof(err), "TENSOR_GET of %" PRIu64 " bytes exceeds the bulk limit %" PRIu64,
 			 m->size, c->d->opts.max_bulk);
 		rc = PPRPC_ETOOBIG;
@@ -298,7 +323,7 @@ void h_tensor_get(struct conn *c, struct request *r)
 		return;
 	}
 	buffer_ref(b);
-	if (!(r->hdr.flags & FRAME_F_QUEUED) && device_host_visible(b->dev) &&
+	if (!land && !(r->hdr.flags & FRAME_F_QUEUED) && device_host_visible(b->dev) &&
 	    stream_idle(&c->streams[b->dev->index])) {
 		reply_send(c, r->hdr.type, r->hdr.req_id, &e.base, b->ptr + m->offset, m->size, get_sent, b);
 		return;
@@ -312,7 +337,12 @@ void h_tensor_get(struct conn *c, struct request *r)
 	gc->b = b;
 	gc->offset = m->offset;
 	gc->size = m->size;
-	gc->qr.staged = m->size;
+	if (land) {
+		gc->page = page;
+		gc->land = land;
+		hostpage_ref(page);
+	}
+	gc->qr.staged = land ? 0 : m->size;
 	gc->qr.always_reply = 1;
 	gc->qr.reply = get_reply;
 	gc->qr.release = get_release;

@@ -8,6 +8,7 @@
 
 #include "daemon/objects/buffer.h"
 #include "daemon/objects/graph.h"
+#include "daemon/objects/hostpage.h"
 #include "daemon/objects/timeline.h"
 #include "pprpc/types.h"
 
@@ -108,6 +109,18 @@ void owner_remove_timeline(struct owner *o, struct timeline *t)
 	LIST_DEL(o->timelines, t);
 }
 
+void owner_add_hostpage(struct owner *o, struct hostpage *p)
+{
+	LIST_ADD(o->hostpages, p);
+	o->nhostpages++;
+}
+
+void owner_remove_hostpage(struct owner *o, struct hostpage *p)
+{
+	LIST_DEL(o->hostpages, p);
+	o->nhostpages--;
+}
+
 void owner_release(struct pprpcd *d, struct owner *o)
 {
 	/* Each retire takes the object off the list it is read from. */
@@ -117,6 +130,8 @@ void owner_release(struct pprpcd *d, struct owner *o)
 		timeline_retire(d, o->timelines);
 	while (o->bufs)
 		buffer_retire(d, o->bufs);
+	while (o->hostpages)
+		hostpage_retire(d, o->hostpages);
 	/* what in-flight work still holds outlives the owner: no charge to
 	 * return to it any more */
 	while (o->held) {

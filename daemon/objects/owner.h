@@ -28,6 +28,7 @@ struct pprpcd;
 struct dbuf;
 struct graph;
 struct timeline;
+struct hostpage;
 
 struct owner {
 	/* Limits, filled by whoever embeds the owner. */
@@ -44,6 +45,8 @@ struct owner {
 	struct dbuf *held;           /* retired buffers still in use: charged until freed */
 	struct graph *graphs;
 	struct timeline *timelines;
+	struct hostpage *hostpages;   /* clients' memory mapped for GETs (hostpage.h) */
+	uint32_t nhostpages;
 };
 
 /* An owner holding nothing, with these limits. */
@@ -69,10 +72,12 @@ void owner_add_graph(struct owner *o, struct graph *g);
 void owner_remove_graph(struct owner *o, struct graph *g);
 void owner_add_timeline(struct owner *o, struct timeline *t);
 void owner_remove_timeline(struct owner *o, struct timeline *t);
+void owner_add_hostpage(struct owner *o, struct hostpage *p);
+void owner_remove_hostpage(struct owner *o, struct hostpage *p);
 
 /* The owner goes away: retire every object it holds — graphs first (they
  * hold buffers), then timelines (their waiters fail with PPRPC_ECANCELED),
- * then buffers.  Memory still in use (a queued command, a reply being
+ * then buffers and host pages.  Memory still in use (a queued command, a reply being
  * written) goes back with its last reference. */
 void owner_release(struct pprpcd *d, struct owner *o);
 

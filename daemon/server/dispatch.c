@@ -59,6 +59,8 @@ static const struct handler table[MSG_TYPE_COUNT] = {
 	[MSG_PULL_RELEASE] = { &pprpc__pull_release__descriptor, NULL, h_pull_release },
 	[MSG_PULL_CHECK] = { &pprpc__pull_check__descriptor, NULL, h_pull_check },
 	[MSG_TENSOR_FILL] = { &pprpc__tensor_fill__descriptor, NULL, h_tensor_fill, .bytes = fill_bytes },
+	[MSG_HOST_PAGE_MAP] = { &pprpc__host_page_map__descriptor, NULL, h_host_page_map },
+	[MSG_HOST_PAGE_UNMAP] = { &pprpc__host_page_unmap__descriptor, NULL, h_host_page_unmap },
 	[MSG_GGML_GRAPH_CREATE] = { &pprpc__ggml_graph_create__descriptor, NULL, h_ggml_graph_create,
 				    .ends_load = 1 },
 	[MSG_GGML_SUPPORTS] = { &pprpc__ggml_supports__descriptor, NULL, h_ggml_supports },

@@ -49,6 +49,8 @@ void h_tensor_set(struct conn *c, struct request *r);
 void h_tensor_get(struct conn *c, struct request *r);
 void h_tensor_copy(struct conn *c, struct request *r);
 void h_tensor_fill(struct conn *c, struct request *r);
+void h_host_page_map(struct conn *c, struct request *r);
+void h_host_page_unmap(struct conn *c, struct request *r);
 /* h_map.c: BUFFER_ALLOC naming a file (h_buffer_alloc hands it over) */
 struct device;
 void h_buffer_map(struct conn *c, struct request *r, struct device *dev);

@@ -38,6 +38,7 @@
 #include "daemon/peer/peer.h"
 #include "daemon/exec/queue.h"
 #include "daemon/objects/timeline.h"
+#include "daemon/objects/hostpage.h"
 #include "daemon/xfer/xfer.h"
 #include "pprpc/types.h"
 #include "util/addr.h"
@@ -368,6 +369,7 @@ int pprpcd_start(struct pprpcd *d)
 	d->start_ms = uv_now(d->loop);
 	htab_init(&d->buffers, HK_BUFFER, d->opts.max_buffers);
 	htab_init(&d->graphs, HK_GRAPH, d->opts.max_graphs);
+	hostpage_sys_init(d);
 	timeline_sys_init(d);
 	hostmem_init(&d->hostmem, d->opts.memory_floor);
 	if (addr_split(d->opts.listen, host, sizeof(host), &port, 50052) < 0) {
@@ -524,6 +526,7 @@ void pprpcd_fini(struct pprpcd *d)
 	release_devices(d);
 	htab_fini(&d->buffers);
 	htab_fini(&d->graphs);
+	hostpage_sys_fini(d);
 	peer_mirrors_fini(d);
 	timeline_sys_fini(d);
 	xfer_fini(d);

@@ -264,6 +264,26 @@ PPRPC_API const char *pprpc_cluster_name(const pprpc_cluster *c, int i);
 PPRPC_API const char *pprpc_cluster_addr(const pprpc_cluster *c, int i);
 PPRPC_API const char *pprpc_cluster_devices(const pprpc_cluster *c, int i);
 
+/* ---- host pages ----------------------------------------------------------------- */
+
+/* Memory of this process that daemons on the same host write reads into
+ * straight from their devices: a pprpc_tensor_get or pprpc_tensor_get_async
+ * whose destination lies in it sends no bytes over the link and copies
+ * none on either side (a GPU's download goes by DMA into it when the
+ * daemon could page-lock it).  The first read into it on a connection asks
+ * the daemon to map it (one round trip); a daemon that cannot (another
+ * host or user, no /proc) reads it by the link as any memory.  size bytes,
+ * page-aligned, zeroed; NULL with errno on failure.  Free with
+ * pprpc_host_free (never free()).  Any thread. */
+PPRPC_API void *pprpc_host_alloc(uint64_t size);
+PPRPC_API void pprpc_host_free(void *ptr);
+/* Do size bytes at ptr lie in one pprpc_host_alloc block? */
+PPRPC_API int pprpc_host_is(const void *ptr, uint64_t size);
+/* How c's daemon has this process's host pages: mapped, of them
+ * page-locked, and the reason of the last refusal ("" if none). */
+PPRPC_API int pprpc_host_page_state(const pprpc_client *c, int *ret_mapped, int *ret_pinned, char *why,
+				    size_t whylen);
+
 /* ---- async execution ---------------------------------------------------------- */
 
 /* Queue a write of size bytes from data to buf+offset.  data may be reused
