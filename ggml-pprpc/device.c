@@ -88,7 +88,7 @@ static void dev_get_props(ggml_backend_dev_t dev, struct ggml_backend_dev_props 
 	props->device_id = NULL;
 	dev_get_memory(dev, &props->memory_free, &props->memory_total);
 	props->caps.async = d->async;
-	props->caps.host_buffer = false;
+	props->caps.host_buffer = pg_host_buft(d) != NULL;
 	/* llama.cpp's weights over its mapped model, where the rank can map
 	 * its own copy of it (weights.c) */
 	props->caps.buffer_from_host_ptr = pg_weights_rank_has_model(d);
@@ -106,6 +106,11 @@ static ggml_backend_t dev_init_backend(ggml_backend_dev_t dev, const char *param
 static ggml_backend_buffer_type_t dev_get_buffer_type(ggml_backend_dev_t dev)
 {
 	return &dev_of(dev)->buft;
+}
+
+static ggml_backend_buffer_type_t dev_get_host_buffer_type(ggml_backend_dev_t dev)
+{
+	return pg_host_buft(dev_of(dev));
 }
 
 static bool dev_supports_op(ggml_backend_dev_t dev, const struct ggml_tensor *op)
@@ -134,7 +139,7 @@ const struct ggml_backend_device_i pg_device_iface = {
 	.get_props = dev_get_props,
 	.init_backend = dev_init_backend,
 	.get_buffer_type = dev_get_buffer_type,
-	.get_host_buffer_type = NULL,   /* no pinned host memory of ours */
+	.get_host_buffer_type = dev_get_host_buffer_type,
 	.buffer_from_host_ptr = pg_buffer_from_host_ptr,
 	.supports_op = dev_supports_op,
 	.supports_buft = dev_supports_buft,
@@ -196,6 +201,7 @@ int pg_device_create(struct pg_registry *reg, struct pg_rank *r, const struct pg
 	d->buft.iface = pg_buft_iface;
 	d->buft.device = &d->gdev;
 	d->buft.context = d;
+	pg_host_buft_init(d);
 	d->gdev.iface = pg_device_iface;
 	d->gdev.reg = &reg->reg;
 	d->gdev.context = d;

@@ -84,6 +84,7 @@ struct pg_rank {
 	int timeout_ms;          /* per reply (PPRPC_TIMEOUT_MS) */
 	char devs[96];           /* its ggml devices, "PPRPC0,PPRPC1", for messages */
 	pprpc_trace *trace;      /* the registry's (PPRPC_TRACE), NULL = off */
+	int host_pages;          /* on this host, PPRPC_HOST_PAGES on: reads may land in host pages */
 };
 
 /* Counters of one device (this process's view; the daemon counts too). */
@@ -112,6 +113,7 @@ struct pg_snaps;
 struct pg_device {
 	struct ggml_backend_device gdev;      /* context = this */
 	struct ggml_backend_buffer_type buft; /* context = this */
+	struct ggml_backend_buffer_type host_buft; /* host pages (host_buffer.c) */
 	struct pg_rank *rank;
 	uint32_t index;                       /* device index on the rank */
 	char name[32];                        /* "PPRPC0" */
@@ -262,6 +264,10 @@ void pg_device_destroy(struct pg_device *d);
 /* ---- buffer.c ------------------------------------------------------------------ */
 
 extern const struct ggml_backend_buffer_type_i pg_buft_iface;
+/* host_buffer.c: the device's host buffer type (NULL where the rank is not
+ * on this host or PPRPC_HOST_PAGES=0) */
+void pg_host_buft_init(struct pg_device *d);
+ggml_backend_buffer_type_t pg_host_buft(struct pg_device *d);
 /* Where a tensor's bytes are on its rank: buffer handle and offset.  Returns
  * 0, or -1 when the tensor is not in one of our buffers (err says why). */
 int pg_tensor_loc(const struct ggml_tensor *t, struct pg_buffer **ret_buf, uint64_t *ret_off);

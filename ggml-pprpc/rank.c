@@ -30,7 +30,7 @@ static __thread struct pg_rank *held;
 int pg_rank_open(struct pg_rank *r, char *err, size_t errlen)
 {
 	pprpc_connect_opts o = { 0 };
-	long tmo, ctmo, spin;
+	long tmo, ctmo, spin, host_pages;
 	char name[96];
 	int rc;
 
@@ -39,6 +39,8 @@ int pg_rank_open(struct pg_rank *r, char *err, size_t errlen)
 		rc = pg_env_int("PPRPC_CONNECT_TIMEOUT_MS", 5000, 100, 600000, &ctmo, err, errlen);
 	if (rc == 0)
 		rc = pg_env_int("PPRPC_SPIN", 1, 0, 1, &spin, err, errlen);
+	if (rc == 0)
+		rc = pg_env_int("PPRPC_HOST_PAGES", 1, 0, 1, &host_pages, err, errlen);
 	if (rc < 0)
 		return rc;
 	snprintf(name, sizeof(name), "ggml-pprpc pid %ld", (long)getpid());
@@ -58,6 +60,7 @@ int pg_rank_open(struct pg_rank *r, char *err, size_t errlen)
 		pprpc_set_cancel_fd(r->c, r->fault->efd);
 	pprpc_set_trace(r->c, r->trace);
 	pprpc_set_spin(r->c, (int)spin);
+	r->host_pages = host_pages && pprpc_same_host(r->c);
 	if (getrandom(&r->next_xfer, sizeof(r->next_xfer), 0) != (ssize_t)sizeof(r->next_xfer))
 		r->next_xfer = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)r;
 	/* keep clear of 0 and of wrapping for a long while */

@@ -71,6 +71,7 @@ static int hello(pprpc_client *c, const char *name, const uint8_t *key, size_t k
 	rep = (const Pprpc__HelloReply *)m;
 	copy_str(c->daemon_version, sizeof(c->daemon_version), rep->daemon_version);
 	copy_str(c->placement, sizeof(c->placement), rep->placement);
+	copy_str(c->daemon_host, sizeof(c->daemon_host), rep->host);
 	c->nunavailable = 0;
 	for (size_t i = 0; i < rep->n_unavailable && i < 4; i++)
 		copy_str(c->unavailable[c->nunavailable++], sizeof(c->unavailable[0]), rep->unavailable[i]);

@@ -66,6 +66,7 @@ struct pprpc_client {
 	char err[512];
 	char daemon_version[32];
 	char placement[256];
+	char daemon_host[40];    /* HELLO's host: its boot id ("" from an older daemon) */
 	char unavailable[4][256];
 	int nunavailable;
 	pprpc_caps caps;

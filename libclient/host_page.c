@@ -222,12 +222,18 @@ static struct client_hp *map(pprpc_client *c, const struct hregion *r)
 	return e;
 }
 
+PPRPC_API int pprpc_same_host(const pprpc_client *c)
+{
+	pthread_once(&boot_once, read_boot_id);
+	return c && boot_id[0] && !strcmp(c->daemon_host, boot_id);
+}
+
 int host_page_target(pprpc_client *c, const void *data, uint64_t size, uint64_t *ret_handle, uint64_t *ret_off)
 {
 	struct hregion found;
 	int hit = 0;
 
-	if (c->hp_off || !size)
+	if (c->hp_off || !size || !pprpc_same_host(c))
 		return 0;
 	sweep(c);
 	pthread_mutex_lock(&reg_lock);

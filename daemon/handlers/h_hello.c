@@ -77,6 +77,7 @@ void h_hello(struct conn *c, struct request *r)
 	rep.max_bulk = c->d->opts.max_bulk;
 	rep.session = c->id;
 	rep.placement = c->d->placement;
+	rep.host = c->d->boot_id;
 	char *unavail[PPRPCD_MAX_DEVICES];
 
 	for (uint32_t i = 0; i < c->d->nunavail; i++)

@@ -277,6 +277,9 @@ PPRPC_API const char *pprpc_cluster_devices(const pprpc_cluster *c, int i);
  * pprpc_host_free (never free()).  Any thread. */
 PPRPC_API void *pprpc_host_alloc(uint64_t size);
 PPRPC_API void pprpc_host_free(void *ptr);
+/* Is c's daemon on this host (its boot id is ours)?  Only such a daemon
+ * is asked to map host pages. */
+PPRPC_API int pprpc_same_host(const pprpc_client *c);
 /* Do size bytes at ptr lie in one pprpc_host_alloc block? */
 PPRPC_API int pprpc_host_is(const void *ptr, uint64_t size);
 /* How c's daemon has this process's host pages: mapped, of them
