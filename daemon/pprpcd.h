@@ -124,6 +124,9 @@ struct pprpcd_stats {
 	uint64_t requests;
 	uint64_t request_errors;
 	uint64_t fills, fills_failed;  /* TENSOR_FILL (h_fill.c) */
+	/* clients' host pages (h_hostpage.c): mapped, of them page-locked;
+	 * TENSOR_GETs that landed in one and their bytes (h_tensor.c) */
+	uint64_t host_pages, host_pages_pinned, host_page_gets, host_page_bytes;
 	struct pprpcd_req_count by_type[PPRPCD_PHASES][PPRPCD_REQ_TYPES];
 };
 

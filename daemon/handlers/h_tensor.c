@@ -341,6 +341,8 @@ void h_tensor_get(struct conn *c, struct request *r)
 		gc->page = page;
 		gc->land = land;
 		hostpage_ref(page);
+		c->d->stats.host_page_gets++;
+		c->d->stats.host_page_bytes += m->size;
 	}
 	gc->qr.staged = land ? 0 : m->size;
 	gc->qr.always_reply = 1;

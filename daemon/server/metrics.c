@@ -95,6 +95,15 @@ char *metrics_render(struct pprpcd *d)
 		put(&b, "# TYPE pprpc_wake_ahead_hits_total counter\npprpc_wake_ahead_hits_total %" PRIu64 "\n",
 		    w.hits);
 	}
+	/* clients' host pages: reads that landed in the client's memory (a
+	 * mapped page not page-locked copies through the driver's staging) */
+	put(&b, "# TYPE pprpc_host_pages_total counter\npprpc_host_pages_total %" PRIu64 "\n", d->stats.host_pages);
+	put(&b, "# TYPE pprpc_host_pages_pinned_total counter\npprpc_host_pages_pinned_total %" PRIu64 "\n",
+	    d->stats.host_pages_pinned);
+	put(&b, "# TYPE pprpc_host_page_gets_total counter\npprpc_host_page_gets_total %" PRIu64 "\n",
+	    d->stats.host_page_gets);
+	put(&b, "# TYPE pprpc_host_page_bytes_total counter\npprpc_host_page_bytes_total %" PRIu64 "\n",
+	    d->stats.host_page_bytes);
 	/* remote timelines that WAITs here are held on: one per (rank, handle)
 	 * waited on now, nothing after */
 	put(&b, "# TYPE pprpc_peer_mirrors gauge\npprpc_peer_mirrors %zu\n", peer_mirrors_live(d));

@@ -109,4 +109,22 @@ int gge_cuda_pin_host(int ordinal, void *ptr, uint64_t bytes, int on)
 	return 0;
 }
 
+bool gge_cuda_host_pinned(const void *ptr, uint64_t bytes)
+{
+	const uint8_t *p = ptr;
+	struct cudaPointerAttributes a;
+
+	for (int i = 0; i < 2; i++) {
+		const void *q = i ? p + bytes - 1 : p;
+
+		if (cudaPointerGetAttributes(&a, q) != cudaSuccess) {
+			cudaGetLastError();
+			return false;
+		}
+		if (a.type != cudaMemoryTypeHost)
+			return false;
+	}
+	return bytes > 0;
+}
+
 #endif /* PPRPC_HAVE_CUDA */

@@ -9,6 +9,7 @@
 #ifndef PPRPC_DAEMON_GGML_CUDA_IPC_H
 #define PPRPC_DAEMON_GGML_CUDA_IPC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,5 +33,9 @@ int gge_ipc_cuda_wait(struct gge_ipc_cuda *c, char *err, size_t errlen);
  * its own pinned buffer: the SEND's capture into the staging ring or a
  * landing page (daemon/xfer/land.h).  0 or PPRPC_EDEVICE. */
 int gge_cuda_pin_host(int ordinal, void *ptr, uint64_t bytes, int on);
+/* Are the first and last of bytes at ptr host memory page-locked for CUDA
+ * (gge_cuda_pin_host, cudaHostAlloc)?  A download into it then needs no
+ * staging: the copy is DMA into it. */
+bool gge_cuda_host_pinned(const void *ptr, uint64_t bytes);
 
 #endif

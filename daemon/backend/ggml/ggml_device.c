@@ -421,9 +421,9 @@ static const struct buffer_i gdev_host_buffer_i = {
 /* device memory moved through ggml (ggml-cuda's adds IPC below) */
 #define GDEV_DEV_BUFFER_OPS \
 	.alloc = gdev_alloc, .free = gdev_free, .fill = dev_fill, .copy = dev_copy, .upload = dev_upload, \
-	.download = dev_download, .download_lend = dev_download_lend, .download_return = dev_download_return
+	.download_lend = dev_download_lend, .download_return = dev_download_return
 
-static const struct buffer_i gdev_dev_buffer_i = { GDEV_DEV_BUFFER_OPS };
+static const struct buffer_i gdev_dev_buffer_i = { GDEV_DEV_BUFFER_OPS, .download = dev_download };
 
 #ifdef PPRPC_HAVE_CUDA
 /* ggml-cuda buffers: the same, and CUDA IPC at stage boundaries (worker). */
@@ -488,8 +488,24 @@ static int cuda_pin_host(void *ctx, void *ptr, uint64_t bytes, int on)
 	return gge_cuda_pin_host(gd->g->cuda_ordinal, ptr, bytes, on);
 }
 
+/* Into page-locked memory (a client's host page, a landing page) the
+ * download is DMA straight there; else through the engine's staging. */
+static int cuda_download(void *ctx, void *dst_host, const void *src_dev, uint64_t n)
+{
+	struct gdev *gd = ctx;
+	uint64_t off;
+	ggml_backend_buffer_t b;
+
+	if (!gge_cuda_host_pinned(dst_host, n))
+		return dev_download(ctx, dst_host, src_dev, n);
+	b = lookup(gd, src_dev, n, &off);
+	gge_dev_settle(gd->g);
+	return b ? gge_buf_read(b, off, dst_host, n) : PPRPC_EINTERNAL;
+}
+
 static const struct buffer_i gdev_cuda_buffer_i = {
 	GDEV_DEV_BUFFER_OPS,
+	.download = cuda_download,
 	.ipc_export = cuda_ipc_pool,
 	.ipc_copy = cuda_ipc_copy,
 	.ipc_wait = cuda_ipc_wait,
