@@ -560,6 +560,8 @@ static void test_metrics_deadline(void **state)
 	assert_non_null(strstr(body, "pprpc_requests_total"));
 	assert_non_null(strstr(body, "\npprpc_wake_ahead_windows_total 0\n"));
 	assert_non_null(strstr(body, "\npprpc_wake_ahead_hits_total 0\n"));
+	assert_non_null(strstr(body, "\npprpc_host_pages_total 0\n"));
+	assert_non_null(strstr(body, "\npprpc_host_page_gets_total 0\n"));
 	free(body);
 	stop(d);
 }
