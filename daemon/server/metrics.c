@@ -53,6 +53,12 @@ static void put(struct sbuf *b, const char *fmt, ...)
 	}
 }
 
+/* One unlabelled counter: its TYPE line and its value. */
+static void counter(struct sbuf *b, const char *name, uint64_t v)
+{
+	put(b, "# TYPE %s counter\n%s %" PRIu64 "\n", name, name, v);
+}
+
 /* Label values come from peers' names: escape what the format reserves. */
 static const char *esc(const char *s, char *buf, size_t len)
 {
@@ -75,13 +81,10 @@ char *metrics_render(struct pprpcd *d)
 	if (!b.p)
 		return NULL;
 	b.p[0] = '\0';
-	put(&b, "# TYPE pprpc_requests_total counter\npprpc_requests_total %" PRIu64 "\n", d->stats.requests);
-	put(&b, "# TYPE pprpc_request_errors_total counter\npprpc_request_errors_total %" PRIu64 "\n",
-	    d->stats.request_errors);
-	put(&b, "# TYPE pprpc_protocol_errors_total counter\npprpc_protocol_errors_total %" PRIu64 "\n",
-	    d->stats.protocol_errors);
-	put(&b, "# TYPE pprpc_connections_total counter\npprpc_connections_total %" PRIu64 "\n",
-	    d->stats.connections_total);
+	counter(&b, "pprpc_requests_total", d->stats.requests);
+	counter(&b, "pprpc_request_errors_total", d->stats.request_errors);
+	counter(&b, "pprpc_protocol_errors_total", d->stats.protocol_errors);
+	counter(&b, "pprpc_connections_total", d->stats.connections_total);
 	put(&b, "# TYPE pprpc_connections gauge\npprpc_connections %u\n", d->nconns);
 	{
 		/* wake-ahead: windows opened, and the clients' bursts that came
@@ -90,20 +93,15 @@ char *metrics_render(struct pprpcd *d)
 		struct wake_ahead_stats w;
 
 		wake_ahead_stats_get(d, &w);
-		put(&b, "# TYPE pprpc_wake_ahead_windows_total counter\npprpc_wake_ahead_windows_total %" PRIu64 "\n",
-		    w.windows);
-		put(&b, "# TYPE pprpc_wake_ahead_hits_total counter\npprpc_wake_ahead_hits_total %" PRIu64 "\n",
-		    w.hits);
+		counter(&b, "pprpc_wake_ahead_windows_total", w.windows);
+		counter(&b, "pprpc_wake_ahead_hits_total", w.hits);
 	}
 	/* clients' host pages: reads that landed in the client's memory (a
 	 * mapped page not page-locked copies through the driver's staging) */
-	put(&b, "# TYPE pprpc_host_pages_total counter\npprpc_host_pages_total %" PRIu64 "\n", d->stats.host_pages);
-	put(&b, "# TYPE pprpc_host_pages_pinned_total counter\npprpc_host_pages_pinned_total %" PRIu64 "\n",
-	    d->stats.host_pages_pinned);
-	put(&b, "# TYPE pprpc_host_page_gets_total counter\npprpc_host_page_gets_total %" PRIu64 "\n",
-	    d->stats.host_page_gets);
-	put(&b, "# TYPE pprpc_host_page_bytes_total counter\npprpc_host_page_bytes_total %" PRIu64 "\n",
-	    d->stats.host_page_bytes);
+	counter(&b, "pprpc_host_pages_total", d->stats.host_pages);
+	counter(&b, "pprpc_host_pages_pinned_total", d->stats.host_pages_pinned);
+	counter(&b, "pprpc_host_page_gets_total", d->stats.host_page_gets);
+	counter(&b, "pprpc_host_page_bytes_total", d->stats.host_page_bytes);
 	/* remote timelines that WAITs here are held on: one per (rank, handle)
 	 * waited on now, nothing after */
 	put(&b, "# TYPE pprpc_peer_mirrors gauge\npprpc_peer_mirrors %zu\n", peer_mirrors_live(d));
