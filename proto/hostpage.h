@@ -30,7 +30,7 @@ void hostpage_hdr_init(void *base, uint64_t len, const uint8_t key[HOSTPAGE_KEY]
 /* Does the page at base (len bytes) have this code's header, and is key
  * (keylen bytes) its key?  0, or PPRPC_EPROTO (not a header of this
  * version) / PPRPC_EAUTH (another key) with the reason.  Compares in
- * constant time.  (Fuzzed: tests/fuzz/fuzz_land.c.) */
+ * constant time.  (Fuzzed: tests/fuzz/fuzz_hostpage.c.) */
 int hostpage_hdr_check(const void *base, uint64_t len, const uint8_t *key, size_t keylen, char *why,
 		       size_t whylen);
 

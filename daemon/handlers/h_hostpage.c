@@ -40,7 +40,8 @@ void h_host_page_map(struct conn *c, struct request *r)
 	}
 	rc = hostpage_map(c->d, &c->own, m->pid, m->fd, m->size, m->key.data, m->key.len, &p, err, sizeof(err));
 	if (rc < 0) {
-		LOG(c->d, LOG_INFO_, "%s: %s", c->name, err);
+		/* said by reply_error, which keeps a hostile client's refusals
+		 * out of the journal after the first few */
 		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
 		return;
 	}

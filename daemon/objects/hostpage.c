@@ -108,11 +108,16 @@ int hostpage_map(struct pprpcd *d, struct owner *o, uint64_t pid, int32_t fd, ui
 	if ((f = open_checked(pid, fd, size, err, errlen)) < 0)
 		return f;
 	m = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
-	close(f);
 	if (m == MAP_FAILED) {
-		snprintf(err, errlen, "HOST_PAGE_MAP: cannot map %" PRIu64 " bytes: %s", size, strerror(errno));
-		return PPRPC_ENOMEM;
+		int e = errno;
+
+		close(f);
+		snprintf(err, errlen, "HOST_PAGE_MAP: cannot map %" PRIu64 " bytes: %s", size, strerror(e));
+		/* EPERM: the client sealed it against writes; only a lack of
+		 * memory is the daemon's */
+		return e == ENOMEM || e == EAGAIN ? PPRPC_ENOMEM : PPRPC_EINVAL;
 	}
+	close(f);
 	if ((rc = hostpage_hdr_check(m, size, key, keylen, err, errlen)) < 0)
 		goto fail;
 	p = calloc(1, sizeof(*p));

@@ -32,6 +32,7 @@
 #include "daemon/server/server.h"
 #include "daemon/device/device.h"
 #include "daemon/objects/graph.h"
+#include "daemon/objects/hostpage.h"
 #include "daemon/pprpcd.h"
 #include "daemon/objects/timeline.h"
 #include "daemon/xfer/xfer.h"
@@ -100,6 +101,7 @@ static struct fz *fz_get(void)
 	log_setup(&d->log, getenv("FUZZ_LOG") ? LOG_DEBUG_ : 0);
 	htab_init(&d->buffers, HK_BUFFER, d->opts.max_buffers);
 	htab_init(&d->graphs, HK_GRAPH, d->opts.max_graphs);
+	hostpage_sys_init(d);
 	timeline_sys_init(d);
 	FZ_CHECK(xfer_init(d) == 0);
 	/* The IPC boundary protocol (PULL with ipc_host, pool chunks,

@@ -48,6 +48,8 @@ static const ProtobufCMessageDescriptor *const req_desc[MSG_TYPE_COUNT] = {
 	[MSG_GRAPH_FREE] = &pprpc__graph_free__descriptor,
 	[MSG_FENCE] = &pprpc__fence__descriptor,
 	[MSG_STATS] = &pprpc__stats__descriptor,
+	[MSG_HOST_PAGE_MAP] = &pprpc__host_page_map__descriptor,
+	[MSG_HOST_PAGE_UNMAP] = &pprpc__host_page_unmap__descriptor,
 };
 
 /* Where accepted bulk lands; one for the whole process, like a staging area. */
@@ -95,7 +97,8 @@ static int on_meta(void *ctx, const struct frame_hdr *h, const uint8_t *meta, si
 		ProtobufCMessage *m = NULL;
 		int rc = meta_unpack(req_desc[h->type], meta, len, &m);
 
-		CHECK(rc == 0 || rc == PPRPC_EPROTO || rc == PPRPC_ETOOBIG);
+		/* PPRPC_EINVAL: a string field holding a NUL (proto/meta.h) */
+		CHECK(rc == 0 || rc == PPRPC_EPROTO || rc == PPRPC_ETOOBIG || rc == PPRPC_EINVAL);
 		if (rc == 0) {
 			CHECK(m && m->descriptor == req_desc[h->type]);
 			/* what decoded must encode again within the same bounds */

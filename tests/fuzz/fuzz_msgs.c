@@ -43,18 +43,32 @@
  * GRAPH_RUN of a graph over the work bound names no graph; a TENSOR_SET
  * without bulk from the input gets a zero bulk of its size (<= 64 KiB).
  *
+ * Host pages: the harness makes one real host page once (a sealed memfd
+ * named as libclient's, its header holding a fixed key, 64 KiB after it).
+ * A HOST_PAGE_MAP naming pid 1, fd 1, size 1, a 1-byte key or host "1"
+ * has that field replaced by this process, the page's fd, its size, its
+ * key and the fuzzed daemon's boot id ("x"), so inputs reach a mapping by
+ * naming "1"s; other values go as they are (to the refusals).  A
+ * TensorGet.host_page or HostPageUnmap.host_page 1..64 names a page the
+ * input's MAPs returned.  The daemon never writes the page's header, and
+ * every page a connection mapped goes with it.
+ *
  * The same decoded messages also go straight to buffer_region() against the
  * static owner's buffers, checking its contract.
  */
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "daemon/server/dispatch.h"
 #include "daemon/exec/queue.h"
 #include "daemon/core/staging.h"
 #include "daemon/xfer/xfer.h"
 #include "proto/frame.h"
+#include "proto/hostpage.h"
 #include "proto/meta.h"
 #include "proto/msgtype.h"
 #include "tests/fuzz/fuzz_daemon.h"
@@ -69,9 +83,42 @@ static const uint64_t conn_buf_size[CONN_NBUF] = { 256, 4000, 65536 - 24 };
 
 /* Objects of the input's connection, by kind, for the handle fix-ups. */
 struct objs {
-	uint64_t buf[MAX_OBJ], graph[MAX_OBJ], tl[MAX_OBJ];
-	int nbuf, ngraph, ntl;
+	uint64_t buf[MAX_OBJ], graph[MAX_OBJ], tl[MAX_OBJ], hp[MAX_OBJ];
+	int nbuf, ngraph, ntl, nhp;
 };
+
+/* ---- the host page ------------------------------------------------------------ */
+
+#define HP_BYTES (HOSTPAGE_HDR + 65536)
+
+/* One host page for the whole process, as pprpc_host_alloc makes them. */
+struct hpage {
+	int fd;
+	uint8_t *base;                 /* HP_BYTES: the header, then the memory */
+	uint8_t key[HOSTPAGE_KEY];
+	uint8_t hdr[HOSTPAGE_HDR];     /* the header as made: never written by the daemon */
+};
+
+static struct hpage *hpage_get(void)
+{
+	static struct hpage *hp;
+
+	if (hp)
+		return hp;
+	hp = calloc(1, sizeof(*hp));
+	FZ_CHECK(hp);
+	hp->fd = memfd_create(HOSTPAGE_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	FZ_CHECK(hp->fd >= 0);
+	FZ_CHECK(ftruncate(hp->fd, HP_BYTES) == 0);
+	FZ_CHECK(fcntl(hp->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
+	hp->base = mmap(NULL, HP_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, hp->fd, 0);
+	FZ_CHECK(hp->base != MAP_FAILED);
+	for (unsigned i = 0; i < HOSTPAGE_KEY; i++)
+		hp->key[i] = (uint8_t)(0xa5 ^ i * 37);
+	hostpage_hdr_init(hp->base, HP_BYTES, hp->key);
+	memcpy(hp->hdr, hp->base, HOSTPAGE_HDR);
+	return hp;
+}
 
 /* ---- fake transport ------------------------------------------------------------- */
 
@@ -112,6 +159,10 @@ static void record(struct objs *o, uint16_t type, const uint8_t *meta, size_t le
 	case MSG_TIMELINE_CREATE:
 		if (meta_unpack(&pprpc__timeline_create_reply__descriptor, meta, len, &m) == 0 && o->ntl < MAX_OBJ)
 			o->tl[o->ntl++] = ((Pprpc__TimelineCreateReply *)m)->timeline;
+		break;
+	case MSG_HOST_PAGE_MAP:
+		if (meta_unpack(&pprpc__host_page_map_reply__descriptor, meta, len, &m) == 0 && o->nhp < MAX_OBJ)
+			o->hp[o->nhp++] = ((Pprpc__HostPageMapReply *)m)->host_page;
 		break;
 	default:
 		break;
@@ -265,7 +316,17 @@ struct input {
 	struct conn *c;
 	struct objs o;
 	int nalloc;
+	/* a HostPageMap's key the fix-up replaced: put back before the
+	 * message is freed (its bytes are the unpacker's) */
+	ProtobufCBinaryData *key_at, key_was;
 };
+
+static void unfix(struct input *in)
+{
+	if (in->key_at)
+		*in->key_at = in->key_was;
+	in->key_at = NULL;
+}
 
 /* Fix up a decoded request.  raw: only what keeps the harness bounded and
  * off the network (no handle mapping).  Returns -1 to send an empty message
@@ -306,8 +367,36 @@ static int fixup(struct input *in, uint16_t type, ProtobufCMessage *msg, int raw
 		if (!raw)
 			check_region(fz, m->buffer, m->offset, m->size);
 		m->buffer = map(o->buf, o->nbuf, m->buffer);
+		m->host_page = map(o->hp, o->nhp, m->host_page);
 		break;
 	}
+	case MSG_HOST_PAGE_MAP: {
+		Pprpc__HostPageMap *m = (Pprpc__HostPageMap *)msg;
+		struct hpage *hp = hpage_get();
+		int changed = 0;
+
+		if (raw)
+			break;
+		if (m->pid == 1)
+			m->pid = (uint64_t)getpid(), changed = 1;
+		if (m->fd == 1)
+			m->fd = hp->fd, changed = 1;
+		if (m->size == 1)
+			m->size = HP_BYTES, changed = 1;
+		if (m->key.len == 1) {
+			in->key_at = &m->key;
+			in->key_was = m->key;
+			m->key.data = hp->key;
+			m->key.len = HOSTPAGE_KEY;
+			changed = 1;
+		}
+		if (m->host && !strcmp(m->host, "1"))
+			m->host[0] = 'x', changed = 1;  /* fuzz_daemon.h's boot id */
+		return changed;
+	}
+	case MSG_HOST_PAGE_UNMAP:
+		((Pprpc__HostPageUnmap *)msg)->host_page = map(o->hp, o->nhp, ((Pprpc__HostPageUnmap *)msg)->host_page);
+		break;
 	case MSG_TENSOR_COPY: {
 		Pprpc__TensorCopy *m = (Pprpc__TensorCopy *)msg;
 
@@ -446,6 +535,7 @@ static size_t make_frame(struct input *in, struct rd *r, uint64_t req_id, uint8_
 			/* as the input has it, byte for byte */
 		} else if (fx < 0) {
 			/* an empty message of the type */
+			unfix(in);
 			meta_free(msg);
 			msg = NULL;
 			mlen = 0;
@@ -460,6 +550,7 @@ static size_t make_frame(struct input *in, struct rd *r, uint64_t req_id, uint8_
 				blen = ((Pprpc__TensorSet *)msg)->size;  /* zeros */
 		}
 	}
+	unfix(in);
 	meta_free(msg);
 	h.flags = (fl & 1 ? FRAME_F_QUEUED : 0) | (fl & 8 ? FRAME_F_REPLY : 0) | (blen ? FRAME_F_BULK : 0);
 	h.meta_len = (uint32_t)mlen;
@@ -641,6 +732,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	xfer_expire(d, uv_now(d->loop) + 1000000);
 	FZ_CHECK(c->refs == 1 && c->closed && !c->own.bufs && !c->own.graphs && !c->own.timelines && !c->lwaits);
+	FZ_CHECK(!c->own.hostpages && c->own.nhostpages == 0);
 	conn_unref(c);
 
 	for (int i = 0; i < CONN_NBUF; i++) {
@@ -651,6 +743,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* Nothing of the connection outlives it. */
 	FZ_CHECK(d->conns == NULL);
 	FZ_CHECK(d->buffers.count == nbuffers && d->graphs.count == 0 && d->timelines.count == 0);
+	FZ_CHECK(d->hostpages.count == 0);
+	FZ_CHECK(!memcmp(hpage_get()->base, hpage_get()->hdr, HOSTPAGE_HDR));
 	FZ_CHECK(d->dev[0]->allocated == allocated);
 	FZ_CHECK(xfer_live_sources(d) == 0 && staging_used(&d->staging) == 0);
 	FZ_CHECK(queue_depth(d->dev[0]->q) == 0);
