@@ -157,6 +157,7 @@ struct pprpcd {
 	struct handle_table graphs;
 	struct handle_table timelines;
 	struct handle_table hostpages;  /* clients' host pages (objects/hostpage.h) */
+	uint64_t hostpage_pinned;       /* bytes of them page-locked (HOSTPAGE_PIN_MAX) */
 	/* Timeline values and every worker blocked in WAIT (timeline.h). */
 	pthread_mutex_t tl_lock;
 	pthread_cond_t tl_cond;

@@ -90,7 +90,6 @@ struct pprpc_client {
 	/* host pages this daemon mapped (host_page.c) */
 	struct client_hp hp[CLIENT_MAX_HOST_PAGES];
 	int nhp;
-	int hp_off;              /* the daemon is on another host: none will be */
 	uint64_t hp_seen_frees;
 	char hp_why[256];        /* the last refusal */
 };

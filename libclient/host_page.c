@@ -9,9 +9,9 @@
  * header holding a random key.  A GET whose destination lies in one is
  * sent naming the page (HOST_PAGE_MAP once per connection and page, then
  * the handle and the offset) and its reply carries no bytes.  A daemon that
- * cannot map it (another host, another user, no /proc) answers why; the
- * connection then reads that page's GETs by the link as before, and after
- * "another host" every page's.
+ * cannot map it (another user, no /proc) answers why; the connection then
+ * reads that page's GETs by the link as before.  A daemon of another host
+ * (HELLO's host is not our boot id) is never asked.
  *
  * The registry of allocations is process-wide (any thread may allocate or
  * free); what a connection mapped is its own (calls on one client are
@@ -214,9 +214,6 @@ static struct client_hp *map(pprpc_client *c, const struct hregion *r)
 		meta_free(m);
 	} else {
 		snprintf(c->hp_why, sizeof(c->hp_why), "%.255s", c->err);
-		/* no page of this host can be mapped by a daemon of another */
-		if (rc == PPRPC_EUNSUPP && strstr(c->err, "another host"))
-			c->hp_off = 1;
 	}
 	memcpy(c->err, saved, sizeof(saved));
 	return e;
@@ -233,7 +230,7 @@ int host_page_target(pprpc_client *c, const void *data, uint64_t size, uint64_t 
 	struct hregion found;
 	int hit = 0;
 
-	if (c->hp_off || !size || !pprpc_same_host(c))
+	if (!size || !pprpc_same_host(c))
 		return 0;
 	sweep(c);
 	pthread_mutex_lock(&reg_lock);
@@ -270,7 +267,6 @@ void host_page_forget(pprpc_client *c)
 {
 	/* the daemon's session (and its handles) went with the connection */
 	c->nhp = 0;
-	c->hp_off = 0;
 }
 
 PPRPC_API int pprpc_host_page_state(const pprpc_client *c, int *ret_mapped, int *ret_pinned, char *why,

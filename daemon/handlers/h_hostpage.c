@@ -45,9 +45,12 @@ void h_host_page_map(struct conn *c, struct request *r)
 		reply_error(c, r->hdr.type, r->hdr.req_id, rc, err);
 		return;
 	}
-	LOG(c->d, LOG_INFO_, "%s: host page of %llu bytes (process %llu fd %d) mapped%s", c->name,
-	    (unsigned long long)m->size, (unsigned long long)m->pid, (int)m->fd,
-	    p->pinned_by ? ", page-locked" : ", not page-locked");
+	/* the first few of a connection: a client mapping and unmapping
+	 * in a loop does not fill the journal */
+	if (++c->own.hostpage_maps <= 4)
+		LOG(c->d, LOG_INFO_, "%s: host page of %llu bytes (process %llu fd %d) mapped%s", c->name,
+		    (unsigned long long)m->size, (unsigned long long)m->pid, (int)m->fd,
+		    p->pinned_by ? ", page-locked" : ", not page-locked");
 	c->d->stats.host_pages++;
 	c->d->stats.host_pages_pinned += p->pinned_by != NULL;
 	rep.host_page = p->handle;

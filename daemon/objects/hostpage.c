@@ -43,49 +43,59 @@ void hostpage_sys_fini(struct pprpcd *d)
 }
 
 /* Open the client's memfd through /proc, checked (hostpage.h): an fd, or
- * < 0 with the reason. */
+ * < 0 with the reason.  The client may change what its fd number names at
+ * any time, so nothing is opened by that name for reading or writing: an
+ * O_PATH descriptor (which opens nothing: no device's or FIFO's open runs)
+ * is taken first, and every check and the real open go through it. */
 static int open_checked(uint64_t pid, int32_t fd, uint64_t size, char *err, size_t errlen)
 {
-	char path[64], link[128];
-	struct stat st, st2;
+	char path[64], self[64], link[128];
+	struct stat st;
 	ssize_t n;
-	int f, seals;
+	int pf, f = -1, seals;
 
 	if (pid == 0 || pid > INT32_MAX || fd < 0) {
 		snprintf(err, errlen, "HOST_PAGE_MAP: no process %" PRIu64 " fd %d", pid, (int)fd);
 		return PPRPC_EINVAL;
 	}
 	snprintf(path, sizeof(path), "/proc/%" PRIu64 "/fd/%d", pid, (int)fd);
-	n = readlink(path, link, sizeof(link) - 1);
-	if (n < 0) {
+	pf = open(path, O_PATH | O_CLOEXEC);
+	if (pf < 0) {
 		snprintf(err, errlen, "HOST_PAGE_MAP: %s: %s", path, strerror(errno));
 		return PPRPC_EUNSUPP;
 	}
-	link[n] = '\0';
-	/* what the link names is checked before it is opened: an open of a
-	 * device or a FIFO through it could have effects of its own */
-	if (!hostpage_link_ok(link) || stat(path, &st) < 0 || !S_ISREG(st.st_mode)) {
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pf);
+	n = readlink(self, link, sizeof(link) - 1);
+	if (n >= 0)
+		link[n] = '\0';
+	if (n < 0 || !hostpage_link_ok(link) || fstat(pf, &st) < 0 || !S_ISREG(st.st_mode)) {
 		snprintf(err, errlen, "HOST_PAGE_MAP: %s is not a host page's memfd", path);
-		return PPRPC_EINVAL;
+		goto fail;
 	}
-	f = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if ((uint64_t)st.st_size != size) {
+		snprintf(err, errlen, "HOST_PAGE_MAP: %s is not a host page of %" PRIu64 " bytes", path, size);
+		goto fail;
+	}
+	/* the same file, now opened for mapping (a regular file's open has no
+	 * effect of its own) */
+	f = open(self, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	if (f < 0) {
 		snprintf(err, errlen, "HOST_PAGE_MAP: cannot open %s: %s", path, strerror(errno));
+		close(pf);
 		return PPRPC_EUNSUPP;
-	}
-	if (fstat(f, &st2) < 0 || !S_ISREG(st2.st_mode) || st2.st_ino != st.st_ino || st2.st_dev != st.st_dev ||
-	    (uint64_t)st2.st_size != size) {
-		snprintf(err, errlen, "HOST_PAGE_MAP: %s is not a host page of %" PRIu64 " bytes", path, size);
-		close(f);
-		return PPRPC_EINVAL;
 	}
 	seals = fcntl(f, F_GET_SEALS);
 	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
 		snprintf(err, errlen, "HOST_PAGE_MAP: %s is not sealed against shrinking", path);
-		close(f);
-		return PPRPC_EINVAL;
+		goto fail;
 	}
+	close(pf);
 	return f;
+fail:
+	if (f >= 0)
+		close(f);
+	close(pf);
+	return PPRPC_EINVAL;
 }
 
 int hostpage_map(struct pprpcd *d, struct owner *o, uint64_t pid, int32_t fd, uint64_t size, const uint8_t *key,
@@ -128,6 +138,7 @@ int hostpage_map(struct pprpcd *d, struct owner *o, uint64_t pid, int32_t fd, ui
 	}
 	p->base = m;
 	p->size = size;
+	p->d = d;
 	p->owner = o;
 	p->refs = 1;
 	rc = htab_insert(&d->hostpages, p, &p->handle);
@@ -137,9 +148,11 @@ int hostpage_map(struct pprpcd *d, struct owner *o, uint64_t pid, int32_t fd, ui
 	}
 	/* Page-locked, a GPU's download is DMA straight into it; without, the
 	 * copy still lands (through the driver's own staging), slower. */
-	for (uint32_t i = 0; i < d->ndev && !p->pinned_by; i++)
+	for (uint32_t i = 0; i < d->ndev && !p->pinned_by && d->hostpage_pinned + size <= HOSTPAGE_PIN_MAX; i++)
 		if (d->dev[i] && device_pin_host(d->dev[i], p->base + HOSTPAGE_HDR, size - HOSTPAGE_HDR, 1) == 0)
 			p->pinned_by = d->dev[i];
+	if (p->pinned_by)
+		d->hostpage_pinned += size;
 	owner_add_hostpage(o, p);
 	*ret = p;
 	return 0;
@@ -178,8 +191,10 @@ void hostpage_unref(struct hostpage *p)
 {
 	if (--p->refs > 0)
 		return;
-	if (p->pinned_by)
+	if (p->pinned_by) {
 		device_pin_host(p->pinned_by, p->base + HOSTPAGE_HDR, p->size - HOSTPAGE_HDR, 0);
+		p->d->hostpage_pinned -= p->size;
+	}
 	munmap(p->base, (size_t)p->size);
 	free(p);
 }

@@ -14,7 +14,8 @@
  * ours ever faults on a page gone from under it) and of the size named;
  * its header holds the key the request names.  A page is its owner's: a
  * handle of another connection is refused as unknown.  At most
- * HOSTPAGE_MAX_PER_OWNER pages per owner, each at most HOSTPAGE_MAX_BYTES.
+ * HOSTPAGE_MAX_PER_OWNER pages per owner, each at most HOSTPAGE_MAX_BYTES,
+ * HOSTPAGE_PIN_MAX of them page-locked.
  * The mapping outlives its handle while queued GETs hold it.  Loop thread,
  * but for the bytes themselves (workers write into a held page).
  */
@@ -30,12 +31,17 @@ struct owner;
 struct device;
 
 #define HOSTPAGE_MAX_PER_OWNER 64u
+/* Page-locked memory is the host's, outside every limit of ours: at most
+ * this much of the clients' pages is, daemon-wide (a page beyond it is
+ * mapped unlocked: a GPU's copy into it goes through the driver's staging). */
+#define HOSTPAGE_PIN_MAX (2ull << 30)
 
 struct hostpage {
 	uint64_t handle;             /* 0 once retired */
 	struct owner *owner;
 	uint8_t *base;               /* the whole file: the header, then the client's memory */
 	uint64_t size;               /* file bytes */
+	struct pprpcd *d;
 	struct device *pinned_by;    /* page-locked for this device's copies, or NULL */
 	int refs;                    /* the handle + queued commands */
 	struct hostpage *next, *prev;  /* owner's list */

@@ -47,6 +47,7 @@ struct owner {
 	struct timeline *timelines;
 	struct hostpage *hostpages;   /* clients' memory mapped for GETs (hostpage.h) */
 	uint32_t nhostpages;
+	uint32_t hostpage_maps;       /* ever mapped (the first few are logged) */
 };
 
 /* An owner holding nothing, with these limits. */
