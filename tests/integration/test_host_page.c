@@ -702,7 +702,9 @@ static void test_lib_get(void **state)
 	hp = page_alloc(3 * MIB);
 	memset(hp, 0xaa, 3 * MIB);
 	assert_mapped(c, 0);
-	maps0 = daemon_mappings();
+	/* the last test's connection may still be closing at the daemon */
+	wait_daemon_mappings(0);
+	maps0 = 0;
 
 	/* 1 MiB at the page's start */
 	before = bytes_out(c);
@@ -805,7 +807,9 @@ static void test_lib_free_sweep(void **state)
 
 	(void)state;
 	SKIP_IF_NO_MAP();
-	maps0 = daemon_mappings();
+	/* the last test's connection may still be closing at the daemon */
+	wait_daemon_mappings(0);
+	maps0 = 0;
 	c = client_open();
 	b = buffer_with_pattern(c, 65536, 3);
 	hp1 = page_alloc(65536);
@@ -873,7 +877,9 @@ static void test_lib_many_pages(void **state)
 
 	(void)state;
 	SKIP_IF_NO_MAP();
-	maps0 = daemon_mappings();
+	/* the last test's connection may still be closing at the daemon */
+	wait_daemon_mappings(0);
+	maps0 = 0;
 	c = client_open();
 	b = buffer_with_pattern(c, 65536, 4);
 	for (int i = 0; i < NP; i++) {
@@ -1213,7 +1219,9 @@ static void test_wire_unmap_with_queued(void **state)
 
 	(void)state;
 	SKIP_IF_NO_MAP();
-	maps0 = daemon_mappings();
+	/* the last test's connection may still be closing at the daemon */
+	wait_daemon_mappings(0);
+	maps0 = 0;
 	tpage_make(&t, bsize);
 	fd = raw_open_hello();
 	buf = raw_buffer_pattern(fd, &id, bsize, 10);
@@ -1265,7 +1273,9 @@ static void test_wire_limit(void **state)
 
 	(void)state;
 	SKIP_IF_NO_MAP();
-	maps0 = daemon_mappings();
+	/* the last test's connection may still be closing at the daemon */
+	wait_daemon_mappings(0);
+	maps0 = 0;
 	tpage_make(&t, 4096);
 	q = good_map(&t);
 	fd = raw_open_hello();
@@ -1315,7 +1325,9 @@ static void test_wire_fd_swap(void **state)
 
 	(void)state;
 	SKIP_IF_NO_MAP();
-	maps0 = daemon_mappings();
+	/* the last test's connection may still be closing at the daemon */
+	wait_daemon_mappings(0);
+	maps0 = 0;
 	tpage_make(&t, 4096);
 	assert_non_null(mkdtemp(dir));
 	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
