@@ -38,6 +38,7 @@
 #include "pprpc.h"
 #include "pprpc_graph.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/tracked.h"
 #include "tests/integration/wire.h"
 
 #define MIB (1024ull * 1024ull)
@@ -78,98 +79,13 @@ static int group_teardown(void **state)
 	return 0;
 }
 
-/* ---- per-test cleanup ---------------------------------------------------------
- * A failed assertion leaves the test function at once; connections it left
- * open would keep their buffers and graphs on the group's daemon and skew
- * the next tests' baselines and limits.  Every connection a test opens is
- * tracked and closed by the per-test teardown. */
-
-#define MAX_TRACKED 64
-static int tracked_fd[MAX_TRACKED];
-static int n_tracked_fd;
-static pprpc_client *tracked_client[MAX_TRACKED];
-static int n_tracked_client;
-
-static void track_fd(int fd)
-{
-	if (n_tracked_fd < MAX_TRACKED)
-		tracked_fd[n_tracked_fd++] = fd;
-}
-
-static void raw_close(int fd)
-{
-	for (int i = 0; i < n_tracked_fd; i++)
-		if (tracked_fd[i] == fd) {
-			tracked_fd[i] = tracked_fd[--n_tracked_fd];
-			break;
-		}
-	close(fd);
-}
-
-static void client_close(pprpc_client *c)
-{
-	for (int i = 0; i < n_tracked_client; i++)
-		if (tracked_client[i] == c) {
-			tracked_client[i] = tracked_client[--n_tracked_client];
-			break;
-		}
-	pprpc_close(c);
-}
-
-static int test_cleanup(void **state)
-{
-	(void)state;
-	while (n_tracked_fd > 0)
-		close(tracked_fd[--n_tracked_fd]);
-	while (n_tracked_client > 0)
-		pprpc_close(tracked_client[--n_tracked_client]);
-	return 0;
-}
+/* ---- per-test cleanup: tests/integration/tracked.h ------------------------------ */
 
 /* ---- normal clients --------------------------------------------------------- */
 
 static pprpc_client *client_open(struct tdaemon *d)
 {
-	char err[512] = "";
-	pprpc_connect_opts o = {
-		.client_name = "badinput",
-		.connect_timeout_ms = 5000,
-		.io_timeout_ms = WIRE_TIMEOUT_MS,
-		.err_buf = err,
-		.err_len = sizeof(err),
-	};
-	pprpc_client *c = NULL;
-	int rc = pprpc_connect(d->addr, &o, &c);
-
-	if (rc != 0)
-		fprintf(stderr, "pprpc_connect(%s): %s (%s)\n", d->addr, pprpc_strerror(rc), err);
-	assert_int_equal(rc, 0);
-	assert_non_null(c);
-	if (n_tracked_client < MAX_TRACKED)
-		tracked_client[n_tracked_client++] = c;
-	return c;
-}
-
-/* The daemon is alive and a fresh normal client can allocate, write, read
- * back and free. */
-static void assert_serves(struct tdaemon *d)
-{
-	uint8_t out[4096], in[4096];
-	pprpc_buffer b = { 0 };
-	pprpc_client *c;
-
-	assert_true(tdaemon_alive(d));
-	c = client_open(d);
-	for (size_t i = 0; i < sizeof(out); i++)
-		out[i] = (uint8_t)(i * 7 + 3);
-	assert_int_equal(pprpc_buffer_alloc(c, 0, sizeof(out), &b), 0);
-	assert_int_equal(pprpc_tensor_set(c, b, 0, out, sizeof(out)), 0);
-	memset(in, 0, sizeof(in));
-	assert_int_equal(pprpc_tensor_get(c, b, 0, in, sizeof(in)), 0);
-	assert_memory_equal(in, out, sizeof(out));
-	assert_int_equal(pprpc_buffer_free(c, b), 0);
-	client_close(c);
-	assert_true(tdaemon_alive(d));
+	return tclient_open(d, "badinput", WIRE_TIMEOUT_MS);
 }
 
 /* ---- stats snapshots ----------------------------------------------------------- */
@@ -404,7 +320,7 @@ static void test_bad_magic(void **state)
 	wait_baseline(c, &before, &after);
 	assert_true(after.protocol_errors >= before.protocol_errors + 4);
 	client_close(c);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 static void test_wrong_version(void **state)
@@ -415,7 +331,7 @@ static void test_wrong_version(void **state)
 	hdr_refused(d, 1, NULL, 2, MSG_STATS, 0, 0, 0, 0x55, PPRPC_EVERSION, 0x55);
 	hdr_refused(d, 0, NULL, 0, MSG_HELLO, 0, 0, 0, 9, PPRPC_EVERSION, 9);
 	hdr_refused(d, 0, NULL, 0xffff, MSG_HELLO, 0, 0, 0, 10, PPRPC_EVERSION, 10);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 /* Flags a request may not carry, and a bulk flag that disagrees with the
@@ -430,7 +346,7 @@ static void test_bad_flags(void **state)
 	/* bulk flag without bulk, bulk without the flag */
 	hdr_refused(d, 1, NULL, 1, MSG_TENSOR_SET, FRAME_F_BULK, 0, 0, 8, PPRPC_EPROTO, 8);
 	hdr_refused(d, 1, NULL, 1, MSG_TENSOR_SET, 0, 0, 16, 9, PPRPC_EPROTO, 9);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 static void test_oversize_meta(void **state)
@@ -447,7 +363,7 @@ static void test_oversize_meta(void **state)
 	hdr_refused(d, 0, NULL, 1, MSG_HELLO, 0, UINT32_MAX, 0, 14, PPRPC_ETOOBIG, 14);
 	wait_baseline(c, &before, &after);
 	client_close(c);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 static void test_oversize_bulk(void **state)
@@ -462,7 +378,7 @@ static void test_oversize_bulk(void **state)
 	hdr_refused(d, 1, NULL, 1, MSG_TENSOR_SET, FRAME_F_BULK, 0, UINT64_MAX, 23, PPRPC_ETOOBIG, 23);
 	/* A type that never carries bulk, with an enormous bulk. */
 	hdr_refused(d, 1, NULL, 1, MSG_STATS, FRAME_F_BULK, 0, UINT64_MAX / 2, 24, PPRPC_ETOOBIG, 24);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 /* ======================================================================== */
@@ -551,7 +467,7 @@ static void test_truncated(void **state)
 	}
 	wait_baseline(c, &base, &now);
 	client_close(c);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 /* ======================================================================== */
@@ -594,7 +510,7 @@ static void test_unknown_type(void **state)
 		expect_error(fd, (uint16_t)(300 + i), 200 + i, PPRPC_EUNSUPP);
 	expect_alive_conn(fd, 300);
 	raw_close(fd);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 static void test_request_before_hello(void **state)
@@ -623,7 +539,7 @@ static void test_request_before_hello(void **state)
 	expect_error(fd, 999, 33, PPRPC_EPROTO);
 	expect_closed(fd);
 	raw_close(fd);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 static void test_hello_version(void **state)
@@ -657,7 +573,7 @@ static void test_hello_version(void **state)
 		expect_alive_conn(fd, 41);
 	}
 	raw_close(fd);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 /* ======================================================================== */
@@ -810,7 +726,7 @@ static void test_bad_handles(void **state)
 	assert_int_equal(pprpc_buffer_free(c, ok), 0);
 	wait_baseline(c, &base, &now);
 	client_close(c);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 static void test_bad_regions(void **state)
@@ -911,7 +827,7 @@ static void test_bad_regions(void **state)
 	assert_int_equal(pprpc_buffer_free(c, b), 0);
 	assert_int_equal(pprpc_buffer_free(c, b2), 0);
 	client_close(c);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 /* ======================================================================== */
@@ -970,7 +886,7 @@ static void test_bulk_mismatch(void **state)
 	assert_int_equal(wire_send_msg(fd, MSG_TENSOR_SET, 20, &ts.base, bulk, 64), 0);
 	expect_ok(fd, MSG_TENSOR_SET, 20);
 	raw_close(fd);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 static void test_malformed_meta(void **state)
@@ -1061,7 +977,7 @@ static void test_malformed_meta(void **state)
 		raw_close(fd2);
 	}
 	raw_close(fd);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 /* ======================================================================== */
@@ -1554,7 +1470,7 @@ static void test_graphs_raw(void **state)
 	raw_close(fd);
 	wait_baseline(c, &base, &now);
 	client_close(c);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 /* Two separate tensor entries naming the same bytes of one buffer: a
@@ -1584,7 +1500,7 @@ static void test_graph_alias_through_buffer(void **state)
 	rg_bin(&g, PPRPC_OP_MUL_MAT, t0, t1, t2);
 	RG_EXPECT(PPRPC_EGRAPH, &g);
 	raw_close(fd);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 /* Graph errors through the client API: the builder catches shape and type
@@ -1696,7 +1612,7 @@ static void test_graphs_client(void **state)
 	assert_int_equal(pprpc_buffer_free(c, B), 0);
 	assert_int_equal(pprpc_buffer_free(c, I), 0);
 	client_close(c);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 /* ======================================================================== */
@@ -1820,7 +1736,7 @@ static void test_random_flood(void **state)
 	/* the stats connection itself was never disturbed */
 	snap_get(c, &now);
 	client_close(c);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 /* ======================================================================== */
@@ -1885,12 +1801,12 @@ static void test_never_reads(void **state)
 	 * the daemon must not have copied them (generous bound). */
 	if (rss0 && rss1)
 		assert_true(rss1 < rss0 + 256 * 1024);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 
 	raw_close(fd);
 	wait_baseline(c, &base, &now);
 	client_close(c);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 /* Same, but the client half-reads a reply's bulk before closing. */
@@ -1913,7 +1829,7 @@ static void test_close_mid_reply(void **state)
 	raw_close(fd);
 	wait_baseline(c, &base, &now);
 	client_close(c);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 /* Many connections that connect and vanish without a byte, or after HELLO
@@ -1939,7 +1855,7 @@ static void test_connection_churn(void **state)
 	}
 	wait_baseline(c, &base, &now);
 	client_close(c);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 
@@ -1982,7 +1898,7 @@ static void test_bad_values(void **state)
 	}
 	wait_baseline(c, &base, &now);
 	client_close(c);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 /* Append one well-formed request frame to buf (returns the new length). */
@@ -2027,7 +1943,7 @@ static void test_pipelined_after_fatal(void **state)
 	raw_close(fd);
 	wait_baseline(c, &base, &now);
 	client_close(c);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 /* A header-level error in the middle of a batch: the requests before it are
@@ -2061,7 +1977,7 @@ static void test_pipelined_after_bad_header(void **state)
 	raw_close(fd);
 	wait_baseline(c, &base, &now);
 	client_close(c);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 /* HELLO with a huge, non-UTF-8 client name, an unknown role and a large
@@ -2113,7 +2029,7 @@ static void test_hello_odd_fields(void **state)
 	raw_close(fd);
 	free(name);
 	free(proof);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 /* Close while device work of this connection is still queued: graph runs,
@@ -2174,7 +2090,7 @@ static void test_close_with_queued_work(void **state)
 	raw_close(fd);
 	wait_baseline(c, &base, &now);
 	client_close(c);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 /* ======================================================================== */
@@ -2249,7 +2165,7 @@ static void test_graph_limit(void **state)
 		assert_int_equal(pprpc_buffer_free(c, b), 0);
 	}
 	client_close(c);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 static void test_buffer_limit(void **state)
@@ -2271,43 +2187,43 @@ static void test_buffer_limit(void **state)
 	raw_close(fd);
 	wait_baseline(c, &base, &now);
 	client_close(c);
-	assert_serves(d);
+	assert_serves(d, "badinput");
 }
 
 int main(void)
 {
 	const struct CMUnitTest framing[] = {
-		cmocka_unit_test_teardown(test_bad_magic, test_cleanup),
-		cmocka_unit_test_teardown(test_wrong_version, test_cleanup),
-		cmocka_unit_test_teardown(test_bad_flags, test_cleanup),
-		cmocka_unit_test_teardown(test_oversize_meta, test_cleanup),
-		cmocka_unit_test_teardown(test_oversize_bulk, test_cleanup),
-		cmocka_unit_test_teardown(test_truncated, test_cleanup),
-		cmocka_unit_test_teardown(test_unknown_type, test_cleanup),
-		cmocka_unit_test_teardown(test_request_before_hello, test_cleanup),
-		cmocka_unit_test_teardown(test_hello_version, test_cleanup),
-		cmocka_unit_test_teardown(test_bulk_mismatch, test_cleanup),
-		cmocka_unit_test_teardown(test_malformed_meta, test_cleanup),
-		cmocka_unit_test_teardown(test_bad_values, test_cleanup),
-		cmocka_unit_test_teardown(test_pipelined_after_fatal, test_cleanup),
-		cmocka_unit_test_teardown(test_pipelined_after_bad_header, test_cleanup),
-		cmocka_unit_test_teardown(test_hello_odd_fields, test_cleanup),
+		cmocka_unit_test_teardown(test_bad_magic, tracked_cleanup),
+		cmocka_unit_test_teardown(test_wrong_version, tracked_cleanup),
+		cmocka_unit_test_teardown(test_bad_flags, tracked_cleanup),
+		cmocka_unit_test_teardown(test_oversize_meta, tracked_cleanup),
+		cmocka_unit_test_teardown(test_oversize_bulk, tracked_cleanup),
+		cmocka_unit_test_teardown(test_truncated, tracked_cleanup),
+		cmocka_unit_test_teardown(test_unknown_type, tracked_cleanup),
+		cmocka_unit_test_teardown(test_request_before_hello, tracked_cleanup),
+		cmocka_unit_test_teardown(test_hello_version, tracked_cleanup),
+		cmocka_unit_test_teardown(test_bulk_mismatch, tracked_cleanup),
+		cmocka_unit_test_teardown(test_malformed_meta, tracked_cleanup),
+		cmocka_unit_test_teardown(test_bad_values, tracked_cleanup),
+		cmocka_unit_test_teardown(test_pipelined_after_fatal, tracked_cleanup),
+		cmocka_unit_test_teardown(test_pipelined_after_bad_header, tracked_cleanup),
+		cmocka_unit_test_teardown(test_hello_odd_fields, tracked_cleanup),
 	};
 	const struct CMUnitTest objects[] = {
-		cmocka_unit_test_teardown(test_bad_handles, test_cleanup),
-		cmocka_unit_test_teardown(test_bad_regions, test_cleanup),
-		cmocka_unit_test_teardown(test_graphs_raw, test_cleanup),
-		cmocka_unit_test_teardown(test_graphs_client, test_cleanup),
-		cmocka_unit_test_teardown(test_graph_alias_through_buffer, test_cleanup),
-		cmocka_unit_test_teardown(test_graph_limit, test_cleanup),
-		cmocka_unit_test_teardown(test_buffer_limit, test_cleanup),
+		cmocka_unit_test_teardown(test_bad_handles, tracked_cleanup),
+		cmocka_unit_test_teardown(test_bad_regions, tracked_cleanup),
+		cmocka_unit_test_teardown(test_graphs_raw, tracked_cleanup),
+		cmocka_unit_test_teardown(test_graphs_client, tracked_cleanup),
+		cmocka_unit_test_teardown(test_graph_alias_through_buffer, tracked_cleanup),
+		cmocka_unit_test_teardown(test_graph_limit, tracked_cleanup),
+		cmocka_unit_test_teardown(test_buffer_limit, tracked_cleanup),
 	};
 	const struct CMUnitTest abuse[] = {
-		cmocka_unit_test_teardown(test_random_flood, test_cleanup),
-		cmocka_unit_test_teardown(test_never_reads, test_cleanup),
-		cmocka_unit_test_teardown(test_close_mid_reply, test_cleanup),
-		cmocka_unit_test_teardown(test_connection_churn, test_cleanup),
-		cmocka_unit_test_teardown(test_close_with_queued_work, test_cleanup),
+		cmocka_unit_test_teardown(test_random_flood, tracked_cleanup),
+		cmocka_unit_test_teardown(test_never_reads, tracked_cleanup),
+		cmocka_unit_test_teardown(test_close_mid_reply, tracked_cleanup),
+		cmocka_unit_test_teardown(test_connection_churn, tracked_cleanup),
+		cmocka_unit_test_teardown(test_close_with_queued_work, tracked_cleanup),
 	};
 	int failed = 0;
 

@@ -45,6 +45,7 @@
 #include "pprpc.h"
 #include "proto/hostpage.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/tracked.h"
 #include "tests/integration/wire.h"
 
 #define MIB (1024ull * 1024ull)
@@ -81,26 +82,7 @@ static uint8_t pat(uint64_t i, unsigned seed)
 		}                                                                 \
 	} while (0)
 
-/* Connections and host pages a test made: closed / freed by the per-test
- * teardown, so a failed assertion does not leave them to the next test. */
-#define MAX_TRACKED 128
-static int tracked_fd[MAX_TRACKED], n_tracked_fd;
-static pprpc_client *tracked_client[MAX_TRACKED];
-static int n_tracked_client;
-static void *tracked_page[MAX_TRACKED];
-static int n_tracked_page;
-
-static int test_cleanup(void **state)
-{
-	(void)state;
-	while (n_tracked_fd > 0)
-		close(tracked_fd[--n_tracked_fd]);
-	while (n_tracked_client > 0)
-		pprpc_close(tracked_client[--n_tracked_client]);
-	while (n_tracked_page > 0)
-		pprpc_host_free(tracked_page[--n_tracked_page]);
-	return 0;
-}
+/* Connections and host pages a test made: tests/integration/tracked.h. */
 
 static void *page_alloc(uint64_t size)
 {
@@ -109,71 +91,30 @@ static void *page_alloc(uint64_t size)
 	if (!p)
 		fprintf(stderr, "pprpc_host_alloc(%" PRIu64 "): %s\n", size, strerror(errno));
 	assert_non_null(p);
-	if (n_tracked_page < MAX_TRACKED)
-		tracked_page[n_tracked_page++] = p;
+	track(&tracked_pages, p);
 	return p;
 }
 
 static void page_free(void *p)
 {
-	for (int i = 0; i < n_tracked_page; i++)
-		if (tracked_page[i] == p) {
-			tracked_page[i] = tracked_page[--n_tracked_page];
-			break;
-		}
+	untrack(&tracked_pages, p);
 	pprpc_host_free(p);
 }
 
 static pprpc_client *client_open(void)
 {
-	char err[512] = "";
-	pprpc_connect_opts o = {
-		.client_name = "test_host_page",
-		.connect_timeout_ms = 5000,
-		.io_timeout_ms = WIRE_TIMEOUT_MS,
-		.err_buf = err,
-		.err_len = sizeof(err),
-	};
-	pprpc_client *c = NULL;
-	int rc = pprpc_connect(g_d.addr, &o, &c);
-
-	if (rc != 0)
-		fprintf(stderr, "pprpc_connect(%s): %s (%s)\n", g_d.addr, pprpc_strerror(rc), err);
-	assert_int_equal(rc, 0);
-	if (n_tracked_client < MAX_TRACKED)
-		tracked_client[n_tracked_client++] = c;
-	return c;
+	return tclient_open(&g_d, "test_host_page", WIRE_TIMEOUT_MS);
 }
 
-static void client_close(pprpc_client *c)
-{
-	for (int i = 0; i < n_tracked_client; i++)
-		if (tracked_client[i] == c) {
-			tracked_client[i] = tracked_client[--n_tracked_client];
-			break;
-		}
-	pprpc_close(c);
-}
 
 static int raw_open_hello(void)
 {
 	int fd = traw_connect(&g_d);
 
 	assert_true(fd >= 0);
-	if (n_tracked_fd < MAX_TRACKED)
-		tracked_fd[n_tracked_fd++] = fd;
+	track_fd(fd);
 	assert_int_equal(wire_hello(fd), 0);
 	return fd;
-}
-
-static void raw_close(int fd)
-{
-	for (int i = 0; i < n_tracked_fd; i++)
-		if (tracked_fd[i] == fd) {
-			tracked_fd[i] = tracked_fd[--n_tracked_fd];
-			break;
-		}
-	close(fd);
 }
 
 /* The client's mapped pages, and the reason of its last refusal. */
@@ -282,6 +223,16 @@ static void wait_daemon_mappings(int want)
 	if (n != want)
 		fprintf(stderr, "the daemon maps %d host pages, expected %d\n", n, want);
 	assert_int_equal(n, want);
+}
+
+/* A library test's start: skipped where the daemon cannot map pages here;
+ * the last test's connection gone at the daemon (its pages unmapped); a
+ * client. */
+static pprpc_client *lib_begin(void)
+{
+	SKIP_IF_NO_MAP();
+	wait_daemon_mappings(0);
+	return client_open();
 }
 
 static pprpc_buffer buffer_with_pattern(pprpc_client *c, uint64_t size, unsigned seed)
@@ -560,27 +511,6 @@ static uint64_t raw_buffer_pattern(int fd, uint64_t *req_id, uint64_t size, unsi
 	return h;
 }
 
-/* The daemon is alive and a fresh client reads and writes by the link. */
-static void assert_serves(void)
-{
-	uint8_t out[4096], in[4096];
-	pprpc_buffer b = { 0 };
-	pprpc_client *c;
-
-	assert_true(tdaemon_alive(&g_d));
-	c = client_open();
-	for (size_t i = 0; i < sizeof(out); i++)
-		out[i] = pat(i, 99);
-	assert_int_equal(pprpc_buffer_alloc(c, 0, sizeof(out), &b), 0);
-	assert_int_equal(pprpc_tensor_set(c, b, 0, out, sizeof(out)), 0);
-	memset(in, 0, sizeof(in));
-	assert_int_equal(pprpc_tensor_get(c, b, 0, in, sizeof(in)), 0);
-	assert_memory_equal(in, out, sizeof(out));
-	assert_int_equal(pprpc_buffer_free(c, b), 0);
-	client_close(c);
-	assert_true(tdaemon_alive(&g_d));
-}
-
 /* ---- daemon for the file --------------------------------------------------------- */
 
 static void read_boot_id(void)
@@ -631,7 +561,7 @@ static int group_setup(void **state)
 	if (tdaemon_start(&g_d, extra) < 0)
 		return -1;
 	probe();
-	test_cleanup(NULL);
+	tracked_cleanup(NULL);
 	if (g_skip[0])
 		fprintf(stderr, "host pages: the tests that map one are skipped: %s\n", g_skip);
 	return 0;
@@ -806,11 +736,8 @@ static void test_lib_free_sweep(void **state)
 	int maps0;
 
 	(void)state;
-	SKIP_IF_NO_MAP();
-	/* the last test's connection may still be closing at the daemon */
-	wait_daemon_mappings(0);
+	c = lib_begin();
 	maps0 = 0;
-	c = client_open();
 	b = buffer_with_pattern(c, 65536, 3);
 	hp1 = page_alloc(65536);
 	assert_int_equal(pprpc_tensor_get(c, b, 0, hp1, 65536), 0);
@@ -876,11 +803,8 @@ static void test_lib_many_pages(void **state)
 	int maps0;
 
 	(void)state;
-	SKIP_IF_NO_MAP();
-	/* the last test's connection may still be closing at the daemon */
-	wait_daemon_mappings(0);
+	c = lib_begin();
 	maps0 = 0;
-	c = client_open();
 	b = buffer_with_pattern(c, 65536, 4);
 	for (int i = 0; i < NP; i++) {
 		hp[i] = page_alloc(4096 * (uint64_t)(i + 1));
@@ -980,7 +904,20 @@ static void test_wire_refusal_log(void **state)
 	free(log);
 	fprintf(stderr, "40 refused MAPs: %d log lines\n", after - before);
 	assert_true(after - before <= 8);
-	assert_serves();
+	assert_serves(&g_d, "test_host_page");
+}
+
+/* A memfd named name of t's size holding t's header, with seals (0: none). */
+static int fake_page(const struct tpage *t, const char *name, unsigned seals)
+{
+	int mfd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	assert_true(mfd >= 0);
+	assert_int_equal(ftruncate(mfd, (off_t)t->size), 0);
+	assert_int_equal(pwrite(mfd, t->mem - HOSTPAGE_HDR, HOSTPAGE_HDR, 0), HOSTPAGE_HDR);
+	if (seals)
+		assert_int_equal(fcntl(mfd, F_ADD_SEALS, seals), 0);
+	return mfd;
 }
 
 /* Each HOST_PAGE_MAP refusal, with its code and a message; nothing hangs. */
@@ -1083,10 +1020,7 @@ static void test_wire_map_refusals(void **state)
 	close(other);
 
 	/* memfds that are not host pages */
-	mfd = memfd_create(HOSTPAGE_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	assert_true(mfd >= 0);
-	assert_int_equal(ftruncate(mfd, (off_t)t.size), 0);
-	assert_int_equal(pwrite(mfd, t.mem - HOSTPAGE_HDR, HOSTPAGE_HDR, 0), HOSTPAGE_HDR);
+	mfd = fake_page(&t, HOSTPAGE_NAME, 0);
 	q = good_map(&t), q.fd = mfd;
 	map_refused(fd, &id, &q, PPRPC_EINVAL, "an unsealed memfd \"pprpc-host\"");
 	assert_int_equal(fcntl(mfd, F_ADD_SEALS, F_SEAL_GROW), 0);
@@ -1102,21 +1036,13 @@ static void test_wire_map_refusals(void **state)
 	}
 	map_refused(fd, &id, &q, PPRPC_EPROTO, "a sealed memfd without a header");
 	close(mfd);
-	mfd = memfd_create(HOSTPAGE_NAME "x", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	assert_true(mfd >= 0);
-	assert_int_equal(ftruncate(mfd, (off_t)t.size), 0);
-	assert_int_equal(pwrite(mfd, t.mem - HOSTPAGE_HDR, HOSTPAGE_HDR, 0), HOSTPAGE_HDR);
-	assert_int_equal(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+	mfd = fake_page(&t, HOSTPAGE_NAME "x", F_SEAL_SHRINK | F_SEAL_GROW);
 	q = good_map(&t), q.fd = mfd;
 	map_refused(fd, &id, &q, PPRPC_EINVAL, "a memfd named \"pprpc-hostx\"");
 	close(mfd);
 	/* sealed against writes: the daemon cannot map it writable, and says
 	 * the file is wrong (not that it lacks memory) */
-	mfd = memfd_create(HOSTPAGE_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	assert_true(mfd >= 0);
-	assert_int_equal(ftruncate(mfd, (off_t)t.size), 0);
-	assert_int_equal(pwrite(mfd, t.mem - HOSTPAGE_HDR, HOSTPAGE_HDR, 0), HOSTPAGE_HDR);
-	assert_int_equal(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE), 0);
+	mfd = fake_page(&t, HOSTPAGE_NAME, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE);
 	q = good_map(&t), q.fd = mfd;
 	map_refused(fd, &id, &q, PPRPC_EINVAL, "a write-sealed memfd");
 	close(mfd);
@@ -1131,7 +1057,7 @@ static void test_wire_map_refusals(void **state)
 	unmap_answer(fd, &id, FRAME_F_QUEUED, h, PPRPC_EINVAL, "HOST_PAGE_UNMAP queued");
 	unmap_answer(fd, &id, 0, h, 0, "HOST_PAGE_UNMAP");
 	raw_close(fd);
-	assert_serves();
+	assert_serves(&g_d, "test_host_page");
 }
 
 /* GETs naming a page: ranges, owners, landing, UNMAP. */
@@ -1204,7 +1130,7 @@ static void test_wire_get(void **state)
 	assert_pattern(t.mem, 0, 100, 9);
 	raw_close(fd2);
 	raw_close(fd);
-	assert_serves();
+	assert_serves(&g_d, "test_host_page");
 }
 
 /* Queued GETs hold the mapping past an UNMAP and past the connection. */
@@ -1260,7 +1186,7 @@ static void test_wire_unmap_with_queued(void **state)
 	raw_close(fd);
 	wait_daemon_mappings(maps0);
 	page_free(t.mem);
-	assert_serves();
+	assert_serves(&g_d, "test_host_page");
 }
 
 /* At most HOSTPAGE_MAX_PER_OWNER (64) per connection; they go with it. */
@@ -1291,7 +1217,7 @@ static void test_wire_limit(void **state)
 	h[0] = map_ok(fd, &id, &q);
 	unmap_answer(fd, &id, 0, h[0], 0, "unmap");
 	raw_close(fd);
-	assert_serves();
+	assert_serves(&g_d, "test_host_page");
 }
 
 /* The fd number is swapped between the page's memfd, a FIFO and /dev/null
@@ -1375,7 +1301,7 @@ static void test_wire_fd_swap(void **state)
 	assert_int_equal(unlink(fifo), 0);
 	assert_int_equal(rmdir(dir), 0);
 	wait_daemon_mappings(maps0);
-	assert_serves();
+	assert_serves(&g_d, "test_host_page");
 }
 
 /* A daemon stopped while a client has pages mapped and GETs into them
@@ -1410,25 +1336,25 @@ static void test_stop_with_pages(void **state)
 		fprintf(stderr, "pprpcd stopped with pages mapped: status 0x%x\n", st);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	raw_close(fd);
-	assert_serves();
+	assert_serves(&g_d, "test_host_page");
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_alloc, test_cleanup),
-		cmocka_unit_test_teardown(test_lib_get, test_cleanup),
-		cmocka_unit_test_teardown(test_lib_get_async, test_cleanup),
-		cmocka_unit_test_teardown(test_lib_free_sweep, test_cleanup),
-		cmocka_unit_test_teardown(test_lib_many_pages, test_cleanup),
-		cmocka_unit_test_teardown(test_lib_reconnect_two_clients, test_cleanup),
-		cmocka_unit_test_teardown(test_wire_map_refusals, test_cleanup),
-		cmocka_unit_test_teardown(test_wire_refusal_log, test_cleanup),
-		cmocka_unit_test_teardown(test_wire_get, test_cleanup),
-		cmocka_unit_test_teardown(test_wire_unmap_with_queued, test_cleanup),
-		cmocka_unit_test_teardown(test_wire_limit, test_cleanup),
-		cmocka_unit_test_teardown(test_wire_fd_swap, test_cleanup),
-		cmocka_unit_test_teardown(test_stop_with_pages, test_cleanup),
+		cmocka_unit_test_teardown(test_alloc, tracked_cleanup),
+		cmocka_unit_test_teardown(test_lib_get, tracked_cleanup),
+		cmocka_unit_test_teardown(test_lib_get_async, tracked_cleanup),
+		cmocka_unit_test_teardown(test_lib_free_sweep, tracked_cleanup),
+		cmocka_unit_test_teardown(test_lib_many_pages, tracked_cleanup),
+		cmocka_unit_test_teardown(test_lib_reconnect_two_clients, tracked_cleanup),
+		cmocka_unit_test_teardown(test_wire_map_refusals, tracked_cleanup),
+		cmocka_unit_test_teardown(test_wire_refusal_log, tracked_cleanup),
+		cmocka_unit_test_teardown(test_wire_get, tracked_cleanup),
+		cmocka_unit_test_teardown(test_wire_unmap_with_queued, tracked_cleanup),
+		cmocka_unit_test_teardown(test_wire_limit, tracked_cleanup),
+		cmocka_unit_test_teardown(test_wire_fd_swap, tracked_cleanup),
+		cmocka_unit_test_teardown(test_stop_with_pages, tracked_cleanup),
 	};
 
 	return cmocka_run_group_tests_name("host_page", tests, group_setup, group_teardown) ? 1 : 0;
