@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,16 +140,55 @@ PPRPC_API void pprpc_host_free(void *ptr)
 	free(r);
 }
 
-PPRPC_API int pprpc_host_is(const void *ptr, uint64_t size)
+/* The allocation holding size bytes at ptr (reg_lock held), or NULL. */
+static const struct hregion *region_holding(const void *ptr, uint64_t size)
 {
-	int found = 0;
+	const uint8_t *p = ptr;
+
+	for (const struct hregion *r = regions; r; r = r->next) {
+		const uint8_t *lo = r->file + HOSTPAGE_HDR, *hi = r->file + r->file_bytes;
+
+		if (p >= lo && p < hi && size <= (uint64_t)(hi - p))
+			return r;
+	}
+	return NULL;
+}
+
+static bool region_live(uint64_t id)
+{
+	bool live = false;
 
 	pthread_mutex_lock(&reg_lock);
-	for (struct hregion *r = regions; r && !found; r = r->next)
-		found = (const uint8_t *)ptr >= r->file + HOSTPAGE_HDR && (const uint8_t *)ptr < r->file + r->file_bytes &&
-			size <= (uint64_t)(r->file + r->file_bytes - (const uint8_t *)ptr);
+	for (const struct hregion *r = regions; r && !live; r = r->next)
+		live = r->id == id;
+	pthread_mutex_unlock(&reg_lock);
+	return live;
+}
+
+PPRPC_API int pprpc_host_is(const void *ptr, uint64_t size)
+{
+	int found;
+
+	pthread_mutex_lock(&reg_lock);
+	found = region_holding(ptr, size) != NULL;
 	pthread_mutex_unlock(&reg_lock);
 	return found;
+}
+
+/* A request of the library's own on the way to the caller's: its failure
+ * is not the caller's, so c's last error is left as it was. */
+static int side_call(pprpc_client *c, uint16_t type, const ProtobufCMessage *req,
+		     const ProtobufCMessageDescriptor *rep_desc, ProtobufCMessage **ret_rep, char *why, size_t whylen)
+{
+	char saved[sizeof(c->err)];
+	int rc;
+
+	memcpy(saved, c->err, sizeof(saved));
+	rc = rpc_call(c, type, req, NULL, 0, rep_desc, ret_rep, NULL, 0);
+	if (rc < 0 && why)
+		snprintf(why, whylen, "%.255s", c->err);
+	memcpy(c->err, saved, sizeof(saved));
+	return rc;
 }
 
 /* Drop c's entries of pages freed since it last looked, unmapping them
@@ -161,24 +201,15 @@ static void sweep(pprpc_client *c)
 		return;
 	c->hp_seen_frees = seen;
 	for (int i = 0; i < c->nhp;) {
-		int live = 0;
-
-		pthread_mutex_lock(&reg_lock);
-		for (struct hregion *r = regions; r && !live; r = r->next)
-			live = r->id == c->hp[i].region;
-		pthread_mutex_unlock(&reg_lock);
-		if (live) {
+		if (region_live(c->hp[i].region)) {
 			i++;
 			continue;
 		}
 		if (c->hp[i].handle) {
 			Pprpc__HostPageUnmap req = PPRPC__HOST_PAGE_UNMAP__INIT;
-			char saved[sizeof(c->err)];
 
 			req.host_page = c->hp[i].handle;
-			memcpy(saved, c->err, sizeof(saved));
-			(void)rpc_call(c, MSG_HOST_PAGE_UNMAP, &req.base, NULL, 0, NULL, NULL, NULL, 0);
-			memcpy(c->err, saved, sizeof(saved));
+			(void)side_call(c, MSG_HOST_PAGE_UNMAP, &req.base, NULL, NULL, NULL, 0);
 		}
 		c->hp[i] = c->hp[--c->nhp];
 	}
@@ -190,7 +221,6 @@ static struct client_hp *map(pprpc_client *c, const struct hregion *r)
 	Pprpc__HostPageMap req = PPRPC__HOST_PAGE_MAP__INIT;
 	ProtobufCMessage *m = NULL;
 	struct client_hp *e;
-	char saved[sizeof(c->err)];
 	int rc;
 
 	if (c->nhp >= CLIENT_MAX_HOST_PAGES)
@@ -206,16 +236,13 @@ static struct client_hp *map(pprpc_client *c, const struct hregion *r)
 	req.key.len = sizeof(r->key);
 	req.host = boot_id;
 	/* a refusal is not the caller's failure: its GET goes by the link */
-	memcpy(saved, c->err, sizeof(saved));
-	rc = rpc_call(c, MSG_HOST_PAGE_MAP, &req.base, NULL, 0, &pprpc__host_page_map_reply__descriptor, &m, NULL, 0);
+	rc = side_call(c, MSG_HOST_PAGE_MAP, &req.base, &pprpc__host_page_map_reply__descriptor, &m, c->hp_why,
+		       sizeof(c->hp_why));
 	if (rc == 0) {
 		e->handle = ((const Pprpc__HostPageMapReply *)m)->host_page;
 		e->pinned = ((const Pprpc__HostPageMapReply *)m)->pinned;
 		meta_free(m);
-	} else {
-		snprintf(c->hp_why, sizeof(c->hp_why), "%.255s", c->err);
 	}
-	memcpy(c->err, saved, sizeof(saved));
 	return e;
 }
 
@@ -227,25 +254,20 @@ PPRPC_API int pprpc_same_host(const pprpc_client *c)
 
 int host_page_target(pprpc_client *c, const void *data, uint64_t size, uint64_t *ret_handle, uint64_t *ret_off)
 {
+	const struct hregion *r;
 	struct hregion found;
-	int hit = 0;
 
 	if (!size || !pprpc_same_host(c))
 		return 0;
 	sweep(c);
 	pthread_mutex_lock(&reg_lock);
-	for (struct hregion *r = regions; r; r = r->next) {
-		const uint8_t *lo = r->file + HOSTPAGE_HDR, *hi = r->file + r->file_bytes;
-
-		if ((const uint8_t *)data >= lo && (const uint8_t *)data < hi && size <= (uint64_t)(hi - (const uint8_t *)data)) {
-			found = *r;
-			*ret_off = (uint64_t)((const uint8_t *)data - lo);
-			hit = 1;
-			break;
-		}
+	r = region_holding(data, size);
+	if (r) {
+		found = *r;
+		*ret_off = (uint64_t)((const uint8_t *)data - (r->file + HOSTPAGE_HDR));
 	}
 	pthread_mutex_unlock(&reg_lock);
-	if (!hit)
+	if (!r)
 		return 0;
 	for (int i = 0; i < c->nhp; i++)
 		if (c->hp[i].region == found.id) {
