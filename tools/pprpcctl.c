@@ -216,8 +216,9 @@ static void stats_text(const pprpc_stats *s, const char *rank)
 			printf("           IPC boundaries: %s, pool %.1f MiB\n", S(d, i, "ipc_status"),
 			       U(d, i, "ipc_pool_bytes") / MIB);
 		if (S(d, i, "async_status")[0])
-			printf("           GPU-side timelines: %s, waits held on the GPU %llu, signals written %llu\n",
-			       S(d, i, "async_status"), U(d, i, "gpu_waits"), U(d, i, "gpu_signals"));
+			printf("           GPU-side timelines: %s, waits held on the GPU %llu, signals written %llu, "
+			       "RECVs held %llu\n",
+			       S(d, i, "async_status"), U(d, i, "gpu_waits"), U(d, i, "gpu_signals"), U(d, i, "gpu_recvs"));
 		gdn_text(s, i);
 		exec_text(s, (unsigned long long)i);
 	}

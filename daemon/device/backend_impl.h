@@ -47,6 +47,10 @@ struct device_props {
 	 * the slot is set, without a thread blocking.  Without it the queue
 	 * runs a WAIT only once its value is reached (qcmd.ready). */
 	bool holds_waits;
+	/* streams: land_submit holds the stream on a landing slot's bell and
+	 * copies the slot into device memory from the stream (a RECV held on
+	 * the GPU, daemon/xfer/dest.c) */
+	bool holds_lands;
 	/* streams: every submit calls done before it returns, on the calling
 	 * thread (nothing is ever pending on the device afterwards) */
 	bool completes_inline;
@@ -140,7 +144,8 @@ struct buffer_i {
 			size_t errlen);
 	int (*ipc_wait)(void *ctx, char *err, size_t errlen);
 	/* optional: page-lock host memory for fast copies with every device of
-	 * this kind (on = 0 undoes it) */
+	 * this kind (on = 0 undoes it); where streams hold lands, mapped for
+	 * the device at the same address (its stream may wait on a word of it) */
 	int (*pin_host)(void *ctx, void *ptr, uint64_t bytes, int on);
 	/* optional, host-visible devices: make size bytes of host memory the
 	 * daemon mapped (a model file's range) a buffer of the device, as alloc
@@ -175,6 +180,16 @@ struct stream_i {
 	/* Store value in *slot (a slot_alloc slot) once the stream gets there. */
 	int (*write_submit)(void *sctx, volatile uint64_t *slot, uint64_t value, device_done_fn done, void *arg,
 			    char *err, size_t errlen);
+	/* optional (device_props.holds_lands): hold the stream until *bell >=
+	 * gen, then copy n bytes of host memory at src into device memory at
+	 * dst, then done.  bell and src lie in host memory pin_host locked for
+	 * this device; whoever holds the wait must see that the bell is rung,
+	 * also when the bytes never come (the caller's business: the done
+	 * says only that the stream got there).  PPRPC_EUNSUPP: nothing was
+	 * enqueued (absent, or the wait refused); another code: the stream
+	 * may be held on the bell all the same. */
+	int (*land_submit)(void *sctx, const volatile uint64_t *bell, uint64_t gen, void *dst, const void *src,
+			   uint64_t n, device_done_fn done, void *arg, char *err, size_t errlen);
 };
 
 /* ---- what a backend's open returns ---------------------------------------------------------------- */

@@ -149,6 +149,7 @@ bool device_host_visible(const struct device *d) { return d->be->props.host_visi
 bool device_adopts(const struct device *d) { return d->be->adopts && d->be->props.host_visible; }
 bool device_holds_waits(const struct device *d) { return d->be->props.holds_waits; }
 bool device_completes_inline(const struct device *d) { return d->be->props.completes_inline; }
+bool device_holds_lands(const struct device *d) { return d->be->props.holds_lands; }
 
 uint64_t device_graph_flop_max(const struct device *d, int64_t setting)
 {
@@ -353,6 +354,15 @@ int device_write_submit(struct device *d, struct stream *s, volatile uint64_t *s
 	int rc = stream_ctx(d, s, &sctx, err, errlen);
 
 	return rc < 0 ? rc : d->be->stream.write_submit(sctx, slot, value, done, arg, err, errlen);
+}
+
+int device_land_submit(struct device *d, struct stream *s, const volatile uint64_t *bell, uint64_t gen, void *dst,
+		       const void *src, uint64_t n, device_done_fn done, void *arg, char *err, size_t errlen)
+{
+	void *sctx;
+	int rc = stream_ctx(d, s, &sctx, err, errlen);
+
+	return rc < 0 ? rc : d->be->stream.land_submit(sctx, bell, gen, dst, src, n, done, arg, err, errlen);
 }
 
 int device_slot_alloc(struct device *d, volatile uint64_t **ret_slot)

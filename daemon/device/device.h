@@ -56,6 +56,7 @@ struct device {
 	uint64_t graph_captures;  /* CUDA graphs captured (worker thread; read loosely) */
 	uint64_t graph_replays;
 	uint64_t gpu_waits;       /* WAITs held on a device stream (worker, atomic) */
+	uint64_t gpu_recvs;       /* RECVs held on a device stream (worker, atomic) */
 	uint64_t gpu_signals;     /* SIGNALs written from a device stream */
 	/* which GATED_DELTA_NET form of pprpc's kernels ran (kernels add
 	 * atomically); on a ggml device, the nodes pprpc's kernels ran */
@@ -133,6 +134,8 @@ bool device_host_visible(const struct device *d);
 /* Streams hold a WAIT on the device (a slot the device polls) instead of
  * the queue holding it back until its value is reached. */
 bool device_holds_waits(const struct device *d);
+/* Its streams hold a RECV on a landing slot's bell (device_land_submit). */
+bool device_holds_lands(const struct device *d);
 /* Streams finish each submission before it returns, on the caller's thread. */
 bool device_completes_inline(const struct device *d);
 /* The most work (flop) one graph run may demand on this device:
@@ -204,6 +207,12 @@ int device_wait_submit(struct device *d, struct stream *s, volatile uint64_t *sl
 		       char *err, size_t errlen);
 int device_write_submit(struct device *d, struct stream *s, volatile uint64_t *slot, uint64_t value,
 			device_done_fn done, void *arg, char *err, size_t errlen);
+/* Hold s's device stream until *bell >= gen, then copy n bytes of host
+ * memory at src to dst (bell and src in memory device_pin_host locked),
+ * then done; PPRPC_EUNSUPP where !device_holds_lands.  The caller makes
+ * sure the bell is rung, also when the bytes never come. */
+int device_land_submit(struct device *d, struct stream *s, const volatile uint64_t *bell, uint64_t gen, void *dst,
+		       const void *src, uint64_t n, device_done_fn done, void *arg, char *err, size_t errlen);
 /* Loop thread, when s's connection is freed (nothing of it in flight). */
 void device_stream_release(struct device *d, struct stream *s);
 /* Events: a slot of host memory the device reads and writes, reading 0;

@@ -159,8 +159,10 @@ static void settle(struct qcmd *c, int was_pending)
 static int runnable(struct qcmd *c)
 {
 	struct stream *s = c->stream;
+	int pending = s ? atomic_load(&s->pending) : 0;
 
-	if (s && !c->async_ok && atomic_load(&s->pending) > 0)
+	if (s && !c->async_ok && pending > 0 &&
+	    !(c->pass == QPASS_GOES && pending == s->held && (c->rgn_hi <= s->held_lo || s->held_hi <= c->rgn_lo)))
 		return 0;
 	if (!c->ready || (s && (atomic_load(&s->canceled) || (s->err && !c->fence))))
 		return 1;
@@ -213,6 +215,22 @@ static struct qcmd *pick(struct queue *q, struct qcmd **ret_prev)
 			break; /* no stream: device-wide order */
 	}
 	return NULL;
+}
+
+/* Under the lock: c was handed to the device (QCMD_PENDING). */
+static void went_pending(struct queue *q, struct qcmd *c)
+{
+	struct stream *s = c->stream;
+
+	c->state = QS_PENDING;
+	atomic_fetch_add(&s->pending, 1);
+	q->npending++;
+	if (c->held) {
+		if (!s->held++ || c->rgn_lo < s->held_lo)
+			s->held_lo = c->rgn_lo;
+		if (s->held == 1 || c->rgn_hi > s->held_hi)
+			s->held_hi = c->rgn_hi;
+	}
 }
 
 /* Under the lock: hand a finished command to the loop. */
@@ -320,9 +338,7 @@ static void *worker(void *arg)
 			q->tail = prev;
 		c->next = NULL;
 		if (st == QCMD_PENDING && c->state != QS_EARLY) {
-			c->state = QS_PENDING;
-			atomic_fetch_add(&c->stream->pending, 1);
-			q->npending++;
+			went_pending(q, c);
 			continue;
 		}
 		if (st != QCMD_PENDING)
@@ -349,6 +365,8 @@ void queue_complete(struct queue *q, struct qcmd *c, int status, const char *why
 	}
 	atomic_fetch_sub(&c->stream->pending, 1);
 	q->npending--;
+	if (c->held && --c->stream->held == 0)
+		c->stream->held_lo = c->stream->held_hi = 0;
 	settle(c, 1);
 	finish(q, c);
 	/* The stream's host-side commands may run now. */
@@ -450,9 +468,7 @@ int queue_run_inline(struct queue *q, struct qcmd *c)
 	}
 	if (st == QCMD_PENDING && c->state != QS_EARLY) {
 		/* Left on the device: it completes as any pending command. */
-		c->state = QS_PENDING;
-		atomic_fetch_add(&c->stream->pending, 1);
-		q->npending++;
+		went_pending(q, c);
 		pthread_mutex_unlock(&q->lock);
 		return 1;
 	}

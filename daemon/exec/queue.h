@@ -61,6 +61,11 @@ struct qcmd {
 	 * each writes: [rgn_lo, rgn_hi). */
 	uint8_t pass;
 	uintptr_t rgn_lo, rgn_hi;
+	/* Set by exec before it returns QCMD_PENDING: a RECV whose bytes the
+	 * device waits for on its stream (daemon/xfer/dest.c).  The writes
+	 * that may pass a waiting RECV (QPASS_GOES, other memory) may run
+	 * while it is pending, and while nothing else of the stream is. */
+	uint8_t held;
 	uint8_t load;            /* a loading client's (core/request.h): exec time counts as load too */
 	int status;
 	/* CLOCK_MONOTONIC ns of the first exec's start and the last one's end

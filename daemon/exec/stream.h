@@ -33,6 +33,10 @@ struct stream {
 	/* commands handed to the device and not completed (queue lock; read
 	 * atomically by exec) */
 	atomic_int pending;
+	/* of them, RECVs held on the GPU (qcmd.held) and the memory they
+	 * write, [held_lo, held_hi) (queue lock) */
+	int held;
+	uintptr_t held_lo, held_hi;
 	/* the backend's stream context (backend_impl.h: a CUDA stream with its
 	 * workspace; the CPU's kernel context), opened by the worker on first
 	 * use, closed when the connection is freed */

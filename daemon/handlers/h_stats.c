@@ -213,6 +213,7 @@ void h_stats(struct conn *c, struct request *r)
 		ds[k].ipc_status = ipc_text[k];
 		ds[k].gpu_waits = __atomic_load_n(&dev->gpu_waits, __ATOMIC_RELAXED);
 		ds[k].gpu_signals = __atomic_load_n(&dev->gpu_signals, __ATOMIC_RELAXED);
+		ds[k].gpu_recvs = __atomic_load_n(&dev->gpu_recvs, __ATOMIC_RELAXED);
 		device_waits_status(dev, async_text[k], sizeof(async_text[k]));
 		ds[k].async_status = async_text[k];
 		gdn_stats_fill(dev, &ds[k], &gdn_rep[k]);

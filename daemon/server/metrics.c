@@ -131,6 +131,8 @@ char *metrics_render(struct pprpcd *d)
 		    __atomic_load_n(&dev->gpu_waits, __ATOMIC_RELAXED));
 		put(&b, "pprpc_gpu_signals_total{device=\"%s\"} %" PRIu64 "\n", e1,
 		    __atomic_load_n(&dev->gpu_signals, __ATOMIC_RELAXED));
+		put(&b, "pprpc_gpu_recvs_total{device=\"%s\"} %" PRIu64 "\n", e1,
+		    __atomic_load_n(&dev->gpu_recvs, __ATOMIC_RELAXED));
 	}
 	/* GATED_DELTA_NET forms: proof that the chunked prefill path ran. */
 	put(&b, "# TYPE pprpc_gdn_runs_total counter\n");

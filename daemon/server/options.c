@@ -59,6 +59,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->direct_min = XS_DIRECT_MIN;
 	o->land = 1;
 	o->land_wait_us = 3000;
+	o->land_hold = 1;
 	o->wake_ahead = 1;
 	o->log_level = LOG_NOTICE_;
 	o->transport = PPRPCD_TRANSPORT_AUTO;
@@ -143,6 +144,7 @@ FLAG_SETTER(set_cuda_graphs, cuda_graphs)
 FLAG_SETTER(set_send_in_place, send_in_place)
 FLAG_SETTER(set_cpu_ipc, cpu_ipc)
 FLAG_SETTER(set_land, land)
+FLAG_SETTER(set_land_hold, land_hold)
 FLAG_SETTER(set_wake_ahead, wake_ahead)
 FLAG_SETTER(set_map_model_files, map_model_files)
 FLAG_SETTER(set_map_read_ahead, map_read_ahead)
@@ -699,6 +701,17 @@ static const struct optdef defs[] = {
 		 "(how long the last RECVs from that source waited), so it sees them within a microsecond "
 		 "without keeping a core busy meanwhile.  After that the source's answer on the link wakes "
 		 "it.  0 = never wait in place." },
+	{ OPT("land-hold", "0|1", set_land_hold),
+	  .help = "a GPU's RECV with a landing slot waits on the GPU, the next graph launched behind it (default 1)",
+	  .doc = "On a device whose streams can wait on host memory (ggml-cuda with 64-bit stream memory "
+		 "operations), a RECV with a landing slot (land) is not waited for by the worker: the "
+		 "connection's CUDA stream waits for the slot's bell and copies the slot into the region, "
+		 "and the GRAPH_RUN behind it is prepared and launched at once, so the stage starts a few "
+		 "microseconds after the source rang instead of after a wake-up, an upload and a launch.  The "
+		 "TENSOR_SETs behind the RECV that write other memory still run before it ends.  When the "
+		 "bytes will not come (the link to the source lost, bytes sent by the link, the connection "
+		 "closed, the daemon stopping) the daemon rings the bell itself and the RECV fails or takes "
+		 "the link's bytes.  0 = the worker waits (land-wait-us)." },
 	{ OPT("wake-ahead", "0|1", set_wake_ahead),
 	  .help = "be awake when a client's next requests are due, at a steady pace up to 20 ms (default 1)",
 	  .doc = "A client that sends its requests in bursts at a steady pace (llama.cpp decoding: a token "

@@ -473,6 +473,8 @@ static void release_devices(struct pprpcd *d)
 	atomic_store(&d->stopping_workers, 1);
 	timeline_wake_all(d);
 	xfer_wake(d);
+	/* Streams held on a landing slot's bell go on (dest.c). */
+	xfer_release_held(d);
 	/* No copy may be running from the staging ring when it is unpinned. */
 	for (uint32_t i = 0; i < d->ndev; i++)
 		device_stop(d->dev[i]);

@@ -142,6 +142,58 @@ static void xrecv_fail(struct xrecv *xr, int code, const char *why)
 	pprpcd_kick_queues(xr->xf->d);
 }
 
+/* ---- a RECV held on the GPU ------------------------------------------------------------ */
+
+/*
+ * The device's stream waits for the landing slot's bell and copies the
+ * slot into the region (xdev_land_submit); the GRAPH_RUN behind the RECV
+ * is launched behind that at once.  The bell is a store by the source, so
+ * every way the bytes do not come from it must ring it here, or the
+ * stream stays held: the link's bytes go into the slot first (the source
+ * could not use the page); a failure (the link lost, an answer that says
+ * landed with nothing there, the connection closed, the daemon stopping)
+ * is recorded first and the slot's size set to none, so the RECV fails
+ * with it and the run behind it reports it ran on what the RECV left.
+ */
+static void held_ring_failed(struct xrecv *xr, int code, const char *why)
+{
+	xrecv_fail(xr, code, why);
+	land_ring(&xr->land, NULL, 0);
+}
+
+/* Loop: the PULL ended (answered says the source put the bytes in the
+ * slot). */
+static void held_pull_end(struct xrecv *xr, bool answered)
+{
+	bool full;
+	int err;
+
+	if (answered && land_landed(&xr->land, xr->sm.size) != 0)
+		return; /* rung by the source (another size: the RECV says so) */
+	pthread_mutex_lock(&xr->xf->lock);
+	err = xr->sm.error;
+	full = !err && !answered && xr->sm.arrived == xr->sm.size;
+	pthread_mutex_unlock(&xr->xf->lock);
+	if (full) {
+		xr->held_by_link = true;
+		land_ring(&xr->land, xr->stage, xr->sm.size);
+		return;
+	}
+	if (!err)
+		xrecv_fail(xr, PPRPC_EPROTO,
+			   answered ? "the source said the bytes landed, and the slot holds none of this transfer"
+				    : "the transfer ended without its bytes");
+	land_ring(&xr->land, NULL, 0);
+}
+
+/* Loop: c closed (NULL: the daemon stops): the held RECVs it had fail. */
+void xdst_release_held(struct xfer *xf, const struct conn *c)
+{
+	for (struct xrecv *xr = xf->held; xr; xr = xr->held_next)
+		if (xr->held && (!c || xr->conn == c))
+			held_ring_failed(xr, PPRPC_ECANCELED, c ? "the connection closed" : "the daemon is stopping");
+}
+
 /* ---- loop: the PULL's replies ------------------------------------------------------- */
 
 static int pull_meta(void *arg, int code, const char *errmsg, const struct frame_hdr *h, const uint8_t *meta,
@@ -220,6 +272,8 @@ static void pull_done(void *arg, const struct frame_hdr *h, int more)
 			land_answered(xr->xf, &xr->land);
 		else if (clean)
 			land_unused(xr->xf, &xr->land, xr->land_refused);
+		if (xr->held)
+			held_pull_end(xr, answered);
 		xrecv_unref(xr);
 	}
 }
@@ -230,7 +284,10 @@ static void pull_fail(void *arg, int code, const char *why)
 	char msg[256];
 
 	snprintf(msg, sizeof(msg), "link to the source %.63s lost: %.120s", xr->peer, why);
-	xrecv_fail(xr, code, msg);
+	if (xr->held)
+		held_ring_failed(xr, code, msg);
+	else
+		xrecv_fail(xr, code, msg);
 	xrecv_unref(xr);
 }
 
@@ -245,6 +302,7 @@ struct recv_cmd {
 	uint64_t offset;
 	uint64_t t_first;       /* when the IPC copies not yet waited for began */
 	uint64_t wait_from;     /* worker: waits in place for the landing slot since then (0: not begun) */
+	bool hold_failed;       /* worker: the device's stream would not hold it */
 };
 
 /* Worker, under the queue lock: the first time always (to claim the
@@ -255,6 +313,8 @@ static int recv_ready(struct qcmd *q)
 	struct xrecv *xr = rc->xr;
 	bool ready;
 
+	if (xr->held)
+		return 1; /* handed to the device at once */
 	pthread_mutex_lock(&xr->xf->lock);
 	ready = recv_sm_ready(&xr->sm, atomic_load(&xr->xf->d->stopping_workers));
 	pthread_mutex_unlock(&xr->xf->lock);
@@ -393,6 +453,73 @@ static int recv_ipc_wait(struct recv_cmd *rc, const struct xpath *p)
 	return 0;
 }
 
+/* The device's stream got past the bell and the copy (any thread): the
+ * bytes are the transfer's if the bell is its generation with its size
+ * and nothing failed it meanwhile. */
+static void recv_held_done(void *arg, int status, const char *why)
+{
+	struct recv_cmd *rc = arg;
+	struct xrecv *xr = rc->xr;
+	char msg[256];
+	int err, l;
+
+	if (status < 0) {
+		qreq_device_done(&rc->qr, status, why);
+		return;
+	}
+	pthread_mutex_lock(&xr->xf->lock);
+	err = xr->sm.error;
+	if (err)
+		snprintf(msg, sizeof(msg), "RECV of transfer %" PRIu64 " failed: %.200s", xr->sm.id, xr->sm.errmsg);
+	pthread_mutex_unlock(&xr->xf->lock);
+	if (err) {
+		qreq_device_done(&rc->qr, err, msg);
+		return;
+	}
+	l = land_landed(&xr->land, xr->sm.size);
+	if (l <= 0) {
+		snprintf(msg, sizeof(msg), "RECV of transfer %" PRIu64 " from %.63s: %s", xr->sm.id, xr->peer,
+			 l < 0 ? "the landing slot holds another size" : "the slot holds none of this transfer");
+		qreq_device_done(&rc->qr, PPRPC_EPROTO, msg);
+		return;
+	}
+	pthread_mutex_lock(&xr->xf->lock);
+	recv_sm_land_copied(&xr->sm);
+	pthread_mutex_unlock(&xr->xf->lock);
+	qreq_device_done(&rc->qr, 0, NULL);
+}
+
+/* Worker: hand the RECV to the device's stream. */
+static int recv_hold(struct recv_cmd *rc, struct device *dev, uint8_t *dst)
+{
+	struct qcmd *q = &rc->qr.q;
+	struct xrecv *xr = rc->xr;
+	char why[200] = "";
+	int st;
+
+	st = xdev_land_submit(dev, q->stream, land_bell(&xr->land), xr->land.gen, dst, land_data(&xr->land),
+			      xr->sm.size, recv_held_done, rc, why, sizeof(why));
+	if (st == PPRPC_EUNSUPP) {
+		/* Nothing on the stream: the worker waits for it as for any
+		 * RECV, behind the stream's device work; later RECVs of the
+		 * device are not held (recv_release says why). */
+		rc->hold_failed = true;
+		snprintf(q->err, sizeof(q->err), "%.200s", why);
+		atomic_store(&xr->held, false);
+		q->async_ok = 0;
+		return QCMD_AGAIN;
+	}
+	if (st < 0) {
+		/* A part may be on the stream: the loop's rings still release
+		 * it (xr->held stays); later RECVs of the device are not held. */
+		rc->hold_failed = true;
+		snprintf(q->err, sizeof(q->err), "RECV of transfer %" PRIu64 " on the GPU: %.200s", xr->sm.id, why);
+		return st;
+	}
+	q->held = 1;
+	return QCMD_PENDING;
+}
+
 /* Worker: carry out what recv_sm_step says — land what arrived in the
  * region, copy IPC chunks — and come back (QCMD_AGAIN) while bytes are on
  * their way: the device serves other streams meanwhile; this stream's later
@@ -407,6 +534,8 @@ static int recv_exec(struct qcmd *q)
 	bool visible = xdev_host_visible(dev);
 	struct xpath p;
 
+	if (xr->held)
+		return recv_hold(rc, dev, dst);
 	xpath_dest(dev, &p);
 	/* The bytes may be in the landing slot before the source's answer
 	 * comes: the worker waits for them in place a while. */
@@ -505,6 +634,19 @@ static void recv_release(struct qreq *qr)
 	}
 	pthread_mutex_unlock(&xf->lock);
 	xr->sm.finished = true;
+	if (xr->held_listed) {
+		for (struct xrecv **pp = &xf->held; *pp; pp = &(*pp)->held_next)
+			if (*pp == xr) {
+				*pp = xr->held_next;
+				break;
+			}
+		xr->held_listed = false;
+	}
+	if (rc->hold_failed && !xf->hold_off[xdev_index(rc->b->dev)]) {
+		xf->hold_off[xdev_index(rc->b->dev)] = true;
+		LOG(xf->d, LOG_WARN_, "%s: RECVs are not held on the GPU from now on: %s", xdev_name(rc->b->dev),
+		    qr->q.err);
+	}
 	if (nich) {
 		const char *why = ipc_err[0] ? ipc_err : qr->q.status < 0 ? "the RECV failed" : NULL;
 
@@ -512,7 +654,8 @@ static void recv_release(struct qreq *qr)
 		if (ipc_err[0])
 			ipc_block(xf, xr->peer, ipc_err);
 	}
-	xstats_add(xf->d, xr->peer, "recv", nich ? "ipc" : xr->sm.land_copied ? "land" : peer_path(xf->d, xr->peer),
+	xstats_add(xf->d, xr->peer, "recv",
+		   nich ? "ipc" : xr->sm.land_copied && !xr->held_by_link ? "land" : peer_path(xf->d, xr->peer),
 		   xr->sm.size, xr->t0_us,
 		   xr->copy_us, qr->q.status < 0);
 	buffer_unref(rc->b);
@@ -556,8 +699,6 @@ void xdst_recv(struct conn *c, struct request *r, const Pprpc__Recv *m, struct d
 	pull.size = m->size;
 	pull.nonce.data = xr->nonce;
 	pull.nonce.len = sizeof(xr->nonce);
-	if (ipc)
-		pull.ipc_host = d->boot_id;
 	/* A daemon of this host may write small ones into a page of ours. */
 	if (d->opts.land && d->boot_id[0] && land_offer(xf, m->src_rank, m->size, &xr->land) == 0) {
 		xr->sm.land_offered = true;
@@ -565,7 +706,18 @@ void xdst_recv(struct conn *c, struct request *r, const Pprpc__Recv *m, struct d
 		pull.land_page = (char *)land_page_name(&xr->land);
 		pull.land_slot = xr->land.slot;
 		pull.land_gen = xr->land.gen;
+		/* Held on the GPU while the source uses the page; the bytes
+		 * then come by the page or the link, never by IPC. */
+		xr->held = d->opts.land_hold && xdev_holds_lands(b->dev) && !xf->hold_off[xdev_index(b->dev)] &&
+			   land_wait_ok(&xr->land) && land_pin_for(&xr->land, b->dev) == 0;
+		if (xr->held) {
+			ipc = false;
+			xr->sm.ipc_asked = false;
+			xr->cma = false;
+		}
 	}
+	if (ipc)
+		pull.ipc_host = d->boot_id;
 	xfer_table_add(&xf->recvs, &xr->node, m->transfer_id);
 	code = peer_request(d, m->src_rank, MSG_PULL, &pull.base, &pull_ops, xr, err, sizeof(err));
 	if (code < 0) {
@@ -586,6 +738,14 @@ void xdst_recv(struct conn *c, struct request *r, const Pprpc__Recv *m, struct d
 	rc->qr.q.pass = QPASS_LETS;
 	rc->qr.q.rgn_lo = (uintptr_t)(b->ptr + m->offset);
 	rc->qr.q.rgn_hi = rc->qr.q.rgn_lo + m->size;
+	if (xr->held) {
+		/* Pure device work queued behind the stream's. */
+		rc->qr.q.async_ok = 1;
+		xr->conn = c;
+		xr->held_next = xf->held;
+		xf->held = xr;
+		xr->held_listed = true;
+	}
 	qreq_push(&rc->qr, c, r, b->dev, recv_exec);
 	return;
 refuse:

@@ -327,6 +327,40 @@ const void *land_data(const struct land_ref *r)
 	return r->pg->base + LAND_HDR_BYTES + (uint64_t)r->slot * LAND_SLOT_BYTES;
 }
 
+int land_pin_for(const struct land_ref *r, struct device *dev)
+{
+	struct land_page *pg = r->pg;
+
+	if (!pg || !pg->own)
+		return PPRPC_EINVAL;
+	/* Once per page (a few hundred microseconds), for one device. */
+	if (!pg->pin_tried) {
+		pg->pin_tried = true;
+		if (xdev_pin_host(dev, pg->base, LAND_PAGE_BYTES, 1) == 0)
+			pg->pinned_by = dev;
+	}
+	return pg->pinned_by == dev ? 0 : PPRPC_EUNSUPP;
+}
+
+const volatile uint64_t *land_bell(const struct land_ref *r)
+{
+	struct land_hdr *h = (struct land_hdr *)r->pg->base;
+
+	return (const volatile uint64_t *)&h->desc[r->slot].bell;
+}
+
+void land_ring(const struct land_ref *r, const void *bytes, uint64_t size)
+{
+	struct land_hdr *h = (struct land_hdr *)r->pg->base;
+
+	if (bytes && size <= LAND_SLOT_BYTES)
+		memcpy((void *)land_data(r), bytes, (size_t)size);
+	else
+		size = UINT64_MAX;
+	h->desc[r->slot].size = size;
+	atomic_store(&h->desc[r->slot].bell, r->gen);
+}
+
 void land_answered(struct xfer *xf, const struct land_ref *r)
 {
 	struct land_page *pg = r->pg;

@@ -118,6 +118,14 @@ void land_answered(struct xfer *xf, const struct land_ref *r);
 void land_unused(struct xfer *xf, const struct land_ref *r, bool refused);
 /* Should the worker wait in place for this slot's bytes? */
 bool land_wait_ok(const struct land_ref *r);
+/* A RECV held on the GPU (dest.c): the page page-locked and mapped for
+ * dev (once per page; 0, or < 0: not to be held), its slot's bell, and
+ * the destination ringing it itself when the bytes will not come from the
+ * source: bytes (NULL: none) copied into the slot with their size first,
+ * else the size set to one no transfer has.  Loop. */
+int land_pin_for(const struct land_ref *r, struct device *dev);
+const volatile uint64_t *land_bell(const struct land_ref *r);
+void land_ring(const struct land_ref *r, const void *bytes, uint64_t size);
 /* The transfer ended: clean (its PULL ended with the source's final
  * answer: the source will not write the slot again) frees the slot; else
  * the slot is never offered again.  Loop. */

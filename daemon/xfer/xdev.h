@@ -22,6 +22,8 @@ bool xdev_has_ipc(const struct device *dev);
 const char *xdev_name(const struct device *dev);
 uint32_t xdev_index(const struct device *dev);    /* < PPRPCD_MAX_DEVICES */
 /* Page-lock (on) / release host memory for dev's copies: 0 or < 0. */
+/* dev's streams hold a RECV on a landing slot's bell (xdev_land_submit). */
+bool xdev_holds_lands(const struct device *dev);
 int xdev_pin_host(struct device *dev, void *ptr, uint64_t bytes, int on);
 
 /* Changes whenever work arrives for dev's queue or it is kicked (any
@@ -49,5 +51,13 @@ struct staging *xdev_ipc_pool_peek(struct device *dev, int *ret_state, const uin
 int xdev_ipc_copy(struct device *dev, void *dst, const uint8_t *handle, uint64_t off, uint64_t n, char *err,
 		  size_t errlen);
 int xdev_ipc_wait(struct device *dev, char *err, size_t errlen);
+
+/* Worker: hold stream s on dev until *bell >= gen, then copy the slot's n
+ * bytes at src to dst, then done (device_land_submit); counted in the
+ * device's gpu_recvs. */
+struct stream;
+int xdev_land_submit(struct device *dev, struct stream *s, const volatile uint64_t *bell, uint64_t gen, void *dst,
+		     const void *src, uint64_t n, void (*done)(void *arg, int status, const char *why), void *arg,
+		     char *err, size_t errlen);
 
 #endif

@@ -180,8 +180,16 @@ void xfer_expire(struct pprpcd *d, uint64_t now_ms)
 static void on_conn_close(struct pprpcd *d, struct conn *c)
 {
 	xfer_wake(d);
-	if (d->xfer)
+	if (d->xfer) {
+		xdst_release_held(d->xfer, c);
 		xsrc_conn_closed(d->xfer, c);
+	}
+}
+
+void xfer_release_held(struct pprpcd *d)
+{
+	if (d->xfer)
+		xdst_release_held(d->xfer, NULL);
 }
 
 size_t xfer_live_sources(const struct pprpcd *d)

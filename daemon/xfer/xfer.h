@@ -50,6 +50,9 @@ void xfer_stop(struct pprpcd *d);
 void xfer_unpin(struct pprpcd *d);
 /* Wake workers whose transfers wait (to re-check cancellation). */
 void xfer_wake(struct pprpcd *d);
+/* Shutdown, before the queues stop: RECVs held on a GPU stream fail and
+ * their landing slots' bells are rung (dest.c). */
+void xfer_release_held(struct pprpcd *d);
 /* Source halves alive (tests: nothing outlives its transfer). */
 size_t xfer_live_sources(const struct pprpcd *d);
 

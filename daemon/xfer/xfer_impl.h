@@ -72,6 +72,9 @@ struct xfer {
 	bool pool_retired[PPRPCD_MAX_DEVICES];
 	int handles;                /* loop: uv handles not yet closed */
 	struct land_page *land;     /* loop: landing pages, made and opened (land.c) */
+	struct xrecv *held;         /* loop: RECVs held on the GPU whose command has not ended (dest.c) */
+	/* loop: devices whose streams failed to hold a RECV: theirs wait on the worker */
+	bool hold_off[PPRPCD_MAX_DEVICES];
 	bool land_warned;           /* loop: said once that no page could be made */
 };
 
@@ -125,6 +128,13 @@ struct xrecv {
 	bool land_refused;          /* loop: the source could not open the page */
 	int progress_queued;        /* lock: on xf->progress */
 	struct xrecv *progress_next;
+	/* Held on the GPU (dest.c: the device's stream waits for the slot's
+	 * bell): the loop rings it when the bytes will not come. */
+	atomic_bool held;           /* set on the loop; cleared by the worker when the device refused it */
+	bool held_listed;           /* loop: on xf->held */
+	bool held_by_link;          /* loop: the link's bytes were put in the slot */
+	const struct conn *conn;    /* the RECV's connection (compared only) */
+	struct xrecv *held_next;    /* loop: xf->held while the command runs */
 };
 
 uint64_t xfer_now_us(void);
@@ -157,6 +167,9 @@ void xauth_fini(struct xfer *xf);
 
 /* dest.c (and xfer.h's) */
 void xdst_progress_pump(struct xfer *xf);
+/* c closed (NULL: the daemon stops): its RECVs held on the GPU fail and
+ * their bells are rung. */
+void xdst_release_held(struct xfer *xf, const struct conn *c);
 void xdst_fini(struct xfer *xf);
 
 /* stats.c */

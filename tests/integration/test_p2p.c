@@ -848,6 +848,22 @@ static int land_files(pid_t pid)
 	return n;
 }
 
+/* Do B's RECVs with a landing slot wait on the GPU (land-hold)?  Where
+ * the devices under test are ggml-cuda's (PPRPC_TEST_DEVICES=ggml:CUDA0)
+ * and their streams hold waits, they must; the count of those held. */
+static bool held_expected(pprpc_client *c, uint64_t *ret_held)
+{
+	const char *d = getenv("PPRPC_TEST_DEVICES");
+	pprpc_stats *st;
+	bool on;
+
+	assert_int_equal(pprpc_stats_get(c, &st), 0);
+	on = d && !strncmp(d, "ggml:CUDA", 9) && !strcmp(pprpc_stats_str(st, "devices", 0, "async_status"), "on");
+	*ret_held = pprpc_stats_u64(st, "devices", 0, "gpu_recvs");
+	pprpc_stats_free(st);
+	return on;
+}
+
 /* Small transfers between daemons of one host go through the
  * destination's landing page when the PULL reached the source before its
  * SEND ran (RECV first, 20 ms ahead): bit-exact from 1 byte to a whole
@@ -859,12 +875,14 @@ static void test_land_path(void **state)
 	struct pair *p = *state;
 	static const size_t sizes[] = { 1, 4099, 16 * 1024, LAND_SLOT_BYTES };
 	char path[16] = "";
-	uint64_t b = 0, c = 0, id = 9000;
+	uint64_t b = 0, c = 0, id = 9000, held0, held1;
+	bool held;
 
 	if (access(LAND_DIR, W_OK) != 0) {
 		print_message("SKIP: no writable %s for landing pages here\n", LAND_DIR);
 		skip();
 	}
+	held = held_expected(p->cb, &held0);
 	/* The first PULL on a link is checked with the rank before it
 	 * attaches (pull_auth.c): its SEND has run by then. */
 	transfer(p, 4096, id++, 20000, 0);
@@ -877,12 +895,85 @@ static void test_land_path(void **state)
 			assert_string_equal(path, "p2p-land");
 		}
 	assert_int_equal(land_files(p->b.pid), 0);
+	/* on a GPU, each of them waited on the device's stream */
+	held_expected(p->cb, &held1);
+	print_message("RECVs held on the GPU: %llu (%s)\n", (unsigned long long)(held1 - held0),
+		      held ? "expected" : "not expected here");
+	if (held)
+		assert_true(held1 - held0 >= 12);
+	else
+		assert_int_equal(held1, held0);
 	transfer(p, LAND_SLOT_BYTES + 1, id++, 20000, 0);
 	recv_bstat(p, path, sizeof(path), &b, &c);
 	assert_string_equal(path, "p2p-tcp");
 	/* either order stays exact (the SEND may run before the PULL came) */
 	for (int k = 0; k < 8; k++)
 		transfer(p, 16 * 1024, id++, 0, 1);
+}
+
+/* A RECV held on the GPU (land-hold) lets the writes of other memory
+ * behind it run, a graph-less stream's commands after it see its bytes,
+ * and every way its bytes do not come releases the device: the RECV's
+ * connection closed before the SEND (B serves on, and its source's SEND
+ * ends), the daemon stopped while it waits (it exits 0).  On devices that
+ * do not hold RECVs the same steps run the worker's way. */
+static void test_land_held(void **state)
+{
+	static const size_t n = 8192;
+	struct pair *p = *state, q = { 0 };
+	uint8_t src[8192], other[4096], dst[8192], got[4096];
+	pprpc_buffer ba, bb, b2;
+	pprpc_client *c2;
+	uint64_t held;
+
+	if (access(LAND_DIR, W_OK) != 0) {
+		print_message("SKIP: no writable %s for landing pages here\n", LAND_DIR);
+		skip();
+	}
+	held_expected(p->cb, &held);
+	fill(src, n, 77);
+	fill(other, sizeof(other), 78);
+	assert_int_equal(pprpc_buffer_alloc(p->ca, 0, n, &ba), 0);
+	assert_int_equal(pprpc_buffer_alloc(p->cb, 0, n + sizeof(other), &bb), 0);
+	assert_int_equal(pprpc_tensor_set(p->ca, ba, 0, src, n), 0);
+	/* RECV first, a SET of other memory behind it, the SEND 20 ms later */
+	assert_int_equal(pprpc_recv_async(p->cb, bb, 0, n, 9300, p->a.addr), 0);
+	assert_int_equal(pprpc_tensor_set_async(p->cb, bb, n, other, sizeof(other)), 0);
+	usleep(20000);
+	assert_int_equal(pprpc_send_async(p->ca, ba, 0, n, 9300, p->b.addr), 0);
+	assert_int_equal(pprpc_synchronize(p->ca, 0), 0);
+	assert_int_equal(pprpc_synchronize(p->cb, 0), 0);
+	assert_int_equal(pprpc_tensor_get(p->cb, bb, 0, dst, n), 0);
+	assert_memory_equal(src, dst, n);
+	assert_int_equal(pprpc_tensor_get(p->cb, bb, n, got, sizeof(got)), 0);
+	assert_memory_equal(other, got, sizeof(got));
+
+	/* the RECV's connection closes while it waits */
+	c2 = connect_ok(&p->b);
+	assert_int_equal(pprpc_buffer_alloc(c2, 0, n, &b2), 0);
+	assert_int_equal(pprpc_recv_async(c2, b2, 0, n, 9301, p->a.addr), 0);
+	assert_int_equal(pprpc_probe_rank(c2, p->a.addr, 2000), 0); /* the PULL is out */
+	pprpc_close(c2);
+	usleep(20000);
+	assert_int_equal(pprpc_send_async(p->ca, ba, 0, n, 9301, p->b.addr), 0);
+	pprpc_synchronize(p->ca, 0); /* ends, one way or the other */
+	transfer(p, n, 9302, 20000, 1); /* B serves on */
+	assert_int_equal(pprpc_buffer_free(p->ca, ba), 0);
+	assert_int_equal(pprpc_buffer_free(p->cb, bb), 0);
+
+	/* a daemon stopped with a RECV held */
+	assert_int_equal(tdaemon_start(&q.a, NULL), 0);
+	assert_int_equal(tdaemon_start(&q.b, NULL), 0);
+	q.ca = connect_ok(&q.a);
+	q.cb = connect_ok(&q.b);
+	transfer(&q, n, 9310, 20000, 0); /* the link checked: the next PULL attaches at once */
+	assert_int_equal(pprpc_buffer_alloc(q.cb, 0, n, &b2), 0);
+	assert_int_equal(pprpc_recv_async(q.cb, b2, 0, n, 9311, q.a.addr), 0);
+	assert_int_equal(pprpc_probe_rank(q.cb, q.a.addr, 2000), 0);
+	pprpc_close(q.cb);
+	assert_int_equal(tdaemon_stop(&q.b), 0);
+	pprpc_close(q.ca);
+	assert_int_equal(tdaemon_stop(&q.a), 0);
 }
 
 /* A source that answers "landed" without writing the slot (or for
@@ -991,6 +1082,7 @@ int main(void)
 	};
 	const struct CMUnitTest land_tests[] = {
 		cmocka_unit_test(test_land_path),
+		cmocka_unit_test(test_land_held),
 		cmocka_unit_test(test_land_lie),
 		cmocka_unit_test(test_land_off_and_cleanup),
 	};

@@ -544,6 +544,86 @@ static void test_pass_waiting(void **state)
 	rig_stop(&r);
 }
 
+/* A RECV held on the device (qcmd.held, pending): the stream's writes of
+ * other memory run while it is pending, one that overlaps its region and
+ * any other host-side command wait for it — and while other device work
+ * of the stream is pending (not held) nothing passes.  Made to fail by
+ * taking the held rule out of runnable(). */
+static int exec_held(struct qcmd *q)
+{
+	q->held = 1;
+	return exec_async(q);
+}
+
+static int exec_passing(struct qcmd *q)
+{
+	((struct tcmd *)q)->ran = 1;
+	return 0;
+}
+
+static void test_pass_held(void **state)
+{
+	struct rig r;
+	struct stream a = { 0 };
+	struct tcmd *h, *s1, *ov, *host, *g, *s2;
+
+	(void)state;
+	rig_start(&r);
+	fdev_hold(&r.f, 1);
+	h = pass_cmd(&r, &a, QPASS_LETS, 1000, 2000);
+	h->q.exec = exec_held;
+	h->q.async_ok = 1;
+	s1 = pass_cmd(&r, &a, QPASS_GOES, 0, 1000);
+	s1->q.exec = exec_passing;
+	ov = pass_cmd(&r, &a, QPASS_GOES, 1500, 2500);
+	ov->q.exec = exec_passing;
+	host = cmd(&r, &a, 0, 0);
+	queue_push(r.q, &h->q);
+	queue_push(r.q, &s1->q);
+	queue_push(r.q, &ov->q);
+	queue_push(r.q, &host->q);
+	run_until(&r, 1);
+	assert_int_equal(r.log[0], s1->id);
+	usleep(20000);
+	uv_run(&r.loop, UV_RUN_NOWAIT);
+	assert_int_equal(r.nlog, 1);
+	assert_false(ov->ran);
+	assert_false(host->ran);
+	assert_int_equal(queue_stream_pending(&a), 1);
+	assert_int_equal(a.held, 1);
+	fdev_hold(&r.f, 0);
+	run_until(&r, 4);
+	assert_int_equal(r.log[1], h->id);
+	assert_int_equal(r.log[2], ov->id);
+	assert_int_equal(r.log[3], host->id);
+	assert_int_equal(a.held, 0);
+
+	/* device work that is not held ahead of the held one: nothing passes */
+	fdev_hold(&r.f, 1);
+	g = cmd(&r, &a, 1, 0);
+	h = pass_cmd(&r, &a, QPASS_LETS, 1000, 2000);
+	h->q.exec = exec_held;
+	h->q.async_ok = 1;
+	s2 = pass_cmd(&r, &a, QPASS_GOES, 0, 1000);
+	s2->q.exec = exec_passing;
+	queue_push(r.q, &g->q);
+	queue_push(r.q, &h->q);
+	queue_push(r.q, &s2->q);
+	usleep(20000);
+	uv_run(&r.loop, UV_RUN_NOWAIT);
+	assert_int_equal(r.nlog, 4);
+	assert_false(s2->ran);
+	assert_int_equal(queue_stream_pending(&a), 2);
+	fdev_hold(&r.f, 0);
+	run_until(&r, 7);
+	/* once only the held one is pending, the write passes it (the
+	 * device takes 2 ms for each) */
+	assert_int_equal(r.log[4], g->id);
+	assert_int_equal(r.log[5], s2->id);
+	assert_int_equal(r.log[6], h->id);
+	rig_stop(&r);
+}
+
 /* ---- an idle worker spins only in its window (queue_spin_until) -------------------- */
 
 static uint64_t worker_cpu_ns(struct queue *q)
@@ -729,6 +809,7 @@ int main(void)
 		cmocka_unit_test(test_run_inline_refused),
 		cmocka_unit_test(test_stream_quiet),
 		cmocka_unit_test(test_pass_waiting),
+		cmocka_unit_test(test_pass_held),
 		cmocka_unit_test(test_spin_window),
 		cmocka_unit_test(test_gpu_wait_release),
 		cmocka_unit_test(test_gpu_wait_decided_and_stop),

@@ -218,7 +218,7 @@ int cuda_completion_add(cudaStream_t stream, const char *name, cuda_check_fn che
  * elsewhere the daemon never passes a slot (holds_waits is off, slots are
  * refused), and these refuse one too rather than call a missing entry. */
 static int memop(const struct cuda_slots *s, memop_fn op, const char *opname, cudaStream_t stream, const char *name,
-		 volatile uint64_t *slot, uint64_t value, unsigned flags, char *err, size_t errlen)
+		 const volatile uint64_t *slot, uint64_t value, unsigned flags, char *err, size_t errlen)
 {
 	CUresult r;
 
@@ -243,6 +243,13 @@ int cuda_memop_wait(const struct cuda_slots *s, cudaStream_t stream, const char 
 		      : 0;
 
 	return rc < 0 ? rc : cuda_completion_add(stream, name, NULL, NULL, done, arg, err, errlen);
+}
+
+int cuda_memop_wait_geq(const struct cuda_slots *s, cudaStream_t stream, const char *name,
+			const volatile uint64_t *word, uint64_t value, char *err, size_t errlen)
+{
+	return memop(s, wait_value64, "cuStreamWaitValue64", stream, name, word, value, CU_STREAM_WAIT_VALUE_GEQ, err,
+		     errlen);
 }
 
 int cuda_memop_write(const struct cuda_slots *s, cudaStream_t stream, const char *name, volatile uint64_t *slot,

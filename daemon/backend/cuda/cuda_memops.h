@@ -66,6 +66,12 @@ int cuda_completion_add(cudaStream_t stream, const char *name, cuda_check_fn che
  * completion.  The device must be current and s->memops on. */
 int cuda_memop_wait(const struct cuda_slots *s, cudaStream_t stream, const char *name, volatile uint64_t *slot,
 		    device_done_fn done, void *arg, char *err, size_t errlen);
+/* Hold stream until *word >= value, nothing else (no completion): word is
+ * host memory page-locked and mapped for the device (a landing page's bell,
+ * daemon/xfer/land.h) whose values only grow, so the cyclic comparison is
+ * right for them. */
+int cuda_memop_wait_geq(const struct cuda_slots *s, cudaStream_t stream, const char *name,
+			const volatile uint64_t *word, uint64_t value, char *err, size_t errlen);
 /* Store value in *slot once the stream gets there, then the completion. */
 int cuda_memop_write(const struct cuda_slots *s, cudaStream_t stream, const char *name, volatile uint64_t *slot,
 		     uint64_t value, device_done_fn done, void *arg, char *err, size_t errlen);

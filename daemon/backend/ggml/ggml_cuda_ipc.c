@@ -101,7 +101,10 @@ int gge_cuda_pin_host(int ordinal, void *ptr, uint64_t bytes, int on)
 	cudaError_t e = cudaSetDevice(ordinal);
 
 	if (e == cudaSuccess)
-		e = on ? cudaHostRegister(ptr, bytes, cudaHostRegisterPortable) : cudaHostUnregister(ptr);
+		/* Mapped: a stream of the device may wait on a word of it (a
+		 * landing page's bell, ggml_cuda_stream.c). */
+		e = on ? cudaHostRegister(ptr, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped)
+		       : cudaHostUnregister(ptr);
 	if (e != cudaSuccess) {
 		cudaGetLastError();
 		return PPRPC_EDEVICE;

@@ -18,6 +18,7 @@
 #ifdef PPRPC_HAVE_CUDA
 
 #include <pthread.h>
+#include <time.h>
 
 #include <cuda_runtime_api.h>
 
@@ -26,14 +27,20 @@
 #include "daemon/objects/graph.h"
 #include "ggml-backend-impl.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "util/clock.h"
+#include "util/expect.h"
 
 struct gge_cuda_stream;
+struct pend;
 
 struct gge_cuda_streams {
 	struct gge_dev *g;
 	int ordinal;               /* of pprpcd's runtime */
 	char name[48];             /* "ggml:CUDA0", for messages */
 	struct cuda_slots slots;
+	/* the device reads page-locked host memory at its host address (a
+	 * landing page's bell and bytes): RECVs may be held (land_submit) */
+	bool lands;
 	pthread_mutex_t lock;      /* idle */
 	struct gge_cuda_stream *idle;
 };
@@ -49,6 +56,15 @@ struct gge_cuda_stream {
 	bool ahead;
 	/* completions queued on stream and not run yet (pend_done) */
 	int inflight;
+	/* plock: those completions in stream order, not yet run or claimed,
+	 * and how many of them are timeline WAITs and held RECVs */
+	pthread_mutex_t plock;
+	struct pend *phead, *ptail;
+	int nwaits, nlands;
+	/* recorded on stream behind a run enqueued behind a held RECV, before
+	 * its completion: the worker sees the run end without the callback */
+	cudaEvent_t ev_done;
+	struct expect held_us;          /* how long such runs took from their launch */
 	struct kern_index_fault *fault;      /* host-mapped */
 	struct kern_index_fault *fault_dev;  /* its device address */
 	unsigned *claim;                     /* device memory: elects the reporter */
@@ -83,9 +99,12 @@ static void stream_destroy(struct gge_cuda_stream *s)
 		cudaFreeHost(s->fault);
 	if (s->claim)
 		cudaFree(s->claim);
+	if (s->ev_done)
+		cudaEventDestroy(s->ev_done);
 	if (s->stream)
 		cudaStreamDestroy(s->stream);
 	cudaGetLastError();
+	pthread_mutex_destroy(&s->plock);
 	free(s);
 }
 
@@ -100,9 +119,11 @@ static int stream_create(struct gge_cuda_streams *cs, struct gge_cuda_stream **r
 		return PPRPC_ENOMEM;
 	}
 	s->cs = cs;
+	pthread_mutex_init(&s->plock, NULL);
 	if ((rc = use(cs, err, errlen)) < 0)
 		goto fail;
 	if ((e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+	    (e = cudaEventCreateWithFlags(&s->ev_done, cudaEventDisableTiming)) != cudaSuccess ||
 	    (e = cudaHostAlloc((void **)&s->fault, sizeof(*s->fault), cudaHostAllocMapped)) != cudaSuccess ||
 	    (e = cudaHostGetDevicePointer((void **)&s->fault_dev, s->fault, 0)) != cudaSuccess ||
 	    (e = cudaMalloc((void **)&s->claim, sizeof(*s->claim))) != cudaSuccess ||
@@ -210,6 +231,15 @@ int gge_cuda_streams_open(struct gge_dev *g, struct gge_cuda_streams **ret, char
 		return rc;
 	}
 	cuda_slots_init(&cs->slots, cs->ordinal);
+	{
+		int v = 0;
+
+		/* bell and bytes are handed over as host pointers */
+		cs->lands = cudaDeviceGetAttribute(&v, cudaDevAttrCanUseHostPointerForRegisteredMem, cs->ordinal) ==
+				    cudaSuccess &&
+			    v;
+		cudaGetLastError();
+	}
 	if (!cs->slots.memops) {
 		snprintf(why, whylen, "%s", cs->slots.waits_why);
 		cuda_slots_fini(&cs->slots);
@@ -219,6 +249,11 @@ int gge_cuda_streams_open(struct gge_dev *g, struct gge_cuda_streams **ret, char
 	pthread_mutex_init(&cs->lock, NULL);
 	*ret = cs;
 	return 0;
+}
+
+bool gge_cuda_streams_lands(const struct gge_cuda_streams *cs)
+{
+	return cs->lands;
 }
 
 void gge_cuda_streams_close(struct gge_cuda_streams *cs)
@@ -253,13 +288,24 @@ void gge_cuda_streams_close(struct gge_cuda_streams *cs)
  * (ggml-rpc 455; bench/llama-vs-rpc, doc/results/h200-llama.md).
  */
 
+enum pend_kind { PEND_AFTER, PEND_WAIT, PEND_WRITE, PEND_LAND };
+
 /* One submission in flight on the GPU: what its completion needs. */
 struct pend {
+	struct pend *next;           /* plock: the stream's list */
 	struct gge_cuda_stream *s;
+	enum pend_kind kind;
+	bool claimed;                /* plock: its completion ran (callback or worker) */
 	const struct gge_graph *gg;  /* a run: its checks' report (held by the command until done ran) */
 	bool drop_fault;             /* behind a run that failed to enqueue: its checks' report goes */
 	device_done_fn done;         /* NULL: nobody waits */
 	void *arg;
+	/* PEND_LAND: the bell, its generation, the copy */
+	const volatile uint64_t *bell;
+	uint64_t gen;
+	void *dst;
+	const void *src;
+	uint64_t n;
 };
 
 static bool quiet(struct gge_cuda_stream *s)
@@ -289,31 +335,60 @@ static int take_fault(struct gge_cuda_stream *s, const struct gge_graph *gg, int
 	return status;
 }
 
-/* CUDA's callback thread, in stream order: a run's checks are the last
- * that wrote the fault word (the next run's are enqueued behind this
- * callback, which holds the stream until it returns). */
-static void pend_done(void *p, int status, const char *why)
+static void pend_unlink(struct gge_cuda_stream *s, struct pend *pd)
 {
-	struct pend *pd = p;
-	struct gge_cuda_stream *s = pd->s;
-	device_done_fn done = pd->done;
-	void *arg = pd->arg;
+	struct pend *prev = NULL;
+
+	for (struct pend *q = s->phead; q; prev = q, q = q->next)
+		if (q == pd) {
+			if (prev)
+				prev->next = pd->next;
+			else
+				s->phead = pd->next;
+			if (s->ptail == pd)
+				s->ptail = prev;
+			break;
+		}
+	s->nwaits -= pd->kind == PEND_WAIT;
+	s->nlands -= pd->kind == PEND_LAND;
+}
+
+/* Under plock, in stream order: pd's completion (its run's checks are the
+ * last that wrote the fault word: the next run's are enqueued behind it).
+ * The pend itself stays: its callback frees it. */
+static void pend_finish(struct gge_cuda_stream *s, struct pend *pd, int status, const char *why)
+{
 	char msg[320];
 
+	pend_unlink(s, pd);
+	pd->claimed = true;
 	if (pd->gg)
 		status = take_fault(s, pd->gg, status, &why, msg, sizeof(msg));
 	else if (pd->drop_fault)
 		s->fault->hit = 0;
-	free(pd);
 	/* Before done: the command after it may find the stream quiet (what
-	 * it enqueues runs after this callback returns). */
+	 * it enqueues runs after this completion). */
 	__atomic_fetch_sub(&s->inflight, 1, __ATOMIC_RELEASE);
-	if (done)
-		done(arg, status, why);
+	if (pd->done)
+		pd->done(pd->arg, status, why);
 }
 
-static struct pend *pend_new(struct gge_cuda_stream *s, const struct gge_graph *gg, device_done_fn done, void *arg,
-			     char *err, size_t errlen)
+/* CUDA's callback thread, in stream order: the completion, unless the
+ * worker claimed it first (finish_early). */
+static void pend_done(void *p, int status, const char *why)
+{
+	struct pend *pd = p;
+	struct gge_cuda_stream *s = pd->s;
+
+	pthread_mutex_lock(&s->plock);
+	if (!pd->claimed)
+		pend_finish(s, pd, status, why);
+	pthread_mutex_unlock(&s->plock);
+	free(pd);
+}
+
+static struct pend *pend_new(struct gge_cuda_stream *s, enum pend_kind kind, const struct gge_graph *gg,
+			     device_done_fn done, void *arg, char *err, size_t errlen)
 {
 	struct pend *pd = calloc(1, sizeof(*pd));
 
@@ -321,30 +396,65 @@ static struct pend *pend_new(struct gge_cuda_stream *s, const struct gge_graph *
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	*pd = (struct pend){ s, gg, false, done, arg };
+	pd->s = s;
+	pd->kind = kind;
+	pd->gg = gg;
+	pd->done = done;
+	pd->arg = arg;
 	return pd;
 }
 
-enum pend_kind { PEND_AFTER, PEND_WAIT, PEND_WRITE };
-
-/* Queue pd behind what the stream holds: its completion alone, or a WAIT
- * on slot or a write of value into it first; in flight until the
- * completion ran.  On failure pd is freed. */
-static int pend_submit(struct gge_cuda_stream *s, struct pend *pd, enum pend_kind kind, volatile uint64_t *slot,
-		       uint64_t value, char *err, size_t errlen)
+/* What pd's kind puts on the stream before its completion. */
+static int pend_enqueue(struct gge_cuda_stream *s, struct pend *pd, volatile uint64_t *slot, uint64_t value,
+			char *err, size_t errlen)
 {
 	const struct cuda_slots *sl = &s->cs->slots;
 	const char *name = s->cs->name;
+	cudaError_t e;
+
+	switch (pd->kind) {
+	case PEND_WAIT:
+		return cuda_memop_wait(sl, s->stream, name, slot, pend_done, pd, err, errlen);
+	case PEND_WRITE:
+		return cuda_memop_write(sl, s->stream, name, slot, value, pend_done, pd, err, errlen);
+	case PEND_LAND:
+		/* Refused, nothing is on the stream: the caller may wait
+		 * another way (PPRPC_EUNSUPP). */
+		if (cuda_memop_wait_geq(sl, s->stream, name, pd->bell, pd->gen, err, errlen) < 0)
+			return PPRPC_EUNSUPP;
+		e = cudaMemcpyAsync(pd->dst, pd->src, (size_t)pd->n, cudaMemcpyHostToDevice, s->stream);
+		if (e != cudaSuccess)
+			return cuda_fail(s->cs, e, "the copy out of the landing slot", err, errlen);
+		break;
+	case PEND_AFTER:
+		break;
+	}
+	return cuda_completion_add(s->stream, name, NULL, NULL, pend_done, pd, err, errlen);
+}
+
+/* Queue pd behind what the stream holds: its completion alone, or what its
+ * kind does first; in flight until the completion ran.  On failure pd is
+ * freed. */
+static int pend_submit(struct gge_cuda_stream *s, struct pend *pd, volatile uint64_t *slot, uint64_t value, char *err,
+		       size_t errlen)
+{
 	int rc;
 
 	__atomic_fetch_add(&s->inflight, 1, __ATOMIC_ACQ_REL);
-	if (kind == PEND_WAIT)
-		rc = cuda_memop_wait(sl, s->stream, name, slot, pend_done, pd, err, errlen);
-	else if (kind == PEND_WRITE)
-		rc = cuda_memop_write(sl, s->stream, name, slot, value, pend_done, pd, err, errlen);
+	pthread_mutex_lock(&s->plock);
+	if (s->ptail)
+		s->ptail->next = pd;
 	else
-		rc = cuda_completion_add(s->stream, name, NULL, NULL, pend_done, pd, err, errlen);
+		s->phead = pd;
+	s->ptail = pd;
+	s->nwaits += pd->kind == PEND_WAIT;
+	s->nlands += pd->kind == PEND_LAND;
+	pthread_mutex_unlock(&s->plock);
+	rc = pend_enqueue(s, pd, slot, value, err, errlen);
 	if (rc < 0) {
+		pthread_mutex_lock(&s->plock);
+		pend_unlink(s, pd);
+		pthread_mutex_unlock(&s->plock);
 		__atomic_fetch_sub(&s->inflight, 1, __ATOMIC_RELEASE);
 		free(pd);
 	}
@@ -360,8 +470,61 @@ static int memop_submit(struct gge_cuda_stream *s, enum pend_kind kind, volatile
 
 	if (rc < 0)
 		return rc;
-	pd = pend_new(s, NULL, done, arg, err, errlen);
-	return pd ? pend_submit(s, pd, kind, slot, value, err, errlen) : PPRPC_ENOMEM;
+	pd = pend_new(s, kind, NULL, done, arg, err, errlen);
+	return pd ? pend_submit(s, pd, slot, value, err, errlen) : PPRPC_ENOMEM;
+}
+
+/*
+ * A run enqueued behind a held RECV (its bytes come from another process,
+ * or the daemon's loop rings the bell: nothing this thread must do first):
+ * the worker looks for its end itself rather than leave it to CUDA's
+ * callback thread, whose wake-up would come before the stream's next
+ * command (the SEND to the next stage) on every token.  Asleep until
+ * shortly before the end is expected (how long the last such runs took),
+ * then polling ev_done; past a bound the callbacks complete it as any run.
+ * When it ended, every completion queued so far runs here, in order.
+ */
+#define HELD_FIRST_US 3000u     /* no estimate yet: poll this long */
+
+static void finish_early(struct gge_cuda_stream *s)
+{
+	uint64_t t0 = util_now_ns(), est = expect_us(&s->held_us);
+	uint64_t spin_from = est ? expect_spin_from_us(est) : 0;
+	uint64_t until = est ? est + 4 * expect_margin_us(est) : HELD_FIRST_US;
+
+	for (unsigned i = 0;; i++) {
+		uint64_t now = (util_now_ns() - t0) / 1000;
+		cudaError_t e;
+
+		if (i & 31) {
+			cpu_relax();
+			continue;
+		}
+		e = cudaEventQuery(s->ev_done);
+		if (e == cudaSuccess) {
+			expect_note(&s->held_us, now);
+			pthread_mutex_lock(&s->plock);
+			while (s->phead)
+				pend_finish(s, s->phead, 0, NULL);
+			pthread_mutex_unlock(&s->plock);
+			return;
+		}
+		if (e != cudaErrorNotReady) {
+			/* a fault: the callbacks carry it */
+			cudaGetLastError();
+			return;
+		}
+		if (now >= until) {
+			expect_note(&s->held_us, now);
+			return;
+		}
+		if (now + 20 < spin_from) {
+			uint64_t us = spin_from - now - 10;
+			struct timespec ts = { 0, (long)(us > 200 ? 200 : us) * 1000 };
+
+			nanosleep(&ts, NULL);
+		}
+	}
 }
 
 /* The client's indices, checked into the graph's copies on pprpc's stream
@@ -397,6 +560,7 @@ static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 	const char *w = NULL;
 	enum ggml_status st;
 	struct pend *pd;
+	bool early;
 	cudaError_t e;
 	char why[512];
 	int rc;
@@ -452,21 +616,32 @@ static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 		rc = cuda_fail(cs, e, "event wait", err, errlen);
 		goto fail;
 	}
-	pd = pend_new(s, gg, done, arg, err, errlen);
+	/* Behind a held RECV and no timeline WAIT: nothing here must act for
+	 * the run to end, so the worker may look for its end (finish_early). */
+	pthread_mutex_lock(&s->plock);
+	early = s->nlands > 0 && s->nwaits == 0;
+	pthread_mutex_unlock(&s->plock);
+	if (early && cudaEventRecord(s->ev_done, s->stream) != cudaSuccess) {
+		cudaGetLastError();
+		early = false;
+	}
+	pd = pend_new(s, PEND_AFTER, gg, done, arg, err, errlen);
 	if (!pd) {
 		rc = PPRPC_ENOMEM;
 		goto fail;
 	}
-	rc = pend_submit(s, pd, PEND_AFTER, NULL, 0, err, errlen);
+	rc = pend_submit(s, pd, NULL, 0, err, errlen);
 	if (rc < 0)
 		goto fail;
+	if (early)
+		finish_early(s);
 	return 0;
 fail:
 	/* The checks may have run: what they report belongs to no run. */
-	pd = pend_new(s, NULL, NULL, NULL, why, sizeof(why));
+	pd = pend_new(s, PEND_AFTER, NULL, NULL, NULL, why, sizeof(why));
 	if (pd)
 		pd->drop_fault = true;
-	if (!pd || pend_submit(s, pd, PEND_AFTER, NULL, 0, why, sizeof(why)) < 0)
+	if (!pd || pend_submit(s, pd, NULL, 0, why, sizeof(why)) < 0)
 		s->fault->hit = 0;
 	return rc;
 }
@@ -500,10 +675,45 @@ static int gcs_write_submit(void *sctx, volatile uint64_t *slot, uint64_t value,
 	return memop_submit(s, PEND_WRITE, slot, value, done, arg, err, errlen);
 }
 
+/* A RECV held on the GPU (daemon/xfer/dest.c): the stream waits for the
+ * landing slot's bell, copies the slot into the region and completes; the
+ * run behind it waits for this stream (ahead).  The bell and the slot are
+ * in the destination's landing page, page-locked and mapped for this
+ * device; another process rings the bell, or the daemon's loop when the
+ * bytes do not come. */
+static int gcs_land_submit(void *sctx, const volatile uint64_t *bell, uint64_t gen, void *dst, const void *src,
+			   uint64_t n, device_done_fn done, void *arg, char *err, size_t errlen)
+{
+	struct gge_cuda_stream *s = sctx;
+	struct pend *pd;
+	int rc;
+
+	if (!s->cs->lands) {
+		snprintf(err, errlen, "%s: the device does not read page-locked memory at its host address",
+			 s->cs->name);
+		return PPRPC_EUNSUPP;
+	}
+	if ((rc = use(s->cs, err, errlen)) < 0)
+		return rc;
+	pd = pend_new(s, PEND_LAND, NULL, done, arg, err, errlen);
+	if (!pd)
+		return PPRPC_ENOMEM;
+	pd->bell = bell;
+	pd->gen = gen;
+	pd->dst = dst;
+	pd->src = src;
+	pd->n = n;
+	rc = pend_submit(s, pd, NULL, 0, err, errlen);
+	/* Enqueued in part or whole, the stream may hold on the bell. */
+	s->ahead = true;
+	return rc;
+}
+
 const struct stream_i gge_cuda_stream_i = {
 	.graph_submit = gcs_graph_submit,
 	.wait_submit = gcs_wait_submit,
 	.write_submit = gcs_write_submit,
+	.land_submit = gcs_land_submit,
 };
 
 #endif /* PPRPC_HAVE_CUDA */

@@ -23,6 +23,7 @@
 #ifndef PPRPC_DAEMON_GGML_CUDA_STREAM_H
 #define PPRPC_DAEMON_GGML_CUDA_STREAM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +39,10 @@ struct gge_cuda_streams;
 int gge_cuda_streams_open(struct gge_dev *g, struct gge_cuda_streams **ret, char *why, size_t whylen);
 /* After the queue stopped: every stream, its backend and the slots. */
 void gge_cuda_streams_close(struct gge_cuda_streams *cs);
+
+/* Whether the streams hold RECVs on a landing slot (stream_i.land_submit):
+ * the device reads page-locked host memory at its host address. */
+bool gge_cuda_streams_lands(const struct gge_cuda_streams *cs);
 
 /* device_i's entries, ctx = the streams */
 int gge_cuda_stream_open(struct gge_cuda_streams *cs, void **ret_sctx, char *err, size_t errlen);

@@ -100,6 +100,9 @@ static void gdev_get_props(void *ctx, struct device_props *ret)
 	/* Elsewhere the worker computes every stream's graphs: a WAIT is held
 	 * by the queue until its value is reached, as on the CPU device. */
 	ret->holds_waits = gd->streams != NULL;
+#ifdef PPRPC_HAVE_CUDA
+	ret->holds_lands = gd->streams && gge_cuda_streams_lands(gd->streams);
+#endif
 	ret->completes_inline = gd->streams == NULL;
 	/* max-graph-gflop auto: 1 Tflop per CPU thread (a ggml graph is a whole
 	 * stage of llama.cpp's model, not one of pprpc's native layers: 32 per
