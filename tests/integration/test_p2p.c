@@ -970,8 +970,8 @@ static void test_land_held(void **state)
 	assert_int_equal(pprpc_buffer_alloc(q.cb, 0, n, &b2), 0);
 	assert_int_equal(pprpc_recv_async(q.cb, b2, 0, n, 9311, q.a.addr), 0);
 	assert_int_equal(pprpc_probe_rank(q.cb, q.a.addr, 2000), 0);
+	assert_int_equal(tdaemon_stop(&q.b), 0); /* its client still connected */
 	pprpc_close(q.cb);
-	assert_int_equal(tdaemon_stop(&q.b), 0);
 	pprpc_close(q.ca);
 	assert_int_equal(tdaemon_stop(&q.a), 0);
 }
