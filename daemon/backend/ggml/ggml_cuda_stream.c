@@ -705,7 +705,8 @@ static int gcs_land_submit(void *sctx, const volatile uint64_t *bell, uint64_t g
 	pd->n = n;
 	rc = pend_submit(s, pd, NULL, 0, err, errlen);
 	/* Enqueued in part or whole, the stream may hold on the bell. */
-	s->ahead = true;
+	if (rc != PPRPC_EUNSUPP)
+		s->ahead = true;
 	return rc;
 }
 
