@@ -116,7 +116,7 @@ def parse(argv=None):
 SIDES = {
     "pprpc": "pprpc",        # the plugin; the weights travel from the client over the link
     "pprpc-link": "pprpc",   # the plugin with PPRPC_HOST_PAGES=0: outputs come back over the link too
-    "pprpc-nohold": "pprpc", # ranks with --land-hold 0: a RECV waited for by the worker, not on the GPU
+    "pprpc-hold": "pprpc",   # ranks with --land-hold 1: a landed RECV held on the GPU, the next graph behind it
     "pprpc-file": "pprpc",   # + --model-dir DIR: each rank its own copy of the model file
     "pprpc-cache": "pprpc",  # + --weights-cache DIR --weights-cache-mib N: run cold (empty) and warm
     "rpc": "rpc",            # ggml-rpc-server
