@@ -301,11 +301,13 @@ struct pend {
 	device_done_fn done;         /* NULL: nobody waits */
 	void *arg;
 	/* PEND_LAND: the bell, its generation, the copy */
-	const volatile uint64_t *bell;
-	uint64_t gen;
-	void *dst;
-	const void *src;
-	uint64_t n;
+	struct {
+		const volatile uint64_t *bell;
+		uint64_t gen;
+		void *dst;
+		const void *src;
+		uint64_t n;
+	} land;
 };
 
 static bool quiet(struct gge_cuda_stream *s)
@@ -420,9 +422,9 @@ static int pend_enqueue(struct gge_cuda_stream *s, struct pend *pd, volatile uin
 	case PEND_LAND:
 		/* Refused, nothing is on the stream: the caller may wait
 		 * another way (PPRPC_EUNSUPP). */
-		if (cuda_memop_wait_geq(sl, s->stream, name, pd->bell, pd->gen, err, errlen) < 0)
+		if (cuda_memop_wait_geq(sl, s->stream, name, pd->land.bell, pd->land.gen, err, errlen) < 0)
 			return PPRPC_EUNSUPP;
-		e = cudaMemcpyAsync(pd->dst, pd->src, (size_t)pd->n, cudaMemcpyHostToDevice, s->stream);
+		e = cudaMemcpyAsync(pd->land.dst, pd->land.src, (size_t)pd->land.n, cudaMemcpyHostToDevice, s->stream);
 		if (e != cudaSuccess)
 			return cuda_fail(s->cs, e, "the copy out of the landing slot", err, errlen);
 		break;
@@ -698,11 +700,7 @@ static int gcs_land_submit(void *sctx, const volatile uint64_t *bell, uint64_t g
 	pd = pend_new(s, PEND_LAND, NULL, done, arg, err, errlen);
 	if (!pd)
 		return PPRPC_ENOMEM;
-	pd->bell = bell;
-	pd->gen = gen;
-	pd->dst = dst;
-	pd->src = src;
-	pd->n = n;
+	pd->land.bell = bell, pd->land.gen = gen, pd->land.dst = dst, pd->land.src = src, pd->land.n = n;
 	rc = pend_submit(s, pd, NULL, 0, err, errlen);
 	/* Enqueued in part or whole, the stream may hold on the bell. */
 	if (rc != PPRPC_EUNSUPP)
