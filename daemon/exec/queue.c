@@ -156,13 +156,19 @@ static void settle(struct qcmd *c, int was_pending)
  * stream has nothing pending on the device (FENCE included: it must see
  * every earlier failure).  Otherwise commands a stream will skip or cancel
  * always can. */
+/* A write of other memory may run while only RECVs held on the device
+ * (qcmd.held) are pending on its stream. */
+static int passes_held(const struct qcmd *c, const struct stream *s, int pending)
+{
+	return c->pass == QPASS_GOES && pending == s->held && (c->rgn_hi <= s->held_lo || s->held_hi <= c->rgn_lo);
+}
+
 static int runnable(struct qcmd *c)
 {
 	struct stream *s = c->stream;
 	int pending = s ? atomic_load(&s->pending) : 0;
 
-	if (s && !c->async_ok && pending > 0 &&
-	    !(c->pass == QPASS_GOES && pending == s->held && (c->rgn_hi <= s->held_lo || s->held_hi <= c->rgn_lo)))
+	if (s && !c->async_ok && pending > 0 && !passes_held(c, s, pending))
 		return 0;
 	if (!c->ready || (s && (atomic_load(&s->canceled) || (s->err && !c->fence))))
 		return 1;
@@ -226,9 +232,11 @@ static void went_pending(struct queue *q, struct qcmd *c)
 	atomic_fetch_add(&s->pending, 1);
 	q->npending++;
 	if (c->held) {
-		if (!s->held++ || c->rgn_lo < s->held_lo)
+		int first = s->held++ == 0;
+
+		if (first || c->rgn_lo < s->held_lo)
 			s->held_lo = c->rgn_lo;
-		if (s->held == 1 || c->rgn_hi > s->held_hi)
+		if (first || c->rgn_hi > s->held_hi)
 			s->held_hi = c->rgn_hi;
 	}
 }
