@@ -88,6 +88,7 @@ struct pprpcd_opts {
 	int land_hold;             /* a GPU device's stream holds a landed RECV on the slot's bell (xfer/dest.c) */
 	int wake_ahead;            /* loop and workers awake when a client's next requests are due (server/wake_ahead.h) */
 	int ggml_native_gdn;       /* DEVICE_GDN_NATIVE_*: pprpc's GATED_DELTA_NET on ggml devices */
+	int ggml_graph_reuse;      /* ggml devices: created graphs carry a graph id (ggml_build.c) */
 	uint64_t ipc_pool_bytes;   /* IPC staging pool per device (0: 1 GiB GPU, staging size CPU) */
 	char metrics_listen[300];  /* Prometheus endpoint, "" = off */
 	char model_dir[4096];      /* the rank's model files (weights filled from them), "" = none */

@@ -123,7 +123,8 @@ def summarize(cfg, res):
     for s in cfg.sides:
         S["sides"][s] = _side_summary(cfg, res, s)
     for a, b in (("pprpc", "rpc"), ("pprpc", "local"), ("rpc", "local"), ("pprpc", "pprpc-link"),
-                 ("pprpc-link", "local"), ("pprpc-hold", "pprpc"), ("pprpc-hold", "local")):
+                 ("pprpc-link", "local"), ("pprpc-hold", "pprpc"), ("pprpc-hold", "local"),
+                 ("pprpc", "pprpc-noreuse"), ("pprpc-noreuse", "local")):
         if a in cfg.sides and b in cfg.sides and res["rounds"] and not cfg.load_only:
             S["ratios"]["%s/%s" % (a, b)] = _pair(cfg, res, a, b)
     if res.get("load"):

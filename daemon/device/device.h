@@ -96,6 +96,7 @@ struct device_conf {
 	int cuda_graphs;          /* capture CUDA graphs on first run */
 	int cpu_ipc;              /* CPU boundaries by cross-memory attach */
 	int ggml_native_gdn;      /* DEVICE_GDN_NATIVE_* */
+	int ggml_graph_reuse;     /* ggml devices: created graphs carry a graph id */
 	/* host memory of the daemon's requests (hostmem.h): a backend that
 	 * allocates host memory for a run reserves it here; a host-memory
 	 * device subtracts what is reserved from its free memory.  NULL: not

@@ -52,6 +52,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->peer_timeout_ms = 15000;
 	o->peer_connect_timeout_ms = 10000;
 	o->cuda_graphs = 1;
+	o->ggml_graph_reuse = 1;
 	o->send_in_place = 1;
 	o->map_model_files = 1;
 	o->map_read_ahead = 1;
@@ -141,6 +142,7 @@ STR_SETTER(set_trace_file, trace_file)
 
 FLAG_SETTER(set_insecure_listen, insecure_listen)
 FLAG_SETTER(set_cuda_graphs, cuda_graphs)
+FLAG_SETTER(set_ggml_graph_reuse, ggml_graph_reuse)
 FLAG_SETTER(set_send_in_place, send_in_place)
 FLAG_SETTER(set_cpu_ipc, cpu_ipc)
 FLAG_SETTER(set_land, land)
@@ -747,6 +749,13 @@ static const struct optdef defs[] = {
 	  .help = "capture each graph as a CUDA graph on its first run and replay it (default 1)",
 	  .doc = "Capture each graph as a CUDA graph on its first run on a stream and replay it after; 0 "
 		 "launches it node by node (bench-graph_replay measures both)." },
+	{ OPT("ggml-graph-reuse", "0|1", set_ggml_graph_reuse),
+	  .help = "ggml devices: a created graph is known as the same graph on every run, so ggml-cuda replays its CUDA graph without comparing its nodes (default 1)",
+	  .doc = "ggml devices: each created graph carries one graph id (ggml's cgraph uid) for its life.  "
+		 "Its nodes never change after it is created, and ggml-cuda, given the id it saw last, "
+		 "replays its CUDA graph without comparing every node's fields to the last run's (what "
+		 "it does for a graph without an id: ~40 ns a node, on every stage's launch of every "
+		 "decoded token).  0 = no id: ggml-cuda compares." },
 	{ OPT("ggml-native-gdn", "MODE", set_ggml_native_gdn),
 	  .help = "ggml devices: GATED_DELTA_NET on pprpc's chunked kernels: off, auto (prefill: where pprpc runs its chunked form), on (every node that fits) (default off)",
 	  .doc = "ggml devices (ggml:CPU, ggml:CUDA0): which kernel runs ggml's GATED_DELTA_NET (Qwen3.5 / "

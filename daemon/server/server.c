@@ -132,6 +132,7 @@ static int open_devices(struct pprpcd *d)
 		.cuda_graphs = d->opts.cuda_graphs,
 		.cpu_ipc = d->opts.cpu_ipc,
 		.ggml_native_gdn = d->opts.ggml_native_gdn,
+		.ggml_graph_reuse = d->opts.ggml_graph_reuse,
 		.hostmem = &d->hostmem,
 	};
 	char list[sizeof(d->opts.devices)], *save = NULL, *tok;

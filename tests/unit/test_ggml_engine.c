@@ -27,6 +27,7 @@
 #include "daemon/backend/ggml/ggml_engine.h"
 #include "daemon/backend/ggml/ggml_load.h"
 #include "ggml-alloc.h"
+#include "ggml-impl.h"
 #include "pprpc/types.h"
 #include "tests/integration/ggml_wire.h"
 
@@ -357,6 +358,47 @@ static void test_gpu_checks_copy(void **state)
 	net_free(&n);
 }
 
+
+/* Every graph built carries an id of its own for its life (ggml-cuda
+ * replays its CUDA graph on it without comparing the nodes): none with
+ * graph-reuse 0; with it, two graphs differ, and runs leave the id and
+ * every node as they were (what ggml-cuda's replay on the id relies on). */
+static void test_graph_ids(void **state)
+{
+	struct net a, b, c;
+	struct ggml_tensor *ids;
+	int32_t good[3] = { 0, 3, 1 };
+	struct ggml_tensor snap[64];
+	uint64_t uid;
+	int nn;
+
+	(void)state;
+	g_dev->graph_reuse = false;
+	shared_ids_net(&c);
+	assert_int_equal(c.gg->cg->uid, 0);
+	net_free(&c);
+	g_dev->graph_reuse = true;
+	ids = shared_ids_net(&a);
+	shared_ids_net(&b);
+	assert_true(a.gg->cg->uid != 0 && b.gg->cg->uid != 0);
+	assert_true(a.gg->cg->uid != b.gg->cg->uid);
+	uid = a.gg->cg->uid;
+	nn = a.gg->cg->n_nodes;
+	assert_true(nn <= 64);
+	for (int i = 0; i < nn; i++)
+		snap[i] = *a.gg->cg->nodes[i];
+	ggml_backend_tensor_set(ids, good, 0, sizeof(good));
+	expect_run_matches(&a);
+	expect_run_matches(&a);
+	assert_int_equal(a.gg->cg->uid, uid);
+	assert_int_equal(a.gg->cg->n_nodes, nn);
+	for (int i = 0; i < nn; i++)
+		assert_memory_equal(&snap[i], a.gg->cg->nodes[i], sizeof(snap[i]));
+	net_free(&a);
+	net_free(&b);
+	g_dev->graph_reuse = false;
+}
+
 /* Ids a node of the graph overwrites after their user read them: a copy
  * made before the run would go stale within it, so the GPU cannot check
  * them (the run waits for its stream and the host checks, as on ggml-cpu). */
@@ -500,6 +542,7 @@ int main(void)
 		cmocka_unit_test(test_shared_input_ids),
 		cmocka_unit_test(test_gpu_checks_copy),
 		cmocka_unit_test(test_gpu_checks_refused),
+		cmocka_unit_test(test_graph_ids),
 		cmocka_unit_test(test_row_walk_reach),
 		cmocka_unit_test(test_host_buffer_zeros),
 	};

@@ -13,6 +13,7 @@
  * next tensor is made.
  */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +195,15 @@ static int check_padding(struct gge_dev *g, const struct ggml_tensor *x, const s
 
 /* Use counts as ggml_build_forward_expand leaves them: backends decide
  * fusions on them (ggml_node_has_n_uses). */
+/* Graph ids of this process's own: ggml's counter (ggml_graph_next_uid) is
+ * not part of its public interface, so a range it will not reach. */
+static uint64_t graph_uid(void)
+{
+	static _Atomic uint64_t next = 1ull << 62;
+
+	return atomic_fetch_add(&next, 1);
+}
+
 static size_t slot(struct ggml_cgraph *cg, struct ggml_tensor *x)
 {
 	size_t h = ggml_hash_find(&cg->visited_hash_set, x);
@@ -280,6 +290,16 @@ int gge_graph_build(struct gge_dev *g, const Pprpc__GgmlTensor *const *w, size_t
 		gg->cg->nodes[k] = gg->t[nodes[k]];
 	}
 	gg->cg->n_nodes = (int)nnodes;
+	/* Nothing of a node changes after this (its tensors, sources and
+	 * addresses are fixed, index copies included: gge_graph_shadow moves
+	 * them once, before any run), so the graph may say it is the same
+	 * graph on every run: ggml-cuda then replays its CUDA graph without
+	 * comparing each node with the last run's, which it does on every
+	 * launch of a graph without an id (~40 ns a node, every stage of every
+	 * decoded token; doc/llama-vs-rpc.md).  A run of part of the graph (a
+	 * segment, ggml_graph_view) carries no id. */
+	if (g->graph_reuse)
+		gg->cg->uid = graph_uid();
 	rc = count_uses(gg->cg);
 	if (rc < 0) {
 		snprintf(err, errlen, "graph hash set full");

@@ -616,6 +616,7 @@ int ggml_backend_open(struct device *d, const char *arg, const struct device_con
 	/* GATED_DELTA_NET on pprpc's kernels: counted where STATS and the
 	 * metrics read the native devices' counters. */
 	gge_dev_gdn_config(gd->g, conf->ggml_native_gdn, &d->gdn_stats, NULL, conf->floor);
+	gd->g->graph_reuse = conf->ggml_graph_reuse;
 	ret->stream = &gdev_stream_i;
 #ifdef PPRPC_HAVE_CUDA
 	if (gd->g->cuda_ordinal >= 0 && !gd->staged) {

@@ -74,6 +74,8 @@ struct gge_dev {
 	size_t alignment, max_size;
 	enum ggml_backend_dev_type type;
 	int threads;                     /* 0 where the backend has no thread count */
+	/* graphs built carry a graph id for their life (gge_graph_build) */
+	bool graph_reuse;
 	char name[64];                   /* ggml's device name ("CPU", "CUDA0") */
 	char desc[200];
 	/* the CUDA device of pprpcd's own runtime (ggml_cuda_find.h), -1
