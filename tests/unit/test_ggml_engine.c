@@ -358,7 +358,6 @@ static void test_gpu_checks_copy(void **state)
 	net_free(&n);
 }
 
-
 /* Every graph built carries an id of its own for its life (ggml-cuda
  * replays its CUDA graph on it without comparing the nodes): none with
  * graph-reuse 0; with it, two graphs differ, and runs leave the id and

@@ -13,7 +13,6 @@
  * next tensor is made.
  */
 #include <inttypes.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,15 +194,6 @@ static int check_padding(struct gge_dev *g, const struct ggml_tensor *x, const s
 
 /* Use counts as ggml_build_forward_expand leaves them: backends decide
  * fusions on them (ggml_node_has_n_uses). */
-/* Graph ids of this process's own: ggml's counter (ggml_graph_next_uid) is
- * not part of its public interface, so a range it will not reach. */
-static uint64_t graph_uid(void)
-{
-	static _Atomic uint64_t next = 1ull << 62;
-
-	return atomic_fetch_add(&next, 1);
-}
-
 static size_t slot(struct ggml_cgraph *cg, struct ggml_tensor *x)
 {
 	size_t h = ggml_hash_find(&cg->visited_hash_set, x);
@@ -299,7 +289,7 @@ int gge_graph_build(struct gge_dev *g, const Pprpc__GgmlTensor *const *w, size_t
 	 * decoded token; doc/llama-vs-rpc.md).  A run of part of the graph (a
 	 * segment, ggml_graph_view) carries no id. */
 	if (g->graph_reuse)
-		gg->cg->uid = graph_uid();
+		gg->cg->uid = ggml_graph_next_uid(); /* ggml's counter (ggml-impl.h) */
 	rc = count_uses(gg->cg);
 	if (rc < 0) {
 		snprintf(err, errlen, "graph hash set full");
