@@ -672,7 +672,11 @@ $(B)/bench-ipc-probe: bench/cuda/ipc_probe.cu
 	@mkdir -p $(B)
 	$(NVCC) $(NVCCFLAGS) -cudart static -o $@ $<
 
-bench-cuda: info $(B)/bench-peer-ceiling $(B)/bench-ipc-probe
+$(B)/bench-chain-probe: bench/cuda/chain_probe.cu
+	@mkdir -p $(B)
+	$(NVCC) $(NVCCFLAGS) -cudart static -o $@ $<
+
+bench-cuda: info $(B)/bench-peer-ceiling $(B)/bench-ipc-probe $(B)/bench-chain-probe
 
 test-cuda-build: info $(T)/test_cuda_ops
 

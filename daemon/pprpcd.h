@@ -86,6 +86,7 @@ struct pprpcd_opts {
 	int land;                  /* small boundaries between daemons of one host by landing pages (xfer/land.h) */
 	uint64_t land_wait_us;     /* how long a RECV waits in place for its landing slot */
 	int land_hold;             /* a GPU device's stream holds a landed RECV on the slot's bell (xfer/dest.c) */
+	int land_gpu_send;         /* a GPU device's stream fills and rings a SEND's landing slot (xfer/source.c) */
 	int wake_ahead;            /* loop and workers awake when a client's next requests are due (server/wake_ahead.h) */
 	int ggml_native_gdn;       /* DEVICE_GDN_NATIVE_*: pprpc's GATED_DELTA_NET on ggml devices */
 	int ggml_graph_reuse;      /* ggml devices: created graphs carry a graph id (ggml_build.c) */

@@ -217,8 +217,9 @@ static void stats_text(const pprpc_stats *s, const char *rank)
 			       U(d, i, "ipc_pool_bytes") / MIB);
 		if (S(d, i, "async_status")[0])
 			printf("           GPU-side timelines: %s, waits held on the GPU %llu, signals written %llu, "
-			       "RECVs held %llu\n",
-			       S(d, i, "async_status"), U(d, i, "gpu_waits"), U(d, i, "gpu_signals"), U(d, i, "gpu_recvs"));
+			       "RECVs held %llu, SENDs put %llu\n",
+			       S(d, i, "async_status"), U(d, i, "gpu_waits"), U(d, i, "gpu_signals"), U(d, i, "gpu_recvs"),
+			       U(d, i, "gpu_sends"));
 		gdn_text(s, i);
 		exec_text(s, (unsigned long long)i);
 	}

@@ -118,6 +118,8 @@ SIDES = {
     "pprpc-link": "pprpc",   # the plugin with PPRPC_HOST_PAGES=0: outputs come back over the link too
     "pprpc-hold": "pprpc",   # ranks with --land-hold 1: a landed RECV held on the GPU, the next graph behind it
     "pprpc-noreuse": "pprpc",  # ranks with --ggml-graph-reuse 0: graphs without an id, ggml-cuda compares their nodes every run
+    "pprpc-gsend": "pprpc",  # ranks with --land-gpu-send 1: a SEND behind a graph put into the next stage's slot by the GPU
+    "pprpc-chain": "pprpc",  # ranks with --land-gpu-send 1 --land-hold 1: no CPU between two stages' graphs
     "pprpc-file": "pprpc",   # + --model-dir DIR: each rank its own copy of the model file
     "pprpc-cache": "pprpc",  # + --weights-cache DIR --weights-cache-mib N: run cold (empty) and warm
     "rpc": "rpc",            # ggml-rpc-server

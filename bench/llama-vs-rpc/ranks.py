@@ -203,7 +203,7 @@ def pprpc_stats(cfg, rank):
 
 def stats_delta(before, after):
     """What one run did on a rank: device counters and boundaries, after - before."""
-    d = {"graph_creates": 0, "graph_runs": 0, "errors": 0, "commands": 0,
+    d = {"graph_creates": 0, "graph_runs": 0, "errors": 0, "commands": 0, "gpu_sends": 0, "gpu_recvs": 0,
          "request_errors": after.get("request_errors", 0) - before.get("request_errors", 0),
          "protocol_errors": after.get("protocol_errors", 0) - before.get("protocol_errors", 0),
          "free_bytes_min": None, "boundaries": [], "exec": {}}
@@ -213,7 +213,7 @@ def stats_delta(before, after):
     bdev = {name(x): x for x in before.get("devices", [])}
     for dev in after.get("devices", []):
         b = bdev.get(name(dev), {})
-        for k in ("graph_creates", "graph_runs", "errors", "commands"):
+        for k in ("graph_creates", "graph_runs", "errors", "commands", "gpu_sends", "gpu_recvs"):
             d[k] += dev.get(k, 0) - b.get(k, 0)
         f = dev.get("free_bytes", dev.get("info", {}).get("free_bytes"))
         if f is not None and (d["free_bytes_min"] is None or f < d["free_bytes_min"]):

@@ -66,7 +66,8 @@ def _side_summary(cfg, res, s):
             P["runs"] += 1
             for i, d in enumerate(per_rank):
                 a = P["ranks"].setdefault(i, {"graph_creates": 0, "graph_runs": 0, "errors": 0,
-                                              "request_errors": 0, "protocol_errors": 0, "commands": 0})
+                                              "request_errors": 0, "protocol_errors": 0, "commands": 0,
+                                              "gpu_sends": 0, "gpu_recvs": 0})
                 for k in a:
                     a[k] += d.get(k, 0) or 0
                 for ty, e in (d.get("exec") or {}).items():
@@ -124,7 +125,8 @@ def summarize(cfg, res):
         S["sides"][s] = _side_summary(cfg, res, s)
     for a, b in (("pprpc", "rpc"), ("pprpc", "local"), ("rpc", "local"), ("pprpc", "pprpc-link"),
                  ("pprpc-link", "local"), ("pprpc-hold", "pprpc"), ("pprpc-hold", "local"),
-                 ("pprpc", "pprpc-noreuse"), ("pprpc-noreuse", "local")):
+                 ("pprpc", "pprpc-noreuse"), ("pprpc-noreuse", "local"), ("pprpc-gsend", "pprpc"),
+                 ("pprpc-gsend", "local"), ("pprpc-chain", "pprpc"), ("pprpc-chain", "local")):
         if a in cfg.sides and b in cfg.sides and res["rounds"] and not cfg.load_only:
             S["ratios"]["%s/%s" % (a, b)] = _pair(cfg, res, a, b)
     if res.get("load"):
@@ -473,6 +475,11 @@ def _print_stats(res, S, w):
             w("(stage boundaries, all in the run part: prefill = the llama-bench prompt runs incl. warmup, decode = "
               "the decode runs; a transfer's time runs from the SEND's (RECV's) arrival at the daemon to its last "
               "byte, so it includes waiting for the stage's compute)\n")
+            gpu = [(k, i, a) for k, P in ph.items() for i, a in sorted(P["ranks"].items())
+                   if a.get("gpu_sends") or a.get("gpu_recvs")]
+            for k, i, a in gpu:
+                w("%-8s %4d SENDs put into a landing slot by the GPU %d, RECVs held on the GPU %d\n" % (
+                    PHASE_NAMES[k], i, a["gpu_sends"], a["gpu_recvs"]))
         w("\n%-8s %4s %-18s %10s %10s %10s %12s %10s\n" % (
             ("phase", "rank", "command", "load execs", "load ms", "run execs", "run mean us", "run ms") if split else
             ("phase", "rank", "command", "", "", "execs", "mean us", "total ms")))

@@ -49,7 +49,8 @@ struct device_props {
 	bool holds_waits;
 	/* streams: land_submit holds the stream on a landing slot's bell and
 	 * copies the slot into device memory from the stream (a RECV held on
-	 * the GPU, daemon/xfer/dest.c) */
+	 * the GPU, daemon/xfer/dest.c); land_put_submit copies into a slot and
+	 * rings its bell from the stream (a SEND behind a run, source.c) */
 	bool holds_lands;
 	/* streams: every submit calls done before it returns, on the calling
 	 * thread (nothing is ever pending on the device afterwards) */
@@ -190,6 +191,14 @@ struct stream_i {
 	 * may be held on the bell all the same. */
 	int (*land_submit)(void *sctx, const volatile uint64_t *bell, uint64_t gen, void *dst, const void *src,
 			   uint64_t n, device_done_fn done, void *arg, char *err, size_t errlen);
+	/* optional (device_props.holds_lands): once the stream gets there,
+	 * copy n bytes of device memory at src into host memory at dst, then
+	 * store gen in *bell, then done.  dst and bell lie in host memory
+	 * pin_host locked for this device.  PPRPC_EUNSUPP: nothing was
+	 * enqueued; another code: the copy may be on the stream, the bell not
+	 * (the caller's answer must say the bytes did not come). */
+	int (*land_put_submit)(void *sctx, volatile uint64_t *bell, uint64_t gen, void *dst, const void *src,
+			       uint64_t n, device_done_fn done, void *arg, char *err, size_t errlen);
 };
 
 /* ---- what a backend's open returns ---------------------------------------------------------------- */

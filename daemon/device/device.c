@@ -365,6 +365,15 @@ int device_land_submit(struct device *d, struct stream *s, const volatile uint64
 	return rc < 0 ? rc : d->be->stream.land_submit(sctx, bell, gen, dst, src, n, done, arg, err, errlen);
 }
 
+int device_land_put_submit(struct device *d, struct stream *s, volatile uint64_t *bell, uint64_t gen, void *dst,
+			   const void *src, uint64_t n, device_done_fn done, void *arg, char *err, size_t errlen)
+{
+	void *sctx;
+	int rc = stream_ctx(d, s, &sctx, err, errlen);
+
+	return rc < 0 ? rc : d->be->stream.land_put_submit(sctx, bell, gen, dst, src, n, done, arg, err, errlen);
+}
+
 int device_slot_alloc(struct device *d, volatile uint64_t **ret_slot)
 {
 	return d->be->dev.slot_alloc(d->be->dev_ctx, ret_slot);

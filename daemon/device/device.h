@@ -57,6 +57,7 @@ struct device {
 	uint64_t graph_replays;
 	uint64_t gpu_waits;       /* WAITs held on a device stream (worker, atomic) */
 	uint64_t gpu_recvs;       /* RECVs held on a device stream (worker, atomic) */
+	uint64_t gpu_sends;       /* SENDs put into a landing slot by a device stream (worker, atomic) */
 	uint64_t gpu_signals;     /* SIGNALs written from a device stream */
 	/* which GATED_DELTA_NET form of pprpc's kernels ran (kernels add
 	 * atomically); on a ggml device, the nodes pprpc's kernels ran */
@@ -214,6 +215,12 @@ int device_write_submit(struct device *d, struct stream *s, volatile uint64_t *s
  * sure the bell is rung, also when the bytes never come. */
 int device_land_submit(struct device *d, struct stream *s, const volatile uint64_t *bell, uint64_t gen, void *dst,
 		       const void *src, uint64_t n, device_done_fn done, void *arg, char *err, size_t errlen);
+/* Once s's device stream gets there, copy n bytes of device memory at src
+ * into host memory at dst, store gen in *bell, then done (dst and bell in
+ * memory device_pin_host locked); PPRPC_EUNSUPP where !device_holds_lands
+ * (nothing enqueued). */
+int device_land_put_submit(struct device *d, struct stream *s, volatile uint64_t *bell, uint64_t gen, void *dst,
+			   const void *src, uint64_t n, device_done_fn done, void *arg, char *err, size_t errlen);
 /* Loop thread, when s's connection is freed (nothing of it in flight). */
 void device_stream_release(struct device *d, struct stream *s);
 /* Events: a slot of host memory the device reads and writes, reading 0;

@@ -126,6 +126,14 @@ static int land_submit_unsupp(void *sctx, const volatile uint64_t *bell, uint64_
 	return PPRPC_EUNSUPP;
 }
 
+static int land_put_submit_unsupp(void *sctx, volatile uint64_t *bell, uint64_t gen, void *dst, const void *src,
+				  uint64_t n, device_done_fn done, void *arg, char *err, size_t errlen)
+{
+	(void)sctx, (void)bell, (void)gen, (void)dst, (void)src, (void)n, (void)done, (void)arg;
+	snprintf(err, errlen, "the device's streams do not put a SEND into a landing slot");
+	return PPRPC_EUNSUPP;
+}
+
 #define NEED(table, op)                                                             \
 	do {                                                                        \
 		if (!(table)->op) {                                                 \
@@ -200,5 +208,6 @@ int backend_fill(const struct backend_dev *be, struct device_i *dev, struct buff
 	STUB(buf, download_lend, download_lend_unsupp);
 	STUB(buf, download_return, download_return_none);
 	STUB(stream, land_submit, land_submit_unsupp);
+	STUB(stream, land_put_submit, land_put_submit_unsupp);
 	return 0;
 }

@@ -37,6 +37,11 @@ struct stream {
 	 * write, [held_lo, held_hi) (queue lock) */
 	int held;
 	uintptr_t held_lo, held_hi;
+	/* SENDs queued that may take a run's output on the device (a landing
+	 * slot filled and rung by the GPU, xfer/source.c): counted on the loop
+	 * from their push to their release; a run's submit reads it after its
+	 * launch (graph.h: run_follow) */
+	atomic_int follow;
 	/* the backend's stream context (backend_impl.h: a CUDA stream with its
 	 * workspace; the CPU's kernel context), opened by the worker on first
 	 * use, closed when the connection is freed */

@@ -6,6 +6,7 @@
 #include "daemon/objects/buffer.h"
 #include "daemon/server/conn.h"
 #include "daemon/device/device.h"
+#include "daemon/exec/stream.h"
 #include "daemon/server/dispatch.h"
 #include "daemon/objects/graph.h"
 #include "daemon/pprpcd.h"
@@ -53,6 +54,7 @@ static int run_exec(struct qcmd *q)
 	/* On the stream's own device stream, behind whatever it holds (a
 	 * timeline wait included); completes from the device (on the CPU,
 	 * before the submit returns). */
+	rc->g->run_follow = q->stream ? &q->stream->follow : NULL;
 	st = device_graph_submit(rc->g->dev, q->stream, rc->g, qreq_device_done, &rc->qr, q->err, sizeof(q->err));
 	return st < 0 ? st : QCMD_PENDING;
 }

@@ -214,6 +214,7 @@ void h_stats(struct conn *c, struct request *r)
 		ds[k].gpu_waits = __atomic_load_n(&dev->gpu_waits, __ATOMIC_RELAXED);
 		ds[k].gpu_signals = __atomic_load_n(&dev->gpu_signals, __ATOMIC_RELAXED);
 		ds[k].gpu_recvs = __atomic_load_n(&dev->gpu_recvs, __ATOMIC_RELAXED);
+		ds[k].gpu_sends = __atomic_load_n(&dev->gpu_sends, __ATOMIC_RELAXED);
 		device_waits_status(dev, async_text[k], sizeof(async_text[k]));
 		ds[k].async_status = async_text[k];
 		gdn_stats_fill(dev, &ds[k], &gdn_rep[k]);

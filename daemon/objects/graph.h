@@ -14,6 +14,7 @@
 #ifndef PPRPC_DAEMON_GRAPH_H
 #define PPRPC_DAEMON_GRAPH_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -63,6 +64,11 @@ struct graph {
 	 * to the device only when its stream has nothing pending there, and
 	 * the device runs it to its end in the submit. */
 	bool sync_run;
+	/* Set for each run (h_graph.c): the run's stream's count of commands
+	 * queued that take a run's output on the device (a SEND into a landing
+	 * slot, exec/stream.h: follow).  Non-zero after the launch: the backend
+	 * does not wait for the run's end on the submitting thread. */
+	const atomic_int *run_follow;
 	struct graph *next, *prev;  /* owner's list */
 };
 

@@ -133,6 +133,8 @@ char *metrics_render(struct pprpcd *d)
 		    __atomic_load_n(&dev->gpu_signals, __ATOMIC_RELAXED));
 		put(&b, "pprpc_gpu_recvs_total{device=\"%s\"} %" PRIu64 "\n", e1,
 		    __atomic_load_n(&dev->gpu_recvs, __ATOMIC_RELAXED));
+		put(&b, "pprpc_gpu_sends_total{device=\"%s\"} %" PRIu64 "\n", e1,
+		    __atomic_load_n(&dev->gpu_sends, __ATOMIC_RELAXED));
 	}
 	/* GATED_DELTA_NET forms: proof that the chunked prefill path ran. */
 	put(&b, "# TYPE pprpc_gdn_runs_total counter\n");

@@ -61,6 +61,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->land = 1;
 	o->land_wait_us = 3000;
 	o->land_hold = 0;
+	o->land_gpu_send = 0;
 	o->wake_ahead = 1;
 	o->log_level = LOG_NOTICE_;
 	o->transport = PPRPCD_TRANSPORT_AUTO;
@@ -147,6 +148,7 @@ FLAG_SETTER(set_send_in_place, send_in_place)
 FLAG_SETTER(set_cpu_ipc, cpu_ipc)
 FLAG_SETTER(set_land, land)
 FLAG_SETTER(set_land_hold, land_hold)
+FLAG_SETTER(set_land_gpu_send, land_gpu_send)
 FLAG_SETTER(set_wake_ahead, wake_ahead)
 FLAG_SETTER(set_map_model_files, map_model_files)
 FLAG_SETTER(set_map_read_ahead, map_read_ahead)
@@ -716,6 +718,20 @@ static const struct optdef defs[] = {
 		 "the link's bytes.  Off by default: on an H100 with four ranks under MPS it made decode no "
 		 "faster (llama-completion 2.42 ms a token either way) and llama-bench's 6 % slower "
 		 "(doc/gpu-wait.md).  0 = the worker waits (land-wait-us)." },
+	{ OPT("land-gpu-send", "0|1", set_land_gpu_send),
+	  .help = "a GPU's SEND into a landing slot is copied and rung by the GPU behind its graph (default 0)",
+	  .doc = "On a device whose streams can write host memory (ggml-cuda with 64-bit stream memory "
+		 "operations), a SEND of at most a landing slot's size queued behind a GRAPH_RUN still on "
+		 "the GPU is not left for the worker to do after the run: once the destination's PULL "
+		 "offered a slot (land), the connection's CUDA stream copies the tensor into the slot and "
+		 "writes the slot's bell behind the graph, so the next stage's bytes are there when the "
+		 "graph ends, with no thread of this daemon (its wait for the run, its copy) in between; "
+		 "the run's submit then leaves the worker free instead of waiting for the run's end.  Any "
+		 "other path (no slot offered, a larger SEND, a device that refuses) waits for the run as "
+		 "before.  STATS and the metrics count the SENDs put by the GPU (gpu_sends, "
+		 "pprpc_gpu_sends_total).  With land-hold on the destination, no CPU is on a decoded "
+		 "token's path between two stages of one host.  0 = the worker puts the bytes after the "
+		 "run." },
 	{ OPT("wake-ahead", "0|1", set_wake_ahead),
 	  .help = "be awake when a client's next requests are due, at a steady pace up to 20 ms (default 1)",
 	  .doc = "A client that sends its requests in bursts at a steady pace (llama.cpp decoding: a token "

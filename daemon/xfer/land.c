@@ -511,12 +511,37 @@ int land_put(const struct land_ref *r, struct device *dev, const void *src, uint
 		return rc;
 	h->desc[r->slot].size = n;
 	atomic_store(&h->desc[r->slot].bell, r->gen);
+	land_put_woke(r);
+	return 0;
+}
+
+void land_put_woke(const struct land_ref *r)
+{
+	struct land_hdr *h = (struct land_hdr *)r->pg->base;
+
 	/* After the bell (seq_cst both sides: a destination that went to sleep
 	 * before it counted itself first, and one that did not sees the bell). */
 	atomic_fetch_add(&h->wake, 1);
 	if (atomic_load(&h->sleepers))
 		futex_wake_all(&h->wake);
-	return 0;
+}
+
+int land_put_on(const struct land_ref *r, struct device *dev, struct stream *s, const void *src, uint64_t n,
+		void (*done)(void *arg, int status, const char *why), void *arg, char *why, size_t whylen)
+{
+	struct land_hdr *h = (struct land_hdr *)r->pg->base;
+
+	if (n > LAND_SLOT_BYTES || r->slot >= LAND_SLOTS)
+		return PPRPC_EINVAL;
+	if (r->pg->pinned_by != dev) {
+		snprintf(why, whylen, "the landing page is not page-locked for the device");
+		return PPRPC_EUNSUPP;
+	}
+	/* The size before the device's bell: the destination reads it only
+	 * once the bell holds its generation. */
+	h->desc[r->slot].size = n;
+	return xdev_land_put_submit(dev, s, (volatile uint64_t *)&h->desc[r->slot].bell, r->gen, (void *)land_data(r),
+				    src, n, done, arg, why, whylen);
 }
 
 void land_unref(struct xfer *xf, struct land_ref *r)

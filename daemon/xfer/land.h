@@ -142,6 +142,16 @@ int land_open(struct xfer *xf, struct conn *c, const char *name, uint32_t slot, 
 /* Worker: copy n bytes of the region at src (on dev) into the slot, then
  * ring its bell.  0 or < 0. */
 int land_put(const struct land_ref *r, struct device *dev, const void *src, uint64_t n);
+/* Worker: the same from stream s of dev, behind the work it holds (the run
+ * that computes src): the size now, the bytes and the bell by the device,
+ * then done (any thread), which calls land_put_woke when the bell rang.
+ * PPRPC_EUNSUPP: nothing enqueued (the page is not page-locked for dev, or
+ * its streams cannot): land_put after that work. */
+struct stream;
+int land_put_on(const struct land_ref *r, struct device *dev, struct stream *s, const void *src, uint64_t n,
+		void (*done)(void *arg, int status, const char *why), void *arg, char *why, size_t whylen);
+/* The bell rang from a device: wake the destination's worker if it sleeps. */
+void land_put_woke(const struct land_ref *r);
 /* Drop a source's reference.  Loop. */
 void land_unref(struct xfer *xf, struct land_ref *r);
 /* c closed: its pages go once no transfer holds them.  Loop. */

@@ -316,7 +316,16 @@ struct send_cmd {
 	struct dbuf *b;
 	uint64_t offset;
 	bool behind;            /* worker: a later command of this stream is queued */
+	bool follows;           /* loop: counted in its stream's follow, from push to release */
+	uint32_t put_chunk;     /* the chunk the device puts into the landing slot */
 };
+
+/* Behind work still on the device (a SEND that may put into a landing
+ * slot from the stream: qcmd.async_ok, set by xsrc_send)? */
+static bool on_device(const struct qcmd *q)
+{
+	return q->async_ok && q->stream && atomic_load(&q->stream->pending) > 0;
+}
 
 /* Is a later command of q's stream queued?  Under the queue lock. */
 static bool stream_has_later(const struct qcmd *q)
@@ -356,6 +365,10 @@ static int send_ready(struct qcmd *q)
 	rooms(x, &e);
 	pthread_mutex_lock(&x->xf->lock);
 	ready = send_sm_ready(&x->sm, &e);
+	/* Behind the run, before the PULL: nothing to do until the PULL comes
+	 * (it kicks the queue) or the run ends. */
+	if (ready && !e.stop && on_device(q) && !x->sm.pulling && !x->sm.failed)
+		ready = false;
 	pthread_mutex_unlock(&x->xf->lock);
 	return ready;
 }
@@ -409,6 +422,56 @@ static int send_capture(struct send_cmd *sc, const struct xs_act *a)
 	return 0;
 }
 
+/* The device's stream put the bytes into the slot and rang its bell, or
+ * failed (any thread: CUDA's callback): the chunk is published as
+ * land_put's is; the loop answers the PULL. */
+static void send_put_done(void *arg, int status, const char *why)
+{
+	struct send_cmd *sc = arg;
+	struct xsend *x = sc->x;
+	struct xfer *xf = x->xf;
+
+	if (status == 0) {
+		land_put_woke(&x->land);
+		pthread_mutex_lock(&xf->lock);
+		send_sm_published(&x->sm, sc->put_chunk, XS_LANDED, -1);
+		pthread_mutex_unlock(&xf->lock);
+		uv_async_send(&xf->async);
+	}
+	qreq_device_done(&sc->qr, status, why);
+}
+
+/* Worker, behind a run on the device: the landing slot is filled and rung
+ * from the stream (land-gpu-send), so the next stage's bytes come when
+ * the run ends, with no thread of this daemon between. */
+static int send_put_on(struct send_cmd *sc, const struct xs_act *a)
+{
+	struct xsend *x = sc->x;
+	struct qcmd *q = &sc->qr.q;
+	const struct xs_chunk *ch = &x->sm.chunks[a->chunk];
+	char why[200] = "";
+	int rc;
+
+	sc->put_chunk = a->chunk;
+	rc = land_put_on(&x->land, x->dev, q->stream, x->tensor + ch->off, ch->len, send_put_done, sc, why,
+			 sizeof(why));
+	if (rc == PPRPC_EUNSUPP) {
+		/* Nothing on the stream: the worker puts it after the run. */
+		LOG(x->xf->d, LOG_DEBUG_, "transfer %" PRIu64 ": put after the run: %s", x->sm.id, why);
+		q->async_ok = 0;
+		return QCMD_AGAIN;
+	}
+	if (rc < 0) {
+		/* The copy may be on the stream, the bell is not: the SEND
+		 * fails, and its answer tells the destination (dest.c rings
+		 * its own bell then). */
+		snprintf(q->err, sizeof(q->err), "SEND of transfer %" PRIu64 " into %.63s's landing page from the GPU: "
+			 "%.100s", x->sm.id, x->peer, why);
+		return rc;
+	}
+	return QCMD_PENDING;
+}
+
 /* Worker: carry out what send_sm_step says until it waits or ends. */
 static int send_exec(struct qcmd *q)
 {
@@ -416,6 +479,10 @@ static int send_exec(struct qcmd *q)
 	struct xsend *x = sc->x;
 	struct xfer *xf = x->xf;
 	struct pprpcd *d = xf->d;
+	/* Behind a run still on the device only the slot may be filled now
+	 * (by the device); every other path reads the tensor on the host, so
+	 * it waits for the run as any SEND does. */
+	bool on_dev = on_device(q);
 
 	for (;;) {
 		struct xs_env e = { 0 };
@@ -454,17 +521,27 @@ static int send_exec(struct qcmd *q)
 			continue;
 		}
 		case XS_ACT_IN_PLACE:
+			if (on_dev) {
+				q->async_ok = 0;
+				return QCMD_AGAIN;
+			}
 			pthread_mutex_lock(&xf->lock);
 			send_sm_published(&x->sm, a.chunk, XS_INPLACE, -1);
 			pthread_mutex_unlock(&xf->lock);
 			uv_async_send(&xf->async);
 			continue;
 		case XS_ACT_CAPTURE:
+			if (on_dev) {
+				q->async_ok = 0;
+				return QCMD_AGAIN;
+			}
 			rc = send_capture(sc, &a);
 			if (rc != 0)
 				return rc;
 			continue;
 		case XS_ACT_LAND:
+			if (on_dev)
+				return send_put_on(sc, &a);
 			rc = land_put(&x->land, x->dev, x->tensor + x->sm.chunks[a.chunk].off, x->sm.chunks[a.chunk].len);
 			if (rc < 0) {
 				snprintf(q->err, sizeof(q->err), "SEND of transfer %" PRIu64 ": writing into %.63s's "
@@ -485,6 +562,8 @@ static void send_release(struct qreq *qr)
 	struct send_cmd *sc = (struct send_cmd *)qr;
 	struct xsend *x = sc->x;
 
+	if (sc->follows)
+		atomic_fetch_sub(&qr->q.stream->follow, 1);
 	x->sm.exec_done = true;
 	if (qr->q.status < 0 && !x->sm.failed)
 		xsrc_fail(x, qr->q.status);
@@ -571,7 +650,15 @@ void xsrc_send(struct conn *c, struct request *r, const Pprpc__Send *m, struct d
 	 * rank's attaches at once, and the worker then sees it when it
 	 * decides the path (a landing slot it offered, land.h). */
 	xauth_send_arrived(x);
+	/* A SEND that may land behind its run: the device may put it into
+	 * the destination's slot (send_put_on) while the run is on the GPU;
+	 * the run's submit sees the count and leaves the thread free. */
+	sc->follows = d->opts.land_gpu_send && xdev_holds_lands(b->dev) && m->size <= LAND_SLOT_BYTES;
+	sc->qr.q.async_ok = sc->follows;
 	qreq_push(&sc->qr, c, r, b->dev, send_exec);
+	/* (release, on this loop, comes later) */
+	if (sc->follows)
+		atomic_fetch_add(&sc->qr.q.stream->follow, 1);
 }
 
 /* A PULL (possibly before its SEND arrived): a candidate until the rank the

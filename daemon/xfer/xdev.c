@@ -57,6 +57,17 @@ int xdev_land_submit(struct device *dev, struct stream *s, const volatile uint64
 	return rc;
 }
 
+int xdev_land_put_submit(struct device *dev, struct stream *s, volatile uint64_t *bell, uint64_t gen, void *dst,
+			 const void *src, uint64_t n, void (*done)(void *arg, int status, const char *why), void *arg,
+			 char *err, size_t errlen)
+{
+	int rc = device_land_put_submit(dev, s, bell, gen, dst, src, n, done, arg, err, errlen);
+
+	if (rc == 0)
+		__atomic_fetch_add(&dev->gpu_sends, 1, __ATOMIC_RELAXED);
+	return rc;
+}
+
 int xdev_pin_host(struct device *dev, void *ptr, uint64_t bytes, int on)
 {
 	return device_pin_host(dev, ptr, bytes, on);

@@ -59,5 +59,11 @@ struct stream;
 int xdev_land_submit(struct device *dev, struct stream *s, const volatile uint64_t *bell, uint64_t gen, void *dst,
 		     const void *src, uint64_t n, void (*done)(void *arg, int status, const char *why), void *arg,
 		     char *err, size_t errlen);
+/* Worker: once stream s on dev gets there, copy n bytes at src (device)
+ * into the slot at dst and store gen in *bell, then done
+ * (device_land_put_submit); counted in the device's gpu_sends. */
+int xdev_land_put_submit(struct device *dev, struct stream *s, volatile uint64_t *bell, uint64_t gen, void *dst,
+			 const void *src, uint64_t n, void (*done)(void *arg, int status, const char *why), void *arg,
+			 char *err, size_t errlen);
 
 #endif

@@ -425,6 +425,7 @@ PPRPC_API void pprpc_request_free(pprpc_request *r);
  *                    allocated_bytes, queue_depth, commands, errors,
  *                    graph_creates, graph_runs, graph_captures,
  *                    graph_replays, gpu_waits, gpu_signals, gpu_recvs,
+ *                    gpu_sends,
  *                    async_status,
  *                    ipc_pool_bytes, ipc_status, gdn_serial, gdn_chunked,
  *                    gdn_fallback, gdn_ggml_off, gdn_ggml_auto,

@@ -44,13 +44,14 @@ static pprpc_client *connect_ok(const struct tdaemon *d)
 
 /* A small staging ring (8 MiB = 16 slots of 512 KiB) so that large
  * transfers are chunked and many transfers fill it.  RECVs with a landing
- * slot held on the GPU where the device can (land-hold; a CPU cannot). */
+ * slot held on the GPU, and SENDs behind device work put into the slot by
+ * the GPU, where the device can (land-hold, land-gpu-send; a CPU cannot). */
 static const char *const hold_on[] = { "--land-hold", "1", NULL };
 
 static int setup(void **state)
 {
 	static const char *const args[] = { "--staging-mib", "8", "--transfer-timeout-ms", "1500", "--land-hold", "1",
-					    NULL };
+					    "--land-gpu-send", "1", NULL };
 	struct pair *p = calloc(1, sizeof(*p));
 
 	if (!p || tdaemon_start(&p->a, args) < 0 || tdaemon_start(&p->b, args) < 0)
@@ -852,10 +853,11 @@ static int land_files(pid_t pid)
 	return n;
 }
 
-/* Do B's RECVs with a landing slot wait on the GPU (land-hold)?  Where
+/* Does c's daemon do its part of a landing slot on the GPU (RECVs held,
+ * key gpu_recvs: land-hold; SENDs put, gpu_sends: land-gpu-send)?  Where
  * the devices under test are ggml-cuda's (PPRPC_TEST_DEVICES=ggml:CUDA0)
- * and their streams hold waits, they must; the count of those held. */
-static bool held_expected(pprpc_client *c, uint64_t *ret_held)
+ * and their streams hold waits, it must; the count of those so far. */
+static bool gpu_part_expected(pprpc_client *c, const char *key, uint64_t *ret_count)
 {
 	const char *d = getenv("PPRPC_TEST_DEVICES");
 	pprpc_stats *st;
@@ -863,9 +865,14 @@ static bool held_expected(pprpc_client *c, uint64_t *ret_held)
 
 	assert_int_equal(pprpc_stats_get(c, &st), 0);
 	on = d && !strncmp(d, "ggml:CUDA", 9) && !strcmp(pprpc_stats_str(st, "devices", 0, "async_status"), "on");
-	*ret_held = pprpc_stats_u64(st, "devices", 0, "gpu_recvs");
+	*ret_count = pprpc_stats_u64(st, "devices", 0, key);
 	pprpc_stats_free(st);
 	return on;
+}
+
+static bool held_expected(pprpc_client *c, uint64_t *ret_held)
+{
+	return gpu_part_expected(c, "gpu_recvs", ret_held);
 }
 
 /* Small transfers between daemons of one host go through the
@@ -981,6 +988,71 @@ static void test_land_held(void **state)
 	assert_int_equal(tdaemon_stop(&q.a), 0);
 }
 
+/* A SEND behind work still on the source's device (here a WAIT that the
+ * stream holds until another connection signals; in a pipeline the stage's
+ * graph): with land-gpu-send the device itself copies the bytes into the
+ * destination's slot and rings its bell once it gets past that work.
+ * Bit-exact, with the source overwritten right behind the SEND (the
+ * overwrite waits for the device's copy), in either order of RECV and
+ * WAIT; counted in gpu_sends where the device can (a CPU never puts: its
+ * WAIT is held in the queue, and the SEND runs after it as before). */
+static void test_land_gpu_send(void **state)
+{
+	static const size_t n = 16 * 1024;
+	struct pair *p = *state;
+	pprpc_client *c2;
+	uint8_t src[16384], junk[16384], dst[16384];
+	pprpc_buffer ba, bb;
+	pprpc_timeline tl;
+	uint64_t sends0, sends1, id = 9400;
+	bool gpu;
+
+	if (access(LAND_DIR, W_OK) != 0) {
+		print_message("SKIP: no writable %s for landing pages here\n", LAND_DIR);
+		skip();
+	}
+	c2 = connect_ok(&p->a);
+	gpu = gpu_part_expected(p->ca, "gpu_sends", &sends0);
+	transfer(p, 4096, id++, 20000, 0); /* the link checked: later PULLs attach at once */
+	fill(src, n, 94);
+	memset(junk, 0x5A, n);
+	assert_int_equal(pprpc_buffer_alloc(p->ca, 0, n, &ba), 0);
+	assert_int_equal(pprpc_buffer_alloc(p->cb, 0, n, &bb), 0);
+	assert_int_equal(pprpc_timeline_create(c2, 0, 0, &tl), 0);
+	for (uint64_t round = 1; round <= 4; round++, id++) {
+		bool recv_first = round & 1;
+
+		assert_int_equal(pprpc_tensor_set(p->ca, ba, 0, src, n), 0);
+		memset(dst, 0, n);
+		assert_int_equal(pprpc_tensor_set(p->cb, bb, 0, dst, n), 0);
+		if (recv_first) {
+			assert_int_equal(pprpc_recv_async(p->cb, bb, 0, n, id, p->a.addr), 0);
+			assert_int_equal(pprpc_probe_rank(p->cb, p->a.addr, 2000), 0); /* the PULL is out */
+		}
+		assert_int_equal(pprpc_wait(p->ca, 0, p->a.addr, tl, round), 0);
+		assert_int_equal(pprpc_send_async(p->ca, ba, 0, n, id, p->b.addr), 0);
+		assert_int_equal(pprpc_tensor_set_async(p->ca, ba, 0, junk, n), 0);
+		if (!recv_first)
+			assert_int_equal(pprpc_recv_async(p->cb, bb, 0, n, id, p->a.addr), 0);
+		usleep(20000); /* the SEND is on the stream, behind the WAIT */
+		assert_int_equal(pprpc_signal(c2, tl, round), 0);
+		assert_int_equal(pprpc_synchronize(p->ca, 0), 0);
+		assert_int_equal(pprpc_synchronize(p->cb, 0), 0);
+		assert_int_equal(pprpc_tensor_get(p->cb, bb, 0, dst, n), 0);
+		assert_memory_equal(src, dst, n);
+	}
+	gpu_part_expected(p->ca, "gpu_sends", &sends1);
+	print_message("SENDs put by the GPU: %llu (%s)\n", (unsigned long long)(sends1 - sends0),
+		      gpu ? "expected" : "not expected here");
+	if (gpu)
+		assert_true(sends1 - sends0 >= 2); /* at least the rounds whose PULL came first */
+	else
+		assert_int_equal(sends1, sends0);
+	assert_int_equal(pprpc_buffer_free(p->ca, ba), 0);
+	assert_int_equal(pprpc_buffer_free(p->cb, bb), 0);
+	pprpc_close(c2);
+}
+
 /* A source that answers "landed" without writing the slot (or for
  * another size) fails the RECV with the reason and nothing else: the
  * destination takes bytes only when the slot's bell is this transfer's. */
@@ -1088,6 +1160,7 @@ int main(void)
 	const struct CMUnitTest land_tests[] = {
 		cmocka_unit_test(test_land_path),
 		cmocka_unit_test(test_land_held),
+		cmocka_unit_test(test_land_gpu_send),
 		cmocka_unit_test(test_land_lie),
 		cmocka_unit_test(test_land_off_and_cleanup),
 	};

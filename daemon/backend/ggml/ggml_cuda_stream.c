@@ -288,7 +288,7 @@ void gge_cuda_streams_close(struct gge_cuda_streams *cs)
  * (ggml-rpc 455; bench/llama-vs-rpc, doc/results/h200-llama.md).
  */
 
-enum pend_kind { PEND_AFTER, PEND_WAIT, PEND_WRITE, PEND_LAND };
+enum pend_kind { PEND_AFTER, PEND_WAIT, PEND_WRITE, PEND_LAND, PEND_PUT };
 
 /* One submission in flight on the GPU: what its completion needs. */
 struct pend {
@@ -300,9 +300,9 @@ struct pend {
 	bool drop_fault;             /* behind a run that failed to enqueue: its checks' report goes */
 	device_done_fn done;         /* NULL: nobody waits */
 	void *arg;
-	/* PEND_LAND: the bell, its generation, the copy */
+	/* PEND_LAND, PEND_PUT: the bell, its generation, the copy */
 	struct {
-		const volatile uint64_t *bell;
+		volatile uint64_t *bell;
 		uint64_t gen;
 		void *dst;
 		const void *src;
@@ -428,6 +428,13 @@ static int pend_enqueue(struct gge_cuda_stream *s, struct pend *pd, volatile uin
 		if (e != cudaSuccess)
 			return cuda_fail(s->cs, e, "the copy out of the landing slot", err, errlen);
 		break;
+	case PEND_PUT:
+		/* The bell after the bytes: a stream write orders itself behind
+		 * the stream's earlier work and its memory (no NO_MEMORY_BARRIER). */
+		e = cudaMemcpyAsync(pd->land.dst, pd->land.src, (size_t)pd->land.n, cudaMemcpyDeviceToHost, s->stream);
+		if (e != cudaSuccess)
+			return cuda_fail(s->cs, e, "the copy into the landing slot", err, errlen);
+		return cuda_memop_write(sl, s->stream, name, pd->land.bell, pd->land.gen, pend_done, pd, err, errlen);
 	case PEND_AFTER:
 		break;
 	}
@@ -562,7 +569,7 @@ static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 	const char *w = NULL;
 	enum ggml_status st;
 	struct pend *pd;
-	bool early;
+	bool early, followed;
 	cudaError_t e;
 	char why[512];
 	int rc;
@@ -606,7 +613,11 @@ static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 	}
 	gge_ops_count_ggml(gg, 0, gg->nnodes);
 	trace_mark(TRACE_MARK_LAUNCHED);
-	if (quiet(s)) {
+	/* A SEND queued behind the run puts its output into the next stage's
+	 * slot from the stream: this thread must be free to enqueue it now,
+	 * not after the run (the completion then comes from the callbacks). */
+	followed = g->run_follow && atomic_load(g->run_follow) > 0;
+	if (quiet(s) && !followed) {
 		/* The checks ran before the graph (it waited for them). */
 		ggml_backend_synchronize(s->be);
 		rc = take_fault(s, gg, 0, &w, why, sizeof(why));
@@ -621,7 +632,7 @@ static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 	/* Behind a held RECV and no timeline WAIT: nothing here must act for
 	 * the run to end, so the worker may look for its end (finish_early). */
 	pthread_mutex_lock(&s->plock);
-	early = s->nlands > 0 && s->nwaits == 0;
+	early = s->nlands > 0 && s->nwaits == 0 && !followed;
 	pthread_mutex_unlock(&s->plock);
 	if (early && cudaEventRecord(s->ev_done, s->stream) != cudaSuccess) {
 		cudaGetLastError();
@@ -700,7 +711,9 @@ static int gcs_land_submit(void *sctx, const volatile uint64_t *bell, uint64_t g
 	pd = pend_new(s, PEND_LAND, NULL, done, arg, err, errlen);
 	if (!pd)
 		return PPRPC_ENOMEM;
-	pd->land.bell = bell, pd->land.gen = gen, pd->land.dst = dst, pd->land.src = src, pd->land.n = n;
+	/* (the stream only reads the bell: the cast serves PEND_PUT's field) */
+	pd->land.bell = (volatile uint64_t *)bell, pd->land.gen = gen, pd->land.dst = dst, pd->land.src = src;
+	pd->land.n = n;
 	rc = pend_submit(s, pd, NULL, 0, err, errlen);
 	/* Enqueued in part or whole, the stream may hold on the bell. */
 	if (rc != PPRPC_EUNSUPP)
@@ -708,11 +721,38 @@ static int gcs_land_submit(void *sctx, const volatile uint64_t *bell, uint64_t g
 	return rc;
 }
 
+/* A SEND into a landing slot behind a run (daemon/xfer/source.c): the
+ * stream copies the run's output into the destination's slot and rings its
+ * bell itself, so neither this daemon's threads nor CUDA's callback are on
+ * the path from the run's end to the next stage.  The slot and the bell are
+ * in the destination's page, page-locked and mapped here (land_open). */
+static int gcs_land_put_submit(void *sctx, volatile uint64_t *bell, uint64_t gen, void *dst, const void *src,
+			       uint64_t n, device_done_fn done, void *arg, char *err, size_t errlen)
+{
+	struct gge_cuda_stream *s = sctx;
+	struct pend *pd;
+	int rc;
+
+	if (!s->cs->lands) {
+		snprintf(err, errlen, "%s: the device does not write page-locked memory at its host address",
+			 s->cs->name);
+		return PPRPC_EUNSUPP;
+	}
+	if ((rc = use(s->cs, err, errlen)) < 0)
+		return rc;
+	pd = pend_new(s, PEND_PUT, NULL, done, arg, err, errlen);
+	if (!pd)
+		return PPRPC_ENOMEM;
+	pd->land.bell = bell, pd->land.gen = gen, pd->land.dst = dst, pd->land.src = src, pd->land.n = n;
+	return pend_submit(s, pd, NULL, 0, err, errlen);
+}
+
 const struct stream_i gge_cuda_stream_i = {
 	.graph_submit = gcs_graph_submit,
 	.wait_submit = gcs_wait_submit,
 	.write_submit = gcs_write_submit,
 	.land_submit = gcs_land_submit,
+	.land_put_submit = gcs_land_put_submit,
 };
 
 #endif /* PPRPC_HAVE_CUDA */
