@@ -11,8 +11,12 @@
  * under MPS.  This probe tells which hand-over can be short on this GPU at
  * all, and whether a stream held on a wait slows the other process's graph.
  *
- *   bench-chain-probe [ITERS] [MODES]   (make bench-cuda; alone: nvcc -O2
+ *   bench-chain-probe [ITERS] [MODES] [IDLE_US]   (make bench-cuda; alone: nvcc -O2
  *   -arch=sm_90 -cudart static bench/cuda/chain_probe.cu)
+ *
+ * IDLE_US (default 200): how long A waits after B said it is ready, so how
+ * long a wait B enqueued before is held before A's graph even starts (in a
+ * four-rank pipeline the last stage's wait is held ~1.5 ms).
  *
  * Process A (the source) and B (the destination, forked before CUDA starts)
  * each run a CUDA graph of NODES memory-bound kernels between two stamps of
@@ -77,6 +81,7 @@ struct shm {
 };
 
 static const char *who = "?";
+static unsigned idle_us = 200;
 typedef CUresult (*wait_fn)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
 static wait_fn p_wait, p_write;
 
@@ -179,7 +184,7 @@ static void run_side(struct shm *sh, struct shm *dsh, int side, int m, int iters
 
 		if (side == 0) {
 			spin_until(&sh->ready, gen);
-			usleep(200); /* B idles, as a rank waiting for the next token */
+			usleep(idle_us); /* B idles, as a rank waiting for the next token */
 			CK(cudaGraphLaunch(gx, s));
 			if (m == M_IPCEV) {
 				CK(cudaEventRecord(ev, s));
@@ -236,6 +241,9 @@ int main(int argc, char **argv)
 {
 	int iters = argc > 1 ? atoi(argv[1]) : 200;
 	const char *modes = argc > 2 ? argv[2] : "cpusync,cpu,gpubell,heldcpu,held,spin,ipcev";
+
+	if (argc > 3)
+		idle_us = (unsigned)atoi(argv[3]);
 	struct shm *sh;
 	pid_t kid;
 	int side;

@@ -730,8 +730,10 @@ static const struct optdef defs[] = {
 		 "other path (no slot offered, a larger SEND, a device that refuses) waits for the run as "
 		 "before.  STATS and the metrics count the SENDs put by the GPU (gpu_sends, "
 		 "pprpc_gpu_sends_total).  With land-hold on the destination, no CPU is on a decoded "
-		 "token's path between two stages of one host.  0 = the worker puts the bytes after the "
-		 "run." },
+		 "token's path between two stages of one host.  Off by default: together with land-hold it "
+		 "made four-rank decode on an H100 under MPS slower (0.806 of the default, 2.68 against 2.36 "
+		 "ms a token; doc/gpu-wait.md); alone it is not measured yet.  0 = the worker puts the bytes "
+		 "after the run." },
 	{ OPT("wake-ahead", "0|1", set_wake_ahead),
 	  .help = "be awake when a client's next requests are due, at a steady pace up to 20 ms (default 1)",
 	  .doc = "A client that sends its requests in bursts at a steady pace (llama.cpp decoding: a token "
