@@ -688,34 +688,44 @@ static int gcs_write_submit(void *sctx, volatile uint64_t *slot, uint64_t value,
 	return memop_submit(s, PEND_WRITE, slot, value, done, arg, err, errlen);
 }
 
-/* A RECV held on the GPU (daemon/xfer/dest.c): the stream waits for the
- * landing slot's bell, copies the slot into the region and completes; the
- * run behind it waits for this stream (ahead).  The bell and the slot are
- * in the destination's landing page, page-locked and mapped for this
- * device; another process rings the bell, or the daemon's loop when the
- * bytes do not come. */
-static int gcs_land_submit(void *sctx, const volatile uint64_t *bell, uint64_t gen, void *dst, const void *src,
-			   uint64_t n, device_done_fn done, void *arg, char *err, size_t errlen)
+/* A landing slot's part on the stream (kind PEND_LAND or PEND_PUT): the
+ * bell and the slot are in a landing page, page-locked and mapped for this
+ * device.  PPRPC_EUNSUPP: nothing enqueued. */
+static int land_pend_submit(struct gge_cuda_stream *s, enum pend_kind kind, volatile uint64_t *bell, uint64_t gen,
+			    void *dst, const void *src, uint64_t n, device_done_fn done, void *arg, char *err,
+			    size_t errlen)
 {
-	struct gge_cuda_stream *s = sctx;
 	struct pend *pd;
 	int rc;
 
 	if (!s->cs->lands) {
-		snprintf(err, errlen, "%s: the device does not read page-locked memory at its host address",
+		snprintf(err, errlen, "%s: the device does not use page-locked memory at its host address",
 			 s->cs->name);
 		return PPRPC_EUNSUPP;
 	}
 	if ((rc = use(s->cs, err, errlen)) < 0)
 		return rc;
-	pd = pend_new(s, PEND_LAND, NULL, done, arg, err, errlen);
+	pd = pend_new(s, kind, NULL, done, arg, err, errlen);
 	if (!pd)
 		return PPRPC_ENOMEM;
+	pd->land.bell = bell, pd->land.gen = gen, pd->land.dst = dst, pd->land.src = src, pd->land.n = n;
+	return pend_submit(s, pd, NULL, 0, err, errlen);
+}
+
+/* A RECV held on the GPU (daemon/xfer/dest.c): the stream waits for the
+ * landing slot's bell, copies the slot into the region and completes; the
+ * run behind it waits for this stream (ahead).  The bell and the slot are
+ * in the destination's landing page; another process rings the bell, or
+ * the daemon's loop when the bytes do not come. */
+static int gcs_land_submit(void *sctx, const volatile uint64_t *bell, uint64_t gen, void *dst, const void *src,
+			   uint64_t n, device_done_fn done, void *arg, char *err, size_t errlen)
+{
+	struct gge_cuda_stream *s = sctx;
 	/* (the stream only reads the bell: the cast serves PEND_PUT's field) */
-	pd->land.bell = (volatile uint64_t *)bell, pd->land.gen = gen, pd->land.dst = dst, pd->land.src = src;
-	pd->land.n = n;
-	rc = pend_submit(s, pd, NULL, 0, err, errlen);
-	/* Enqueued in part or whole, the stream may hold on the bell. */
+	int rc = land_pend_submit(s, PEND_LAND, (volatile uint64_t *)bell, gen, dst, src, n, done, arg, err, errlen);
+
+	/* Unless refused outright the stream may hold on the bell (on a
+	 * failure before anything was enqueued the extra order costs nothing). */
 	if (rc != PPRPC_EUNSUPP)
 		s->ahead = true;
 	return rc;
@@ -729,22 +739,7 @@ static int gcs_land_submit(void *sctx, const volatile uint64_t *bell, uint64_t g
 static int gcs_land_put_submit(void *sctx, volatile uint64_t *bell, uint64_t gen, void *dst, const void *src,
 			       uint64_t n, device_done_fn done, void *arg, char *err, size_t errlen)
 {
-	struct gge_cuda_stream *s = sctx;
-	struct pend *pd;
-	int rc;
-
-	if (!s->cs->lands) {
-		snprintf(err, errlen, "%s: the device does not write page-locked memory at its host address",
-			 s->cs->name);
-		return PPRPC_EUNSUPP;
-	}
-	if ((rc = use(s->cs, err, errlen)) < 0)
-		return rc;
-	pd = pend_new(s, PEND_PUT, NULL, done, arg, err, errlen);
-	if (!pd)
-		return PPRPC_ENOMEM;
-	pd->land.bell = bell, pd->land.gen = gen, pd->land.dst = dst, pd->land.src = src, pd->land.n = n;
-	return pend_submit(s, pd, NULL, 0, err, errlen);
+	return land_pend_submit(sctx, PEND_PUT, bell, gen, dst, src, n, done, arg, err, errlen);
 }
 
 const struct stream_i gge_cuda_stream_i = {
