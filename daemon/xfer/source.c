@@ -327,6 +327,14 @@ static bool on_device(const struct qcmd *q)
 	return q->async_ok && q->stream && atomic_load(&q->stream->pending) > 0;
 }
 
+/* A SEND that cannot go to the device behind the work it holds: from now
+ * on it waits for that work, as any SEND does (the queue runs it again). */
+static int wait_for_run(struct qcmd *q)
+{
+	q->async_ok = 0;
+	return QCMD_AGAIN;
+}
+
 /* Is a later command of q's stream queued?  Under the queue lock. */
 static bool stream_has_later(const struct qcmd *q)
 {
@@ -458,8 +466,7 @@ static int send_put_on(struct send_cmd *sc, const struct xs_act *a)
 	if (rc == PPRPC_EUNSUPP) {
 		/* Nothing on the stream: the worker puts it after the run. */
 		LOG(x->xf->d, LOG_DEBUG_, "transfer %" PRIu64 ": put after the run: %s", x->sm.id, why);
-		q->async_ok = 0;
-		return QCMD_AGAIN;
+		return wait_for_run(q);
 	}
 	if (rc < 0) {
 		/* The copy may be on the stream, the bell is not: the SEND
@@ -521,20 +528,16 @@ static int send_exec(struct qcmd *q)
 			continue;
 		}
 		case XS_ACT_IN_PLACE:
-			if (on_dev) {
-				q->async_ok = 0;
-				return QCMD_AGAIN;
-			}
+			if (on_dev)
+				return wait_for_run(q);
 			pthread_mutex_lock(&xf->lock);
 			send_sm_published(&x->sm, a.chunk, XS_INPLACE, -1);
 			pthread_mutex_unlock(&xf->lock);
 			uv_async_send(&xf->async);
 			continue;
 		case XS_ACT_CAPTURE:
-			if (on_dev) {
-				q->async_ok = 0;
-				return QCMD_AGAIN;
-			}
+			if (on_dev)
+				return wait_for_run(q);
 			rc = send_capture(sc, &a);
 			if (rc != 0)
 				return rc;
