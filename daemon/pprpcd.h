@@ -86,6 +86,7 @@ struct pprpcd_opts {
 	int land;                  /* small boundaries between daemons of one host by landing pages (xfer/land.h) */
 	uint64_t land_wait_us;     /* how long a RECV waits in place for its landing slot */
 	int land_hold;             /* a GPU device's stream holds a landed RECV on the slot's bell (xfer/dest.c) */
+	uint64_t land_hold_lead_us; /* a held RECV goes to the GPU this long before its bytes are expected (0: at once) */
 	int land_gpu_send;         /* a GPU device's stream fills and rings a SEND's landing slot (xfer/source.c) */
 	int wake_ahead;            /* loop and workers awake when a client's next requests are due (server/wake_ahead.h) */
 	int ggml_native_gdn;       /* DEVICE_GDN_NATIVE_*: pprpc's GATED_DELTA_NET on ggml devices */

@@ -65,6 +65,8 @@ def parse(argv=None):
     ap.add_argument("--reps", type=int, default=1, help="llama-bench -r per run (default 1)")
     ap.add_argument("--sides", default="pprpc,rpc,local",
                     help="subset of %s (default pprpc,rpc,local)" % ",".join(SIDES))
+    ap.add_argument("--hold-lead-us", type=int, default=150,
+                    help="the lead of the sides pprpc-hlead and pprpc-clead (pprpcd --land-hold-lead-us; default 150)")
     ap.add_argument("--sweep", default=None, help="ubatch sweep (default 512,1024,2048 GPU, 64,128,256 CPU; 'none' to skip)")
     ap.add_argument("--sweep-rounds", type=int, default=2, help="paired rounds per sweep ubatch (default 2)")
     ap.add_argument("--cpu-reference", choices=("on", "off"), default=None,
@@ -120,6 +122,8 @@ SIDES = {
     "pprpc-noreuse": "pprpc",  # ranks with --ggml-graph-reuse 0: graphs without an id, ggml-cuda compares their nodes every run
     "pprpc-gsend": "pprpc",  # ranks with --land-gpu-send 1: a SEND behind a graph put into the next stage's slot by the GPU
     "pprpc-chain": "pprpc",  # ranks with --land-gpu-send 1 --land-hold 1: no CPU between two stages' graphs
+    "pprpc-hlead": "pprpc",  # ranks with --land-hold 1 --land-hold-lead-us N (--hold-lead-us): held only N us before the bytes are due
+    "pprpc-clead": "pprpc",  # the chain with that lead
     "pprpc-file": "pprpc",   # + --model-dir DIR: each rank its own copy of the model file
     "pprpc-cache": "pprpc",  # + --weights-cache DIR --weights-cache-mib N: run cold (empty) and warm
     "rpc": "rpc",            # ggml-rpc-server

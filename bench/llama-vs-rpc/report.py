@@ -126,7 +126,9 @@ def summarize(cfg, res):
     for a, b in (("pprpc", "rpc"), ("pprpc", "local"), ("rpc", "local"), ("pprpc", "pprpc-link"),
                  ("pprpc-link", "local"), ("pprpc-hold", "pprpc"), ("pprpc-hold", "local"),
                  ("pprpc", "pprpc-noreuse"), ("pprpc-noreuse", "local"), ("pprpc-gsend", "pprpc"),
-                 ("pprpc-gsend", "local"), ("pprpc-chain", "pprpc"), ("pprpc-chain", "local")):
+                 ("pprpc-gsend", "local"), ("pprpc-chain", "pprpc"), ("pprpc-chain", "local"),
+                 ("pprpc-hlead", "pprpc"), ("pprpc-hlead", "local"), ("pprpc-hlead", "pprpc-hold"),
+                 ("pprpc-clead", "pprpc"), ("pprpc-clead", "local")):
         if a in cfg.sides and b in cfg.sides and res["rounds"] and not cfg.load_only:
             S["ratios"]["%s/%s" % (a, b)] = _pair(cfg, res, a, b)
     if res.get("load"):

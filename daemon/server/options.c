@@ -61,6 +61,7 @@ void pprpcd_opts_default(struct pprpcd_opts *o)
 	o->land = 1;
 	o->land_wait_us = 3000;
 	o->land_hold = 0;
+	o->land_hold_lead_us = 0;
 	o->land_gpu_send = 0;
 	o->wake_ahead = 1;
 	o->log_level = LOG_NOTICE_;
@@ -263,6 +264,16 @@ static int set_land_wait(struct pprpcd_opts *o, const char *v, char *err, size_t
 static void set_land_wait_show(const struct pprpcd_opts *o, char *buf, size_t len)
 {
 	snprintf(buf, len, "%llu", (unsigned long long)o->land_wait_us);
+}
+
+static int set_land_hold_lead(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
+{
+	return parse_u64(v, 0, 100000, &o->land_hold_lead_us, err, errlen);
+}
+
+static void set_land_hold_lead_show(const struct pprpcd_opts *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "%llu", (unsigned long long)o->land_hold_lead_us);
 }
 
 static int set_peer_timeout(struct pprpcd_opts *o, const char *v, char *err, size_t errlen)
@@ -718,6 +729,17 @@ static const struct optdef defs[] = {
 		 "the link's bytes.  Off by default: on an H100 with four ranks under MPS it made decode no "
 		 "faster (llama-completion 2.42 ms a token either way) and llama-bench's 6 % slower "
 		 "(doc/gpu-wait.md).  0 = the worker waits (land-wait-us)." },
+	{ OPT("land-hold-lead-us", "N", set_land_hold_lead),
+	  .help = "a held RECV goes to the GPU N us before its bytes are expected (default 0: at once)",
+	  .doc = "With land-hold, when a RECV's stream starts waiting on the GPU: 0 = as soon as the worker "
+		 "takes the RECV, which can be a millisecond or more before the bytes come when the "
+		 "client sends a token's requests ahead of the pipeline; N = no sooner than N us before the "
+		 "bytes are expected, from how long the last RECVs from that source waited (the source "
+		 "stamps the time it rang the slot's bell).  Until then the worker waits in place, asleep, "
+		 "and hands the RECV over at once if the bytes come first.  The stage's next graph is still "
+		 "prepared and launched before its bytes come, if N covers its prepare and launch, and the "
+		 "GPU holds a stream waiting on host memory for about N us instead of the whole wait "
+		 "(doc/gpu-wait.md)." },
 	{ OPT("land-gpu-send", "0|1", set_land_gpu_send),
 	  .help = "a GPU's SEND into a landing slot is copied and rung by the GPU behind its graph (default 0)",
 	  .doc = "On a device whose streams can write host memory (ggml-cuda with 64-bit stream memory "

@@ -24,6 +24,9 @@
 #include "proto/msgtype.h"
 #include "util/expect.h"
 
+/* A held RECV waiting for its lead spins this last stretch (recv_hold_due). */
+#define HOLD_SPIN_US 50
+
 /* ---- ranks whose IPC copies failed ------------------------------------------------ */
 
 /* Later transfers from such a rank use the staging path (said once in the
@@ -460,6 +463,7 @@ static void recv_held_done(void *arg, int status, const char *why)
 {
 	struct recv_cmd *rc = arg;
 	struct xrecv *xr = rc->xr;
+	uint64_t rung;
 	char msg[256];
 	int err, l;
 
@@ -483,10 +487,66 @@ static void recv_held_done(void *arg, int status, const char *why)
 		qreq_device_done(&rc->qr, PPRPC_EPROTO, msg);
 		return;
 	}
+	/* How long it waited, from the source's stamp: the next one's lead
+	 * is counted back from it (recv_hold_due). */
+	rung = land_rung_us(&xr->land);
+	if (rc->wait_from && rung > rc->wait_from)
+		land_note_wait(&xr->land, rung - rc->wait_from);
 	pthread_mutex_lock(&xr->xf->lock);
 	recv_sm_land_copied(&xr->sm);
 	pthread_mutex_unlock(&xr->xf->lock);
 	qreq_device_done(&rc->qr, 0, NULL);
+}
+
+/* Worker: whether a held RECV goes to the device's stream now.  Not
+ * sooner than land-hold-lead-us before its bytes are expected: a stream
+ * held on host memory for a millisecond while other ranks' graphs run on
+ * the same GPU costs them (doc/gpu-wait.md), and the lead still covers the
+ * next graph's prepare and launch.  Meanwhile the worker sleeps on the
+ * page's wake word (the source's ring moves it: the bytes that come early
+ * go at once) and spins the last stretch (a wake-up from a timed sleep
+ * comes tens of microseconds late here, bench/wake-probe.c).  false: the
+ * device's queue moved first; the worker serves it and comes back. */
+static bool recv_hold_due(struct recv_cmd *rc, struct device *dev)
+{
+	struct xrecv *xr = rc->xr;
+	struct xfer *xf = xr->xf;
+	uint64_t lead = xf->d->opts.land_hold_lead_us, now = xfer_now_us();
+	uint64_t seen = xdev_queue_activity(dev), est, until;
+
+	if (!rc->wait_from)
+		rc->wait_from = now;
+	est = land_expected_us(&xr->land);
+	if (!lead || est <= lead || !land_wait_ok(&xr->land))
+		return true;
+	until = rc->wait_from + est - lead;
+	for (unsigned i = 0; land_landed(&xr->land, xr->sm.size) == 0; i++) {
+		bool other;
+		uint32_t seq;
+
+		if (i & 255) {
+			cpu_relax();
+			continue;
+		}
+		now = xfer_now_us();
+		if (now >= until || atomic_load(&rc->qr.q.stream->canceled) || atomic_load(&xf->d->stopping_workers))
+			return true;
+		pthread_mutex_lock(&xf->lock);
+		other = xr->sm.error || xr->sm.arrived || xr->sm.ipc_avail || xr->sm.land_avail;
+		pthread_mutex_unlock(&xf->lock);
+		if (other)
+			return true;
+		if (until - now > HOLD_SPIN_US) {
+			xdev_queue_wake_word(dev, land_wake_word(&xr->land));
+			seq = land_wake_seq(&xr->land);
+			if (xdev_queue_activity(dev) == seen)
+				land_sleep(&xr->land, xr->sm.size, seq, until - now - HOLD_SPIN_US);
+			xdev_queue_wake_word(dev, NULL);
+		}
+		if (xdev_queue_activity(dev) != seen && xfer_now_us() < until)
+			return false;
+	}
+	return true;
 }
 
 /* Worker: hand the RECV to the device's stream. */
@@ -534,8 +594,11 @@ static int recv_exec(struct qcmd *q)
 	bool visible = xdev_host_visible(dev);
 	struct xpath p;
 
-	if (xr->held)
+	if (xr->held) {
+		if (!recv_hold_due(rc, dev))
+			return QCMD_AGAIN;
 		return recv_hold(rc, dev, dst);
+	}
 	xpath_dest(dev, &p);
 	/* The bytes may be in the landing slot before the source's answer
 	 * comes: the worker waits for them in place a while. */

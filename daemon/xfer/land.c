@@ -22,11 +22,14 @@
 
 #define LAND_MAGIC 0x31444e414c525050ull  /* "PPRLAND1" */
 
-/* A slot's descriptor: the source writes size, then bell (release). */
+/* A slot's descriptor: the source writes size, then bell (release); then
+ * when it rang (rung_us, then rung_gen = the bell's generation). */
 struct land_desc {
 	_Atomic uint64_t bell;
 	uint64_t size;
-	uint64_t pad[6];
+	_Atomic uint64_t rung_gen;
+	_Atomic uint64_t rung_us;
+	uint64_t pad[4];
 };
 
 struct land_hdr {
@@ -322,6 +325,16 @@ void land_note_wait(const struct land_ref *r, uint64_t waited_us)
 	expect_note(&r->pg->wait, waited_us);
 }
 
+uint64_t land_rung_us(const struct land_ref *r)
+{
+	struct land_desc *dsc;
+
+	if (!r->pg || r->slot >= LAND_SLOTS)
+		return 0;
+	dsc = &((struct land_hdr *)r->pg->base)->desc[r->slot];
+	return atomic_load(&dsc->rung_gen) == r->gen ? atomic_load(&dsc->rung_us) : 0;
+}
+
 const void *land_data(const struct land_ref *r)
 {
 	return r->pg->base + LAND_HDR_BYTES + (uint64_t)r->slot * LAND_SLOT_BYTES;
@@ -519,6 +532,10 @@ void land_put_woke(const struct land_ref *r)
 {
 	struct land_hdr *h = (struct land_hdr *)r->pg->base;
 
+	/* The time before its generation: a reader that sees the generation
+	 * reads this ring's time (a slot is offered again only once settled). */
+	atomic_store(&h->desc[r->slot].rung_us, xfer_now_us());
+	atomic_store(&h->desc[r->slot].rung_gen, r->gen);
 	/* After the bell (seq_cst both sides: a destination that went to sleep
 	 * before it counted itself first, and one that did not sees the bell). */
 	atomic_fetch_add(&h->wake, 1);

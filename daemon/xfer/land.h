@@ -107,6 +107,10 @@ int land_sleep(const struct land_ref *r, uint64_t size, uint32_t seq, uint64_t t
  * known yet), and this one's wait. */
 uint64_t land_expected_us(const struct land_ref *r);
 void land_note_wait(const struct land_ref *r, uint64_t waited_us);
+/* When the source rang this slot's bell (xfer_now_us; 0: not stamped: the
+ * bell rung by this daemon, or the stamp not written yet).  What a RECV
+ * held on the GPU learns its wait from: no thread here saw the bell. */
+uint64_t land_rung_us(const struct land_ref *r);
 /* The source answered from the page (it has it open: the name may go). */
 void land_answered(struct xfer *xf, const struct land_ref *r);
 /* A transfer offered the slot came another way: refused (the source's
@@ -150,7 +154,8 @@ int land_put(const struct land_ref *r, struct device *dev, const void *src, uint
 struct stream;
 int land_put_on(const struct land_ref *r, struct device *dev, struct stream *s, const void *src, uint64_t n,
 		void (*done)(void *arg, int status, const char *why), void *arg, char *why, size_t whylen);
-/* The bell rang from a device: wake the destination's worker if it sleeps. */
+/* The bell rang (from this thread or a device): stamp when, and wake the
+ * destination's worker if it sleeps. */
 void land_put_woke(const struct land_ref *r);
 /* Drop a source's reference.  Loop. */
 void land_unref(struct xfer *xf, struct land_ref *r);

@@ -988,6 +988,48 @@ static void test_land_held(void **state)
 	assert_int_equal(tdaemon_stop(&q.a), 0);
 }
 
+/* land-hold-lead-us: a held RECV goes to the GPU only its lead before the
+ * bytes are due (how long the last ones waited, from the source's stamps);
+ * until then the destination's worker waits in place.  Exact whether the
+ * bytes come when the estimate says, long before it (the source's ring
+ * wakes the worker, which hands the RECV over at once) or long after (held
+ * on the GPU past the lead), and with the SEND first; still held, each of
+ * them, where the device holds RECVs. */
+static void test_land_hold_lead(void **state)
+{
+	static const char *const lead[] = { "--land-hold", "1", "--land-hold-lead-us", "2000", NULL };
+	static const int delays[] = { 8000, 8000, 8000, 8000, 8000, 300, 8000, 30000, 8000 };
+	struct pair q = { 0 };
+	uint64_t id = 9400, held0, held1;
+	bool held;
+
+	(void)state;
+	if (access(LAND_DIR, W_OK) != 0) {
+		print_message("SKIP: no writable %s for landing pages here\n", LAND_DIR);
+		skip();
+	}
+	assert_int_equal(tdaemon_start(&q.a, NULL), 0);
+	assert_int_equal(tdaemon_start(&q.b, lead), 0);
+	q.ca = connect_ok(&q.a);
+	q.cb = connect_ok(&q.b);
+	transfer(&q, 4096, id++, 20000, 0); /* the link checked: later PULLs attach at once */
+	held = held_expected(q.cb, &held0);
+	for (size_t i = 0; i < sizeof(delays) / sizeof(delays[0]); i++)
+		transfer(&q, 16 * 1024, id++, delays[i], 1);
+	transfer(&q, 16 * 1024, id++, 0, 1);
+	held_expected(q.cb, &held1);
+	print_message("RECVs held on the GPU with a lead: %llu (%s)\n", (unsigned long long)(held1 - held0),
+		      held ? "expected" : "not expected here");
+	if (held)
+		assert_true(held1 - held0 >= sizeof(delays) / sizeof(delays[0]));
+	else
+		assert_int_equal(held1, held0);
+	pprpc_close(q.cb);
+	pprpc_close(q.ca);
+	assert_int_equal(tdaemon_stop(&q.b), 0);
+	assert_int_equal(tdaemon_stop(&q.a), 0);
+}
+
 /* A SEND behind work still on the source's device (here a WAIT that the
  * stream holds until another connection signals; in a pipeline the stage's
  * graph): with land-gpu-send the device itself copies the bytes into the
@@ -1160,6 +1202,7 @@ int main(void)
 	const struct CMUnitTest land_tests[] = {
 		cmocka_unit_test(test_land_path),
 		cmocka_unit_test(test_land_held),
+		cmocka_unit_test(test_land_hold_lead),
 		cmocka_unit_test(test_land_gpu_send),
 		cmocka_unit_test(test_land_lie),
 		cmocka_unit_test(test_land_off_and_cleanup),
