@@ -519,7 +519,9 @@ static bool recv_hold_due(struct recv_cmd *rc, struct device *dev)
 	est = land_expected_us(&xr->land);
 	if (!lead || est <= lead || !land_wait_ok(&xr->land))
 		return true;
-	until = rc->wait_from + est - lead;
+	/* No longer than a RECV waits in place at all: the worker serves no
+	 * other stream's work meanwhile. */
+	until = rc->wait_from + (est - lead < xf->d->opts.land_wait_us ? est - lead : xf->d->opts.land_wait_us);
 	for (unsigned i = 0; land_landed(&xr->land, xr->sm.size) == 0; i++) {
 		bool other;
 		uint32_t seq;
