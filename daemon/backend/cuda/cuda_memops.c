@@ -252,11 +252,17 @@ int cuda_memop_wait_geq(const struct cuda_slots *s, cudaStream_t stream, const c
 		     errlen);
 }
 
+int cuda_memop_store(const struct cuda_slots *s, cudaStream_t stream, const char *name, volatile uint64_t *slot,
+		     uint64_t value, char *err, size_t errlen)
+{
+	return memop(s, write_value64, "cuStreamWriteValue64", stream, name, slot, value, CU_STREAM_WRITE_VALUE_DEFAULT,
+		     err, errlen);
+}
+
 int cuda_memop_write(const struct cuda_slots *s, cudaStream_t stream, const char *name, volatile uint64_t *slot,
 		     uint64_t value, device_done_fn done, void *arg, char *err, size_t errlen)
 {
-	int rc = memop(s, write_value64, "cuStreamWriteValue64", stream, name, slot, value,
-		       CU_STREAM_WRITE_VALUE_DEFAULT, err, errlen);
+	int rc = cuda_memop_store(s, stream, name, slot, value, err, errlen);
 
 	return rc < 0 ? rc : cuda_completion_add(stream, name, NULL, NULL, done, arg, err, errlen);
 }

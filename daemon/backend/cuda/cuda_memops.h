@@ -72,6 +72,9 @@ int cuda_memop_wait(const struct cuda_slots *s, cudaStream_t stream, const char 
  * right for them. */
 int cuda_memop_wait_geq(const struct cuda_slots *s, cudaStream_t stream, const char *name,
 			const volatile uint64_t *word, uint64_t value, char *err, size_t errlen);
+/* Store value in *slot once the stream gets there, nothing else. */
+int cuda_memop_store(const struct cuda_slots *s, cudaStream_t stream, const char *name, volatile uint64_t *slot,
+		     uint64_t value, char *err, size_t errlen);
 /* Store value in *slot once the stream gets there, then the completion. */
 int cuda_memop_write(const struct cuda_slots *s, cudaStream_t stream, const char *name, volatile uint64_t *slot,
 		     uint64_t value, device_done_fn done, void *arg, char *err, size_t errlen);

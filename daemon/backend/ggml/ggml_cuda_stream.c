@@ -61,6 +61,14 @@ struct gge_cuda_stream {
 	pthread_mutex_t plock;
 	struct pend *phead, *ptail;
 	int nwaits, nlands;
+	/* The completions of what only tells the host (a WAIT or a held RECV
+	 * passed, a SIGNAL or a bell written) run from this stream, behind cb_ev
+	 * recorded on stream: a callback holds its stream until CUDA's callback
+	 * thread ran it (tens of microseconds or more), and on stream the next
+	 * stage's graph would wait for that.  A run's completion stays on stream
+	 * (pend_enqueue says why). */
+	cudaStream_t cb_stream;
+	cudaEvent_t cb_ev;
 	/* recorded on stream behind a run enqueued behind a held RECV, before
 	 * its completion: the worker sees the run end without the callback */
 	cudaEvent_t ev_done;
@@ -101,6 +109,10 @@ static void stream_destroy(struct gge_cuda_stream *s)
 		cudaFree(s->claim);
 	if (s->ev_done)
 		cudaEventDestroy(s->ev_done);
+	if (s->cb_ev)
+		cudaEventDestroy(s->cb_ev);
+	if (s->cb_stream)
+		cudaStreamDestroy(s->cb_stream);
 	if (s->stream)
 		cudaStreamDestroy(s->stream);
 	cudaGetLastError();
@@ -124,6 +136,8 @@ static int stream_create(struct gge_cuda_streams *cs, struct gge_cuda_stream **r
 		goto fail;
 	if ((e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess ||
 	    (e = cudaEventCreateWithFlags(&s->ev_done, cudaEventDisableTiming)) != cudaSuccess ||
+	    (e = cudaStreamCreateWithFlags(&s->cb_stream, cudaStreamNonBlocking)) != cudaSuccess ||
+	    (e = cudaEventCreateWithFlags(&s->cb_ev, cudaEventDisableTiming)) != cudaSuccess ||
 	    (e = cudaHostAlloc((void **)&s->fault, sizeof(*s->fault), cudaHostAllocMapped)) != cudaSuccess ||
 	    (e = cudaHostGetDevicePointer((void **)&s->fault_dev, s->fault, 0)) != cudaSuccess ||
 	    (e = cudaMalloc((void **)&s->claim, sizeof(*s->claim))) != cudaSuccess ||
@@ -266,6 +280,7 @@ void gge_cuda_streams_close(struct gge_cuda_streams *cs)
 
 		cs->idle = s->next;
 		cudaStreamSynchronize(s->stream);
+		cudaStreamSynchronize(s->cb_stream);
 		ggml_backend_synchronize(s->be);
 		stream_destroy(s);
 	}
@@ -375,16 +390,23 @@ static void pend_finish(struct gge_cuda_stream *s, struct pend *pd, int status, 
 		pd->done(pd->arg, status, why);
 }
 
-/* CUDA's callback thread, in stream order: the completion, unless the
- * worker claimed it first (finish_early). */
+/* CUDA's callback thread: the completion, unless the worker claimed it
+ * first (finish_early).  Completions come from two streams (cb_stream), so
+ * one may come before an earlier pend's: everything enqueued on stream
+ * before pd is done on the GPU by now (pd's work follows it), and is
+ * completed first, in stream order, as finish_early does; its own callback
+ * then finds it claimed. */
 static void pend_done(void *p, int status, const char *why)
 {
 	struct pend *pd = p;
 	struct gge_cuda_stream *s = pd->s;
 
 	pthread_mutex_lock(&s->plock);
-	if (!pd->claimed)
+	if (!pd->claimed) {
+		while (s->phead && s->phead != pd)
+			pend_finish(s, s->phead, 0, NULL);
 		pend_finish(s, pd, status, why);
+	}
 	pthread_mutex_unlock(&s->plock);
 	free(pd);
 }
@@ -406,6 +428,17 @@ static struct pend *pend_new(struct gge_cuda_stream *s, enum pend_kind kind, con
 	return pd;
 }
 
+/* pd's completion from cb_stream, behind what stream holds now. */
+static int pend_aside(struct gge_cuda_stream *s, struct pend *pd, char *err, size_t errlen)
+{
+	cudaError_t e;
+
+	if ((e = cudaEventRecord(s->cb_ev, s->stream)) != cudaSuccess ||
+	    (e = cudaStreamWaitEvent(s->cb_stream, s->cb_ev, 0)) != cudaSuccess)
+		return cuda_fail(s->cs, e, "a completion's event", err, errlen);
+	return cuda_completion_add(s->cb_stream, s->cs->name, NULL, NULL, pend_done, pd, err, errlen);
+}
+
 /* What pd's kind puts on the stream before its completion. */
 static int pend_enqueue(struct gge_cuda_stream *s, struct pend *pd, volatile uint64_t *slot, uint64_t value,
 			char *err, size_t errlen)
@@ -413,12 +446,19 @@ static int pend_enqueue(struct gge_cuda_stream *s, struct pend *pd, volatile uin
 	const struct cuda_slots *sl = &s->cs->slots;
 	const char *name = s->cs->name;
 	cudaError_t e;
+	int rc;
 
 	switch (pd->kind) {
 	case PEND_WAIT:
-		return cuda_memop_wait(sl, s->stream, name, slot, pend_done, pd, err, errlen);
+		/* GEQ is a cyclic comparison: a private slot going from 0 to 1
+		 * is the one safe use (cuda_memop_wait). */
+		if (slot && (rc = cuda_memop_wait_geq(sl, s->stream, name, slot, 1, err, errlen)) < 0)
+			return rc;
+		return pend_aside(s, pd, err, errlen);
 	case PEND_WRITE:
-		return cuda_memop_write(sl, s->stream, name, slot, value, pend_done, pd, err, errlen);
+		if ((rc = cuda_memop_store(sl, s->stream, name, slot, value, err, errlen)) < 0)
+			return rc;
+		return pend_aside(s, pd, err, errlen);
 	case PEND_LAND:
 		/* Refused, nothing is on the stream: the caller may wait
 		 * another way (PPRPC_EUNSUPP). */
@@ -427,17 +467,22 @@ static int pend_enqueue(struct gge_cuda_stream *s, struct pend *pd, volatile uin
 		e = cudaMemcpyAsync(pd->land.dst, pd->land.src, (size_t)pd->land.n, cudaMemcpyHostToDevice, s->stream);
 		if (e != cudaSuccess)
 			return cuda_fail(s->cs, e, "the copy out of the landing slot", err, errlen);
-		break;
+		return pend_aside(s, pd, err, errlen);
 	case PEND_PUT:
 		/* The bell after the bytes: a stream write orders itself behind
 		 * the stream's earlier work and its memory (no NO_MEMORY_BARRIER). */
 		e = cudaMemcpyAsync(pd->land.dst, pd->land.src, (size_t)pd->land.n, cudaMemcpyDeviceToHost, s->stream);
 		if (e != cudaSuccess)
 			return cuda_fail(s->cs, e, "the copy into the landing slot", err, errlen);
-		return cuda_memop_write(sl, s->stream, name, pd->land.bell, pd->land.gen, pend_done, pd, err, errlen);
+		if ((rc = cuda_memop_store(sl, s->stream, name, pd->land.bell, pd->land.gen, err, errlen)) < 0)
+			return rc;
+		return pend_aside(s, pd, err, errlen);
 	case PEND_AFTER:
 		break;
 	}
+	/* A run's completion holds the stream: it reads the fault word its
+	 * checks wrote, which the next run's checks, enqueued behind it,
+	 * would overwrite (take_fault). */
 	return cuda_completion_add(s->stream, name, NULL, NULL, pend_done, pd, err, errlen);
 }
 
