@@ -35,6 +35,7 @@ struct queue {
 	/* until when (util_now_ns) an idle worker spins for work instead of
 	 * sleeping (queue_spin_until) */
 	_Atomic uint64_t spin_until;
+	_Atomic uint64_t spin_turns; /* turns of that looking (queue_spin_turns) */
 	uint64_t npending; /* commands handed to the device, not completed */
 	/* a command's exec runs outside the lock: on the worker, or inline on
 	 * the loop (queue_run_inline); never both at once */
@@ -279,6 +280,7 @@ static void spin(struct queue *q)
 		if (__atomic_load_n(&q->kicks, __ATOMIC_RELAXED) != seen)
 			break;
 		if (!(i & 63)) {
+			atomic_fetch_add_explicit(&q->spin_turns, 1, memory_order_relaxed);
 			if (util_now_ns() >= atomic_load(&q->spin_until))
 				break;
 			/* any thread that wants this CPU gets it first */
@@ -546,6 +548,11 @@ uint64_t queue_depth(const struct queue *q)
 pthread_t queue_thread(const struct queue *q)
 {
 	return q->thread;
+}
+
+uint64_t queue_spin_turns(const struct queue *q)
+{
+	return atomic_load_explicit(&q->spin_turns, memory_order_relaxed);
 }
 
 void queue_destroy(struct queue *q)

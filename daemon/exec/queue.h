@@ -127,6 +127,9 @@ uint64_t queue_activity(const struct queue *q);
  * sleeping: a client's next requests are due (server/wake_ahead.c).  Any
  * thread; replaces the last setting. */
 void queue_spin_until(struct queue *q, uint64_t until_ns);
+/* How many turns an idle worker took looking for work so far (one per 64
+ * checks): moves only inside such a window, however loaded the host. */
+uint64_t queue_spin_turns(const struct queue *q);
 /* A command that sleeps in its exec on a futex word (a landing page's,
  * daemon/xfer/land.h: another process wakes it too) names it here while
  * it sleeps: every push and kick then adds 1 to it and wakes it, so the
