@@ -61,12 +61,11 @@ struct gge_cuda_stream {
 	pthread_mutex_t plock;
 	struct pend *phead, *ptail;
 	int nwaits, nlands;
-	/* The completions of what only tells the host (a WAIT or a held RECV
-	 * passed, a SIGNAL or a bell written) run from this stream, behind cb_ev
-	 * recorded on stream: a callback holds its stream until CUDA's callback
-	 * thread ran it (tens of microseconds or more), and on stream the next
-	 * stage's graph would wait for that.  A run's completion stays on stream
-	 * (pend_enqueue says why). */
+	/* The completions of a landing slot's part (a held RECV's copy, a
+	 * SEND's bell) run from this stream, behind cb_ev recorded on stream:
+	 * a callback holds its stream until CUDA's callback thread ran it (tens
+	 * of microseconds or more), and on stream the next stage's graph would
+	 * wait for that.  The others stay on stream (pend_enqueue says why). */
 	cudaStream_t cb_stream;
 	cudaEvent_t cb_ev;
 	/* recorded on stream behind a run enqueued behind a held RECV, before
@@ -450,15 +449,13 @@ static int pend_enqueue(struct gge_cuda_stream *s, struct pend *pd, volatile uin
 
 	switch (pd->kind) {
 	case PEND_WAIT:
-		/* GEQ is a cyclic comparison: a private slot going from 0 to 1
-		 * is the one safe use (cuda_memop_wait). */
-		if (slot && (rc = cuda_memop_wait_geq(sl, s->stream, name, slot, 1, err, errlen)) < 0)
-			return rc;
-		return pend_aside(s, pd, err, errlen);
+		/* A timeline WAIT's and a SIGNAL's completions stay on the
+		 * stream: the way tested on GPUs for every run that holds them;
+		 * a landing slot's part (land-hold, land-gpu-send, both opt-in)
+		 * is where one sat in front of the next stage's graph. */
+		return cuda_memop_wait(sl, s->stream, name, slot, pend_done, pd, err, errlen);
 	case PEND_WRITE:
-		if ((rc = cuda_memop_store(sl, s->stream, name, slot, value, err, errlen)) < 0)
-			return rc;
-		return pend_aside(s, pd, err, errlen);
+		return cuda_memop_write(sl, s->stream, name, slot, value, pend_done, pd, err, errlen);
 	case PEND_LAND:
 		/* Refused, nothing is on the stream: the caller may wait
 		 * another way (PPRPC_EUNSUPP). */
