@@ -875,6 +875,25 @@ static bool held_expected(pprpc_client *c, uint64_t *ret_held)
 	return gpu_part_expected(c, "gpu_recvs", ret_held);
 }
 
+/* Landing pages need a writable LAND_DIR: where there is none, the test
+ * says so and skips. */
+static void land_dir_or_skip(void)
+{
+	if (access(LAND_DIR, W_OK) != 0) {
+		print_message("SKIP: no writable %s for landing pages here\n", LAND_DIR);
+		skip();
+	}
+}
+
+/* A pair of daemons of its own, A and B started with their own settings. */
+static void pair_start(struct pair *q, const char *const *a_args, const char *const *b_args)
+{
+	assert_int_equal(tdaemon_start(&q->a, a_args), 0);
+	assert_int_equal(tdaemon_start(&q->b, b_args), 0);
+	q->ca = connect_ok(&q->a);
+	q->cb = connect_ok(&q->b);
+}
+
 /* Small transfers between daemons of one host go through the
  * destination's landing page when the PULL reached the source before its
  * SEND ran (RECV first, 20 ms ahead): bit-exact from 1 byte to a whole
@@ -889,10 +908,7 @@ static void test_land_path(void **state)
 	uint64_t b = 0, c = 0, id = 9000, held0, held1;
 	bool held;
 
-	if (access(LAND_DIR, W_OK) != 0) {
-		print_message("SKIP: no writable %s for landing pages here\n", LAND_DIR);
-		skip();
-	}
+	land_dir_or_skip();
 	held = held_expected(p->cb, &held0);
 	/* The first PULL on a link is checked with the rank before it
 	 * attaches (pull_auth.c): its SEND has run by then. */
@@ -938,10 +954,7 @@ static void test_land_held(void **state)
 	pprpc_client *c2;
 	uint64_t held;
 
-	if (access(LAND_DIR, W_OK) != 0) {
-		print_message("SKIP: no writable %s for landing pages here\n", LAND_DIR);
-		skip();
-	}
+	land_dir_or_skip();
 	held_expected(p->cb, &held);
 	fill(src, n, 77);
 	fill(other, sizeof(other), 78);
@@ -974,10 +987,7 @@ static void test_land_held(void **state)
 	assert_int_equal(pprpc_buffer_free(p->cb, bb), 0);
 
 	/* a daemon stopped with a RECV held */
-	assert_int_equal(tdaemon_start(&q.a, NULL), 0);
-	assert_int_equal(tdaemon_start(&q.b, hold_on), 0);
-	q.ca = connect_ok(&q.a);
-	q.cb = connect_ok(&q.b);
+	pair_start(&q, NULL, hold_on);
 	transfer(&q, n, 9310, 20000, 0); /* the link checked: the next PULL attaches at once */
 	assert_int_equal(pprpc_buffer_alloc(q.cb, 0, n, &b2), 0);
 	assert_int_equal(pprpc_recv_async(q.cb, b2, 0, n, 9311, q.a.addr), 0);
@@ -1004,14 +1014,8 @@ static void test_land_hold_lead(void **state)
 	bool held;
 
 	(void)state;
-	if (access(LAND_DIR, W_OK) != 0) {
-		print_message("SKIP: no writable %s for landing pages here\n", LAND_DIR);
-		skip();
-	}
-	assert_int_equal(tdaemon_start(&q.a, NULL), 0);
-	assert_int_equal(tdaemon_start(&q.b, lead), 0);
-	q.ca = connect_ok(&q.a);
-	q.cb = connect_ok(&q.b);
+	land_dir_or_skip();
+	pair_start(&q, NULL, lead);
 	transfer(&q, 4096, id++, 20000, 0); /* the link checked: later PULLs attach at once */
 	held = held_expected(q.cb, &held0);
 	for (size_t i = 0; i < sizeof(delays) / sizeof(delays[0]); i++)
@@ -1049,10 +1053,7 @@ static void test_land_gpu_send(void **state)
 	uint64_t sends0, sends1, id = 9400;
 	bool gpu;
 
-	if (access(LAND_DIR, W_OK) != 0) {
-		print_message("SKIP: no writable %s for landing pages here\n", LAND_DIR);
-		skip();
-	}
+	land_dir_or_skip();
 	c2 = connect_ok(&p->a);
 	gpu = gpu_part_expected(p->ca, "gpu_sends", &sends0);
 	transfer(p, 4096, id++, 20000, 0); /* the link checked: later PULLs attach at once */
@@ -1104,10 +1105,7 @@ static void test_land_lie(void **state)
 	static const uint64_t sizes[] = { 4096, 4095 };
 	struct fake_rank f;
 
-	if (access(LAND_DIR, W_OK) != 0) {
-		print_message("SKIP: no writable %s for landing pages here\n", LAND_DIR);
-		skip();
-	}
+	land_dir_or_skip();
 	assert_int_equal(fake_rank_listen(&f), 0);
 	for (size_t i = 0; i < 2; i++) {
 		Pprpc__PullChunk pc = PPRPC__PULL_CHUNK__INIT;
@@ -1152,14 +1150,8 @@ static void test_land_off_and_cleanup(void **state)
 	pid_t pid;
 
 	(void)state;
-	if (access(LAND_DIR, W_OK) != 0) {
-		print_message("SKIP: no writable %s for landing pages here\n", LAND_DIR);
-		skip();
-	}
-	assert_int_equal(tdaemon_start(&q.a, off), 0);
-	assert_int_equal(tdaemon_start(&q.b, hold_on), 0);
-	q.ca = connect_ok(&q.a);
-	q.cb = connect_ok(&q.b);
+	land_dir_or_skip();
+	pair_start(&q, off, hold_on);
 	transfer(&q, 16 * 1024, 9200, 20000, 1);
 	recv_bstat(&q, path, sizeof(path), &b, &c);
 	assert_string_equal(path, "p2p-tcp");
