@@ -329,25 +329,18 @@ static int recv_ready(struct qcmd *q)
 }
 
 /* Worker: wait in place for the bytes to land (1) or the slot to hold
- * another size (< 0); 0 when the waiting time is up, the device's queue
- * moved (other work may be ready: the worker looks and comes back while
- * the time lasts), the transfer took another turn, or the stream is
- * cancelled.  Asleep on the page's wake word until shortly before the
- * bytes are expected; from then on a GPU device's worker polls the bell
- * (land.h). */
-static int recv_land_wait(struct recv_cmd *rc, struct device *dev, bool poll)
+ * another size (< 0), until `until` (xfer_now_us); 0 when the time is up,
+ * the device's queue moved (other work may be ready: the worker looks and
+ * comes back while the time lasts), the transfer took another turn, or the
+ * stream is cancelled.  Asleep on the page's wake word until poll_from,
+ * polling the bell from then on (land.h). */
+static int land_wait_until(struct recv_cmd *rc, struct device *dev, uint64_t poll_from, uint64_t until)
 {
 	struct xrecv *xr = rc->xr;
 	struct xfer *xf = xr->xf;
-	uint64_t seen = xdev_queue_activity(dev), now = xfer_now_us();
-	uint64_t est = land_expected_us(&xr->land);
-	uint64_t until, poll_from;
+	uint64_t seen = xdev_queue_activity(dev), now;
 	int l = 0;
 
-	if (!rc->wait_from)
-		rc->wait_from = now;
-	until = rc->wait_from + xf->d->opts.land_wait_us;
-	poll_from = !poll ? until : rc->wait_from + expect_spin_from_us(est);
 	for (unsigned i = 0; l == 0; i++) {
 		bool other;
 
@@ -379,6 +372,23 @@ static int recv_land_wait(struct recv_cmd *rc, struct device *dev, bool poll)
 		if (l == 0 && xdev_queue_activity(dev) != seen)
 			return 0;
 	}
+	return l;
+}
+
+/* Worker: wait in place for a RECV's bytes (land_wait_until) for up to
+ * land-wait-us from its first wait; a GPU device's worker (poll) polls the
+ * bell from shortly before the bytes are expected. */
+static int recv_land_wait(struct recv_cmd *rc, struct device *dev, bool poll)
+{
+	struct xrecv *xr = rc->xr;
+	uint64_t until;
+	int l;
+
+	if (!rc->wait_from)
+		rc->wait_from = xfer_now_us();
+	until = rc->wait_from + xr->xf->d->opts.land_wait_us;
+	l = land_wait_until(rc, dev, !poll ? until : rc->wait_from + expect_spin_from_us(land_expected_us(&xr->land)),
+			    until);
 	if (l > 0)
 		land_note_wait(&xr->land, xfer_now_us() - rc->wait_from);
 	return l;
@@ -499,56 +509,31 @@ static void recv_held_done(void *arg, int status, const char *why)
 }
 
 /* Worker: whether a held RECV goes to the device's stream now.  Not
- * sooner than land-hold-lead-us before its bytes are expected: a stream
- * held on host memory for a millisecond while other ranks' graphs run on
- * the same GPU costs them (doc/gpu-wait.md), and the lead still covers the
- * next graph's prepare and launch.  Meanwhile the worker sleeps on the
+ * sooner than land-hold-lead-us before its bytes are expected, so that the
+ * GPU holds a stream on host memory only that long while the lead still
+ * covers the next graph's prepare and launch (measured: no faster than
+ * holding at once, doc/gpu-wait.md).  Meanwhile the worker sleeps on the
  * page's wake word (the source's ring moves it: the bytes that come early
- * go at once) and spins the last stretch (a wake-up from a timed sleep
+ * go at once) and polls the last stretch (a wake-up from a timed sleep
  * comes tens of microseconds late here, bench/wake-probe.c).  false: the
  * device's queue moved first; the worker serves it and comes back. */
 static bool recv_hold_due(struct recv_cmd *rc, struct device *dev)
 {
 	struct xrecv *xr = rc->xr;
-	struct xfer *xf = xr->xf;
-	uint64_t lead = xf->d->opts.land_hold_lead_us, now = xfer_now_us();
+	uint64_t lead = xr->xf->d->opts.land_hold_lead_us, wait_us = xr->xf->d->opts.land_wait_us;
 	uint64_t seen = xdev_queue_activity(dev), est, until;
 
 	if (!rc->wait_from)
-		rc->wait_from = now;
+		rc->wait_from = xfer_now_us();
 	est = land_expected_us(&xr->land);
 	if (!lead || est <= lead || !land_wait_ok(&xr->land))
 		return true;
 	/* No longer than a RECV waits in place at all: the worker serves no
 	 * other stream's work meanwhile. */
-	until = rc->wait_from + (est - lead < xf->d->opts.land_wait_us ? est - lead : xf->d->opts.land_wait_us);
-	for (unsigned i = 0; land_landed(&xr->land, xr->sm.size) == 0; i++) {
-		bool other;
-		uint32_t seq;
-
-		if (i & 255) {
-			cpu_relax();
-			continue;
-		}
-		now = xfer_now_us();
-		if (now >= until || atomic_load(&rc->qr.q.stream->canceled) || atomic_load(&xf->d->stopping_workers))
-			return true;
-		pthread_mutex_lock(&xf->lock);
-		other = xr->sm.error || xr->sm.arrived || xr->sm.ipc_avail || xr->sm.land_avail;
-		pthread_mutex_unlock(&xf->lock);
-		if (other)
-			return true;
-		if (until - now > HOLD_SPIN_US) {
-			xdev_queue_wake_word(dev, land_wake_word(&xr->land));
-			seq = land_wake_seq(&xr->land);
-			if (xdev_queue_activity(dev) == seen)
-				land_sleep(&xr->land, xr->sm.size, seq, until - now - HOLD_SPIN_US);
-			xdev_queue_wake_word(dev, NULL);
-		}
-		if (xdev_queue_activity(dev) != seen && xfer_now_us() < until)
-			return false;
-	}
-	return true;
+	until = rc->wait_from + (est - lead < wait_us ? est - lead : wait_us);
+	if (land_wait_until(rc, dev, until > HOLD_SPIN_US ? until - HOLD_SPIN_US : 0, until) != 0)
+		return true;
+	return xfer_now_us() >= until || xdev_queue_activity(dev) == seen;
 }
 
 /* Worker: hand the RECV to the device's stream. */
