@@ -45,6 +45,11 @@ struct gge_cuda_streams {
 	struct gge_cuda_stream *idle;
 };
 
+/* Check reports in flight at once before a launch waits for the oldest's
+ * reader (enqueue_checks): runs queued on one connection's stream rarely
+ * number more than two or three. */
+#define FAULT_RING 16
+
 struct gge_cuda_stream {
 	struct gge_cuda_stream *next;   /* the idle list */
 	struct gge_cuda_streams *cs;
@@ -62,18 +67,23 @@ struct gge_cuda_stream {
 	struct pend *phead, *ptail;
 	int nwaits, nlands;
 	/* The completions of a landing slot's part (a held RECV's copy, a
-	 * SEND's bell) run from this stream, behind cb_ev recorded on stream:
-	 * a callback holds its stream until CUDA's callback thread ran it (tens
-	 * of microseconds or more), and on stream the next stage's graph would
-	 * wait for that.  The others stay on stream (pend_enqueue says why). */
+	 * SEND's bell) and of the runs around one run from this stream, behind
+	 * cb_ev recorded on stream: a callback holds its stream until CUDA's
+	 * callback thread ran it (tens of microseconds or more), and on stream
+	 * the next stage's graph, or the SEND's copy behind a run, would wait
+	 * for that.  The others stay on stream (pend_enqueue says why). */
 	cudaStream_t cb_stream;
 	cudaEvent_t cb_ev;
 	/* recorded on stream behind a run enqueued behind a held RECV, before
 	 * its completion: the worker sees the run end without the callback */
 	cudaEvent_t ev_done;
 	struct expect held_us;          /* how long such runs took from their launch */
-	struct kern_index_fault *fault;      /* host-mapped */
-	struct kern_index_fault *fault_dev;  /* its device address */
+	/* One report per check launch in flight, by its generation
+	 * (FAULT_RING): a run's completion may come from cb_stream after the
+	 * next run's checks ran, so each reads its own. */
+	struct kern_index_fault *fault;      /* host-mapped, FAULT_RING of them */
+	struct kern_index_fault *fault_dev;  /* their device address */
+	int fault_users[FAULT_RING];         /* plock: launches whose report is not read yet */
 	unsigned *claim;                     /* device memory: elects the reporter */
 	unsigned gen;                        /* of the last check launch */
 };
@@ -137,14 +147,14 @@ static int stream_create(struct gge_cuda_streams *cs, struct gge_cuda_stream **r
 	    (e = cudaEventCreateWithFlags(&s->ev_done, cudaEventDisableTiming)) != cudaSuccess ||
 	    (e = cudaStreamCreateWithFlags(&s->cb_stream, cudaStreamNonBlocking)) != cudaSuccess ||
 	    (e = cudaEventCreateWithFlags(&s->cb_ev, cudaEventDisableTiming)) != cudaSuccess ||
-	    (e = cudaHostAlloc((void **)&s->fault, sizeof(*s->fault), cudaHostAllocMapped)) != cudaSuccess ||
+	    (e = cudaHostAlloc((void **)&s->fault, FAULT_RING * sizeof(*s->fault), cudaHostAllocMapped)) != cudaSuccess ||
 	    (e = cudaHostGetDevicePointer((void **)&s->fault_dev, s->fault, 0)) != cudaSuccess ||
 	    (e = cudaMalloc((void **)&s->claim, sizeof(*s->claim))) != cudaSuccess ||
 	    (e = cudaMemset(s->claim, 0, sizeof(*s->claim))) != cudaSuccess) {
 		rc = cuda_fail(cs, e, "a stream and its fault word", err, errlen);
 		goto fail;
 	}
-	memset(s->fault, 0, sizeof(*s->fault));
+	memset(s->fault, 0, FAULT_RING * sizeof(*s->fault));
 	s->be = ggml_backend_dev_init(cs->g->dev, NULL);
 	s->ev_in = s->be ? ggml_backend_event_new(cs->g->dev) : NULL;
 	s->ev_out = s->ev_in ? ggml_backend_event_new(cs->g->dev) : NULL;
@@ -310,8 +320,11 @@ struct pend {
 	struct gge_cuda_stream *s;
 	enum pend_kind kind;
 	bool claimed;                /* plock: its completion ran (callback or worker) */
-	const struct gge_graph *gg;  /* a run: its checks' report (held by the command until done ran) */
-	bool drop_fault;             /* behind a run that failed to enqueue: its checks' report goes */
+	const struct gge_graph *gg;  /* a run (held by the command until done ran) */
+	/* the report its run's checks write (NULL: none ran); without gg, a
+	 * run that failed to enqueue: the report goes */
+	struct kern_index_fault *fault;
+	bool aside;                  /* PEND_AFTER: its completion from cb_stream */
 	device_done_fn done;         /* NULL: nobody waits */
 	void *arg;
 	/* PEND_LAND, PEND_PUT: the bell, its generation, the copy */
@@ -329,13 +342,21 @@ static bool quiet(struct gge_cuda_stream *s)
 	return __atomic_load_n(&s->inflight, __ATOMIC_ACQUIRE) == 0;
 }
 
-/* The checks of gg ran (and nothing wrote the fault word since): their
- * report, if any, fails a run that went well. */
-static int take_fault(struct gge_cuda_stream *s, const struct gge_graph *gg, int status, const char **why, char *msg,
-		      size_t msglen)
+/* Under plock.  The checks of gg ran and wrote what they found into fault
+ * (its own, enqueue_checks): that report, if any, fails a run that went
+ * well; the record is free again.  A NULL fault: no checks, no report. */
+static int take_fault(struct gge_cuda_stream *s, struct kern_index_fault *fault, const struct gge_graph *gg,
+		      int status, const char **why, char *msg, size_t msglen)
 {
-	volatile struct kern_index_fault *f = s->fault;
+	volatile struct kern_index_fault *f = fault;
 
+	if (!f)
+		return status;
+	s->fault_users[fault - s->fault]--;
+	if (!gg) {
+		f->hit = 0;
+		return status;
+	}
 	if (f->hit) {
 		const int64_t at[4] = { f->at[0], f->at[1], f->at[2], f->at[3] };
 		char what[256];
@@ -369,19 +390,15 @@ static void pend_unlink(struct gge_cuda_stream *s, struct pend *pd)
 	s->nlands -= pd->kind == PEND_LAND;
 }
 
-/* Under plock, in stream order: pd's completion (its run's checks are the
- * last that wrote the fault word: the next run's are enqueued behind it).
- * The pend itself stays: its callback frees it. */
+/* Under plock, in stream order: pd's completion (with its run's own check
+ * report).  The pend itself stays: its callback frees it. */
 static void pend_finish(struct gge_cuda_stream *s, struct pend *pd, int status, const char *why)
 {
 	char msg[320];
 
 	pend_unlink(s, pd);
 	pd->claimed = true;
-	if (pd->gg)
-		status = take_fault(s, pd->gg, status, &why, msg, sizeof(msg));
-	else if (pd->drop_fault)
-		s->fault->hit = 0;
+	status = take_fault(s, pd->fault, pd->gg, status, &why, msg, sizeof(msg));
 	/* Before done: the command after it may find the stream quiet (what
 	 * it enqueues runs after this completion). */
 	__atomic_fetch_sub(&s->inflight, 1, __ATOMIC_RELEASE);
@@ -475,11 +492,15 @@ static int pend_enqueue(struct gge_cuda_stream *s, struct pend *pd, volatile uin
 			return rc;
 		return pend_aside(s, pd, err, errlen);
 	case PEND_AFTER:
+		/* A run's completion goes aside where a landing slot's part
+		 * is around it (gcs_graph_submit): on the chain's source it
+		 * would stand between the run and the SEND's copy and bell.
+		 * It reads its own check report (FAULT_RING), which the next
+		 * run's checks leave alone. */
+		if (pd->aside)
+			return pend_aside(s, pd, err, errlen);
 		break;
 	}
-	/* A run's completion holds the stream: it reads the fault word its
-	 * checks wrote, which the next run's checks, enqueued behind it,
-	 * would overwrite (take_fault). */
 	return cuda_completion_add(s->stream, name, NULL, NULL, pend_done, pd, err, errlen);
 }
 
@@ -579,12 +600,20 @@ static void finish_early(struct gge_cuda_stream *s)
 }
 
 /* The client's indices, checked into the graph's copies on pprpc's stream
- * before the run (gge_graph_shadow). */
-static int enqueue_checks(struct gge_cuda_stream *s, const struct gge_graph *gg, char *err, size_t errlen)
+ * before the run (gge_graph_shadow), their report into *fault (NULL: no
+ * checks).  The record is the generation's in FAULT_RING; if its last
+ * reader has not run, the checks wait for cb_stream's completions so far
+ * (the reader is among them or ahead on stream). */
+static int enqueue_checks(struct gge_cuda_stream *s, const struct gge_graph *gg, struct kern_index_fault **fault,
+			  char *err, size_t errlen)
 {
 	char why[200] = "";
 	int n = gg->ngpu_checks;
+	unsigned k;
+	bool busy;
+	cudaError_t e;
 
+	*fault = NULL;
 	if (!gg->gpu_ready) {
 		snprintf(err, errlen, "%s: the graph's index checks are not set up for the GPU", s->cs->name);
 		return PPRPC_EINTERNAL;
@@ -594,7 +623,17 @@ static int enqueue_checks(struct gge_cuda_stream *s, const struct gge_graph *gg,
 	/* (0 is the claim word's first value: never a generation) */
 	if (++s->gen == 0)
 		s->gen = 1;
-	if (kern_cuda_index_check(s->stream, gg->gpu_checks, n, s->fault_dev, s->claim, s->gen, why, sizeof(why)) < 0) {
+	k = s->gen % FAULT_RING;
+	pthread_mutex_lock(&s->plock);
+	busy = s->fault_users[k]++ > 0;
+	pthread_mutex_unlock(&s->plock);
+	/* from here the caller gives the record back (take_fault) */
+	*fault = &s->fault[k];
+	if (busy && ((e = cudaEventRecord(s->cb_ev, s->cb_stream)) != cudaSuccess ||
+		     (e = cudaStreamWaitEvent(s->stream, s->cb_ev, 0)) != cudaSuccess))
+		return cuda_fail(s->cs, e, "an event (a check report's reader)", err, errlen);
+	if (kern_cuda_index_check(s->stream, gg->gpu_checks, n, s->fault_dev + k, s->claim, s->gen, why,
+				  sizeof(why)) < 0) {
 		snprintf(err, errlen, "%s: %s", s->cs->name, why);
 		return PPRPC_EDEVICE;
 	}
@@ -610,8 +649,9 @@ static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 	ggml_backend_event_t up;
 	const char *w = NULL;
 	enum ggml_status st;
+	struct kern_index_fault *fault = NULL;
 	struct pend *pd;
-	bool early, followed;
+	bool early, followed, aside;
 	cudaError_t e;
 	char why[512];
 	int rc;
@@ -636,7 +676,7 @@ static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 			return cuda_fail(cs, e, "event wait (uploads)", err, errlen);
 		s->ahead = true;
 	}
-	if ((rc = enqueue_checks(s, gg, err, errlen)) < 0)
+	if ((rc = enqueue_checks(s, gg, &fault, err, errlen)) < 0)
 		goto fail;
 	trace_mark(TRACE_MARK_READY);
 	if (s->ahead) {
@@ -662,7 +702,9 @@ static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 	if (quiet(s) && !followed) {
 		/* The checks ran before the graph (it waited for them). */
 		ggml_backend_synchronize(s->be);
-		rc = take_fault(s, gg, 0, &w, why, sizeof(why));
+		pthread_mutex_lock(&s->plock);
+		rc = take_fault(s, fault, gg, 0, &w, why, sizeof(why));
+		pthread_mutex_unlock(&s->plock);
 		done(arg, rc, w);
 		return 0;
 	}
@@ -675,6 +717,7 @@ static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 	 * the run to end, so the worker may look for its end (finish_early). */
 	pthread_mutex_lock(&s->plock);
 	early = s->nlands > 0 && s->nwaits == 0 && !followed;
+	aside = s->nlands > 0 || followed;
 	pthread_mutex_unlock(&s->plock);
 	if (early && cudaEventRecord(s->ev_done, s->stream) != cudaSuccess) {
 		cudaGetLastError();
@@ -685,6 +728,8 @@ static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 		rc = PPRPC_ENOMEM;
 		goto fail;
 	}
+	pd->fault = fault;
+	pd->aside = aside;
 	rc = pend_submit(s, pd, NULL, 0, err, errlen);
 	if (rc < 0)
 		goto fail;
@@ -692,12 +737,19 @@ static int gcs_graph_submit(void *sctx, struct graph *g, device_done_fn done, vo
 		finish_early(s);
 	return 0;
 fail:
-	/* The checks may have run: what they report belongs to no run. */
+	/* The checks may have run: what they report belongs to no run.  Their
+	 * record's last reader may be on cb_stream still: the drop goes behind
+	 * it there. */
+	if (!fault)
+		return rc;
 	pd = pend_new(s, PEND_AFTER, NULL, NULL, NULL, why, sizeof(why));
 	if (pd)
-		pd->drop_fault = true;
-	if (!pd || pend_submit(s, pd, NULL, 0, why, sizeof(why)) < 0)
-		s->fault->hit = 0;
+		pd->fault = fault, pd->aside = true;
+	if (!pd || pend_submit(s, pd, NULL, 0, why, sizeof(why)) < 0) {
+		pthread_mutex_lock(&s->plock);
+		take_fault(s, fault, NULL, 0, NULL, NULL, 0);
+		pthread_mutex_unlock(&s->plock);
+	}
 	return rc;
 }
 
