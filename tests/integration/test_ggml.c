@@ -950,137 +950,303 @@ static void test_wait_holds_run(void **state)
 	close_model(&m);
 }
 
-/* Two stages on two daemons, as llama.cpp splits a model: rank A runs
- * h = mul_mat(W, get_rows(E, ids)) and SENDs h; rank B RECVs it into its
- * ggml buffer and runs soft_max(scale(h)).  All of it queued, each rank's
- * commands in order; B's output is what ggml computes in one piece here. */
+static int connect_to(struct tdaemon *d, struct model *m);
+
+/* The two stages of test_two_ranks and test_chain_runs: rank A runs
+ * h = mul_mat(W, get_rows(E, ids)) (g1; g1b the same with ids outside
+ * the table, into hb) and SENDs h; rank B RECVs it into hin and runs
+ * out = soft_max(scale(hin)) (g2).  want: out computed here in one piece. */
+struct stages {
+	struct ggml_context *c1, *c2;
+	struct ggml_tensor *h, *hin, *out;
+	struct ggml_cgraph *g1, *g1b, *g2;
+	ggml_backend_buffer_t l1, l2;
+	uint64_t base1, base2;
+	float want[M * T];
+	/* remote: A's buffer and graphs, B's */
+	uint64_t ra, rb, ga, gbad, gb;
+};
+
+static void stages_build(struct stages *st)
+{
+	struct ggml_init_params p1 = {
+		.mem_size = 12 * ggml_tensor_overhead() + 2 * ggml_graph_overhead(),
+		.no_alloc = true,
+	};
+	struct ggml_tensor *E, *W, *ids, *idsb;
+	uint32_t seed = 21;
+	float e[K * V];
+	ggml_fp16_t wv[K * M];
+	int32_t iv[T];
+
+	memset(st, 0, sizeof(*st));
+	st->c1 = ggml_init(p1);
+	st->c2 = ctx_new(8);
+	assert_true(st->c1 && st->c2);
+	E = ggml_new_tensor_2d(st->c1, GGML_TYPE_F32, K, V);
+	W = ggml_new_tensor_2d(st->c1, GGML_TYPE_F16, K, M);
+	ids = ggml_new_tensor_1d(st->c1, GGML_TYPE_I32, T);
+	idsb = ggml_new_tensor_1d(st->c1, GGML_TYPE_I32, T);
+	st->h = ggml_mul_mat(st->c1, W, ggml_get_rows(st->c1, E, ids));
+	st->g1 = ggml_new_graph(st->c1);
+	ggml_build_forward_expand(st->g1, st->h);
+	st->g1b = ggml_new_graph(st->c1);
+	ggml_build_forward_expand(st->g1b, ggml_mul_mat(st->c1, W, ggml_get_rows(st->c1, E, idsb)));
+	st->hin = ggml_new_tensor_2d(st->c2, GGML_TYPE_F32, M, T);
+	st->out = ggml_soft_max(st->c2, ggml_scale(st->c2, st->hin, 0.125f));
+	st->g2 = ggml_new_graph(st->c2);
+	ggml_build_forward_expand(st->g2, st->out);
+	st->l1 = ggml_backend_alloc_ctx_tensors(st->c1, g_cpu);
+	st->l2 = ggml_backend_alloc_ctx_tensors(st->c2, g_cpu);
+	assert_true(st->l1 && st->l2);
+	st->base1 = (uint64_t)(uintptr_t)ggml_backend_buffer_get_base(st->l1);
+	st->base2 = (uint64_t)(uintptr_t)ggml_backend_buffer_get_base(st->l2);
+	for (int i = 0; i < K * V; i++)
+		e[i] = frand(&seed);
+	for (int i = 0; i < K * M; i++)
+		wv[i] = ggml_fp32_to_fp16(frand(&seed));
+	for (int i = 0; i < T; i++)
+		iv[i] = (i * 11) % V;
+	ggml_backend_tensor_set(E, e, 0, sizeof(e));
+	ggml_backend_tensor_set(W, wv, 0, sizeof(wv));
+	ggml_backend_tensor_set(ids, iv, 0, sizeof(iv));
+	iv[5] = V + 4;
+	ggml_backend_tensor_set(idsb, iv, 0, sizeof(iv));
+	/* the reference, in one piece */
+	assert_int_equal(ggml_backend_graph_compute(g_cpu, st->g1), GGML_STATUS_SUCCESS);
+	ggml_backend_tensor_copy(st->h, st->hin);
+	assert_int_equal(ggml_backend_graph_compute(g_cpu, st->g2), GGML_STATUS_SUCCESS);
+	ggml_backend_tensor_get(st->out, st->want, 0, sizeof(st->want));
+}
+
+/* A's buffer and graphs on its DEV_GGML, B's on its device bdev. */
+static void stages_remote(struct stages *st, struct model *a, struct model *b, uint32_t bdev)
+{
+	struct gw_graph w;
+	struct gw_map map = { st->l1, 0 };
+	char err[320] = "";
+	int code;
+
+	st->ra = alloc_remote(a, DEV_GGML, ggml_backend_buffer_get_size(st->l1), &code, NULL, 0);
+	assert_int_equal(code, 0);
+	st->rb = alloc_remote(b, bdev, ggml_backend_buffer_get_size(st->l2), &code, NULL, 0);
+	assert_int_equal(code, 0);
+	set_remote(a, st->ra, 0, ggml_backend_buffer_get_base(st->l1), ggml_backend_buffer_get_size(st->l1));
+	map.remote = st->ra;
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(gw_serialize(i ? st->g1b : st->g1, &map, 1, DEV_GGML, &w), 0);
+		a->wg = w;
+		assert_int_equal(create(a, i ? &st->gbad : &st->ga, err, sizeof(err)), 0);
+		gw_free(&w);
+	}
+	map = (struct gw_map){ st->l2, st->rb };
+	assert_int_equal(gw_serialize(st->g2, &map, 1, bdev, &w), 0);
+	b->wg = w;
+	assert_int_equal(create(b, &st->gb, err, sizeof(err)), 0);
+	gw_free(&w);
+	memset(&a->wg, 0, sizeof(a->wg));
+	memset(&b->wg, 0, sizeof(b->wg));
+}
+
+static void stages_free(struct stages *st)
+{
+	ggml_backend_buffer_free(st->l1);
+	ggml_backend_buffer_free(st->l2);
+	ggml_free(st->c1);
+	ggml_free(st->c2);
+}
+
+/* Queued on B: RECV of transfer id from A into hin, the run.  On A: the
+ * run (graph g), SEND of h as transfer id to B. */
+static void stage_b(struct stages *st, struct model *b, uint64_t id, const char *src)
+{
+	Pprpc__Recv rcv = PPRPC__RECV__INIT;
+	Pprpc__GraphRun r = PPRPC__GRAPH_RUN__INIT;
+
+	rcv.device = 0;
+	rcv.buffer = st->rb;
+	rcv.offset = (uintptr_t)st->hin->data - st->base2;
+	rcv.size = ggml_nbytes(st->h);
+	rcv.transfer_id = id;
+	rcv.src_rank = (char *)src;
+	send_queued(b, MSG_RECV, &rcv.base, NULL, 0);
+	r.graph = st->gb;
+	send_queued(b, MSG_GRAPH_RUN, &r.base, NULL, 0);
+}
+
+static void stage_a(struct stages *st, struct model *a, uint64_t g, uint64_t id, const char *dst)
+{
+	Pprpc__GraphRun r = PPRPC__GRAPH_RUN__INIT;
+	Pprpc__Send snd = PPRPC__SEND__INIT;
+
+	r.graph = g;
+	send_queued(a, MSG_GRAPH_RUN, &r.base, NULL, 0);
+	if (!dst)
+		return;
+	snd.device = DEV_GGML;
+	snd.buffer = st->ra;
+	snd.offset = (uintptr_t)st->h->data - st->base1;
+	snd.size = ggml_nbytes(st->h);
+	snd.transfer_id = id;
+	snd.dst_rank = (char *)dst;
+	send_queued(a, MSG_SEND, &snd.base, NULL, 0);
+}
+
+/* B's output against want: bit for bit where A is ggml-cpu. */
+static void stages_check(struct stages *st, struct model *b)
+{
+	float got[M * T];
+
+	get_remote(b, st->rb, (uintptr_t)st->out->data - st->base2, got, sizeof(got));
+	if (g_exact) {
+		assert_memory_equal(got, st->want, sizeof(got));
+	} else {
+		/* rank A (g_dev) computed h with its own kernels */
+		for (int i = 0; i < M * T; i++)
+			assert_true(fabsf(got[i] - st->want[i]) <= F16_TOL);
+	}
+}
+
+/* Two stages on two daemons, as llama.cpp splits a model (struct stages):
+ * all of it queued, each rank's commands in order; B's output is what
+ * ggml computes in one piece here. */
 static void test_two_ranks(void **state)
 {
 	static const char *const extra[] = { "--devices", "ggml:CPU", "--threads", "1", NULL };
 	struct tdaemon db;
 	struct model a, b;
-	struct ggml_context *c1 = ctx_new(8), *c2 = ctx_new(8);
-	struct ggml_tensor *E, *W, *ids, *h, *hin, *out;
-	struct ggml_cgraph *g1, *g2;
-	ggml_backend_buffer_t l1, l2;
-	struct gw_map map;
-	struct gw_graph w1, w2;
-	Pprpc__GraphRun r = PPRPC__GRAPH_RUN__INIT;
-	Pprpc__Send snd = PPRPC__SEND__INIT;
-	Pprpc__Recv rcv = PPRPC__RECV__INIT;
-	uint64_t ra, rb, ga = 0, gb = 0, base1, base2;
-	float want[M * T], got[M * T];
+	struct stages st;
 	char err[320] = "";
-	int code;
 
 	(void)state;
 	assert_int_equal(tdaemon_start(&db, extra), 0);
-	memset(&a, 0, sizeof(a));
-	memset(&b, 0, sizeof(b));
-	a.fd = traw_connect(&g_d);
-	b.fd = traw_connect(&db);
-	a.req = b.req = 100;
-	assert_int_equal(wire_hello(a.fd), 0);
-	assert_int_equal(wire_hello(b.fd), 0);
-
-	E = ggml_new_tensor_2d(c1, GGML_TYPE_F32, K, V);
-	W = ggml_new_tensor_2d(c1, GGML_TYPE_F16, K, M);
-	ids = ggml_new_tensor_1d(c1, GGML_TYPE_I32, T);
-	h = ggml_mul_mat(c1, W, ggml_get_rows(c1, E, ids));
-	g1 = ggml_new_graph(c1);
-	ggml_build_forward_expand(g1, h);
-	hin = ggml_new_tensor_2d(c2, GGML_TYPE_F32, M, T);
-	out = ggml_soft_max(c2, ggml_scale(c2, hin, 0.125f));
-	g2 = ggml_new_graph(c2);
-	ggml_build_forward_expand(g2, out);
-	l1 = ggml_backend_alloc_ctx_tensors(c1, g_cpu);
-	l2 = ggml_backend_alloc_ctx_tensors(c2, g_cpu);
-	assert_true(l1 && l2);
-	base1 = (uint64_t)(uintptr_t)ggml_backend_buffer_get_base(l1);
-	base2 = (uint64_t)(uintptr_t)ggml_backend_buffer_get_base(l2);
-	{
-		uint32_t seed = 21;
-		float e[K * V];
-		ggml_fp16_t wv[K * M];
-		int32_t iv[T];
-
-		for (int i = 0; i < K * V; i++)
-			e[i] = frand(&seed);
-		for (int i = 0; i < K * M; i++)
-			wv[i] = ggml_fp32_to_fp16(frand(&seed));
-		for (int i = 0; i < T; i++)
-			iv[i] = (i * 11) % V;
-		ggml_backend_tensor_set(E, e, 0, sizeof(e));
-		ggml_backend_tensor_set(W, wv, 0, sizeof(wv));
-		ggml_backend_tensor_set(ids, iv, 0, sizeof(iv));
-	}
-	/* the reference, in one piece */
-	assert_int_equal(ggml_backend_graph_compute(g_cpu, g1), GGML_STATUS_SUCCESS);
-	ggml_backend_tensor_copy(h, hin);
-	assert_int_equal(ggml_backend_graph_compute(g_cpu, g2), GGML_STATUS_SUCCESS);
-	ggml_backend_tensor_get(out, want, 0, sizeof(want));
-
-	ra = alloc_remote(&a, DEV_GGML, ggml_backend_buffer_get_size(l1), &code, NULL, 0);
-	assert_int_equal(code, 0);
-	rb = alloc_remote(&b, 0, ggml_backend_buffer_get_size(l2), &code, NULL, 0);
-	assert_int_equal(code, 0);
-	set_remote(&a, ra, 0, ggml_backend_buffer_get_base(l1), ggml_backend_buffer_get_size(l1));
-	map = (struct gw_map){ l1, ra };
-	assert_int_equal(gw_serialize(g1, &map, 1, DEV_GGML, &w1), 0);
-	map = (struct gw_map){ l2, rb };
-	assert_int_equal(gw_serialize(g2, &map, 1, 0, &w2), 0);
-	a.wg = w1;
-	assert_int_equal(create(&a, &ga, err, sizeof(err)), 0);
-	b.wg = w2;
-	assert_int_equal(create(&b, &gb, err, sizeof(err)), 0);
-
-	/* B: RECV h, run.  A: run, SEND h.  Both queued. */
-	rcv.device = 0;
-	rcv.buffer = rb;
-	rcv.offset = (uintptr_t)hin->data - base2;
-	rcv.size = ggml_nbytes(h);
-	rcv.transfer_id = 77;
-	rcv.src_rank = g_d.addr;
-	send_queued(&b, MSG_RECV, &rcv.base, NULL, 0);
-	r.graph = gb;
-	send_queued(&b, MSG_GRAPH_RUN, &r.base, NULL, 0);
-	r.graph = ga;
-	send_queued(&a, MSG_GRAPH_RUN, &r.base, NULL, 0);
-	snd.device = DEV_GGML;
-	snd.buffer = ra;
-	snd.offset = (uintptr_t)h->data - base1;
-	snd.size = ggml_nbytes(h);
-	snd.transfer_id = 77;
-	snd.dst_rank = db.addr;
-	send_queued(&a, MSG_SEND, &snd.base, NULL, 0);
+	connect_to(&g_d, &a);
+	connect_to(&db, &b);
+	stages_build(&st);
+	stages_remote(&st, &a, &b, 0);
+	stage_b(&st, &b, 77, g_d.addr);
+	stage_a(&st, &a, st.ga, 77, db.addr);
 	assert_int_equal(fence(&a, NULL, err, sizeof(err)), 0);
-	{
-		Pprpc__Fence f = PPRPC__FENCE__INIT;
-		struct wire_reply wr;
-
-		assert_int_equal(wire_call(b.fd, MSG_FENCE, ++b.req, &f.base, NULL, 0, &wr), 0);
-		if (wr.is_error)
-			fprintf(stderr, "rank B: %s\n", wr.msg);
-		assert_false(wr.is_error);
-		wire_reply_free(&wr);
-	}
-	get_remote(&b, rb, (uintptr_t)out->data - base2, got, sizeof(got));
-	if (g_exact) {
-		assert_memory_equal(got, want, sizeof(got));
-	} else {
-		/* rank A (g_dev) computed h with its own kernels */
-		for (int i = 0; i < M * T; i++)
-			assert_true(fabsf(got[i] - want[i]) <= F16_TOL);
-	}
-
+	assert_int_equal(fence(&b, NULL, err, sizeof(err)), 0);
+	stages_check(&st, &b);
 	close(a.fd);
 	close(b.fd);
-	gw_free(&w1);
-	gw_free(&w2);
-	ggml_backend_buffer_free(l1);
-	ggml_backend_buffer_free(l2);
-	ggml_free(c1);
-	ggml_free(c2);
+	stages_free(&st);
+	assert_int_equal(tdaemon_stop(&db), 0);
+}
+
+/* Where the daemon of c does a landing slot's part on the GPU (ggml-cuda
+ * with async_status "on": RECVs held, key gpu_recvs; SENDs put, gpu_sends),
+ * its count is past *before; elsewhere it stays 0. */
+static void gpu_part_seen(pprpc_client *c, const char *key, uint64_t before)
+{
+	pprpc_stats *st = NULL;
+	uint64_t n;
+	bool on;
+
+	assert_int_equal(pprpc_stats_get(c, &st), 0);
+	on = strcmp(pprpc_stats_str(st, "devices", DEV_GGML, "async_status"), "on") == 0;
+	n = pprpc_stats_u64(st, "devices", DEV_GGML, key);
+	fprintf(stderr, "note: %s %s: %llu\n", pprpc_stats_str(st, "devices", DEV_GGML, "info.name"), key,
+		(unsigned long long)(n - before));
+	if (on)
+		assert_true(n > before);
+	else
+		assert_int_equal(n, 0);
+	pprpc_stats_free(st);
+}
+
+/*
+ * The chain of two ggml stages with landing slots (land-hold and
+ * land-gpu-send on both daemons, on the device under test): B's RECVs held
+ * with its runs behind them; A's runs each followed by the SEND the GPU
+ * puts into B's slot, all behind a WAIT held on A's stream — more of them
+ * in flight than a stream keeps index-check reports for (16:
+ * ggml_cuda_stream.c, FAULT_RING), their completions beside the stream.
+ * The last of A's runs has an id outside its table: A's FENCE reports
+ * PPRPC_ERANGE naming GET_ROWS, while every round before it reached B
+ * (B's FENCE clean, its output the one-piece result).  Then a round of
+ * both runs again.  On ggml:CPU the workers do the same without the GPU.
+ */
+static void test_chain_runs(void **state)
+{
+	enum { ROUNDS = 17 };
+	static char devs[96];
+	static const char *const extra[] = { "--devices", devs, "--threads", "2", "--land-hold", "1",
+					     "--land-gpu-send", "1", NULL };
+	struct tdaemon da, db;
+	struct model a, b;
+	struct stages st;
+	pprpc_client *ca, *cb;
+	pprpc_timeline t;
+	pprpc_stats *s0;
+	Pprpc__Wait w = PPRPC__WAIT__INIT;
+	uint64_t sends0, recvs0;
+	float zero[M * T];
+	char err[320] = "";
+
+	(void)state;
+	if (access("/dev/shm", W_OK) != 0) {
+		print_message("SKIP: no writable /dev/shm for landing pages here\n");
+		skip();
+	}
+	snprintf(devs, sizeof(devs), "%s,cpu", g_dev);
+	assert_int_equal(tdaemon_start(&da, extra), 0);
+	assert_int_equal(tdaemon_start(&db, extra), 0);
+	connect_to(&da, &a);
+	connect_to(&db, &b);
+	assert_int_equal(pprpc_connect(da.addr, NULL, &ca), 0);
+	assert_int_equal(pprpc_connect(db.addr, NULL, &cb), 0);
+	assert_int_equal(pprpc_timeline_create(ca, DEV_GGML, 0, &t), 0);
+	assert_int_equal(pprpc_stats_get(ca, &s0), 0);
+	sends0 = pprpc_stats_u64(s0, "devices", DEV_GGML, "gpu_sends");
+	pprpc_stats_free(s0);
+	assert_int_equal(pprpc_stats_get(cb, &s0), 0);
+	recvs0 = pprpc_stats_u64(s0, "devices", DEV_GGML, "gpu_recvs");
+	pprpc_stats_free(s0);
+	stages_build(&st);
+	stages_remote(&st, &a, &b, DEV_GGML);
+	/* the link checked: later PULLs reach A before its SENDs */
+	stage_b(&st, &b, 500, da.addr);
+	stage_a(&st, &a, st.ga, 500, db.addr);
+	assert_int_equal(fence(&a, NULL, err, sizeof(err)), 0);
+	assert_int_equal(fence(&b, NULL, err, sizeof(err)), 0);
+	stages_check(&st, &b);
+
+	memset(zero, 0, sizeof(zero));
+	set_remote(&b, st.rb, (uintptr_t)st.out->data - st.base2, zero, sizeof(zero));
+	for (uint64_t i = 0; i < ROUNDS; i++)
+		stage_b(&st, &b, 501 + i, da.addr);
+	w.device = DEV_GGML;
+	w.timeline = t.id;
+	w.value = 1;
+	w.rank = da.addr;
+	send_queued(&a, MSG_WAIT, &w.base, NULL, 0);
+	for (uint64_t i = 0; i < ROUNDS; i++)
+		stage_a(&st, &a, st.ga, 501 + i, db.addr);
+	stage_a(&st, &a, st.gbad, 0, NULL);
+	usleep(200 * 1000); /* all of it on A's stream, behind the WAIT */
+	assert_int_equal(pprpc_signal(ca, t, 1), 0);
+	assert_int_equal(fence(&a, NULL, err, sizeof(err)), PPRPC_ERANGE);
+	assert_non_null(strstr(err, "GET_ROWS"));
+	assert_int_equal(fence(&b, NULL, err, sizeof(err)), 0);
+	stages_check(&st, &b);
+
+	set_remote(&b, st.rb, (uintptr_t)st.out->data - st.base2, zero, sizeof(zero));
+	stage_b(&st, &b, 600, da.addr);
+	stage_a(&st, &a, st.ga, 600, db.addr);
+	assert_int_equal(fence(&a, NULL, err, sizeof(err)), 0);
+	assert_int_equal(fence(&b, NULL, err, sizeof(err)), 0);
+	stages_check(&st, &b);
+	gpu_part_seen(ca, "gpu_sends", sends0);
+	gpu_part_seen(cb, "gpu_recvs", recvs0);
+
+	pprpc_close(ca);
+	pprpc_close(cb);
+	close(a.fd);
+	close(b.fd);
+	stages_free(&st);
+	assert_int_equal(tdaemon_stop(&da), 0);
 	assert_int_equal(tdaemon_stop(&db), 0);
 }
 
@@ -1807,6 +1973,7 @@ int main(void)
 		cmocka_unit_test(test_create_run),
 		cmocka_unit_test(test_wait_holds_run),
 		cmocka_unit_test(test_two_ranks),
+		cmocka_unit_test(test_chain_runs),
 		cmocka_unit_test(test_probes),
 		cmocka_unit_test(test_clear_copy),
 		cmocka_unit_test(test_memory_floor),
