@@ -876,6 +876,22 @@ static bool held_expected(pprpc_client *c, uint64_t *ret_held)
 	return gpu_part_expected(c, "gpu_recvs", ret_held);
 }
 
+/* The count of key past before (gpu_part_expected), said as what: at
+ * least least more where the GPU's part was expected, none elsewhere. */
+static void gpu_part_seen(pprpc_client *c, const char *key, const char *what, bool expected, uint64_t before,
+			  uint64_t least)
+{
+	uint64_t now;
+
+	gpu_part_expected(c, key, &now);
+	print_message("%s: %llu (%s)\n", what, (unsigned long long)(now - before),
+		      expected ? "expected" : "not expected here");
+	if (expected)
+		assert_true(now - before >= least);
+	else
+		assert_int_equal(now, before);
+}
+
 /* Landing pages need a writable LAND_DIR: where there is none, the test
  * says so and skips. */
 static void land_dir_or_skip(void)
@@ -906,7 +922,7 @@ static void test_land_path(void **state)
 	struct pair *p = *state;
 	static const size_t sizes[] = { 1, 4099, 16 * 1024, LAND_SLOT_BYTES };
 	char path[16] = "";
-	uint64_t b = 0, c = 0, id = 9000, held0, held1;
+	uint64_t b = 0, c = 0, id = 9000, held0;
 	bool held;
 
 	land_dir_or_skip();
@@ -924,13 +940,7 @@ static void test_land_path(void **state)
 		}
 	assert_int_equal(land_files(p->b.pid), 0);
 	/* on a GPU, each of them waited on the device's stream */
-	held_expected(p->cb, &held1);
-	print_message("RECVs held on the GPU: %llu (%s)\n", (unsigned long long)(held1 - held0),
-		      held ? "expected" : "not expected here");
-	if (held)
-		assert_true(held1 - held0 >= 12);
-	else
-		assert_int_equal(held1, held0);
+	gpu_part_seen(p->cb, "gpu_recvs", "RECVs held on the GPU", held, held0, 12);
 	transfer(p, LAND_SLOT_BYTES + 1, id++, 20000, 0);
 	recv_bstat(p, path, sizeof(path), &b, &c);
 	/* (GPU to GPU on one host: by IPC) */
@@ -1011,7 +1021,7 @@ static void test_land_hold_lead(void **state)
 	static const char *const lead[] = { "--land-hold", "1", "--land-hold-lead-us", "2000", NULL };
 	static const int delays[] = { 8000, 8000, 8000, 8000, 8000, 300, 8000, 30000, 8000 };
 	struct pair q = { 0 };
-	uint64_t id = 9400, held0, held1;
+	uint64_t id = 9400, held0;
 	bool held;
 
 	(void)state;
@@ -1022,13 +1032,8 @@ static void test_land_hold_lead(void **state)
 	for (size_t i = 0; i < sizeof(delays) / sizeof(delays[0]); i++)
 		transfer(&q, 16 * 1024, id++, delays[i], 1);
 	transfer(&q, 16 * 1024, id++, 0, 1);
-	held_expected(q.cb, &held1);
-	print_message("RECVs held on the GPU with a lead: %llu (%s)\n", (unsigned long long)(held1 - held0),
-		      held ? "expected" : "not expected here");
-	if (held)
-		assert_true(held1 - held0 >= sizeof(delays) / sizeof(delays[0]));
-	else
-		assert_int_equal(held1, held0);
+	gpu_part_seen(q.cb, "gpu_recvs", "RECVs held on the GPU with a lead", held, held0,
+		      sizeof(delays) / sizeof(delays[0]));
 	pprpc_close(q.cb);
 	pprpc_close(q.ca);
 	assert_int_equal(tdaemon_stop(&q.b), 0);
@@ -1051,7 +1056,7 @@ static void test_land_gpu_send(void **state)
 	uint8_t src[16384], junk[16384], dst[16384];
 	pprpc_buffer ba, bb;
 	pprpc_timeline tl;
-	uint64_t sends0, sends1, id = 9400;
+	uint64_t sends0, id = 9400;
 	bool gpu;
 
 	land_dir_or_skip();
@@ -1085,13 +1090,8 @@ static void test_land_gpu_send(void **state)
 		assert_int_equal(pprpc_tensor_get(p->cb, bb, 0, dst, n), 0);
 		assert_memory_equal(src, dst, n);
 	}
-	gpu_part_expected(p->ca, "gpu_sends", &sends1);
-	print_message("SENDs put by the GPU: %llu (%s)\n", (unsigned long long)(sends1 - sends0),
-		      gpu ? "expected" : "not expected here");
-	if (gpu)
-		assert_true(sends1 - sends0 >= 2); /* at least the rounds whose PULL came first */
-	else
-		assert_int_equal(sends1, sends0);
+	/* at least the rounds whose PULL came first */
+	gpu_part_seen(p->ca, "gpu_sends", "SENDs put by the GPU", gpu, sends0, 2);
 	assert_int_equal(pprpc_buffer_free(p->ca, ba), 0);
 	assert_int_equal(pprpc_buffer_free(p->cb, bb), 0);
 	pprpc_close(c2);
@@ -1139,7 +1139,7 @@ static void test_land_held_runs(void **state)
 	float table[V][D], out[R][D];
 	pprpc_buffer ba, bb, tb, ig, ibad, ob;
 	pprpc_graph gg, gbad;
-	uint64_t id = 9500, held0, held1;
+	uint64_t id = 9500, held0;
 	bool held;
 	int rc;
 
@@ -1188,13 +1188,7 @@ static void test_land_held_runs(void **state)
 		assert_int_equal(pprpc_tensor_get(p->cb, bb, 0, dst, n), 0);
 		assert_memory_equal(src, dst, n);
 	}
-	held_expected(p->cb, &held1);
-	print_message("RECVs held: %llu (%s)\n", (unsigned long long)(held1 - held0),
-		      held ? "expected" : "not expected here");
-	if (held)
-		assert_true(held1 - held0 >= 3);
-	else
-		assert_int_equal(held1, held0);
+	gpu_part_seen(p->cb, "gpu_recvs", "RECVs held on the GPU", held, held0, 3);
 	pprpc_graph_free(p->cb, gg);
 	pprpc_graph_free(p->cb, gbad);
 	assert_int_equal(pprpc_buffer_free(p->ca, ba), 0);
