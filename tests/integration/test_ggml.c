@@ -793,10 +793,12 @@ static void test_queue_sticky(void **state)
 	close_model(&m);
 }
 
-/* Where the device holds WAITs on the GPU (ggml-cuda: STATS async_status
- * "on"), its gpu_waits count is at least `more` past *last (UINT64_MAX: past
- * 0, the first call); elsewhere the queue holds them and it stays 0. */
-static void gpu_waits_seen(pprpc_client *c, uint64_t *last, uint64_t more)
+/* Where the device does its part on the GPU (ggml-cuda: STATS async_status
+ * "on"), its count `key` (gpu_waits: WAITs held; gpu_recvs: RECVs held;
+ * gpu_sends: SENDs put into a landing slot) is at least `more` past *last
+ * (UINT64_MAX: past 0, the first call); elsewhere the queue does it and
+ * the count stays 0. */
+static void gpu_count_seen(pprpc_client *c, const char *key, uint64_t *last, uint64_t more)
 {
 	pprpc_stats *st = NULL;
 	uint64_t n;
@@ -804,11 +806,9 @@ static void gpu_waits_seen(pprpc_client *c, uint64_t *last, uint64_t more)
 
 	assert_int_equal(pprpc_stats_get(c, &st), 0);
 	on = strcmp(pprpc_stats_str(st, "devices", DEV_GGML, "async_status"), "on") == 0;
-	n = pprpc_stats_u64(st, "devices", DEV_GGML, "gpu_waits");
-	if (*last == UINT64_MAX)
-		fprintf(stderr, "note: %s: WAITs held %s (%llu on the GPU)\n",
-			pprpc_stats_str(st, "devices", DEV_GGML, "info.name"), on ? "on the GPU" : "by the queue",
-			(unsigned long long)n);
+	n = pprpc_stats_u64(st, "devices", DEV_GGML, key);
+	fprintf(stderr, "note: %s: %s %llu (%s)\n", pprpc_stats_str(st, "devices", DEV_GGML, "info.name"), key,
+		(unsigned long long)n, on ? "on the GPU" : "by the queue");
 	if (on)
 		assert_true(n >= (*last == UINT64_MAX ? more : *last + more));
 	else
@@ -911,7 +911,7 @@ static void test_wait_holds_run(void **state)
 	set_remote(&m, m.rc, off, zero, sizeof(zero));
 	held_run(&h, 1, 1);
 	expect_remote_out(&m, off);
-	gpu_waits_seen(h.c2, &waits, 1);
+	gpu_count_seen(h.c2, "gpu_waits", &waits, 1);
 
 	/* Ids outside the table behind a held WAIT: where the WAIT is held
 	 * on the GPU they are checked there (nothing of them exists on the
@@ -945,7 +945,7 @@ static void test_wait_holds_run(void **state)
 	upload(&m, m.pos);
 	held_run(&h, 3, 2);
 	expect_remote_out(&m, off);
-	gpu_waits_seen(h.c2, &waits, 2);
+	gpu_count_seen(h.c2, "gpu_waits", &waits, 2);
 	pprpc_close(h.c2);
 	close_model(&m);
 }
@@ -1135,27 +1135,6 @@ static void test_two_ranks(void **state)
 	assert_int_equal(tdaemon_stop(&db), 0);
 }
 
-/* Where the daemon of c does a landing slot's part on the GPU (ggml-cuda
- * with async_status "on": RECVs held, key gpu_recvs; SENDs put, gpu_sends),
- * its count is past *before; elsewhere it stays 0. */
-static void gpu_part_seen(pprpc_client *c, const char *key, uint64_t before)
-{
-	pprpc_stats *st = NULL;
-	uint64_t n;
-	bool on;
-
-	assert_int_equal(pprpc_stats_get(c, &st), 0);
-	on = strcmp(pprpc_stats_str(st, "devices", DEV_GGML, "async_status"), "on") == 0;
-	n = pprpc_stats_u64(st, "devices", DEV_GGML, key);
-	fprintf(stderr, "note: %s %s: %llu\n", pprpc_stats_str(st, "devices", DEV_GGML, "info.name"), key,
-		(unsigned long long)(n - before));
-	if (on)
-		assert_true(n > before);
-	else
-		assert_int_equal(n, 0);
-	pprpc_stats_free(st);
-}
-
 /*
  * The chain of two ggml stages with landing slots (land-hold and
  * land-gpu-send on both daemons, on the device under test): B's RECVs held
@@ -1179,9 +1158,8 @@ static void test_chain_runs(void **state)
 	struct stages st;
 	pprpc_client *ca, *cb;
 	pprpc_timeline t;
-	pprpc_stats *s0;
 	Pprpc__Wait w = PPRPC__WAIT__INIT;
-	uint64_t sends0, recvs0;
+	uint64_t sends = UINT64_MAX, recvs = UINT64_MAX;
 	float zero[M * T];
 	char err[320] = "";
 
@@ -1198,12 +1176,8 @@ static void test_chain_runs(void **state)
 	assert_int_equal(pprpc_connect(da.addr, NULL, &ca), 0);
 	assert_int_equal(pprpc_connect(db.addr, NULL, &cb), 0);
 	assert_int_equal(pprpc_timeline_create(ca, DEV_GGML, 0, &t), 0);
-	assert_int_equal(pprpc_stats_get(ca, &s0), 0);
-	sends0 = pprpc_stats_u64(s0, "devices", DEV_GGML, "gpu_sends");
-	pprpc_stats_free(s0);
-	assert_int_equal(pprpc_stats_get(cb, &s0), 0);
-	recvs0 = pprpc_stats_u64(s0, "devices", DEV_GGML, "gpu_recvs");
-	pprpc_stats_free(s0);
+	gpu_count_seen(ca, "gpu_sends", &sends, 0);
+	gpu_count_seen(cb, "gpu_recvs", &recvs, 0);
 	stages_build(&st);
 	stages_remote(&st, &a, &b, DEV_GGML);
 	/* the link checked: later PULLs reach A before its SENDs */
@@ -1238,8 +1212,8 @@ static void test_chain_runs(void **state)
 	assert_int_equal(fence(&a, NULL, err, sizeof(err)), 0);
 	assert_int_equal(fence(&b, NULL, err, sizeof(err)), 0);
 	stages_check(&st, &b);
-	gpu_part_seen(ca, "gpu_sends", sends0);
-	gpu_part_seen(cb, "gpu_recvs", recvs0);
+	gpu_count_seen(ca, "gpu_sends", &sends, 1);
+	gpu_count_seen(cb, "gpu_recvs", &recvs, 1);
 
 	pprpc_close(ca);
 	pprpc_close(cb);
